@@ -1,0 +1,71 @@
+// The one communication layer (DESIGN §1, §7): every multi-rank mode and the trainer talk through
+// this interface. Backends:
+//   - MPI: a communicator; errors return FF_ERR_MPI (MPI_ERRORS_RETURN is set), and the caller
+//     ends the job (the CLI calls MPI_Abort) instead of hanging.
+//   - loopback: P simulated ranks inside one process, one thread per rank, for the halo fuzzer and
+//     fast tests; same semantics as MPI (blocking collectives, matched point-to-point by tag).
+// All counts are in bytes unless the name says elements. All collectives are blocking.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fivefold/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ff_comm ff_comm;
+
+int ff_comm_rank(const ff_comm *c);
+int ff_comm_size(const ff_comm *c);
+
+// Point-to-point exchange of a whole plan at once (halo exchange): post every receive and send,
+// then wait for all. send_buf[i] goes to send_peer[i]; recv_buf[i] comes from recv_peer[i].
+// Messages between the same pair are matched in the order they are listed (tag = list order).
+typedef struct {
+    int peer;
+    void *buf;
+    size_t bytes;
+} ff_comm_msg;
+ff_status ff_comm_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
+                           const ff_comm_msg *recvs, int n_recvs);
+
+ff_status ff_comm_barrier(ff_comm *c);
+ff_status ff_comm_bcast(ff_comm *c, void *buf, size_t bytes, int root);
+// Root receives counts[r] bytes from rank r at recvbuf + displs[r]; counts/displs used on root.
+ff_status ff_comm_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
+                          const void *sendbuf, size_t sendbytes, int root);
+// Root sends counts[r] bytes from sendbuf + displs[r] to rank r.
+ff_status ff_comm_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf,
+                           const size_t *counts, const size_t *displs, int root);
+// Everyone receives everyone's block: counts/displs known on every rank.
+ff_status ff_comm_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
+                             const void *sendbuf, size_t sendbytes);
+// Personalised all-to-all: send_counts[r] bytes at sendbuf + send_displs[r] go to rank r.
+ff_status ff_comm_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_counts,
+                            const size_t *recv_displs, const void *sendbuf,
+                            const size_t *send_counts, const size_t *send_displs);
+// Sum of n doubles / int64 across ranks (in place, result on every rank). For losses, counters and
+// agreement checks; gradients use the deterministic scheme in train.c, not a float all-reduce.
+ff_status ff_comm_allreduce_sum_f64(ff_comm *c, double *buf, size_t n);
+ff_status ff_comm_allreduce_max_i64(ff_comm *c, int64_t *buf, size_t n);
+// Non-deterministic fast path (--reduce allreduce): float sum in the library's order.
+ff_status ff_comm_allreduce_sum_f32(ff_comm *c, float *buf, size_t n);
+
+// Bytes this rank has sent since creation (for traces and bus bandwidth).
+int64_t ff_comm_bytes_sent(const ff_comm *c);
+
+// ---- backends ----
+// MPI: wraps `mpi_comm` (an MPI_Comm passed as its integer/handle value via a pointer, so that
+// mpi.h stays out of this header): ff_comm_mpi_create(&c, &some_MPI_Comm). Sets MPI_ERRORS_RETURN.
+ff_status ff_comm_mpi_create(ff_comm **out, const void *mpi_comm);
+// Loopback: runs body(rank_comm, arg) on P threads, one per simulated rank, and joins them;
+// returns the first non-OK status any rank returned (its message is kept).
+typedef ff_status (*ff_comm_body)(ff_comm *c, void *arg);
+ff_status ff_comm_loopback_run(int P, ff_comm_body body, void *arg);
+void ff_comm_destroy(ff_comm *c);  // MPI backend only; loopback comms are owned by the runner
+
+#ifdef __cplusplus
+}
+#endif
