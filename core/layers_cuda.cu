@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "fivefold/gpu.h"
 #include "gpu_check.cuh"
@@ -70,13 +71,16 @@ constexpr int gemm_smem_floats() {
 }
 
 template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool LIN>
-__global__ void __launch_bounds__((BM / TM) * (BN / TN))
+// At least 512 threads resident per multiprocessor: caps registers at 128 per thread.
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN / TN)))
     k_gemm(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
            const float *__restrict__ bias, GemmGeom g, int relu) {
     constexpr int T = (BM / TM) * (BN / TN);
     constexpr int AP = BM + 4, BP = BN + 4;  // padded rows: conflict-free cp.async stores
-    constexpr int VM = TM < 4 ? TM : 4, GM = TM / VM;  // a thread's rows: GM groups of VM
-    constexpr int VN = TN < 4 ? TN : 4, GN = TN / VN;  // a thread's columns: GN groups of VN
+    // A thread's rows: GM groups of VM consecutive rows, the groups BM/GM apart (so that the
+    // vector reads of a warp fall in different banks); the same for its columns.
+    constexpr int VM = TM % 4 == 0 ? 4 : TM % 2 == 0 ? 2 : 1, GM = TM / VM;
+    constexpr int VN = TN % 4 == 0 ? 4 : TN % 2 == 0 ? 2 : 1, GN = TN / VN;
     static_assert(T % BN == 0 && (BK * BN) % T == 0 && (BK * BM) % T == 0, "tile/thread mismatch");
     extern __shared__ __align__(16) float smem[];
     float *As = smem;                      // [STAGES][BK][AP]: w tile, transposed
@@ -183,6 +187,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
                 if (VM == 4) {
                     const float4 v = *(const float4 *)src;
                     a[gi * VM + 0] = v.x, a[gi * VM + 1] = v.y, a[gi * VM + 2] = v.z, a[gi * VM + 3] = v.w;
+                } else if (VM == 2) {
+                    const float2 v = *(const float2 *)src;
+                    a[gi * VM + 0] = v.x, a[gi * VM + 1] = v.y;
                 } else {
 #pragma unroll
                     for (int q = 0; q < VM; q++) a[gi * VM + q] = src[q];
@@ -194,6 +201,9 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
                 if (VN == 4) {
                     const float4 v = *(const float4 *)src;
                     b[gj * VN + 0] = v.x, b[gj * VN + 1] = v.y, b[gj * VN + 2] = v.z, b[gj * VN + 3] = v.w;
+                } else if (VN == 2) {
+                    const float2 v = *(const float2 *)src;
+                    b[gj * VN + 0] = v.x, b[gj * VN + 1] = v.y;
                 } else {
 #pragma unroll
                     for (int q = 0; q < VN; q++) b[gj * VN + q] = src[q];
@@ -302,14 +312,25 @@ __global__ void __launch_bounds__(GV_T)
 }
 
 // ------------------------------------------------------------------ configurations
+// Tile configurations: BM, BN, TM, TN, BK, STAGES. Which one runs changes no value (each thread
+// owns whole chains; the tests run every configuration and compare bits), only the speed: big
+// tiles for big batches, small tiles to fill 132 multiprocessors at N = 1.
+#define CFG_0 128, 128, 8, 8, 8, 4   // 256 threads
+#define CFG_1 64, 64, 4, 4, 16, 4    // 256 threads
+#define CFG_2 32, 32, 2, 2, 32, 4    // 256 threads
+#define CFG_4 128, 128, 8, 8, 16, 3  // 256 threads, deeper K stages
+#define CFG_5 96, 128, 6, 8, 16, 3   // 256 threads: conv1's 96 channels without a wasted quarter
+#define CFG_6 64, 128, 8, 8, 16, 4   // 128 threads
+#define CFG_7 32, 64, 4, 4, 32, 4    // 128 threads
+#define CFG_8 16, 32, 2, 2, 32, 4    // 128 threads
+#define CFG_9 32, 32, 4, 4, 32, 4    // 64 threads
+enum { TILE_GEMV = 3, N_TILES = 10 };
+
 static int g_force_tile = -1;
+static bool g_tuning = false;
 extern "C" void ff_gpu_debug_force_tile(int tile) { g_force_tile = tile; }
-
-enum { TILE_128 = 0, TILE_64 = 1, TILE_32 = 2, TILE_GEMV = 3, N_TILES };
-
-#define CFG128 128, 128, 8, 8, 8, 4
-#define CFG64 64, 64, 4, 4, 16, 4
-#define CFG32 32, 32, 2, 2, 32, 4
+extern "C" int ff_gpu_debug_tile_count(void) { return N_TILES; }
+extern "C" void ff_gpu_set_tuning(bool on) { g_tuning = on; }
 
 template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool LIN>
 static ff_status set_smem_limit() {
@@ -320,16 +341,17 @@ static ff_status set_smem_limit() {
 
 static int g_sms = 132;
 
+#define FF_FOR_EACH_CFG(X) X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9)
+
 extern "C" ff_status ff_gpu_kernels_init(void) {
     int dev = 0;
     FF_CUDA_CHECK(cudaGetDevice(&dev));
     FF_CUDA_CHECK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, dev));
-    FF_TRY((set_smem_limit<CFG128, false>()));
-    FF_TRY((set_smem_limit<CFG128, true>()));
-    FF_TRY((set_smem_limit<CFG64, false>()));
-    FF_TRY((set_smem_limit<CFG64, true>()));
-    FF_TRY((set_smem_limit<CFG32, false>()));
-    FF_TRY((set_smem_limit<CFG32, true>()));
+#define FF_SET_LIMIT(i)                                  \
+    FF_TRY((set_smem_limit<CFG_##i, false>()));          \
+    FF_TRY((set_smem_limit<CFG_##i, true>()));
+    FF_FOR_EACH_CFG(FF_SET_LIMIT)
+#undef FF_SET_LIMIT
     FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)(GV_SMEM_FLOATS * sizeof(float))));
     return FF_OK;
@@ -353,24 +375,83 @@ static ff_status launch_gemm(float *out, const float *in, const float *w, const 
     return FF_OK;
 }
 
-// The tile choice depends only on the shape (M, P): the largest tile that still gives about one
-// block per multiprocessor; it never changes a value (each thread owns whole chains).
-static int choose_tile(int M, long long P) {
-    if (g_force_tile >= TILE_128 && g_force_tile <= TILE_32) return g_force_tile;
+template <bool LIN>
+static ff_status launch_cfg(int cfg, float *out, const float *in, const float *w, const float *b,
+                            const GemmGeom &g, bool relu, cudaStream_t s) {
+    switch (cfg) {
+#define FF_CASE(i) \
+    case i: return launch_gemm<CFG_##i, LIN>(out, in, w, b, g, relu, s);
+        FF_FOR_EACH_CFG(FF_CASE)
+#undef FF_CASE
+    }
+    return FF_FAIL(FF_ERR_INTERNAL, "GEMM configuration %d does not exist", cfg);
+}
+
+// Shape -> configuration: a small cache filled by the tuner (ff_gpu_set_tuning), consulted first.
+typedef struct {
+    GemmGeom g;
+    bool lin;
+    int cfg;
+} tuned_entry;
+#define FF_TUNE_CACHE 128
+static tuned_entry g_tuned[FF_TUNE_CACHE];
+static int g_n_tuned = 0;
+
+static int find_tuned(const GemmGeom &g, bool lin) {
+    for (int i = 0; i < g_n_tuned; i++)
+        if (g_tuned[i].lin == lin && memcmp(&g_tuned[i].g, &g, sizeof g) == 0) return g_tuned[i].cfg;
+    return -1;
+}
+
+// Without a tuned entry: the largest tile that still gives about one block per multiprocessor.
+static int heuristic_cfg(const GemmGeom &g) {
     const long long want = (long long)g_sms * 9 / 10;
-    if (((M + 127) / 128) * ((P + 127) / 128) >= want) return TILE_128;
-    if (((M + 63) / 64) * ((P + 63) / 64) >= want) return TILE_64;
-    return TILE_32;
+    if (((g.M + 127) / 128) * ((g.P + 127) / 128) >= want) return g.M % 128 && g.M % 96 == 0 ? 5 : 0;
+    if (((g.M + 63) / 64) * ((g.P + 63) / 64) >= want) return 1;
+    return 2;
+}
+
+static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9};
+
+// Times every configuration on the real buffers (each writes the same bits) and keeps the fastest.
+template <bool LIN>
+static ff_status tune(int *best, float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
+                      bool relu, cudaStream_t s) {
+    cudaEvent_t e0, e1;
+    FF_CUDA_CHECK(cudaEventCreate(&e0));
+    FF_CUDA_CHECK(cudaEventCreate(&e1));
+    float best_ms = 1e30f;
+    *best = heuristic_cfg(g);
+    for (int c : g_cfgs) {
+        if (launch_cfg<LIN>(c, out, in, w, b, g, relu, s) != FF_OK) {  // does not fit: skip it
+            ff_clear_error();
+            continue;
+        }
+        FF_CUDA_CHECK(cudaEventRecord(e0, s));
+        for (int r = 0; r < 2; r++) FF_TRY(launch_cfg<LIN>(c, out, in, w, b, g, relu, s));
+        FF_CUDA_CHECK(cudaEventRecord(e1, s));
+        FF_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        FF_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (ms < best_ms) best_ms = ms, *best = c;
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (g_n_tuned < FF_TUNE_CACHE) g_tuned[g_n_tuned++] = tuned_entry{g, LIN, *best};
+    return FF_OK;
 }
 
 template <bool LIN>
 static ff_status run_gemm(float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
                           bool relu, cudaStream_t s) {
-    switch (choose_tile(g.M, g.P)) {
-    case TILE_128: return launch_gemm<CFG128, LIN>(out, in, w, b, g, relu, s);
-    case TILE_64: return launch_gemm<CFG64, LIN>(out, in, w, b, g, relu, s);
-    default: return launch_gemm<CFG32, LIN>(out, in, w, b, g, relu, s);
+    int cfg;
+    if (g_force_tile >= 0 && g_force_tile < N_TILES && g_force_tile != TILE_GEMV) {
+        cfg = g_force_tile;
+    } else if ((cfg = find_tuned(g, LIN)) < 0) {
+        if (g_tuning) FF_TRY(tune<LIN>(&cfg, out, in, w, b, g, relu, s));
+        else cfg = heuristic_cfg(g);
     }
+    return launch_cfg<LIN>(cfg, out, in, w, b, g, relu, s);
 }
 
 static ff_status check_int(int64_t v, const char *what) {
@@ -391,6 +472,7 @@ extern "C" ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, 
         return FF_FAIL(FF_ERR_INPUT, "%s: input band of %lld floats per image; the GPU conv supports < %d",
                        L->name, (long long)(L->in.c * in_rows * L->in.w), FF_TAP_MAX_OFF);
     GemmGeom g;
+    memset(&g, 0, sizeof g);  // the tuner compares geometries bytewise
     g.M = (int)L->out.c;
     g.Kd = (int)(L->in.c * L->kh * L->kw);
     g.HWo = (int)(out_rows * L->out.w);
@@ -415,7 +497,7 @@ extern "C" ff_status ff_gpu_linear(float *out, const float *in, const float *w, 
     FF_TRY(check_int(I, "linear in_features"));
     FF_TRY(check_int(J, "linear out_features"));
     const bool aligned = I % 4 == 0 && ((uintptr_t)in & 15) == 0 && ((uintptr_t)w & 15) == 0;
-    const bool gemv = g_force_tile < 0 ? n <= GV_MAXN : g_force_tile == TILE_GEMV;
+    const bool gemv = g_force_tile < 0 ? n <= GV_MAXN : g_force_tile == TILE_GEMV;  // else GEMM
     if (gemv && aligned && n <= GV_MAXN) {
         const unsigned blocks = (unsigned)((J + GV_RB - 1) / GV_RB);
         k_gemv<<<blocks, GV_T, GV_SMEM_FLOATS * sizeof(float), ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I,
@@ -423,7 +505,8 @@ extern "C" ff_status ff_gpu_linear(float *out, const float *in, const float *w, 
         FF_LAUNCH_CHECK("k_gemv");
         return FF_OK;
     }
-    GemmGeom g = {};
+    GemmGeom g;
+    memset(&g, 0, sizeof g);
     g.M = (int)J;
     g.Kd = (int)I;
     g.P = n;
@@ -553,9 +636,18 @@ __global__ void k_softmax(float *__restrict__ out, const float *__restrict__ in,
     float *y = out + (long long)blockIdx.x * classes;
     for (int i = threadIdx.x; i < classes; i += blockDim.x) e[i] = x[i];
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0) {  // in chunks of 8 loads, so the loads overlap; the order stays ascending
         float m = -INFINITY;
-        for (int i = 0; i < classes; i++)
+        int i = 0;
+        for (; i + 8 <= classes; i += 8) {
+            float v[8];
+#pragma unroll
+            for (int q = 0; q < 8; q++) v[q] = e[i + q];
+#pragma unroll
+            for (int q = 0; q < 8; q++)
+                if (v[q] > m || isnan(v[q])) m = v[q];
+        }
+        for (; i < classes; i++)
             if (e[i] > m || isnan(e[i])) m = e[i];
         sh_m = m;
     }
@@ -565,7 +657,15 @@ __global__ void k_softmax(float *__restrict__ out, const float *__restrict__ in,
     __syncthreads();
     if (threadIdx.x == 0) {
         float sum = 0.0f;
-        for (int i = 0; i < classes; i++) sum = __fadd_rn(sum, e[i]);
+        int i = 0;
+        for (; i + 8 <= classes; i += 8) {
+            float v[8];
+#pragma unroll
+            for (int q = 0; q < 8; q++) v[q] = e[i + q];
+#pragma unroll
+            for (int q = 0; q < 8; q++) sum = __fadd_rn(sum, v[q]);
+        }
+        for (; i < classes; i++) sum = __fadd_rn(sum, e[i]);
         sh_sum = sum;
     }
     __syncthreads();

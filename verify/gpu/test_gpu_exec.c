@@ -106,8 +106,9 @@ static void per_layer_chain_equals_fused_graph(void **state) {
         float *cur = x;
         for (int i = 0; i <= L; i++) {
             float *y = forward(e, &f.m, cur, n, i, i);
-            if (cur != x) free(cur);
+            float *prev = cur;
             cur = y;
+            if (prev != x) free(prev);
         }
         char what[64];
         snprintf(what, sizeof what, "%s per-layer chain vs fused graph", models[mi]);

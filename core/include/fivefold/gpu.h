@@ -112,10 +112,17 @@ ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, cons
                                const ff_layer *L, bool relu, const ff_rows *rows, int64_t n,
                                ff_gpu_stream s);
 
-// Test hook: force the GEMM tile configuration (0 = 128x128, 1 = 64x64, 2 = 32x32, 3 = the
-// small-batch linear GEMV path where it applies); -1 restores the automatic choice. The tests use
-// it to show that every configuration gives identical bits. Not thread-safe; tests only.
+// Kernel configuration. conv2d and linear have several tile configurations (gpu.h's order holds
+// in all of them; the tests show they give identical bits). While tuning is on, the first launch
+// of each new shape times every configuration on its real buffers and remembers the fastest for
+// that shape; later launches (and graph captures, which must not tune) use the remembered one, or
+// a size heuristic for shapes never tuned. The cuda executor tunes once per new (batch, range)
+// before it captures the graph. Process-wide state: call from one thread.
+void ff_gpu_set_tuning(bool on);
+// Test hook: force configuration `tile` (0 .. ff_gpu_debug_tile_count()-1; 3 is the small-batch
+// linear GEMV path, used where it applies); -1 restores the automatic choice. Tests only.
 void ff_gpu_debug_force_tile(int tile);
+int ff_gpu_debug_tile_count(void);
 
 #ifdef __cplusplus
 }
