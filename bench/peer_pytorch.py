@@ -9,7 +9,8 @@ stderr), so that the C bench can run this script and parse its answer:
       --model alexnet|mnist-cnn --batch N[,N...] --device cpu|cuda --threads T
       --precision fp32|tf32 [--graph] [--ddp] [--iters K] [--warmup W]
       --graph   replays a captured CUDA graph instead of eager launches (cuda only)
-      --ddp     data parallel over the ranks of `torchrun --nproc_per_node P peer_pytorch.py ...`:
+      --ddp     data parallel over P processes: under `torchrun --nproc_per_node P` its ranks, else
+                the script starts P copies itself (--nproc P; default the GPU count, 2 on the CPU):
                 the global batch N is cut into P blocks (the first N % P ranks get one more image,
                 as fivefold's batch split), each rank runs its block, the logits are all-gathered;
                 the time of an iteration is the slowest rank's (all_reduce MAX).
@@ -386,8 +387,8 @@ def init_dist(args, device):
     if not args.ddp:
         return ctx
     if "WORLD_SIZE" not in os.environ or "RANK" not in os.environ:
-        raise PeerError("--ddp: launch with `torchrun --nproc_per_node P bench/peer_pytorch.py --ddp ...` "
-                        "(RANK / WORLD_SIZE are not set)")
+        raise PeerError("--ddp: RANK / WORLD_SIZE are not set: launch with `torchrun --nproc_per_node P "
+                        "bench/peer_pytorch.py --ddp ...` (main() does that itself)")
     import torch.distributed as dist
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     if device == "cuda":
@@ -423,10 +424,9 @@ def task_infer(args):
     model, shape = make_model(args.model)
     fl = flops_per_image(model, shape)
     model = model.to(dev).eval()
-    if args.ddp:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        model = DDP(model, device_ids=[torch.cuda.current_device()] if device == "cuda" else None,
-                    broadcast_buffers=False)
+    # --ddp: each rank runs the plain module on its block of the batch. DistributedDataParallel's
+    # wrapper only adds gradient all-reduce in backward, which inference never runs (and a wrapped
+    # forward cannot be captured in a CUDA graph).
     kind = "ddp" if args.ddp else ("graph" if args.graph else "eager")
     name = f"pytorch-{kind}-{args.precision}" + (f"-cpu-{threads}t" if device == "cpu" else "")
     runs = []
@@ -435,17 +435,19 @@ def task_infer(args):
             r = time_infer(model, shape, b, dev, args, ctx)
             r["gflop_per_s"] = fl * b / (r["median_ms"] / 1e3) / 1e9 if r["median_ms"] > 0 else None
             runs.append(r)
-            log(f"{name} {args.model} batch {b}: median {r['median_ms']:.3f} ms "
-                f"(min {r['min_ms']:.3f}, max {r['max_ms']:.3f}), {r['images_per_s']:.1f} images/s")
+            if ctx["rank"] == 0:
+                log(f"{name} {args.model} batch {b}: median {r['median_ms']:.3f} ms "
+                    f"(min {r['min_ms']:.3f}, max {r['max_ms']:.3f}), {r['images_per_s']:.1f} images/s")
     out = {"name": name, "task": "infer", "model": args.model, "device_kind": device,
            "device": torch.cuda.get_device_name() if device == "cuda" else cpu_name(),
            "threads": threads, "precision": args.precision, "graph": bool(args.graph),
            "ddp": bool(args.ddp), "world_size": ctx["world"], "warmup": args.warmup,
            "timer": "cuda-events" if device == "cuda" else "perf_counter",
            "cudnn_benchmark": bool(torch.backends.cudnn.benchmark) if device == "cuda" else None,
-           "flops_per_image": fl, **versions(), "runs": runs}
+           "flops_per_image": fl, **versions()}
     if len(runs) == 1:  # one batch: its figures at the top level too, for simple parsers
         out.update(runs[0])
+    out["runs"] = runs  # last, so that a parser taking the first "median_ms" finds the top level
     if args.ddp:
         import torch.distributed as dist
         dist.destroy_process_group()
@@ -644,13 +646,15 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--task", default="infer", choices=["infer", "train", "loader"])
-    p.add_argument("--model", default="alexnet")
+    p.add_argument("--model", default=None, help="alexnet|mnist-cnn (default: alexnet; train: mnist-cnn)")
     p.add_argument("--batch", default=None, help="N[,N...] (infer, default 1); train/loader: one N (default 64)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
     p.add_argument("--precision", default="fp32")
     p.add_argument("--graph", action="store_true")
     p.add_argument("--ddp", action="store_true")
+    p.add_argument("--nproc", type=int, default=0,
+                   help="--ddp outside torchrun: processes to start (default: GPUs, or 2 on the CPU)")
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
@@ -671,8 +675,48 @@ def parse_args(argv):
     return p.parse_args(argv)
 
 
+def relaunch_ddp(args, argv):
+    """--ddp outside torchrun: start P copies of this script with the environment torchrun's
+    --standalone mode gives them (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT on loopback) and
+    pass rank 0's JSON line through, so callers need not know about torchrun. (Launched directly
+    rather than through torch.distributed.run: Debian's torch 1.13 launcher fails on Python 3.11.)"""
+    import socket
+    import subprocess
+    nproc = args.nproc or (torch.cuda.device_count() if args.device == "cuda" else 2)
+    if nproc < 1:
+        raise PeerError(f"--ddp: --nproc {nproc}: expected >= 1 (and a GPU per rank for --device cuda)",
+                        EXIT_UNAVAILABLE if args.device == "cuda" else EXIT_USAGE)
+    with socket.socket() as sk:  # a free loopback port for the rendezvous
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    procs = []
+    for r in range(nproc):
+        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(nproc),
+                   LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + list(argv), env=env,
+                                      stdout=subprocess.PIPE, text=True))
+    outs = [p.communicate()[0] for p in procs]
+    codes = [p.returncode for p in procs]
+    lines = [ln for ln in outs[0].splitlines() if ln.startswith("{")]
+    if any(codes) or len(lines) != 1:
+        raise PeerError(f"--ddp: {nproc} processes failed (exit codes {codes}); rank 0 printed: "
+                        f"{outs[0].strip()[-2000:]}", next((c for c in codes if c), EXIT_USAGE))
+    print(lines[0], flush=True)
+    return 0
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    if args.ddp and "RANK" not in os.environ:
+        try:
+            return relaunch_ddp(args, argv)
+        except PeerError as e:
+            print(json.dumps({"error": str(e), "task": args.task}), flush=True)
+            log(f"peer_pytorch.py: {e}")
+            return e.code
+    if args.model is None:
+        args.model = "mnist-cnn" if args.task == "train" else "alexnet"
     if args.batch is None:
         args.batch = "1" if args.task == "infer" else "64"
     try:
