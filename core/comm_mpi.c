@@ -55,13 +55,18 @@ static ff_status mpi_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
                               const ff_comm_msg *recvs, int n_recvs) {
     int n = n_sends + n_recvs;
     MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)(n > 0 ? n : 1));
-    if (!req) return FF_FAIL(FF_ERR_OOM, "exchange: %d requests", n);
+    MPI_Status *sts = malloc(sizeof(MPI_Status) * (size_t)(n > 0 ? n : 1));
+    if (!req || !sts) {
+        free(req);
+        free(sts);
+        return FF_FAIL(FF_ERR_OOM, "exchange: %d requests", n);
+    }
     ff_status st = FF_OK;
     int posted = 0;
     // Tag = the message's index among those to (from) the same peer in this list: the i-th
     // receive from a peer matches that peer's i-th send to us. Receives are posted first.
     for (int i = 0; i < n_recvs && st == FF_OK; i++) {
-        int tag = 0, count;
+        int tag = 0, count = 0;
         for (int j = 0; j < i; j++) tag += recvs[j].peer == recvs[i].peer;
         st = to_int(&count, recvs[i].bytes, "exchange receive");
         if (st != FF_OK) break;
@@ -70,7 +75,7 @@ static ff_status mpi_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
         else posted++;
     }
     for (int i = 0; i < n_sends && st == FF_OK; i++) {
-        int tag = 0, count;
+        int tag = 0, count = 0;
         for (int j = 0; j < i; j++) tag += sends[j].peer == sends[i].peer;
         st = to_int(&count, sends[i].bytes, "exchange send");
         if (st != FF_OK) break;
@@ -79,11 +84,12 @@ static ff_status mpi_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
         else posted++;
     }
     if (st == FF_OK) {
-        int e = MPI_Waitall(posted, req, MPI_STATUSES_IGNORE);
+        int e = MPI_Waitall(posted, req, sts);
         if (e != MPI_SUCCESS) st = mpi_fail(e, __FILE__, __LINE__, "MPI_Waitall");
     }
     // On error the job ends (MPI_Abort by the caller); outstanding requests are not cancelled.
     free(req);
+    free(sts);
     return st;
 }
 
@@ -105,7 +111,7 @@ static ff_status mpi_bcast(ff_comm *c, void *buf, size_t bytes, int root) {
 static ff_status mpi_gatherv(ff_comm *c, void *recvbuf, const size_t *counts,
                              const size_t *displs, const void *sendbuf, size_t sendbytes,
                              int root) {
-    int sc, *rc = NULL, *rd = NULL;
+    int sc = 0, *rc = NULL, *rd = NULL;
     FF_TRY(to_int(&sc, sendbytes, "gatherv send"));
     if (c->rank == root) {
         FF_TRY(to_int_array(&rc, counts, c->size, "gatherv counts"));
@@ -124,7 +130,7 @@ static ff_status mpi_gatherv(ff_comm *c, void *recvbuf, const size_t *counts,
 
 static ff_status mpi_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf,
                               const size_t *counts, const size_t *displs, int root) {
-    int rcount, *sc = NULL, *sd = NULL;
+    int rcount = 0, *sc = NULL, *sd = NULL;
     FF_TRY(to_int(&rcount, recvbytes, "scatterv receive"));
     if (c->rank == root) {
         FF_TRY(to_int_array(&sc, counts, c->size, "scatterv counts"));
@@ -143,7 +149,7 @@ static ff_status mpi_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const
 
 static ff_status mpi_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts,
                                 const size_t *displs, const void *sendbuf, size_t sendbytes) {
-    int sc, *rc = NULL, *rd = NULL;
+    int sc = 0, *rc = NULL, *rd = NULL;
     FF_TRY(to_int(&sc, sendbytes, "allgatherv send"));
     FF_TRY(to_int_array(&rc, counts, c->size, "allgatherv counts"));
     ff_status st = to_int_array(&rd, displs, c->size, "allgatherv displacements");

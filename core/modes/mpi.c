@@ -590,7 +590,6 @@ static ff_status mpi_forward(ff_executor *e, float *out, const float *in, int64_
     if (n < 0) return FF_FAIL(FF_ERR_INPUT, "batch %lld: expected >= 0", (long long)n);
     if (x->base.rank == 0 && n > 0 && (!in || !out))
         return FF_FAIL(FF_ERR_INPUT, "mpi mode: rank 0 needs input and output buffers");
-    if (e->opt.trace) e->trace.calls++;
     switch (e->opt.split) {
     case FF_SPLIT_BATCH: return forward_batch(x, out, in, n, first, last);
     case FF_SPLIT_REPLICATE: return forward_replicate(x, out, in, n, first, last);
