@@ -18,56 +18,10 @@
 
 #include "fivefold/comm.h"
 #include "fivefold/executor.h"
+#include "fivefold/guard.h"
 #include "fivefold/layers_cpu.h"
 #include "fivefold/partition.h"
 #include "fivefold/trace.h"
-
-#define GUARD 16                      // floats of canary before and after each buffer's use
-static const uint32_t CANARY = 0x7fc0dead;  // a quiet NaN no computation here produces
-
-typedef struct {
-    float *base;  // GUARD + cap + GUARD floats
-    size_t cap;   // usable floats
-    const char *name;
-} gbuf;
-
-static float *gb_data(gbuf *g) { return g->base ? g->base + GUARD : NULL; }
-
-static void set_canary(float *p, size_t n) {
-    for (size_t i = 0; i < n; i++) memcpy(&p[i], &CANARY, sizeof CANARY);
-}
-
-static ff_status gb_reserve(gbuf *g, size_t floats) {
-    if (g->base && floats <= g->cap) return FF_OK;
-    size_t cap = floats < 1024 ? 1024 : floats;
-    float *b = malloc((cap + 2 * GUARD) * sizeof(float));
-    if (!b) return FF_FAIL(FF_ERR_OOM, "mpi mode: %s buffer of %zu bytes", g->name,
-                           (cap + 2 * GUARD) * sizeof(float));
-    free(g->base);
-    g->base = b;
-    g->cap = cap;
-    set_canary(b, GUARD);
-    return FF_OK;
-}
-
-// Arms the guard right after the `used` floats about to be written (the front guard is armed
-// once at allocation and never legitimately written).
-static void gb_arm(gbuf *g, size_t used) { set_canary(g->base + GUARD + used, GUARD); }
-
-static ff_status gb_check(const gbuf *g, size_t used, const char *after, const char *layer) {
-    const float *fronts[2] = {g->base, g->base + GUARD + used};
-    for (int k = 0; k < 2; k++)
-        for (size_t i = 0; i < GUARD; i++) {
-            uint32_t v;
-            memcpy(&v, &fronts[k][i], sizeof v);
-            if (v != CANARY)
-                return FF_FAIL(FF_ERR_INTERNAL, "%s, layer %s: guard %s the %s buffer (%zu floats "
-                               "in use) overwritten at offset %zu (0x%08x): an out-of-bounds "
-                               "write", after, layer, k == 0 ? "before" : "after", g->name, used,
-                               i, v);
-        }
-    return FF_OK;
-}
 
 enum { ACT0, ACT1, ACT2, SEND, RECV, FULL, N_BUFS };
 static const char *buf_names[N_BUFS] = {"activation 0", "activation 1", "activation 2",
@@ -78,7 +32,7 @@ typedef struct {
     ff_comm *comm;
     ff_weights w;         // views: rank 0 the caller's, other ranks into own_data
     float *own_data;      // (n_total) weights broadcast from rank 0 (ranks != 0)
-    gbuf buf[N_BUFS];
+    ff_guarded buf[N_BUFS];
     size_t *counts, *displs;  // [P] scratch for v-collectives
     ff_comm_msg *sends, *recvs;  // [P] scratch for exchanges
 } mpi_exec;
@@ -122,7 +76,7 @@ static size_t band_floats(ff_range r, int64_t n, int64_t C, int64_t W) {
 static void mpi_destroy(ff_executor *e) {
     if (!e) return;
     mpi_exec *x = (mpi_exec *)e;
-    for (int k = 0; k < N_BUFS; k++) free(x->buf[k].base);
+    for (int k = 0; k < N_BUFS; k++) ff_guarded_free(&x->buf[k]);
     free(x->own_data);
     free(x->counts);
     free(x->displs);
@@ -212,9 +166,9 @@ static void maybe_fault(mpi_exec *x, float *out, int i, bool owner) {
 }
 
 // Picks an activation buffer holding neither a nor b.
-static gbuf *other_act(mpi_exec *x, const float *a, const float *b) {
+static ff_guarded *other_act(mpi_exec *x, const float *a, const float *b) {
     for (int k = ACT0; k <= ACT2; k++) {
-        float *d = gb_data(&x->buf[k]);
+        float *d = ff_guarded_data(&x->buf[k]);
         if (!d || (d != a && d != b)) return &x->buf[k];
     }
     return NULL;  // unreachable: three buffers, two excluded
@@ -233,20 +187,20 @@ static ff_status forward_batch(mpi_exec *x, float *out, const float *in, int64_t
     int64_t max_el = in_el;
     for (int i = first; i <= last; i++)
         if (ff_shape_numel(m->layers[i].out) > max_el) max_el = ff_shape_numel(m->layers[i].out);
-    FF_TRY(gb_reserve(&x->buf[ACT0], (size_t)(max_el * nl)));
-    FF_TRY(gb_reserve(&x->buf[ACT1], (size_t)(max_el * nl)));
+    FF_TRY(ff_guarded_reserve(&x->buf[ACT0], (size_t)(max_el * nl)));
+    FF_TRY(ff_guarded_reserve(&x->buf[ACT1], (size_t)(max_el * nl)));
     for (int r = 0; r < P; r++) {
         ff_range b = ff_band(n, P, r);
         x->counts[r] = (size_t)(ff_range_len(b) * in_el) * sizeof(float);
         x->displs[r] = (size_t)(b.lo * in_el) * sizeof(float);
     }
-    float *cur = gb_data(&x->buf[ACT0]);
+    float *cur = ff_guarded_data(&x->buf[ACT0]);
     mark t = mark_now(x);
     FF_TRY(ff_comm_scatterv(x->comm, cur, x->counts[me], in, x->counts, x->displs, 0));
     account(x, FF_MAX_LAYERS, FF_PHASE_COMM, t);
     int owner0 = n > 0 ? ff_band_owner(n, P, 0) : -1;  // who holds image 0 (the fault hook)
     for (int i = first; i <= last; i++) {
-        float *nxt = gb_data(&x->buf[cur == gb_data(&x->buf[ACT0]) ? ACT1 : ACT0]);
+        float *nxt = ff_guarded_data(&x->buf[cur == ff_guarded_data(&x->buf[ACT0]) ? ACT1 : ACT0]);
         t = mark_now(x);
         if (nl > 0) run_layer(x, nxt, cur, i, NULL, nl);
         maybe_fault(x, nxt, i, nl > 0 && me == owner0);
@@ -271,15 +225,15 @@ static ff_status forward_replicate(mpi_exec *x, float *out, const float *in, int
     int64_t max_el = in_el;
     for (int i = first; i <= last; i++)
         if (ff_shape_numel(m->layers[i].out) > max_el) max_el = ff_shape_numel(m->layers[i].out);
-    FF_TRY(gb_reserve(&x->buf[ACT0], (size_t)(max_el * n)));
-    FF_TRY(gb_reserve(&x->buf[ACT1], (size_t)(max_el * n)));
-    float *cur = gb_data(&x->buf[ACT0]);
+    FF_TRY(ff_guarded_reserve(&x->buf[ACT0], (size_t)(max_el * n)));
+    FF_TRY(ff_guarded_reserve(&x->buf[ACT1], (size_t)(max_el * n)));
+    float *cur = ff_guarded_data(&x->buf[ACT0]);
     if (x->base.rank == 0) memcpy(cur, in, (size_t)(in_el * n) * sizeof(float));
     mark t = mark_now(x);
     FF_TRY(ff_comm_bcast(x->comm, cur, (size_t)(in_el * n) * sizeof(float), 0));
     account(x, FF_MAX_LAYERS, FF_PHASE_COMM, t);
     for (int i = first; i <= last; i++) {
-        float *nxt = gb_data(&x->buf[cur == gb_data(&x->buf[ACT0]) ? ACT1 : ACT0]);
+        float *nxt = ff_guarded_data(&x->buf[cur == ff_guarded_data(&x->buf[ACT0]) ? ACT1 : ACT0]);
         t = mark_now(x);
         run_layer(x, nxt, cur, i, NULL, n);
         maybe_fault(x, nxt, i, true);
@@ -319,21 +273,21 @@ static ff_status collect_bands(mpi_exec *x, float *dst, tensor_state *s, int64_t
         x->displs[r] = total;
         total += x->counts[r];
     }
-    gbuf *stage = &x->buf[RECV];
-    FF_TRY(gb_reserve(stage, total / sizeof(float)));
-    gb_arm(stage, total / sizeof(float));
+    ff_guarded *stage = &x->buf[RECV];
+    FF_TRY(ff_guarded_reserve(stage, total / sizeof(float)));
+    ff_guarded_arm(stage, total / sizeof(float));
     mark t = mark_now(x);
     if (to_all)
-        FF_TRY(ff_comm_allgatherv(x->comm, gb_data(stage), x->counts, x->displs, s->p,
+        FF_TRY(ff_comm_allgatherv(x->comm, ff_guarded_data(stage), x->counts, x->displs, s->p,
                                   x->counts[me]));
     else
-        FF_TRY(ff_comm_gatherv(x->comm, gb_data(stage), x->counts, x->displs, s->p, x->counts[me],
+        FF_TRY(ff_comm_gatherv(x->comm, ff_guarded_data(stage), x->counts, x->displs, s->p, x->counts[me],
                                0));
     account(x, row, FF_PHASE_COMM, t);
-    FF_TRY(gb_check(stage, total / sizeof(float), "after gathering bands", layer));
+    FF_TRY(ff_guarded_check(stage, total / sizeof(float), "after gathering bands", layer));
     if (to_all || me == 0) {
         for (int r = 0; r < P; r++)
-            copy_rows(dst, 0, H, (const float *)((const char *)gb_data(stage) + x->displs[r]),
+            copy_rows(dst, 0, H, (const float *)((const char *)ff_guarded_data(stage) + x->displs[r]),
                       s->bands[r].lo, ff_range_len(s->bands[r]), n, C, W, s->bands[r].lo,
                       s->bands[r].hi);
     }
@@ -347,33 +301,33 @@ static ff_status collect_bands(mpi_exec *x, float *dst, tensor_state *s, int64_t
 static ff_status make_all(mpi_exec *x, tensor_state *s, int64_t n, int row, const char *layer) {
     if (s->at == AT_ALL) return FF_OK;
     size_t floats = (size_t)(ff_shape_numel(s->shape) * n);
-    gbuf *full = &x->buf[FULL];
-    FF_TRY(gb_reserve(full, floats));
-    gb_arm(full, floats);
+    ff_guarded *full = &x->buf[FULL];
+    FF_TRY(ff_guarded_reserve(full, floats));
+    ff_guarded_arm(full, floats);
     if (s->at == AT_BANDS) {
-        FF_TRY(collect_bands(x, gb_data(full), s, n, true, row, layer));
+        FF_TRY(collect_bands(x, ff_guarded_data(full), s, n, true, row, layer));
     } else {
-        if (x->base.rank == 0 && s->p != gb_data(full))
-            memcpy(gb_data(full), s->p, floats * sizeof(float));
+        if (x->base.rank == 0 && s->p != ff_guarded_data(full))
+            memcpy(ff_guarded_data(full), s->p, floats * sizeof(float));
         mark t = mark_now(x);
-        FF_TRY(ff_comm_bcast(x->comm, gb_data(full), floats * sizeof(float), 0));
+        FF_TRY(ff_comm_bcast(x->comm, ff_guarded_data(full), floats * sizeof(float), 0));
         account(x, row, FF_PHASE_COMM, t);
         s->at = AT_ALL;
-        s->p = gb_data(full);
+        s->p = ff_guarded_data(full);
     }
-    return gb_check(full, floats, "after assembling the whole tensor", layer);
+    return ff_guarded_check(full, floats, "after assembling the whole tensor", layer);
 }
 
 // Fills `dst` (n, C, need_len, W) with input rows lp->need[me] for a spatial layer.
-static ff_status fetch_input(mpi_exec *x, gbuf *dst, const tensor_state *s,
+static ff_status fetch_input(mpi_exec *x, ff_guarded *dst, const tensor_state *s,
                              const ff_layer_part *lp, const ff_layer *L, int64_t n) {
     const int P = x->base.ranks, me = x->base.rank, i = lp->layer;
     const int64_t C = L->in.c, H = L->in.h, W = L->in.w;
     ff_range need = lp->need[me];
     size_t used = band_floats(need, n, C, W);
-    FF_TRY(gb_reserve(dst, used));
-    gb_arm(dst, used);
-    float *d = gb_data(dst);
+    FF_TRY(ff_guarded_reserve(dst, used));
+    ff_guarded_arm(dst, used);
+    float *d = ff_guarded_data(dst);
     if (s->at == AT_ALL) {  // every rank has everything: take my rows
         copy_rows(d, need.lo, ff_range_len(need), s->p, 0, H, n, C, W, need.lo, need.hi);
     } else if (s->at == AT_ROOT) {  // rank 0 packs each rank's rows (halos included) and scatters
@@ -383,18 +337,18 @@ static ff_status fetch_input(mpi_exec *x, gbuf *dst, const tensor_state *s,
             x->displs[r] = total;
             total += x->counts[r];
         }
-        gbuf *send = &x->buf[SEND];
+        ff_guarded *send = &x->buf[SEND];
         if (me == 0) {
-            FF_TRY(gb_reserve(send, total / sizeof(float)));
-            gb_arm(send, total / sizeof(float));
+            FF_TRY(ff_guarded_reserve(send, total / sizeof(float)));
+            ff_guarded_arm(send, total / sizeof(float));
             for (int r = 0; r < P; r++)
-                copy_rows((float *)((char *)gb_data(send) + x->displs[r]), lp->need[r].lo,
+                copy_rows((float *)((char *)ff_guarded_data(send) + x->displs[r]), lp->need[r].lo,
                           ff_range_len(lp->need[r]), s->p, 0, H, n, C, W, lp->need[r].lo,
                           lp->need[r].hi);
-            FF_TRY(gb_check(send, total / sizeof(float), "after packing the scatter", L->name));
+            FF_TRY(ff_guarded_check(send, total / sizeof(float), "after packing the scatter", L->name));
         }
         mark t = mark_now(x);
-        FF_TRY(ff_comm_scatterv(x->comm, d, used * sizeof(float), me == 0 ? gb_data(send) : NULL,
+        FF_TRY(ff_comm_scatterv(x->comm, d, used * sizeof(float), me == 0 ? ff_guarded_data(send) : NULL,
                                 x->counts, x->displs, 0));
         account(x, i, FF_PHASE_COMM, t);
     } else {  // halo exchange from the previous layer's bands
@@ -409,17 +363,17 @@ static ff_status fetch_input(mpi_exec *x, gbuf *dst, const tensor_state *s,
             if (xf->src == me) send_total += f;
             if (xf->dst == me) recv_total += f;
         }
-        gbuf *send = &x->buf[SEND], *recv = &x->buf[RECV];
-        FF_TRY(gb_reserve(send, send_total));
-        FF_TRY(gb_reserve(recv, recv_total));
-        gb_arm(send, send_total);
-        gb_arm(recv, recv_total);
+        ff_guarded *send = &x->buf[SEND], *recv = &x->buf[RECV];
+        FF_TRY(ff_guarded_reserve(send, send_total));
+        FF_TRY(ff_guarded_reserve(recv, recv_total));
+        ff_guarded_arm(send, send_total);
+        ff_guarded_arm(recv, recv_total);
         size_t so = 0, ro = 0;
         for (int64_t k = 0; k < lp->n_xfers; k++) {
             const ff_xfer *xf = &lp->xfers[k];
             size_t f = band_floats(xf->rows, n, C, W);
             if (xf->src == me) {  // contiguous bands: at most one message per peer and layer
-                float *p = gb_data(send) + so;
+                float *p = ff_guarded_data(send) + so;
                 copy_rows(p, xf->rows.lo, ff_range_len(xf->rows), s->p, own.lo, ff_range_len(own),
                           n, C, W, xf->rows.lo, xf->rows.hi);
                 x->sends[ns].peer = xf->dst;
@@ -430,7 +384,7 @@ static ff_status fetch_input(mpi_exec *x, gbuf *dst, const tensor_state *s,
             }
             if (xf->dst == me) {
                 x->recvs[nr].peer = xf->src;
-                x->recvs[nr].buf = gb_data(recv) + ro;
+                x->recvs[nr].buf = ff_guarded_data(recv) + ro;
                 x->recvs[nr].bytes = f * sizeof(float);
                 nr++;
                 ro += f;
@@ -439,18 +393,18 @@ static ff_status fetch_input(mpi_exec *x, gbuf *dst, const tensor_state *s,
         mark t = mark_now(x);
         FF_TRY(ff_comm_exchange(x->comm, x->sends, ns, x->recvs, nr));
         account(x, i, FF_PHASE_COMM, t);
-        FF_TRY(gb_check(send, send_total, "after the halo exchange", L->name));
-        FF_TRY(gb_check(recv, recv_total, "after the halo exchange", L->name));
+        FF_TRY(ff_guarded_check(send, send_total, "after the halo exchange", L->name));
+        FF_TRY(ff_guarded_check(recv, recv_total, "after the halo exchange", L->name));
         ro = 0;
         for (int64_t k = 0; k < lp->n_xfers; k++) {
             const ff_xfer *xf = &lp->xfers[k];
             if (xf->dst != me) continue;
-            copy_rows(d, need.lo, ff_range_len(need), gb_data(recv) + ro, xf->rows.lo,
+            copy_rows(d, need.lo, ff_range_len(need), ff_guarded_data(recv) + ro, xf->rows.lo,
                       ff_range_len(xf->rows), n, C, W, xf->rows.lo, xf->rows.hi);
             ro += band_floats(xf->rows, n, C, W);
         }
     }
-    return gb_check(dst, used, s->at == AT_BANDS ? "after unpacking halo rows" : "after the "
+    return ff_guarded_check(dst, used, s->at == AT_BANDS ? "after unpacking halo rows" : "after the "
                     "scatter", L->name);
 }
 
@@ -470,24 +424,24 @@ static ff_status forward_rows(mpi_exec *x, float *out, const float *in, int64_t 
             // banded layer) exactly the rows I already hold.
             const float *src = s.p;
             if (!(s.at == AT_BANDS && !lp->windowed)) {
-                gbuf *inb = other_act(x, s.p, NULL);
+                ff_guarded *inb = other_act(x, s.p, NULL);
                 st = fetch_input(x, inb, &s, lp, L, n);
                 if (st != FF_OK) break;
-                src = gb_data(inb);
+                src = ff_guarded_data(inb);
             }
             ff_range band = lp->band[me];
-            gbuf *ob = other_act(x, src, s.p);
-            st = gb_reserve(ob, band_floats(band, n, L->out.c, L->out.w));
+            ff_guarded *ob = other_act(x, src, s.p);
+            st = ff_guarded_reserve(ob, band_floats(band, n, L->out.c, L->out.w));
             if (st != FF_OK) break;
             mark t = mark_now(x);
             if (ff_range_len(band) > 0) {
                 ff_rows rows = {lp->need[me].lo, lp->need[me].hi, band.lo, band.hi};
-                run_layer(x, gb_data(ob), src, i, &rows, n);
-                maybe_fault(x, gb_data(ob), i, band.lo == 0 && n > 0);
+                run_layer(x, ff_guarded_data(ob), src, i, &rows, n);
+                maybe_fault(x, ff_guarded_data(ob), i, band.lo == 0 && n > 0);
             }
             account(x, i, FF_PHASE_COMPUTE, t);
             s.at = AT_BANDS;
-            s.p = gb_data(ob);
+            s.p = ff_guarded_data(ob);
             s.shape = L->out;
             s.bands = lp->band;
         } else if (L->op == FF_OP_LINEAR) {
@@ -496,8 +450,8 @@ static ff_status forward_rows(mpi_exec *x, float *out, const float *in, int64_t 
             if (st != FF_OK) break;
             ff_range f = lp->band[me];
             int64_t nf = ff_range_len(f), in_el = ff_shape_numel(L->in), out_el = L->out.c;
-            gbuf *slice = other_act(x, s.p, NULL);
-            st = gb_reserve(slice, (size_t)(nf * n));
+            ff_guarded *slice = other_act(x, s.p, NULL);
+            st = ff_guarded_reserve(slice, (size_t)(nf * n));
             if (st != FF_OK) break;
             mark t = mark_now(x);
             if (nf > 0 && n > 0) {
@@ -506,9 +460,9 @@ static ff_status forward_rows(mpi_exec *x, float *out, const float *in, int64_t 
                 sub.out.c = nf;
                 sub.n_weight = nf * in_el;
                 sub.n_bias = nf;
-                ff_cpu_linear(gb_data(slice), s.p, x->w.w[i] + f.lo * in_el, x->w.b[i] + f.lo,
+                ff_cpu_linear(ff_guarded_data(slice), s.p, x->w.w[i] + f.lo * in_el, x->w.b[i] + f.lo,
                               &sub, n);
-                maybe_fault(x, gb_data(slice), i, f.lo == 0);
+                maybe_fault(x, ff_guarded_data(slice), i, f.lo == 0);
             }
             account(x, i, FF_PHASE_COMPUTE, t);
             size_t total = 0;
@@ -517,24 +471,24 @@ static ff_status forward_rows(mpi_exec *x, float *out, const float *in, int64_t 
                 x->displs[r] = total;
                 total += x->counts[r];
             }
-            gbuf *stage = &x->buf[RECV];
-            st = gb_reserve(stage, total / sizeof(float));
+            ff_guarded *stage = &x->buf[RECV];
+            st = ff_guarded_reserve(stage, total / sizeof(float));
             if (st != FF_OK) break;
-            gb_arm(stage, total / sizeof(float));
+            ff_guarded_arm(stage, total / sizeof(float));
             t = mark_now(x);
-            st = ff_comm_allgatherv(x->comm, gb_data(stage), x->counts, x->displs,
-                                    gb_data(slice), x->counts[me]);
+            st = ff_comm_allgatherv(x->comm, ff_guarded_data(stage), x->counts, x->displs,
+                                    ff_guarded_data(slice), x->counts[me]);
             account(x, i, FF_PHASE_COMM, t);
-            if (st == FF_OK) st = gb_check(stage, total / sizeof(float), "after gathering "
+            if (st == FF_OK) st = ff_guarded_check(stage, total / sizeof(float), "after gathering "
                                            "features", L->name);
             if (st != FF_OK) break;
-            gbuf *ob = other_act(x, gb_data(slice), NULL);
-            st = gb_reserve(ob, (size_t)(out_el * n));
+            ff_guarded *ob = other_act(x, ff_guarded_data(slice), NULL);
+            st = ff_guarded_reserve(ob, (size_t)(out_el * n));
             if (st != FF_OK) break;
-            float *o = gb_data(ob);
+            float *o = ff_guarded_data(ob);
             for (int r = 0; r < P; r++) {  // per-rank blocks (n, nf_r) -> (n, out)
                 ff_range fr = lp->band[r];
-                const float *blk = (const float *)((const char *)gb_data(stage) + x->displs[r]);
+                const float *blk = (const float *)((const char *)ff_guarded_data(stage) + x->displs[r]);
                 for (int64_t img = 0; img < n; img++)
                     memcpy(o + img * out_el + fr.lo, blk + img * ff_range_len(fr),
                            (size_t)ff_range_len(fr) * sizeof(float));
@@ -546,25 +500,25 @@ static ff_status forward_rows(mpi_exec *x, float *out, const float *in, int64_t 
             // flatten, softmax, relu after an FC layer: whole, wherever the data is.
             if (s.at == AT_BANDS) {
                 size_t floats = (size_t)(ff_shape_numel(s.shape) * n);
-                gbuf *full = &x->buf[FULL];
-                st = gb_reserve(full, floats);
+                ff_guarded *full = &x->buf[FULL];
+                st = ff_guarded_reserve(full, floats);
                 if (st != FF_OK) break;
-                gb_arm(full, floats);
-                st = collect_bands(x, gb_data(full), &s, n, true, i, L->name);
-                if (st == FF_OK) st = gb_check(full, floats, "after assembling bands", L->name);
+                ff_guarded_arm(full, floats);
+                st = collect_bands(x, ff_guarded_data(full), &s, n, true, i, L->name);
+                if (st == FF_OK) st = ff_guarded_check(full, floats, "after assembling bands", L->name);
                 if (st != FF_OK) break;
             }
             bool compute = s.at == AT_ALL || me == 0;
-            gbuf *ob = other_act(x, s.p, NULL);
-            st = gb_reserve(ob, (size_t)(ff_shape_numel(L->out) * n));
+            ff_guarded *ob = other_act(x, s.p, NULL);
+            st = ff_guarded_reserve(ob, (size_t)(ff_shape_numel(L->out) * n));
             if (st != FF_OK) break;
             mark t = mark_now(x);
             if (compute && n > 0) {
-                run_layer(x, gb_data(ob), s.p, i, NULL, n);
-                maybe_fault(x, gb_data(ob), i, true);
+                run_layer(x, ff_guarded_data(ob), s.p, i, NULL, n);
+                maybe_fault(x, ff_guarded_data(ob), i, true);
             }
             account(x, i, FF_PHASE_COMPUTE, t);
-            s.p = gb_data(ob);
+            s.p = ff_guarded_data(ob);
             s.shape = L->out;
         }
     }
