@@ -4,9 +4,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void set_canary(float *p, size_t n) {
-    const uint32_t c = FF_GUARD_CANARY;
-    for (size_t i = 0; i < n; i++) memcpy(&p[i], &c, sizeof c);
+static uint32_t canary(uint32_t key, size_t i) {
+    return 0x7fc00000u | ((key + (uint32_t)i * 0x9E3779B9u) & 0x003fffffu);  // quiet NaN
+}
+
+static void set_canary(const ff_guarded *g, float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t c = canary(g->key, i);
+        memcpy(&p[i], &c, sizeof c);
+    }
 }
 
 ff_status ff_guarded_reserve(ff_guarded *g, size_t floats) {
@@ -19,13 +25,15 @@ ff_status ff_guarded_reserve(ff_guarded *g, size_t floats) {
     free(g->base);
     g->base = b;
     g->cap = cap;
-    set_canary(b, FF_GUARD_FLOATS);
-    set_canary(b + FF_GUARD_FLOATS + cap, FF_GUARD_FLOATS);
+    uint64_t a = (uint64_t)(uintptr_t)b;
+    g->key = (uint32_t)((a >> 4) ^ (a >> 28)) * 2654435761u;
+    set_canary(g, b, FF_GUARD_FLOATS);
+    set_canary(g, b + FF_GUARD_FLOATS + cap, FF_GUARD_FLOATS);
     return FF_OK;
 }
 
 void ff_guarded_arm(ff_guarded *g, size_t used) {
-    if (g->base && used <= g->cap) set_canary(g->base + FF_GUARD_FLOATS + used, FF_GUARD_FLOATS);
+    if (g->base && used <= g->cap) set_canary(g, g->base + FF_GUARD_FLOATS + used, FF_GUARD_FLOATS);
 }
 
 ff_status ff_guarded_check(const ff_guarded *g, size_t used, const char *when, const char *where) {
@@ -38,7 +46,7 @@ ff_status ff_guarded_check(const ff_guarded *g, size_t used, const char *when, c
         for (size_t i = 0; i < FF_GUARD_FLOATS; i++) {
             uint32_t v;
             memcpy(&v, &at[k][i], sizeof v);
-            if (v != FF_GUARD_CANARY)
+            if (v != canary(g->key, i))
                 return FF_FAIL(FF_ERR_INTERNAL,
                                "%s, %s: guard %s the %s buffer (%zu floats in use) overwritten at "
                                "guard offset %zu (0x%08x): an out-of-bounds write",

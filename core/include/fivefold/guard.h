@@ -13,13 +13,16 @@ extern "C" {
 #endif
 
 #define FF_GUARD_FLOATS 16
-#define FF_GUARD_CANARY 0x7fc0deadu  // a quiet NaN with a payload no computation here produces
+// Canaries are quiet NaNs whose payload depends on the buffer and the position, so that a guard
+// copied from another buffer's guard (an overrun reading past one buffer into another) still
+// shows as damage.
 
 // A growable float buffer with FF_GUARD_FLOATS canaries before it and after the part in use.
 typedef struct {
     float *base;       // FF_GUARD_FLOATS + cap + FF_GUARD_FLOATS floats
     size_t cap;        // usable floats
     const char *name;  // for messages
+    uint32_t key;      // canary payload seed, from the allocation's address
 } ff_guarded;
 
 static inline float *ff_guarded_data(const ff_guarded *g) {
