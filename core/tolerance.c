@@ -136,7 +136,7 @@ void ff_tol_check_bound(ff_tol_result *r, const float *ours, const double *ref, 
 
 // ---------------------------------------------------------------- float64 bound ingredients
 void ff_tol_absdot_conv(double *out, const float *x_f32, const double *v_f64, const float *w,
-                        const float *b, const ff_layer *L, int64_t n) {
+                        const float *b, const ff_layer *L, int64_t n, int wpow) {
     const int64_t C = L->in.c, H = L->in.h, W = L->in.w;
     const int64_t K = L->out.c, Ho = L->out.h, Wo = L->out.w;
     const int R = L->kh, S = L->kw, st = L->stride, pad = L->pad;
@@ -150,6 +150,7 @@ void ff_tol_absdot_conv(double *out, const float *x_f32, const double *v_f64, co
                 for (int r = 0; r < R; r++) {
                     for (int s = 0; s < S; s++) {
                         double wv = fabs((double)w[((k * C + c) * R + r) * S + s]);
+                        if (wpow == 2) wv *= wv;
                         if (wv == 0.0) continue;
                         for (int64_t oh = 0; oh < Ho; oh++) {
                             int64_t ih = oh * st - pad + r;
@@ -175,7 +176,7 @@ void ff_tol_absdot_conv(double *out, const float *x_f32, const double *v_f64, co
 }
 
 void ff_tol_absdot_linear(double *out, const float *x_f32, const double *v_f64, const float *w,
-                          const float *b, const ff_layer *L, int64_t n) {
+                          const float *b, const ff_layer *L, int64_t n, int wpow) {
     const int64_t in = ff_shape_numel(L->in), nout = L->out.c;
     for (int64_t img = 0; img < n; img++) {
         for (int64_t j = 0; j < nout; j++) {
@@ -184,6 +185,9 @@ void ff_tol_absdot_linear(double *out, const float *x_f32, const double *v_f64, 
             if (x_f32) {
                 const float *x = x_f32 + img * in;
                 for (int64_t i = 0; i < in; i++) acc += fabs((double)wr[i]) * fabs((double)x[i]);
+            } else if (wpow == 2) {
+                const double *v = v_f64 + img * in;
+                for (int64_t i = 0; i < in; i++) acc += (double)wr[i] * (double)wr[i] * v[i];
             } else {
                 const double *v = v_f64 + img * in;
                 for (int64_t i = 0; i < in; i++) acc += fabs((double)wr[i]) * v[i];
@@ -198,6 +202,13 @@ void ff_tol_absdot_linear(double *out, const float *x_f32, const double *v_f64, 
 void ff_tol_prop_dot(double *d_out, const double *A, const double *Wd, int64_t K, int64_t count) {
     double g = ff_tol_gamma(K, FF_TOL_U32);
     for (int64_t i = 0; i < count; i++) d_out[i] = ff_tol_dot_bound(A[i], K) + (1.0 + g) * Wd[i];
+}
+
+// Each of the K roundings (K-1 additions, the products, the bias add) contributes an error
+// uniform in [-u, u] times a partial sum (or product) bounded by A: variance <= u^2/3 A^2 each.
+void ff_tol_stat_dot(double *s_out, const double *A, const double *W2s2, int64_t K, int64_t count) {
+    const double c = FF_TOL_U32 * FF_TOL_U32 * (double)(K + 1) / 3.0;
+    for (int64_t i = 0; i < count; i++) s_out[i] = sqrt(c * A[i] * A[i] + W2s2[i]);
 }
 
 // max is 1-Lipschitz in the max-norm: the output error is at most the largest error in its window.

@@ -207,32 +207,38 @@ def run_layers(model, weights, x32):
 
 
 # ----------------------------------------------------------------------------- writing
+def text(s):
+    """Strings are stored as fixed-length ASCII: every HDF5 reader (the C one included) reads those
+    without character-set conversion (h5py's default, variable-length UTF-8, needs one)."""
+    return np.bytes_(str(s).encode("ascii"))
+
+
 def put(group, name, arr, compress=True):
     """A dataset with its FNV-1a digest as attribute `fnv1a64`; shuffle+gzip keep the files small."""
     arr = np.ascontiguousarray(arr)
     kw = dict(compression="gzip", compression_opts=9, shuffle=True) if compress and arr.size > 64 else {}
     ds = group.create_dataset(name, data=arr, **kw)
-    ds.attrs["fnv1a64"] = fnv1a64(arr)
+    ds.attrs["fnv1a64"] = text(fnv1a64(arr))
     return ds
 
 
 def write_meta(f, model_name, kind, seed, n, extra=None):
     m = f.create_group("meta")
     m.attrs["format_version"] = FORMAT_VERSION
-    m.attrs["kind"] = kind
-    m.attrs["model"] = model_name
-    m.attrs["generator"] = "golden/make_golden.py"
-    m.attrs["torch_version"] = str(torch.__version__)
-    m.attrs["h5py_version"] = h5py.__version__
-    m.attrs["numpy_version"] = np.__version__
-    m.attrs["python_version"] = platform.python_version()
+    m.attrs["kind"] = text(kind)
+    m.attrs["model"] = text(model_name)
+    m.attrs["generator"] = text("golden/make_golden.py")
+    m.attrs["torch_version"] = text(str(torch.__version__))
+    m.attrs["h5py_version"] = text(h5py.__version__)
+    m.attrs["numpy_version"] = text(np.__version__)
+    m.attrs["python_version"] = text(platform.python_version())
     m.attrs["torch_threads"] = torch.get_num_threads()
     m.attrs["seed"] = np.int64(seed)
     m.attrs["images"] = np.int64(n)
-    m.attrs["command_line"] = " ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0])] + sys.argv[1:])
-    m.attrs["created"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    m.attrs["command_line"] = text(" ".join(shlex.quote(a) for a in [os.path.basename(sys.argv[0])] + sys.argv[1:]))
+    m.attrs["created"] = text(datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
     for k, v in (extra or {}).items():
-        m.attrs[k] = v
+        m.attrs[k] = text(v) if isinstance(v, str) else v
 
 
 def write_weights(f, model, weights, store):
@@ -245,13 +251,13 @@ def write_weights(f, model, weights, store):
             continue
         w, b = weights[L["name"]]
         lg = g.create_group(L["name"])
-        lg.attrs["w_fnv1a64"] = fnv1a64(w)
-        lg.attrs["b_fnv1a64"] = fnv1a64(b)
+        lg.attrs["w_fnv1a64"] = text(fnv1a64(w))
+        lg.attrs["b_fnv1a64"] = text(fnv1a64(b))
         if store:
             put(lg, "w", w)
             put(lg, "b", b)
         chain += [w.ravel(), b.ravel()]
-    g.attrs["fnv1a64"] = fnv1a64(np.concatenate(chain))
+    g.attrs["fnv1a64"] = text(fnv1a64(np.concatenate(chain)))
     g.attrs["stored"] = np.int64(1 if store else 0)
 
 
@@ -322,7 +328,7 @@ def write_infer_golden(path, model_name, model, weights, x32, seed, store_weight
         prev = "/input"
         for i, (L, xin, y32, y64) in enumerate(rows):
             g = lg.create_group(L["name"])
-            g.attrs["op"] = L["op"]
+            g.attrs["op"] = text(L["op"])
             g.attrs["index"] = np.int64(i)
             w, b = weights.get(L["name"], (None, None))
             use, ulp = bound_use(L, xin, y32, y64, w, b)
@@ -347,7 +353,7 @@ def write_infer_golden(path, model_name, model, weights, x32, seed, store_weight
         # from the same float32 input and never rounds to float32.
         last_dot = [r for r in rows if r[0]["op"] == "linear"][-1]
         f["logits"] = h5py.SoftLink("/layers/%s/out_f32" % last_dot[0]["name"])
-        f.attrs["logits_layer"] = last_dot[0]["name"]
+        f.attrs["logits_layer"] = text(last_dot[0]["name"])
         _, logits64 = run_layers_f64_until(model, weights, x32, last_dot[0]["name"])
         put(f, "logits_f64", logits64)
         put(f, "probs_f64", y64_chain.numpy())

@@ -8,6 +8,7 @@
 // is allocated for it.
 #pragma once
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "fivefold/model.h"

@@ -7,9 +7,11 @@
 //   exact layers (relu, maxpool, flatten): ours == golden float32 output (0 ULP apart; NaN fails)
 //   lrn:     ULP(ours, (float)ref64) <= FF_TOL_LRN_ULP
 //   softmax: ULP(ours, (float)ref64) <= ff_tol_softmax_ulp(|x_i - max x|, classes)
-//   end to end: |ours - ref64| <= a running first-order error bound propagated layer by layer
-//       (ff_tol_prop_*), top-1/top-5 equal to PyTorch's up to ties (classes whose float64 values are
-//       closer than their bounds).
+//   end to end: |ours - ref64| <= B, a running first-order error bound propagated layer by layer
+//       (ff_tol_prop_*: guaranteed, and loose), and <= FF_TOL_LAMBDA * sigma, the statistical
+//       tolerance (ff_tol_stat_dot: rounding errors as independent zero-mean variables, standard
+//       deviation propagated); top-1/top-5 equal to PyTorch's up to ties (classes whose float64
+//       logits are closer than FF_TOL_LAMBDA * (sigma_i + sigma_j)).
 #pragma once
 #include <stdbool.h>
 #include <stdint.h>
@@ -23,6 +25,7 @@ extern "C" {
 #define FF_TOL_U32 0x1p-24                 // unit roundoff of float32
 #define FF_TOL_U64 0x1p-53                 // unit roundoff of float64
 #define FF_TOL_UNDERFLOW 0x1p-149          // float32 subnormal spacing: absolute error per operation
+#define FF_TOL_LAMBDA 6.0                  // statistical tolerance: 6 standard deviations
 #define FF_TOL_LRN_ULP 13.0                // lrn: 11 ULP of float32 arithmetic + 2 for the reference
 
 // gamma_k = k u / (1 - k u); +inf when k u >= 1 (no bound).
@@ -70,17 +73,20 @@ void ff_tol_check_bound(ff_tol_result *r, const float *ours, const double *ref, 
 // A = |b| + sum |w| v for v >= 0 (v = |x| for the per-layer bound, v = an error bound when
 // propagating). conv: out (n, K, Ho, Wo); v (n, C, H, W) as float or double; w (K, C, R, S).
 // Pass b = NULL to leave out the bias term (propagation).
+// wpow = 1 uses |w|, wpow = 2 uses w^2 (variance propagation: sum w^2 sigma^2).
 void ff_tol_absdot_conv(double *out, const float *x_f32, const double *v_f64, const float *w,
-                        const float *b, const ff_layer *L, int64_t n);
+                        const float *b, const ff_layer *L, int64_t n, int wpow);
 // linear: out (n, out); x/v (n, in); w (out, in)
 void ff_tol_absdot_linear(double *out, const float *x_f32, const double *v_f64, const float *w,
-                          const float *b, const ff_layer *L, int64_t n);
+                          const float *b, const ff_layer *L, int64_t n, int wpow);
 
 // ---- first-order error propagation for the end-to-end bound (per op; see README) ----
 // d_in: the bound on the layer's input error (n, in); x: golden float32 input; y: golden float32
 // output; d_out receives the bound on the output error. For conv/linear pass the absdot A already
 // computed for x and the propagated |W| d_in.
 void ff_tol_prop_dot(double *d_out, const double *A, const double *Wd, int64_t K, int64_t count);
+// Statistical: sigma_out = sqrt(u^2 (K + 1) / 3 * A^2 + sum w^2 sigma_in^2) (W2s2 = the sum).
+void ff_tol_stat_dot(double *s_out, const double *A, const double *W2s2, int64_t K, int64_t count);
 void ff_tol_prop_maxpool(double *d_out, const double *d_in, const ff_layer *L, int64_t n);
 void ff_tol_prop_lrn(double *d_out, const double *d_in, const float *x, const float *y,
                      const ff_layer *L, int64_t n);

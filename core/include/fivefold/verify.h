@@ -26,24 +26,22 @@ extern "C" {
 
 typedef struct {
     const char *model;       // "alexnet", "mnist-cnn"
-    ff_mode mode;
-    ff_split split;          // FF_SPLIT_NONE for single-process modes
+    ff_exec_options exec;    // mode, split, backend, precision, fault_layer (--inject-fault), comm;
+                             // max_batch is set by the runner
     int64_t batch;           // golden images to use (first `batch`); 0: all
-    int fault_layer;         // --inject-fault: layer index, -1 for none
     const char *golden;      // NULL: ff_golden_default_path(model)
     bool trust;              // accept a golden not listed in the manifest
     const char *manifest;    // NULL: the default manifest for the golden's path
     const char *filter;      // POSIX extended regex matched against each case string; NULL: all
     bool record;             // write this run's digests into /expected/<class> (see ff_golden_record)
-    struct ff_comm *comm;    // multi-rank modes: the communicator (collective: every rank calls)
-    int ranks;               // for the case strings when comm is NULL (1)
+    int ranks;               // for the case strings when exec.comm is NULL (1)
     FILE *progress;          // rows are printed here as they are made (NULL: silent)
 } ff_verify_config;
 
 void ff_verify_config_default(ff_verify_config *c);
 
 typedef struct {
-    char case_str[192];      // "alexnet serial conv2(K=256,R=5,s=1,p=2,N=2,P=1,split=none)"
+    char case_str[384];      // "alexnet serial conv2(K=256,R=5,s=1,p=2,N=2,P=1,split=none)"
     char check[24];          // "weights", "layer", "end-to-end-logits", "end-to-end-output"
     int layer;               // layer index, -1 for weights and end-to-end rows
     ff_tol_result tol;       // the deciding figures
