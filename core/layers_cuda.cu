@@ -240,13 +240,14 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN 
 }
 
 // ------------------------------------------------------------------ small-batch linear (GEMV)
-#define GV_RB 16      // weight rows per block
 #define GV_KT 128     // reduction columns per stage
-#define GV_ST 3       // stages in flight
-#define GV_T 128      // threads: (row, image) = (tid % 16, tid / 16), images 0..7
-#define GV_MAXN 8
-#define GV_SMEM_FLOATS (GV_ST * (GV_RB * (GV_KT + 4) + GV_MAXN * GV_KT))
+#define GV_ST 4       // stages in flight (weights stream from HBM: keep many bytes in flight)
+#define GV_T 128      // threads: (row, image) = (tid % RB, tid / RB)
+#define GV_MAXN 8     // images
+#define GV_SMEM_FLOATS (GV_ST * (16 * (GV_KT + 4) + GV_MAXN * GV_KT))  // for RB <= 16
 
+// RB weight rows per block: 16, or 8 for layers with few rows (more blocks in flight).
+template <int GV_RB>
 __global__ void __launch_bounds__(GV_T)
     k_gemv(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
            const float *__restrict__ bias, int M, int Kd, int n, int relu) {
@@ -352,7 +353,9 @@ extern "C" ff_status ff_gpu_kernels_init(void) {
     FF_TRY((set_smem_limit<CFG_##i, true>()));
     FF_FOR_EACH_CFG(FF_SET_LIMIT)
 #undef FF_SET_LIMIT
-    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)(GV_SMEM_FLOATS * sizeof(float))));
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)(GV_SMEM_FLOATS * sizeof(float))));
     return FF_OK;
 }
@@ -499,9 +502,13 @@ extern "C" ff_status ff_gpu_linear(float *out, const float *in, const float *w, 
     const bool aligned = I % 4 == 0 && ((uintptr_t)in & 15) == 0 && ((uintptr_t)w & 15) == 0;
     const bool gemv = g_force_tile < 0 ? n <= GV_MAXN : g_force_tile == TILE_GEMV;  // else GEMM
     if (gemv && aligned && n <= GV_MAXN) {
-        const unsigned blocks = (unsigned)((J + GV_RB - 1) / GV_RB);
-        k_gemv<<<blocks, GV_T, GV_SMEM_FLOATS * sizeof(float), ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I,
+        const size_t smem = GV_SMEM_FLOATS * sizeof(float);
+        if ((J + 15) / 16 >= g_sms)
+            k_gemv<16><<<(unsigned)((J + 15) / 16), GV_T, smem, ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I,
                                                                                  (int)n, relu ? 1 : 0);
+        else
+            k_gemv<8><<<(unsigned)((J + 7) / 8), GV_T, smem, ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I,
+                                                                               (int)n, relu ? 1 : 0);
         FF_LAUNCH_CHECK("k_gemv");
         return FF_OK;
     }

@@ -95,7 +95,7 @@ static ff_status cuda_create(ff_executor **out, const ff_model *m, const ff_weig
     ff_status st = cuda_setup(c, m, w, o);
     if (st != FF_OK) {
         cuda_destroy(&c->base);
-        return ff_fail_context(st, "cuda mode: ");
+        return ff_fail_context(st, "cuda mode");
     }
     c->base.rank = 0;
     c->base.ranks = 1;
