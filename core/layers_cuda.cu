@@ -179,8 +179,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN 
         const float *as = As + (t % STAGES) * BK * AP;
         const float *bs = Bs + (t % STAGES) * BK * BP;
         const int kr = min(BK, g.Kd - t * BK);  // only the last tile can be partial
-        auto step = [&](int k) {
-            float a[TM], b[TN];
+        // Fragments of one k: a thread's TM weights and TN inputs (vector reads from shared memory).
+        auto load_frag = [&](int k, float *a, float *b) {
 #pragma unroll
             for (int gi = 0; gi < GM; gi++) {
                 const float *src = as + k * AP + gi * (BM / GM) + ty * VM;
@@ -209,16 +209,30 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN 
                     for (int q = 0; q < VN; q++) b[gj * VN + q] = src[q];
                 }
             }
+        };
+        // One term of every chain this thread owns: acc = fma(w, x, acc), k ascending.
+        auto fma_frag = [&](const float *a, const float *b) {
 #pragma unroll
             for (int i = 0; i < TM; i++)
 #pragma unroll
                 for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
         };
         if (kr == BK) {
+            // Fragments double-buffered in registers: the reads of k+1 are in flight while the FMAs
+            // of k run (the order of the terms is unchanged).
+            float fa[2][TM], fb[2][TN];
+            load_frag(0, fa[0], fb[0]);
 #pragma unroll
-            for (int k = 0; k < BK; k++) step(k);
+            for (int k = 0; k < BK; k++) {
+                if (k + 1 < BK) load_frag(k + 1, fa[(k + 1) & 1], fb[(k + 1) & 1]);
+                fma_frag(fa[k & 1], fb[k & 1]);
+            }
         } else {
-            for (int k = 0; k < kr; k++) step(k);  // skipped terms are never added
+            for (int k = 0; k < kr; k++) {  // the last, partial tile: skipped terms are never added
+                float a[TM], b[TN];
+                load_frag(k, a, b);
+                fma_frag(a, b);
+            }
         }
     }
     cp_async_wait<0>();
@@ -295,13 +309,23 @@ __global__ void __launch_bounds__(GV_T)
         const int kr = min(GV_KT, Kd - t * GV_KT);
         if (active) {
             if (kr == GV_KT) {
-#pragma unroll 8
-                for (int k = 0; k < GV_KT; k += 4) {
-                    const float4 a = *(const float4 *)(ws + k), x = *(const float4 *)(xs + k);
-                    acc = __fmaf_rn(a.x, x.x, acc);
-                    acc = __fmaf_rn(a.y, x.y, acc);
-                    acc = __fmaf_rn(a.z, x.z, acc);
-                    acc = __fmaf_rn(a.w, x.w, acc);
+                // 32 terms' operands read into registers before their FMAs, so the shared-memory
+                // latency is paid once per 32 terms rather than once per 4 (the chain is serial).
+#pragma unroll
+                for (int k0 = 0; k0 < GV_KT; k0 += 32) {
+                    float4 a[8], x[8];
+#pragma unroll
+                    for (int q = 0; q < 8; q++) {
+                        a[q] = *(const float4 *)(ws + k0 + 4 * q);
+                        x[q] = *(const float4 *)(xs + k0 + 4 * q);
+                    }
+#pragma unroll
+                    for (int q = 0; q < 8; q++) {
+                        acc = __fmaf_rn(a[q].x, x[q].x, acc);
+                        acc = __fmaf_rn(a[q].y, x[q].y, acc);
+                        acc = __fmaf_rn(a[q].z, x[q].z, acc);
+                        acc = __fmaf_rn(a[q].w, x[q].w, acc);
+                    }
                 }
             } else {
                 for (int k = 0; k < kr; k++) acc = __fmaf_rn(ws[k], xs[k], acc);
@@ -325,13 +349,18 @@ __global__ void __launch_bounds__(GV_T)
 #define CFG_7 32, 64, 4, 4, 32, 4    // 128 threads
 #define CFG_8 16, 32, 2, 2, 32, 4    // 128 threads
 #define CFG_9 32, 32, 4, 4, 32, 4    // 64 threads
-enum { TILE_GEMV = 3, N_TILES = 10 };
+#define CFG_10 16, 16, 1, 1, 32, 4   // 256 threads, one chain each: many warps for N = 1
+#define CFG_11 32, 16, 2, 1, 32, 4   // 256 threads
+#define CFG_12 128, 64, 8, 4, 8, 4   // 256 threads
+enum { TILE_GEMV = 3, N_TILES = 13 };
 
 static int g_force_tile = -1;
 static bool g_tuning = false;
 extern "C" void ff_gpu_debug_force_tile(int tile) { g_force_tile = tile; }
 extern "C" int ff_gpu_debug_tile_count(void) { return N_TILES; }
 extern "C" void ff_gpu_set_tuning(bool on) { g_tuning = on; }
+static int g_last_tile = -1;
+extern "C" int ff_gpu_debug_last_tile(void) { return g_last_tile; }
 
 template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool LIN>
 static ff_status set_smem_limit() {
@@ -342,7 +371,7 @@ static ff_status set_smem_limit() {
 
 static int g_sms = 132;
 
-#define FF_FOR_EACH_CFG(X) X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9)
+#define FF_FOR_EACH_CFG(X) X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)
 
 extern "C" ff_status ff_gpu_kernels_init(void) {
     int dev = 0;
@@ -414,7 +443,7 @@ static int heuristic_cfg(const GemmGeom &g) {
     return 2;
 }
 
-static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9};
+static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12};
 
 // Times every configuration on the real buffers (each writes the same bits) and keeps the fastest.
 template <bool LIN>
@@ -454,6 +483,7 @@ static ff_status run_gemm(float *out, const float *in, const float *w, const flo
         if (g_tuning) FF_TRY(tune<LIN>(&cfg, out, in, w, b, g, relu, s));
         else cfg = heuristic_cfg(g);
     }
+    g_last_tile = cfg;
     return launch_cfg<LIN>(cfg, out, in, w, b, g, relu, s);
 }
 
@@ -510,6 +540,7 @@ extern "C" ff_status ff_gpu_linear(float *out, const float *in, const float *w, 
             k_gemv<8><<<(unsigned)((J + 7) / 8), GV_T, smem, ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I,
                                                                                (int)n, relu ? 1 : 0);
         FF_LAUNCH_CHECK("k_gemv");
+        g_last_tile = TILE_GEMV;
         return FF_OK;
     }
     GemmGeom g;
@@ -686,7 +717,7 @@ extern "C" ff_status ff_gpu_softmax(float *out, const float *in, int64_t classes
         return FF_FAIL(FF_ERR_INPUT, "softmax over %lld classes: the GPU kernel supports at most %d",
                        (long long)classes, SOFTMAX_MAX_CLASSES);
     if (n > 0x7fffffff) return FF_FAIL(FF_ERR_INPUT, "softmax batch %lld too large", (long long)n);
-    k_softmax<<<(unsigned)n, 256, classes * sizeof(float), ff_cu_stream(s)>>>(out, in, (int)classes);
+    k_softmax<<<(unsigned)n, 1024, classes * sizeof(float), ff_cu_stream(s)>>>(out, in, (int)classes);
     FF_LAUNCH_CHECK("k_softmax");
     return FF_OK;
 }

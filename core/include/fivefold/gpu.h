@@ -123,6 +123,8 @@ void ff_gpu_set_tuning(bool on);
 // linear GEMV path, used where it applies); -1 restores the automatic choice. Tests only.
 void ff_gpu_debug_force_tile(int tile);
 int ff_gpu_debug_tile_count(void);
+// The configuration of the last conv2d/linear launch (for benchmark rows).
+int ff_gpu_debug_last_tile(void);
 
 #ifdef __cplusplus
 }
