@@ -299,6 +299,23 @@ static void out_of_memory_says_bytes(void **state) {
     assert_non_null(strstr(ff_last_error(), "a test buffer"));
 }
 
+// A registered (page-locked) host buffer round-trips through the device unchanged.
+static void host_register_round_trip(void **state) {
+    (void)state;
+    const size_t n = 1 << 20;
+    float *h = tu_rand(n, 5, 1.0f), *back = calloc(n, sizeof(float));
+    assert_int_equal(ff_gpu_host_register(h, n * sizeof(float)), FF_OK);
+    assert_int_equal(ff_gpu_host_register(back, n * sizeof(float)), FF_OK);
+    float *d = tu_dev_from(h, n, S);
+    assert_int_equal(ff_gpu_copy_d2h(back, d, n * sizeof(float), S), FF_OK);
+    assert_int_equal(ff_gpu_stream_sync(S), FF_OK);
+    assert_int_equal(memcmp(back, h, n * sizeof(float)), 0);
+    ff_gpu_host_unregister(h);
+    ff_gpu_host_unregister(back);
+    ff_gpu_free(d);
+    free(h), free(back);
+}
+
 static int group_setup(void **state) {
     (void)state;
     return ff_gpu_stream_create(&S) == FF_OK ? 0 : -1;
@@ -321,6 +338,7 @@ int main(void) {
         cmocka_unit_test(fused_relu_and_fault_rule),
         cmocka_unit_test(nan_propagates_like_cpu),
         cmocka_unit_test(out_of_memory_says_bytes),
+        cmocka_unit_test(host_register_round_trip),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -55,6 +55,12 @@ void ff_gpu_free(void *p);
 // Pinned host memory (fast, asynchronous copies).
 ff_status ff_gpu_alloc_host(void **p, size_t bytes, const char *what);
 void ff_gpu_free_host(void *p);
+// Page-locks an existing host buffer (cudaHostRegister) so that copies from/to it run at full
+// PCIe/NVLink speed and truly asynchronously; a pageable buffer is staged by the driver (at N = 256
+// AlexNet on an H200, host->host forward 35 ms pageable vs 21 ms pinned, 18 ms of it compute).
+// Unregister before freeing the buffer.
+ff_status ff_gpu_host_register(void *p, size_t bytes);
+void ff_gpu_host_unregister(void *p);
 // Asynchronous copies on stream s (host memory may be pageable; then the copy is staged).
 ff_status ff_gpu_copy_h2d(void *dst, const void *src, size_t bytes, ff_gpu_stream s);
 ff_status ff_gpu_copy_d2h(void *dst, const void *src, size_t bytes, ff_gpu_stream s);
