@@ -255,7 +255,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN 
 
 // ------------------------------------------------------------------ small-batch linear (GEMV)
 #define GV_KT 128     // reduction columns per stage
-#define GV_ST 4       // stages in flight (weights stream from HBM: keep many bytes in flight)
+#define GV_ST 6       // stages in flight (weights stream from HBM: keep many bytes in flight)
 #define GV_T 128      // threads: (row, image) = (tid % RB, tid / RB)
 #define GV_MAXN 8     // images
 #define GV_SMEM_FLOATS (GV_ST * (16 * (GV_KT + 4) + GV_MAXN * GV_KT))  // for RB <= 16
@@ -352,7 +352,13 @@ __global__ void __launch_bounds__(GV_T)
 #define CFG_10 16, 16, 1, 1, 32, 4   // 256 threads, one chain each: many warps for N = 1
 #define CFG_11 32, 16, 2, 1, 32, 4   // 256 threads
 #define CFG_12 128, 64, 8, 4, 8, 4   // 256 threads
-enum { TILE_GEMV = 3, N_TILES = 13 };
+// Small tiles with 8 stages: at N = 1 a tile's FMAs take less time than a load from memory, so
+// more tiles must be in flight to cover the latency.
+#define CFG_13 16, 16, 1, 1, 32, 8   // 256 threads
+#define CFG_14 32, 16, 2, 1, 32, 8   // 256 threads
+#define CFG_15 16, 32, 2, 2, 32, 8   // 128 threads
+#define CFG_16 32, 32, 2, 2, 32, 8   // 256 threads
+enum { TILE_GEMV = 3, N_TILES = 17 };
 
 static int g_force_tile = -1;
 static bool g_tuning = false;
@@ -371,7 +377,8 @@ static ff_status set_smem_limit() {
 
 static int g_sms = 132;
 
-#define FF_FOR_EACH_CFG(X) X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12)
+#define FF_FOR_EACH_CFG(X) \
+    X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16)
 
 extern "C" ff_status ff_gpu_kernels_init(void) {
     int dev = 0;
@@ -443,7 +450,7 @@ static int heuristic_cfg(const GemmGeom &g) {
     return 2;
 }
 
-static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 
 // Times every configuration on the real buffers (each writes the same bits) and keeps the fastest.
 template <bool LIN>
@@ -664,44 +671,49 @@ extern "C" ff_status ff_gpu_lrn(float *out, const float *in, const ff_layer *L, 
     return FF_OK;
 }
 
-// One block per image. The max and the sum are sequential in one thread, ascending, exactly as
-// the CPU does them (a tree would be faster but would change the bits); exp runs in parallel.
+// One block per image. The sum is sequential in one thread, ascending, exactly as the CPU does it
+// (a tree would be faster but would change the bits); exp runs in parallel. The max is a tree with
+// the CPU's rule (a value wins when greater, or NaN): the maximum is the same value whatever the
+// order, except that between +0 and -0 the survivor may differ, and x - (+0) and x - (-0) are equal
+// for every x except x = +-0, where exp gives 1 either way; any NaN makes it NaN in both. So the
+// outputs keep the CPU's bits.
 #define SOFTMAX_MAX_CLASSES 12288
+__device__ __forceinline__ float max_rule(float m, float o) { return (o > m || isnan(o)) ? o : m; }
+
 __global__ void k_softmax(float *__restrict__ out, const float *__restrict__ in, int classes) {
     extern __shared__ float e[];  // (classes)
-    __shared__ float sh_m, sh_sum;
+    __shared__ float sh_m, sh_sum, warp_m[32];
     const float *x = in + (long long)blockIdx.x * classes;
     float *y = out + (long long)blockIdx.x * classes;
-    for (int i = threadIdx.x; i < classes; i += blockDim.x) e[i] = x[i];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+    float m = -INFINITY;
+    for (int i = threadIdx.x; i < classes; i += blockDim.x) {
+        e[i] = x[i];
+        m = max_rule(m, e[i]);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) m = max_rule(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if (lane == 0) warp_m[warp] = m;
     __syncthreads();
-    if (threadIdx.x == 0) {  // in chunks of 8 loads, so the loads overlap; the order stays ascending
-        float m = -INFINITY;
-        int i = 0;
-        for (; i + 8 <= classes; i += 8) {
-            float v[8];
+    if (warp == 0) {
+        m = lane < nwarps ? warp_m[lane] : -INFINITY;
 #pragma unroll
-            for (int q = 0; q < 8; q++) v[q] = e[i + q];
-#pragma unroll
-            for (int q = 0; q < 8; q++)
-                if (v[q] > m || isnan(v[q])) m = v[q];
-        }
-        for (; i < classes; i++)
-            if (e[i] > m || isnan(e[i])) m = e[i];
-        sh_m = m;
+        for (int off = 16; off > 0; off >>= 1) m = max_rule(m, __shfl_xor_sync(0xffffffffu, m, off));
+        if (lane == 0) sh_m = m;
     }
     __syncthreads();
-    const float m = sh_m;
+    m = sh_m;
     for (int i = threadIdx.x; i < classes; i += blockDim.x) e[i] = (float)exp((double)__fsub_rn(e[i], m));
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0) {  // 32 loads in flight, then their 32 additions in order
         float sum = 0.0f;
         int i = 0;
-        for (; i + 8 <= classes; i += 8) {
-            float v[8];
+        for (; i + 32 <= classes; i += 32) {
+            float v[32];
 #pragma unroll
-            for (int q = 0; q < 8; q++) v[q] = e[i + q];
+            for (int q = 0; q < 32; q++) v[q] = e[i + q];
 #pragma unroll
-            for (int q = 0; q < 8; q++) sum = __fadd_rn(sum, v[q]);
+            for (int q = 0; q < 32; q++) sum = __fadd_rn(sum, v[q]);
         }
         for (; i < classes; i++) sum = __fadd_rn(sum, e[i]);
         sh_sum = sum;

@@ -287,6 +287,26 @@ static void nan_propagates_like_cpu(void **state) {
     ff_gpu_free(dx), ff_gpu_free(dy);
 }
 
+// The softmax max is a tree on the GPU, sequential on the CPU: rows whose maximum is a tie of +0
+// and -0, and rows holding a NaN, must still give the CPU's outputs (NaN rows: NaN everywhere).
+static void softmax_ties_and_nan_like_cpu(void **state) {
+    (void)state;
+    const int64_t classes = 1000, n = 3;
+    float *x = tu_rand((size_t)(n * classes), 8, 1.0f);
+    for (int64_t i = 0; i < classes; i++) x[i] = -fabsf(x[i]) - 1.0f;  // row 0: max is a +-0 tie
+    x[10] = -0.0f, x[700] = 0.0f, x[999] = -0.0f;
+    x[classes + 500] = NAN;                                            // row 1: a NaN
+    float *cpu = malloc((size_t)(n * classes) * sizeof(float));
+    ff_cpu_softmax(cpu, x, classes, n);
+    float *dx = tu_dev_from(x, (size_t)(n * classes), S), *dy = tu_dev_from(NULL, (size_t)(n * classes), S);
+    assert_int_equal(ff_gpu_softmax(dy, dx, classes, n, S), FF_OK);
+    float *gpu = tu_host_from(dy, (size_t)(n * classes), S);
+    for (int64_t i = 0; i < classes; i++) assert_true(isnan(gpu[classes + i]));
+    assert_int_equal(tu_check_ulp("softmax: +-0 tie, NaN row, plain row", gpu, cpu, (size_t)(n * classes), 0), 0);
+    free(x), free(cpu), free(gpu);
+    ff_gpu_free(dx), ff_gpu_free(dy);
+}
+
 static void out_of_memory_says_bytes(void **state) {
     (void)state;
     void *p = NULL;
@@ -337,6 +357,7 @@ int main(void) {
         cmocka_unit_test(bands_and_subbatches_give_identical_bits),
         cmocka_unit_test(fused_relu_and_fault_rule),
         cmocka_unit_test(nan_propagates_like_cpu),
+        cmocka_unit_test(softmax_ties_and_nan_like_cpu),
         cmocka_unit_test(out_of_memory_says_bytes),
         cmocka_unit_test(host_register_round_trip),
     };
