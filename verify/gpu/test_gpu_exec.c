@@ -124,6 +124,14 @@ static void per_layer_chain_equals_fused_graph(void **state) {
         assert_true(t->seconds[0][FF_PHASE_H2D] > 0);
         assert_true(t->seconds[L][FF_PHASE_D2H] > 0);
         assert_null(ff_exec_trace(e));
+        // tracing turned on after create (fivefold bench's separate traced pass) works too
+        e->opt.trace = true;
+        float *late = forward(e, &f.m, x, n, 0, L);
+        assert_int_equal(ff_exec_trace(e)->calls, 1);
+        assert_true(ff_exec_trace(e)->seconds[0][FF_PHASE_COMPUTE] > 0);
+        snprintf(what, sizeof what, "%s trace turned on later vs graph", models[mi]);
+        bad += tu_check_ulp(what, late, full, (size_t)(n * f.m.classes), 0);
+        free(late);
         ff_exec_destroy(e), ff_exec_destroy(et);
         if (cur != x) free(cur);  // compared before x is freed (gcc 13's -Wuse-after-free)
         free(x), free(full), free(traced);
