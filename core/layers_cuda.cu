@@ -34,29 +34,33 @@ __device__ __forceinline__ void cp_async16(float *smem, const float *gmem, bool 
     int src_size = valid ? 16 : 0;
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_size));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 // relu with PyTorch's rule: only values below zero become +0 (-0.0 and NaN are kept).
-__device__ __forceinline__ float relu_f(float v) { return v < 0.0f ? 0.0f : v; }
+__device__ __forceinline__ float relu_f(float v) {
+    return v < 0.0f ? 0.0f : v;
+}
 
 // ------------------------------------------------------------------ implicit GEMM (conv, linear)
 struct GemmGeom {
-    int M;             // output channels (conv) or output features (linear)
-    int Kd;            // reduction length: C*R*S (conv) or in_features (linear)
-    long long P;       // output columns: n * out_rows * Wo (conv) or n (linear)
-    int HWo;           // columns per image: out_rows * Wo (1 for linear)
-    int Wo;            // output width
-    int out_lo;        // absolute index of the band's first output row
-    int H, W;          // full input height and width (padding is decided on absolute rows)
-    int in_lo;         // absolute index of the first input row held in `in`
-    int in_rows;       // input rows held per channel
+    int M;        // output channels (conv) or output features (linear)
+    int Kd;       // reduction length: C*R*S (conv) or in_features (linear)
+    long long P;  // output columns: n * out_rows * Wo (conv) or n (linear)
+    int HWo;      // columns per image: out_rows * Wo (1 for linear)
+    int Wo;       // output width
+    int out_lo;   // absolute index of the band's first output row
+    int H, W;     // full input height and width (padding is decided on absolute rows)
+    int in_lo;    // absolute index of the first input row held in `in`
+    int in_rows;  // input rows held per channel
     int R, S, stride, pad;
-    long long in_img;  // floats per image in `in`  (C * in_rows * W)
-    long long out_img; // floats per image in `out` (M * HWo)
+    long long in_img;   // floats per image in `in`  (C * in_rows * W)
+    long long out_img;  // floats per image in `out` (M * HWo)
 };
 
 // Tap table entry for kk = (c, r, s): offset c*in_rows*W + r*W + s in the low 24 bits, r and s in
@@ -83,8 +87,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN 
     constexpr int VN = TN % 4 == 0 ? 4 : TN % 2 == 0 ? 2 : 1, GN = TN / VN;
     static_assert(T % BN == 0 && (BK * BN) % T == 0 && (BK * BM) % T == 0, "tile/thread mismatch");
     extern __shared__ __align__(16) float smem[];
-    float *As = smem;                      // [STAGES][BK][AP]: w tile, transposed
-    float *Bs = As + STAGES * BK * AP;     // [STAGES][BK][BP]: gathered input tile
+    float *As = smem;                           // [STAGES][BK][AP]: w tile, transposed
+    float *Bs = As + STAGES * BK * AP;          // [STAGES][BK][BP]: gathered input tile
     int *tab = (int *)(Bs + STAGES * BK * BP);  // [Kd] conv taps (conv only)
 
     const int tid = threadIdx.x;
@@ -254,10 +258,10 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN 
 }
 
 // ------------------------------------------------------------------ small-batch linear (GEMV)
-#define GV_KT 128     // reduction columns per stage
-#define GV_ST 6       // stages in flight (weights stream from HBM: keep many bytes in flight)
-#define GV_T 128      // threads: (row, image) = (tid % RB, tid / RB)
-#define GV_MAXN 8     // images
+#define GV_KT 128  // reduction columns per stage
+#define GV_ST 6    // stages in flight (weights stream from HBM: keep many bytes in flight)
+#define GV_T 128   // threads: (row, image) = (tid % RB, tid / RB)
+#define GV_MAXN 8  // images
 #define GV_SMEM_FLOATS (GV_ST * (16 * (GV_KT + 4) + GV_MAXN * GV_KT))  // for RB <= 16
 
 // RB weight rows per block: 16, or 8 for layers with few rows (more blocks in flight).
@@ -266,8 +270,8 @@ __global__ void __launch_bounds__(GV_T)
     k_gemv(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
            const float *__restrict__ bias, int M, int Kd, int n, int relu) {
     extern __shared__ __align__(16) float smem[];
-    float *Ws = smem;                                   // [ST][RB][KT+4]
-    float *Xs = smem + GV_ST * GV_RB * (GV_KT + 4);     // [ST][MAXN][KT]
+    float *Ws = smem;                                // [ST][RB][KT+4]
+    float *Xs = smem + GV_ST * GV_RB * (GV_KT + 4);  // [ST][MAXN][KT]
     const int tid = threadIdx.x;
     const int m0 = blockIdx.x * GV_RB;
 
@@ -354,19 +358,27 @@ __global__ void __launch_bounds__(GV_T)
 #define CFG_12 128, 64, 8, 4, 8, 4   // 256 threads
 // Small tiles with 8 stages: at N = 1 a tile's FMAs take less time than a load from memory, so
 // more tiles must be in flight to cover the latency.
-#define CFG_13 16, 16, 1, 1, 32, 8   // 256 threads
-#define CFG_14 32, 16, 2, 1, 32, 8   // 256 threads
-#define CFG_15 16, 32, 2, 2, 32, 8   // 128 threads
-#define CFG_16 32, 32, 2, 2, 32, 8   // 256 threads
+#define CFG_13 16, 16, 1, 1, 32, 8  // 256 threads
+#define CFG_14 32, 16, 2, 1, 32, 8  // 256 threads
+#define CFG_15 16, 32, 2, 2, 32, 8  // 128 threads
+#define CFG_16 32, 32, 2, 2, 32, 8  // 256 threads
 enum { TILE_GEMV = 3, N_TILES = 17 };
 
 static int g_force_tile = -1;
 static bool g_tuning = false;
-extern "C" void ff_gpu_debug_force_tile(int tile) { g_force_tile = tile; }
-extern "C" int ff_gpu_debug_tile_count(void) { return N_TILES; }
-extern "C" void ff_gpu_set_tuning(bool on) { g_tuning = on; }
+extern "C" void ff_gpu_debug_force_tile(int tile) {
+    g_force_tile = tile;
+}
+extern "C" int ff_gpu_debug_tile_count(void) {
+    return N_TILES;
+}
+extern "C" void ff_gpu_set_tuning(bool on) {
+    g_tuning = on;
+}
 static int g_last_tile = -1;
-extern "C" int ff_gpu_debug_last_tile(void) { return g_last_tile; }
+extern "C" int ff_gpu_debug_last_tile(void) {
+    return g_last_tile;
+}
 
 template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool LIN>
 static ff_status set_smem_limit() {
@@ -377,15 +389,14 @@ static ff_status set_smem_limit() {
 
 static int g_sms = 132;
 
-#define FF_FOR_EACH_CFG(X) \
-    X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16)
+#define FF_FOR_EACH_CFG(X) X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16)
 
 extern "C" ff_status ff_gpu_kernels_init(void) {
     int dev = 0;
     FF_CUDA_CHECK(cudaGetDevice(&dev));
     FF_CUDA_CHECK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, dev));
-#define FF_SET_LIMIT(i)                                  \
-    FF_TRY((set_smem_limit<CFG_##i, false>()));          \
+#define FF_SET_LIMIT(i)                         \
+    FF_TRY((set_smem_limit<CFG_##i, false>())); \
     FF_TRY((set_smem_limit<CFG_##i, true>()));
     FF_FOR_EACH_CFG(FF_SET_LIMIT)
 #undef FF_SET_LIMIT
@@ -397,17 +408,18 @@ extern "C" ff_status ff_gpu_kernels_init(void) {
 }
 
 template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool LIN>
-static ff_status launch_gemm(float *out, const float *in, const float *w, const float *b,
-                             const GemmGeom &g, bool relu, cudaStream_t s) {
+static ff_status launch_gemm(float *out, const float *in, const float *w, const float *b, const GemmGeom &g, bool relu,
+                             cudaStream_t s) {
     const long long gx = (g.P + BN - 1) / BN;
     const int gy = (g.M + BM - 1) / BM;
     if (gx > 0x7fffffffLL || gy > 65535)
         return FF_FAIL(FF_ERR_INPUT, "GEMM grid %lld x %d too large (M=%d, P=%lld)", gx, gy, g.M, g.P);
-    size_t smem = gemm_smem_floats<BM, BN, BK, STAGES, LIN>() * sizeof(float) +
-                  (LIN ? 0 : (size_t)g.Kd * sizeof(int));
+    size_t smem = gemm_smem_floats<BM, BN, BK, STAGES, LIN>() * sizeof(float) + (LIN ? 0 : (size_t)g.Kd * sizeof(int));
     if (smem > 200 * 1024)
-        return FF_FAIL(FF_ERR_INPUT, "conv reduction length %d needs %zu bytes of shared memory; "
-                       "at most %d supported", g.Kd, smem, 200 * 1024);
+        return FF_FAIL(FF_ERR_INPUT,
+                       "conv reduction length %d needs %zu bytes of shared memory; "
+                       "at most %d supported",
+                       g.Kd, smem, 200 * 1024);
     k_gemm<BM, BN, TM, TN, BK, STAGES, LIN>
         <<<dim3((unsigned)gx, (unsigned)gy), (BM / TM) * (BN / TN), smem, s>>>(out, in, w, b, g, relu ? 1 : 0);
     FF_LAUNCH_CHECK("k_gemm");
@@ -415,8 +427,8 @@ static ff_status launch_gemm(float *out, const float *in, const float *w, const 
 }
 
 template <bool LIN>
-static ff_status launch_cfg(int cfg, float *out, const float *in, const float *w, const float *b,
-                            const GemmGeom &g, bool relu, cudaStream_t s) {
+static ff_status launch_cfg(int cfg, float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
+                            bool relu, cudaStream_t s) {
     switch (cfg) {
 #define FF_CASE(i) \
     case i: return launch_gemm<CFG_##i, LIN>(out, in, w, b, g, relu, s);
@@ -481,14 +493,16 @@ static ff_status tune(int *best, float *out, const float *in, const float *w, co
 }
 
 template <bool LIN>
-static ff_status run_gemm(float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
-                          bool relu, cudaStream_t s) {
+static ff_status run_gemm(float *out, const float *in, const float *w, const float *b, const GemmGeom &g, bool relu,
+                          cudaStream_t s) {
     int cfg;
     if (g_force_tile >= 0 && g_force_tile < N_TILES && g_force_tile != TILE_GEMV) {
         cfg = g_force_tile;
     } else if ((cfg = find_tuned(g, LIN)) < 0) {
-        if (g_tuning) FF_TRY(tune<LIN>(&cfg, out, in, w, b, g, relu, s));
-        else cfg = heuristic_cfg(g);
+        if (g_tuning)
+            FF_TRY(tune<LIN>(&cfg, out, in, w, b, g, relu, s));
+        else
+            cfg = heuristic_cfg(g);
     }
     g_last_tile = cfg;
     return launch_cfg<LIN>(cfg, out, in, w, b, g, relu, s);
@@ -500,17 +514,16 @@ static ff_status check_int(int64_t v, const char *what) {
     return FF_OK;
 }
 
-extern "C" ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float *b,
-                                   const ff_layer *L, bool relu, const ff_rows *rows, int64_t n,
-                                   ff_gpu_stream s) {
+extern "C" ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
+                                   bool relu, const ff_rows *rows, int64_t n, ff_gpu_stream s) {
     const int64_t out_rows = rows->out_hi - rows->out_lo, in_rows = rows->in_hi - rows->in_lo;
     if (out_rows <= 0 || n <= 0) return FF_OK;
     if (L->kh > FF_TAP_MAX_RS || L->kw > FF_TAP_MAX_RS)
-        return FF_FAIL(FF_ERR_INPUT, "%s: kernel %dx%d; the GPU conv supports at most %dx%d", L->name, L->kh,
-                       L->kw, FF_TAP_MAX_RS, FF_TAP_MAX_RS);
+        return FF_FAIL(FF_ERR_INPUT, "%s: kernel %dx%d; the GPU conv supports at most %dx%d", L->name, L->kh, L->kw,
+                       FF_TAP_MAX_RS, FF_TAP_MAX_RS);
     if (L->in.c * in_rows * L->in.w + (int64_t)L->kh * L->in.w >= FF_TAP_MAX_OFF)
-        return FF_FAIL(FF_ERR_INPUT, "%s: input band of %lld floats per image; the GPU conv supports < %d",
-                       L->name, (long long)(L->in.c * in_rows * L->in.w), FF_TAP_MAX_OFF);
+        return FF_FAIL(FF_ERR_INPUT, "%s: input band of %lld floats per image; the GPU conv supports < %d", L->name,
+                       (long long)(L->in.c * in_rows * L->in.w), FF_TAP_MAX_OFF);
     GemmGeom g;
     memset(&g, 0, sizeof g);  // the tuner compares geometries bytewise
     g.M = (int)L->out.c;
@@ -530,8 +543,8 @@ extern "C" ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, 
     return run_gemm<false>(out, in, w, b, g, relu, ff_cu_stream(s));
 }
 
-extern "C" ff_status ff_gpu_linear(float *out, const float *in, const float *w, const float *b,
-                                   const ff_layer *L, bool relu, int64_t n, ff_gpu_stream s) {
+extern "C" ff_status ff_gpu_linear(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
+                                   bool relu, int64_t n, ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
     const int64_t I = ff_shape_numel(L->in), J = L->out.c;
     FF_TRY(check_int(I, "linear in_features"));
@@ -542,10 +555,10 @@ extern "C" ff_status ff_gpu_linear(float *out, const float *in, const float *w, 
         const size_t smem = GV_SMEM_FLOATS * sizeof(float);
         if ((J + 15) / 16 >= g_sms)
             k_gemv<16><<<(unsigned)((J + 15) / 16), GV_T, smem, ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I,
-                                                                                 (int)n, relu ? 1 : 0);
+                                                                                   (int)n, relu ? 1 : 0);
         else
-            k_gemv<8><<<(unsigned)((J + 7) / 8), GV_T, smem, ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I,
-                                                                               (int)n, relu ? 1 : 0);
+            k_gemv<8><<<(unsigned)((J + 7) / 8), GV_T, smem, ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I, (int)n,
+                                                                                relu ? 1 : 0);
         FF_LAUNCH_CHECK("k_gemv");
         g_last_tile = TILE_GEMV;
         return FF_OK;
@@ -625,12 +638,22 @@ __global__ void k_maxpool(float *__restrict__ out, const float *__restrict__ in,
     }
 }
 
-extern "C" ff_status ff_gpu_maxpool(float *out, const float *in, const ff_layer *L, const ff_rows *rows,
-                                    int64_t n, ff_gpu_stream s) {
+extern "C" ff_status ff_gpu_maxpool(float *out, const float *in, const ff_layer *L, const ff_rows *rows, int64_t n,
+                                    ff_gpu_stream s) {
     const int64_t out_rows = rows->out_hi - rows->out_lo;
     if (out_rows <= 0 || n <= 0) return FF_OK;
-    PoolGeom g = {(int)L->in.c, (int)L->in.h, (int)L->in.w, (int)L->out.w, (int)rows->out_lo, (int)out_rows,
-                  (int)rows->in_lo, (int)(rows->in_hi - rows->in_lo), L->kh, L->kw, L->stride, L->pad};
+    PoolGeom g = {(int)L->in.c,
+                  (int)L->in.h,
+                  (int)L->in.w,
+                  (int)L->out.w,
+                  (int)rows->out_lo,
+                  (int)out_rows,
+                  (int)rows->in_lo,
+                  (int)(rows->in_hi - rows->in_lo),
+                  L->kh,
+                  L->kw,
+                  L->stride,
+                  L->pad};
     const long long total = (long long)n * L->in.c * out_rows * L->out.w;
     k_maxpool<<<grid_for(total, 256), 256, 0, ff_cu_stream(s)>>>(out, in, g, total);
     FF_LAUNCH_CHECK("k_maxpool");
@@ -639,8 +662,8 @@ extern "C" ff_status ff_gpu_maxpool(float *out, const float *in, const ff_layer 
 
 // The CPU's float operations one by one (no contraction: explicit _rn intrinsics), the window sum
 // ascending over the clipped channels, pow in double rounded once to float.
-__global__ void k_lrn(float *__restrict__ out, const float *__restrict__ in, int C, long long HW, int size,
-                      float alpha, float beta, float k, long long total) {
+__global__ void k_lrn(float *__restrict__ out, const float *__restrict__ in, int C, long long HW, int size, float alpha,
+                      float beta, float k, long long total) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
         const long long p = i % HW;
@@ -665,8 +688,8 @@ extern "C" ff_status ff_gpu_lrn(float *out, const float *in, const ff_layer *L, 
                                 ff_gpu_stream s) {
     if (rows <= 0 || n <= 0) return FF_OK;
     const long long HW = rows * L->in.w, total = (long long)n * L->in.c * HW;
-    k_lrn<<<grid_for(total, 256), 256, 0, ff_cu_stream(s)>>>(out, in, (int)L->in.c, HW, L->lrn_size,
-                                                            L->lrn_alpha, L->lrn_beta, L->lrn_k, total);
+    k_lrn<<<grid_for(total, 256), 256, 0, ff_cu_stream(s)>>>(out, in, (int)L->in.c, HW, L->lrn_size, L->lrn_alpha,
+                                                             L->lrn_beta, L->lrn_k, total);
     FF_LAUNCH_CHECK("k_lrn");
     return FF_OK;
 }
@@ -678,7 +701,9 @@ extern "C" ff_status ff_gpu_lrn(float *out, const float *in, const ff_layer *L, 
 // for every x except x = +-0, where exp gives 1 either way; any NaN makes it NaN in both. So the
 // outputs keep the CPU's bits.
 #define SOFTMAX_MAX_CLASSES 12288
-__device__ __forceinline__ float max_rule(float m, float o) { return (o > m || isnan(o)) ? o : m; }
+__device__ __forceinline__ float max_rule(float m, float o) {
+    return (o > m || isnan(o)) ? o : m;
+}
 
 __global__ void k_softmax(float *__restrict__ out, const float *__restrict__ in, int classes) {
     extern __shared__ float e[];  // (classes)
@@ -735,7 +760,9 @@ extern "C" ff_status ff_gpu_softmax(float *out, const float *in, int64_t classes
 }
 
 // ff_fault_value's rule, x + 1 + 2|x| evaluated left to right as the C code does (no contraction).
-__global__ void k_fault(float *x) { x[0] = __fadd_rn(__fadd_rn(x[0], 1.0f), __fmul_rn(2.0f, fabsf(x[0]))); }
+__global__ void k_fault(float *x) {
+    x[0] = __fadd_rn(__fadd_rn(x[0], 1.0f), __fmul_rn(2.0f, fabsf(x[0])));
+}
 
 extern "C" ff_status ff_gpu_fault(float *x, ff_gpu_stream s) {
     k_fault<<<1, 1, 0, ff_cu_stream(s)>>>(x);
@@ -753,16 +780,15 @@ __global__ void k_bias_act(float *__restrict__ out, const float *__restrict__ b,
 }
 
 extern "C" ff_status ff_gpu_linear_vendor(float *out, const float *in, const float *w, const float *b,
-                                          const ff_layer *L, bool relu, int64_t n, ff_gpu_blas h,
-                                          ff_gpu_stream s) {
+                                          const ff_layer *L, bool relu, int64_t n, ff_gpu_blas h, ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
     if (!h) return FF_FAIL(FF_ERR_INTERNAL, "linear_vendor: no cuBLAS handle");
     const int I = (int)ff_shape_numel(L->in), J = (int)L->out.c;
     const float one = 1.0f, zero = 0.0f;
     // Column-major view: out^T (J x n) = w^T... i.e. C(J,n) = op(A)(J,I) * B(I,n) with A = w viewed
     // as (I x J) column-major (so op = T) and B = in viewed as (I x n) column-major.
-    cublasStatus_t st = cublasSgemm((cublasHandle_t)h, CUBLAS_OP_T, CUBLAS_OP_N, J, (int)n, I, &one, w, I, in, I,
-                                    &zero, out, J);
+    cublasStatus_t st =
+        cublasSgemm((cublasHandle_t)h, CUBLAS_OP_T, CUBLAS_OP_N, J, (int)n, I, &one, w, I, in, I, &zero, out, J);
     if (st != CUBLAS_STATUS_SUCCESS)
         return FF_FAIL(FF_ERR_CUDA, "cublasSgemm (%s: %d x %d x %lld) failed: %s", L->name, J, I, (long long)n,
                        cublasGetStatusString(st));
@@ -778,15 +804,15 @@ extern "C" ff_status ff_gpu_layer_forward(float *out, const float *in, const flo
                                           ff_gpu_stream s) {
     const int64_t band = rows->out_hi - rows->out_lo;
     switch (L->op) {
-    case FF_OP_CONV2D: return ff_gpu_conv2d(out, in, w, b, L, relu, rows, n, s);
-    case FF_OP_RELU: return ff_gpu_relu(out, in, n * L->in.c * band * L->in.w, s);
-    case FF_OP_MAXPOOL: return ff_gpu_maxpool(out, in, L, rows, n, s);
-    case FF_OP_LRN: return ff_gpu_lrn(out, in, L, band, n, s);
-    case FF_OP_FLATTEN:
-        if (out == in) return FF_OK;
-        return ff_gpu_copy_d2d(out, in, (size_t)(n * ff_shape_numel(L->in)) * sizeof(float), s);
-    case FF_OP_LINEAR: return ff_gpu_linear(out, in, w, b, L, relu, n, s);
-    case FF_OP_SOFTMAX: return ff_gpu_softmax(out, in, ff_shape_numel(L->in), n, s);
+        case FF_OP_CONV2D: return ff_gpu_conv2d(out, in, w, b, L, relu, rows, n, s);
+        case FF_OP_RELU: return ff_gpu_relu(out, in, n * L->in.c * band * L->in.w, s);
+        case FF_OP_MAXPOOL: return ff_gpu_maxpool(out, in, L, rows, n, s);
+        case FF_OP_LRN: return ff_gpu_lrn(out, in, L, band, n, s);
+        case FF_OP_FLATTEN:
+            if (out == in) return FF_OK;
+            return ff_gpu_copy_d2d(out, in, (size_t)(n * ff_shape_numel(L->in)) * sizeof(float), s);
+        case FF_OP_LINEAR: return ff_gpu_linear(out, in, w, b, L, relu, n, s);
+        case FF_OP_SOFTMAX: return ff_gpu_softmax(out, in, ff_shape_numel(L->in), n, s);
     }
     return FF_FAIL(FF_ERR_INTERNAL, "layer %s: unknown op %d", L->name, (int)L->op);
 }

@@ -28,12 +28,12 @@ typedef struct {
 typedef struct {
     ff_executor base;
     ff_gpu_stream stream;
-    ff_gpu_blas blas;                    // --backend vendor only
-    float *d_params;                     // (n_total): the parameter buffer, uploaded once
-    const float *d_w[FF_MAX_LAYERS];     // views into d_params; NULL for layers without parameters
+    ff_gpu_blas blas;                 // --backend vendor only
+    float *d_params;                  // (n_total): the parameter buffer, uploaded once
+    const float *d_w[FF_MAX_LAYERS];  // views into d_params; NULL for layers without parameters
     const float *d_b[FF_MAX_LAYERS];
-    float *d_in;                         // (max_batch, max_act): first layer's input
-    float *d_buf[2];                     // (max_batch, max_act) each: ping-pong activations
+    float *d_in;      // (max_batch, max_act): first layer's input
+    float *d_buf[2];  // (max_batch, max_act) each: ping-pong activations
     graph_slot graphs[CUDA_GRAPHS];
     uint64_t tick;
     ff_gpu_event ev[2 * FF_MAX_LAYERS + 4];  // trace: start/stop per layer, then H2D and D2H pairs
@@ -68,16 +68,17 @@ static ff_status cuda_setup(cuda_exec *c, const ff_model *m, const ff_weights *w
     FF_TRY(ff_gpu_device_count(&count));
     FF_TRY(ff_gpu_select(0));
     if (o->precision == FF_PRECISION_TF32 && o->backend != FF_BACKEND_VENDOR)
-        return FF_FAIL(FF_ERR_INPUT, "--precision tf32 needs --backend vendor: fivefold's own GPU kernels "
-                                     "are fp32 only");
+        return FF_FAIL(FF_ERR_INPUT,
+                       "--precision tf32 needs --backend vendor: fivefold's own GPU kernels "
+                       "are fp32 only");
     FF_TRY(ff_gpu_stream_create(&c->stream));
     if (o->backend == FF_BACKEND_VENDOR)
         FF_TRY(ff_gpu_blas_create(&c->blas, c->stream, o->precision == FF_PRECISION_TF32));
 
     // Weights: one upload of the contiguous buffer; per-layer views at the same offsets as on the host.
     if (w->n_total != m->n_weights_total)
-        return FF_FAIL(FF_ERR_INPUT, "weights hold %lld floats; model %s needs %lld", (long long)w->n_total,
-                       m->name, (long long)m->n_weights_total);
+        return FF_FAIL(FF_ERR_INPUT, "weights hold %lld floats; model %s needs %lld", (long long)w->n_total, m->name,
+                       (long long)m->n_weights_total);
     const size_t wbytes = (size_t)w->n_total * sizeof(float);
     FF_TRY(ff_gpu_alloc((void **)&c->d_params, wbytes, "the model's weights"));
     FF_TRY(ff_gpu_copy_h2d(c->d_params, w->data, wbytes, c->stream));
@@ -108,7 +109,9 @@ static ff_status cuda_create(ff_executor **out, const ff_model *m, const ff_weig
     return FF_OK;
 }
 
-static bool has_params(const ff_layer *L) { return L->op == FF_OP_CONV2D || L->op == FF_OP_LINEAR; }
+static bool has_params(const ff_layer *L) {
+    return L->op == FF_OP_CONV2D || L->op == FF_OP_LINEAR;
+}
 
 // Enqueues layers [first, last] on the stream, reading c->d_in; *result receives the device buffer
 // that holds layer `last`'s output. With `timed`, records an event pair around each layer.

@@ -70,7 +70,8 @@ static void batch_independence(const char *model, int64_t big) {
         free(y1);
     }
     char hex[17];
-    printf("  %s N=%lld logits digest %s\n", model, (long long)big, ff_digest_hex(hex, ff_digest_f32(y_big, (size_t)(big * classes))));
+    printf("  %s N=%lld logits digest %s\n", model, (long long)big,
+           ff_digest_hex(hex, ff_digest_f32(y_big, (size_t)(big * classes))));
     ff_exec_destroy(e);
     free(x), free(y_big), free(y_big2), free(y7);
     ff_weights_free(&f.w);
@@ -244,7 +245,8 @@ static void vendor_backend_by_tolerance(void **state) {
     const int last = f.m.n_layers - 2;  // fc8 logits
     float *a = forward(ev, &f.m, x, n, 0, last), *b = forward(eo, &f.m, x, n, 0, last);
     double num = 0, den = 0;
-    for (int64_t i = 0; i < n * f.m.classes; i++) num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), den += (double)b[i] * b[i];
+    for (int64_t i = 0; i < n * f.m.classes; i++)
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), den += (double)b[i] * b[i];
     printf("  vendor vs own: ||a-b||/||b|| = %.3g\n", sqrt(num / den));
     assert_true(sqrt(num / den) < 1e-5);
     ff_exec_destroy(ev), ff_exec_destroy(eo);

@@ -17,7 +17,9 @@
 
 static ff_gpu_stream S;
 
-static size_t numel(ff_shape s, int64_t n) { return (size_t)(n * ff_shape_numel(s)); }
+static size_t numel(ff_shape s, int64_t n) {
+    return (size_t)(n * ff_shape_numel(s));
+}
 
 // GPU layer i of model m (weights generated) on n random images vs the CPU; returns the violations.
 static size_t check_layer(const ff_model *m, const ff_weights *wt, int i, int64_t n) {
@@ -41,7 +43,8 @@ static size_t check_layer(const ff_model *m, const ff_weights *wt, int i, int64_
     snprintf(what, sizeof what, "%s.%s(%s, N=%lld)", m->name, L->name, ff_op_name(L->op), (long long)n);
     size_t bad;
     if (L->n_weight) {
-        float *ax = tu_abs(x, nin), *aw = tu_abs(wt->w[i], (size_t)L->n_weight), *ab = tu_abs(wt->b[i], (size_t)L->n_bias);
+        float *ax = tu_abs(x, nin), *aw = tu_abs(wt->w[i], (size_t)L->n_weight),
+              *ab = tu_abs(wt->b[i], (size_t)L->n_bias);
         float *asum = malloc(nout * sizeof(float));
         ff_cpu_layer_forward(asum, ax, aw, ab, L, &rows, n);
         bad = tu_check_dot(what, gpu, cpu, asum, nout, L->fan_in);
@@ -99,7 +102,8 @@ static void checks_fail_on_broken_input(void **state) {
     const int64_t n = 2;
     const size_t nin = numel(L->in, n), nout = numel(L->out, n);
     float *x = tu_rand(nin, 77, 1.0f);
-    float *good = malloc(nout * sizeof(float)), *broken = malloc(nout * sizeof(float)), *asum = malloc(nout * sizeof(float));
+    float *good = malloc(nout * sizeof(float)), *broken = malloc(nout * sizeof(float)),
+          *asum = malloc(nout * sizeof(float));
     ff_rows rows = ff_rows_full(L);
     ff_cpu_conv2d(good, x, wt.w[i], wt.b[i], L, &rows, n);
     float *wshift = malloc((size_t)L->n_weight * sizeof(float));
@@ -295,7 +299,7 @@ static void softmax_ties_and_nan_like_cpu(void **state) {
     float *x = tu_rand((size_t)(n * classes), 8, 1.0f);
     for (int64_t i = 0; i < classes; i++) x[i] = -fabsf(x[i]) - 1.0f;  // row 0: max is a +-0 tie
     x[10] = -0.0f, x[700] = 0.0f, x[999] = -0.0f;
-    x[classes + 500] = NAN;                                            // row 1: a NaN
+    x[classes + 500] = NAN;  // row 1: a NaN
     float *cpu = malloc((size_t)(n * classes) * sizeof(float));
     ff_cpu_softmax(cpu, x, classes, n);
     float *dx = tu_dev_from(x, (size_t)(n * classes), S), *dy = tu_dev_from(NULL, (size_t)(n * classes), S);
