@@ -416,9 +416,10 @@ def compare_files(committed, fresh):
             if x.dtype != y.dtype or x.shape != y.shape:
                 problems.append("%s: committed %s%s, regenerated %s%s" % (name, x.dtype, x.shape, y.dtype, y.shape))
             elif x.tobytes() != y.tobytes():
-                diff = np.flatnonzero(x.ravel().view(np.uint8 if x.dtype.itemsize == 1 else "u%d" % x.dtype.itemsize)
-                                      != y.ravel().view("u%d" % y.dtype.itemsize) if x.dtype.itemsize > 1 else x.ravel() != y.ravel())
-                problems.append("%s: %d elements differ (first at %d)" % (name, diff.size, diff[0] if diff.size else -1))
+                # compare bit patterns (NaN-safe): unsigned integers of the element size
+                u = "u%d" % x.dtype.itemsize
+                diff = np.flatnonzero(x.reshape(-1).view(u) != y.reshape(-1).view(u))
+                problems.append("%s: %d of %d elements differ (first at flat index %d)" % (name, diff.size, x.size, diff[0]))
         for name in da:
             if name not in db and not name.startswith("expected"):
                 problems.append("%s: in committed file only" % name)
