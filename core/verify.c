@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fivefold/comm.h"
 #include "fivefold/digest.h"
 
 void ff_verify_config_default(ff_verify_config *c) {
@@ -522,6 +523,19 @@ ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg) {
     if (st == FF_OK) st = run_end_to_end(&c, false);
     if (st != FF_OK) goto done;
 
+    // Every rank returns rank 0's verdict (the CLI's exit code and bench's gate agree on all ranks).
+    if (cfg->exec.comm && rep->ranks > 1) {
+        int64_t v[4] = {rep->passed, rep->failed, (int64_t)rep->output_digest, (int64_t)rep->logits_digest};
+        st = ff_comm_bcast(cfg->exec.comm, v, sizeof v, 0);
+        if (st != FF_OK) goto done;
+        if (!c.root) {
+            rep->passed = (int)v[0];
+            rep->failed = (int)v[1];
+            rep->output_digest = (uint64_t)v[2];
+            rep->logits_digest = (uint64_t)v[3];
+        }
+    }
+
     if (cfg->record && c.root) {
         if (cfg->exec.fault_layer >= 0 || !c.full_batch || rep->failed) {
             st = FF_FAIL(FF_ERR_INPUT, "--record needs a clean run over the whole golden batch (%lld images), "
@@ -532,8 +546,7 @@ ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg) {
         if (st == FF_OK && rep->recorded == 0) printf("record: %s: every digest already recorded, nothing changed\n", path);
     }
 done:
-    rep->pass = st == FF_OK && rep->failed == 0 && rep->n_rows > 0;
-    if (!c.root) rep->pass = st == FF_OK;
+    rep->pass = st == FF_OK && rep->failed == 0 && rep->passed > 0;
     if (e) ff_exec_destroy(e);
     for (int i = 0; i < FF_MAX_LAYERS; i++) free(A[i]);
     if (wt.data) ff_weights_free(&wt);
