@@ -309,7 +309,7 @@ def bound_use(L, x32, y32, y64, w, b):
     if op == "softmax":
         n = x32.shape[1]
         d = x32.max(axis=1, keepdims=True).astype(np.float64) - x32
-        bu = d + 2.0 + (n - 1) / (1 - (n - 1) * U32) + n / math.e + 3.0  # ff_tol_softmax_ulp
+        bu = d + 2.0 + (n - 1) / (1 - (n - 1) * U32) + n / math.e + 5.0  # ff_tol_softmax_ulp
         return float(np.max(ulp / bu)), int(ulp.max())
     raise ValueError(op)
 
