@@ -85,7 +85,15 @@ static ff_status mpi_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
     }
     if (st == FF_OK) {
         int e = MPI_Waitall(posted, req, sts);
-        if (e != MPI_SUCCESS) st = mpi_fail(e, __FILE__, __LINE__, "MPI_Waitall");
+        if (e == MPI_ERR_IN_STATUS) {  // the reason is in the failed request's status
+            for (int i = 0; i < posted; i++)
+                if (sts[i].MPI_ERROR != MPI_SUCCESS && sts[i].MPI_ERROR != MPI_ERR_PENDING) {
+                    e = sts[i].MPI_ERROR;
+                    break;
+                }
+        }
+        if (e != MPI_SUCCESS)
+            st = mpi_fail(e, __FILE__, __LINE__, "MPI_Waitall (halo exchange)");
     }
     // On error the job ends (MPI_Abort by the caller); outstanding requests are not cancelled.
     free(req);
@@ -228,7 +236,12 @@ ff_status ff_comm_mpi_create(ff_comm **out, const void *mpi_comm) {
         return mpi_fail(e, __FILE__, __LINE__, "MPI_Comm_dup");
     }
     // Errors return to us (and become FF_ERR_MPI) instead of MPI's default abort-without-message.
+    // Completion calls with no communicator argument (MPI_Waitall) raise their errors on
+    // MPI_COMM_SELF (MPI 4) or MPI_COMM_WORLD (MPI 3): those return too, so that the message
+    // reaches the caller, who ends the job with MPI_Abort.
     MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     m->base.ops = &mpi_ops;
     MPI_Comm_rank(m->comm, &m->base.rank);
     MPI_Comm_size(m->comm, &m->base.size);
