@@ -8,8 +8,12 @@
 #include "fivefold/comm.h"
 
 // Rank r contributes (r % 3) blocks' worth: rank 0 and 3 send nothing (empty blocks).
-static size_t block_of(int r) { return (size_t)(r % 3) * 3; }
-static unsigned char val(int from, int to, size_t i) { return (unsigned char)(from * 31 + to * 7 + i); }
+static size_t block_of(int r) {
+    return (size_t)(r % 3) * 3;
+}
+static unsigned char val(int from, int to, size_t i) {
+    return (unsigned char)(from * 31 + to * 7 + i);
+}
 
 static ff_status collectives_body(ff_comm *c, void *arg) {
     (void)arg;
@@ -77,8 +81,7 @@ static ff_status collectives_body(ff_comm *c, void *arg) {
         return FF_FAIL(FF_ERR_INTERNAL, "allreduce f64: rank %d got %g %g", me, d[0], d[1]);
     int64_t mx[2] = {me * 10, -me};
     FF_TRY(ff_comm_allreduce_max_i64(c, mx, 2));
-    if (mx[0] != (P - 1) * 10 || mx[1] != 0)
-        return FF_FAIL(FF_ERR_INTERNAL, "allreduce max: rank %d", me);
+    if (mx[0] != (P - 1) * 10 || mx[1] != 0) return FF_FAIL(FF_ERR_INTERNAL, "allreduce max: rank %d", me);
     float f[3] = {1.0f, (float)me, 0.25f};
     FF_TRY(ff_comm_allreduce_sum_f32(c, f, 3));
     if (f[0] != (float)P || f[1] != (float)(P * (P - 1) / 2) || f[2] != 0.25f * P)
@@ -95,17 +98,18 @@ static ff_status exchange_body(ff_comm *c, void *arg) {
     int right = (me + 1) % P, left = (me + P - 1) % P;
     int a[3] = {me * 100 + 1, me * 100 + 2, me * 100 + 3}, b[2] = {me * 100 + 4, me * 100 + 5};
     int ra[2][3], rb[2][2];
-    ff_comm_msg s[5] = {{right, a, sizeof a}, {right, b, sizeof b}, {left, a, sizeof a},
-                        {left, b, sizeof b}, {right, NULL, 0}};
-    ff_comm_msg r[5] = {{left, ra[0], sizeof ra[0]}, {left, rb[0], sizeof rb[0]},
-                        {right, ra[1], sizeof ra[1]}, {right, rb[1], sizeof rb[1]},
+    ff_comm_msg s[5] = {
+        {right, a, sizeof a}, {right, b, sizeof b}, {left, a, sizeof a}, {left, b, sizeof b}, {right, NULL, 0}};
+    ff_comm_msg r[5] = {{left, ra[0], sizeof ra[0]},
+                        {left, rb[0], sizeof rb[0]},
+                        {right, ra[1], sizeof ra[1]},
+                        {right, rb[1], sizeof rb[1]},
                         {left, NULL, 0}};
     FF_TRY(ff_comm_exchange(c, s, 5, r, 5));
     for (int k = 0; k < 2; k++) {
         int from = k ? right : left;
         if (ra[k][0] != from * 100 + 1 || ra[k][2] != from * 100 + 3 || rb[k][1] != from * 100 + 5)
-            return FF_FAIL(FF_ERR_INTERNAL, "exchange: rank %d, messages from %d out of order", me,
-                           from);
+            return FF_FAIL(FF_ERR_INTERNAL, "exchange: rank %d, messages from %d out of order", me, from);
     }
     bytes_out[me] = ff_comm_bytes_sent(c);
     return FF_OK;

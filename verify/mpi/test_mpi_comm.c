@@ -20,8 +20,8 @@ static void fail(const char *what) {
     fflush(stdout);
     MPI_Abort(MPI_COMM_WORLD, 1);
 }
-#define CHECK(expr, what) \
-    do {                  \
+#define CHECK(expr, what)                \
+    do {                                 \
         if ((expr) != FF_OK) fail(what); \
     } while (0)
 
@@ -37,8 +37,7 @@ static void truncated_message_is_an_error(ff_comm *c) {
         ff_comm_msg r = {0, x, sizeof x[0]};  // room for half of what comes
         st = ff_comm_exchange(c, NULL, 0, &r, 1);
         if (st != FF_ERR_MPI) {
-            printf("FAIL rank 1: a truncated message gave %s, expected FF_ERR_MPI\n",
-                   ff_status_name(st));
+            printf("FAIL rank 1: a truncated message gave %s, expected FF_ERR_MPI\n", ff_status_name(st));
             MPI_Abort(MPI_COMM_WORLD, 1);
         }
         printf("PASS truncated message -> FF_ERR_MPI: %s\n", ff_last_error());
@@ -112,8 +111,8 @@ static void mpi_mode_equals_serial(ff_comm *c) {
                     char ha[17], hb[17];
                     printf("%s mnist-cnn layers %s..%s split=%s P=%d%s: digest %s, serial %s\n",
                            a == b ? "PASS" : "FAIL", m.layers[first].name, m.layers[last].name,
-                           ff_split_name(splits[si]), P, fault ? " fault" : "",
-                           ff_digest_hex(hb, b), ff_digest_hex(ha, a));
+                           ff_split_name(splits[si]), P, fault ? " fault" : "", ff_digest_hex(hb, b),
+                           ff_digest_hex(ha, a));
                     if (a != b) {
                         fflush(stdout);
                         MPI_Abort(MPI_COMM_WORLD, 1);

@@ -104,8 +104,7 @@ static ff_status mpi_body(ff_comm *c, void *arg) {
     ff_executor *e = NULL;
     int me = ff_comm_rank(c);
     FF_TRY(ff_exec_create(&e, j->m, me == 0 ? j->w : NULL, &o));
-    ff_status st = ff_exec_forward(e, me == 0 ? j->out : NULL, me == 0 ? j->in : NULL, j->n,
-                                   j->first, j->last);
+    ff_status st = ff_exec_forward(e, me == 0 ? j->out : NULL, me == 0 ? j->in : NULL, j->n, j->first, j->last);
     if (st == FF_OK && ff_comm_size(c) > 1 && j->split == FF_SPLIT_ROWS) {
         // the trace saw the halo traffic: some layer of this rank sent bytes
         const ff_trace *t = ff_exec_trace(e);
@@ -117,8 +116,8 @@ static ff_status mpi_body(ff_comm *c, void *arg) {
     return st;
 }
 
-static uint64_t serial_digest(const ff_model *m, const ff_weights *w, const float *in, int64_t n,
-                              int first, int last, int fault) {
+static uint64_t serial_digest(const ff_model *m, const ff_weights *w, const float *in, int64_t n, int first, int last,
+                              int fault) {
     ff_exec_options o;
     ff_exec_options_default(&o);
     o.max_batch = n;
@@ -147,7 +146,8 @@ static void mpi_mode_equals_serial(void **state) {
     float *out = malloc(sizeof(float) * (size_t)(m.max_act * n));
     int conv2 = ff_model_find_layer(&m, "conv2");
     // whole model, one windowed layer alone, and the FC tail alone
-    const int ranges[3][2] = {{0, m.n_layers - 1}, {conv2, conv2}, {ff_model_find_layer(&m, "flatten"), m.n_layers - 1}};
+    const int ranges[3][2] = {
+        {0, m.n_layers - 1}, {conv2, conv2}, {ff_model_find_layer(&m, "flatten"), m.n_layers - 1}};
     const ff_split splits[3] = {FF_SPLIT_BATCH, FF_SPLIT_ROWS, FF_SPLIT_REPLICATE};
     for (int ri = 0; ri < 3; ri++) {
         int first = ranges[ri][0], last = ranges[ri][1];
