@@ -3,8 +3,11 @@
 // and per-pair tag in FIFO order, as MPI's non-overtaking rule gives); collectives publish their
 // buffers in per-rank slots and copy between two barriers. Misuse that would hang real MPI — a
 // rank failing, or leaving, while others wait, or ranks entering different collectives — ends
-// every waiting rank with FF_ERR_MPI instead.
+// every waiting rank with FF_ERR_MPI instead; a wait with no progress for the timeout (60 s by
+// default: sends and receives that do not match) fails too.
+#include <errno.h>
 #include <pthread.h>
+#include <time.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +82,20 @@ static lb_world *W(ff_comm *c) {
     return ((lb_comm *)c)->w;
 }
 
+static double lb_timeout_s = 60.0;
+void ff_comm_loopback_set_timeout(double seconds) {
+    lb_timeout_s = seconds > 0 ? seconds : 60.0;
+}
+
+static struct timespec lb_deadline(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    double s = (double)t.tv_sec + t.tv_nsec * 1e-9 + lb_timeout_s;
+    t.tv_sec = (time_t)s;
+    t.tv_nsec = (long)((s - (double)t.tv_sec) * 1e9);
+    return t;
+}
+
 // Why a wait cannot complete, or FF_OK. Called with the lock held.
 static ff_status lb_doomed(lb_world *w, int me, const char *what) {
     if (w->failed_rank >= 0)
@@ -104,10 +121,17 @@ static ff_status lb_barrier_locked(lb_world *w, int me, const char *what) {
         pthread_cond_broadcast(&w->cv);
         return FF_OK;
     }
+    struct timespec until = lb_deadline();
     while (w->gen == g) {
         st = lb_doomed(w, me, what);
         if (st != FF_OK) return st;
-        pthread_cond_wait(&w->cv, &w->mu);
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &until) == ETIMEDOUT && w->gen == g) {
+            w->arrived--;  // leave the barrier: this rank gives up
+            return FF_FAIL(FF_ERR_MPI,
+                           "loopback rank %d: %s: no progress in %.0f s (%d of %d "
+                           "ranks arrived): a rank is stuck elsewhere",
+                           me, what, lb_timeout_s, w->arrived + 1, w->P);
+        }
     }
     return FF_OK;
 }
@@ -158,6 +182,7 @@ static ff_status lb_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, 
     }
     ff_status st = FF_OK;
     pthread_mutex_lock(&w->mu);
+    struct timespec until = lb_deadline();
     for (int i = 0; i < n_recvs && st == FF_OK; i++) {
         int tag = 0, src = recvs[i].peer;
         for (int j = 0; j < i; j++) tag += recvs[j].peer == src;
@@ -185,7 +210,13 @@ static ff_status lb_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, 
                              w->failed_rank >= 0 ? "failed" : "has returned without sending it");
                 break;
             }
-            pthread_cond_wait(&w->cv, &w->mu);
+            if (pthread_cond_timedwait(&w->cv, &w->mu, &until) == ETIMEDOUT) {
+                st = FF_FAIL(FF_ERR_MPI,
+                             "loopback rank %d: receive %d from rank %d: no matching "
+                             "message in %.0f s (sends and receives do not match)",
+                             me, tag, src, lb_timeout_s);
+                break;
+            }
         }
     }
     pthread_mutex_unlock(&w->mu);

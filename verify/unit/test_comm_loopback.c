@@ -64,8 +64,22 @@ static ff_status wrong_size_body(ff_comm *c, void *arg) {
     return ff_comm_exchange(c, &s, 1, &r, 1);
 }
 
+// Both ranks wait for a second message the other never sends: real MPI would hang here.
+static ff_status deadlock_body(ff_comm *c, void *arg) {
+    (void)arg;
+    int x = 1, y[2];
+    int peer = 1 - ff_comm_rank(c);
+    ff_comm_msg s = {peer, &x, sizeof x};
+    ff_comm_msg r[2] = {{peer, &y[0], sizeof x}, {peer, &y[1], sizeof x}};
+    return ff_comm_exchange(c, &s, 1, r, 2);
+}
+
 static void misuse_fails_instead_of_hanging(void **state) {
     (void)state;
+    ff_comm_loopback_set_timeout(0.5);
+    assert_int_equal(ff_comm_loopback_run(2, deadlock_body, NULL), FF_ERR_MPI);
+    assert_non_null(strstr(ff_last_error(), "no matching message"));
+    ff_comm_loopback_set_timeout(60);
     assert_int_equal(ff_comm_loopback_run(3, mismatched_body, NULL), FF_ERR_MPI);
     assert_non_null(strstr(ff_last_error(), "entered"));
     assert_int_equal(ff_comm_loopback_run(4, failing_body, NULL), FF_ERR_INPUT);
