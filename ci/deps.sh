@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian/Ubuntu machine lacks to build and test fivefold (as root, or with
+# sudo). Packages already present are not touched; nothing is downloaded at run time later.
+set -euo pipefail
+pkgs=(cmake ninja-build gcc g++ make pkg-config git
+      mpich libmpich-dev libhdf5-dev libcmocka-dev zlib1g-dev
+      python3 python3-numpy python3-h5py python3-torch python3-matplotlib
+      dataset-fashion-mnist clang)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "deps: all ${#pkgs[@]} packages present"
+    exit 0
+fi
+echo "deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo=sudo
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,50 @@
+// `fivefold`: one binary, every mode chosen at run time (DESIGN §1).
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "fivefold/build_info.h"
+
+static const ff_command commands[] = {
+    {"info", "print a model's layer table: shapes, parameters, FLOPs, halo rows, row-split plans", ff_cmd_info},
+    {"infer", "run a forward pass in any mode; print the output digest, top-5 and time", ff_cmd_infer},
+};
+static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: fivefold <command> [options]      (fivefold <command> --help for its options)\n\n"
+            "AlexNet inference and MNIST-CNN training in five execution modes (serial, mpi, cuda,\n"
+            "hybrid, direct), each verified against PyTorch before anything is timed.\n\ncommands:\n");
+    for (int i = 0; i < n_commands; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\nexit codes: 0 ok, 1 internal failure, 2 bad usage or input, 3 bench gate refused,\n"
+               "            4 verification failed, 77 mode unavailable on this machine (no GPU / no CUDA)\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return FF_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return FF_EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("fivefold %s (commit %s, %s, %s; CUDA %s)\n", FF_VERSION, FF_GIT_COMMIT, FF_BUILD_TYPE,
+               FF_BUILD_C_COMPILER, strcmp(FF_BUILD_HAVE_CUDA_STR, "ON") == 0 ? FF_BUILD_CUDA_VERSION : "off");
+        return FF_EXIT_OK;
+    }
+    for (int i = 0; i < n_commands; i++) {
+        if (!strcmp(argv[1], commands[i].name)) {
+            int rc = commands[i].run(argc - 1, argv + 1);
+            fflush(stdout);
+            ff_cli_mpi_finalize();
+            return rc;
+        }
+    }
+    fprintf(stderr, "fivefold: unknown command '%s': expected one of", argv[1]);
+    for (int i = 0; i < n_commands; i++) fprintf(stderr, " %s", commands[i].name);
+    fprintf(stderr, "\n");
+    return FF_EXIT_USAGE;
+}
