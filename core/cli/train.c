@@ -3,7 +3,6 @@
 // and bit-identical resume.
 #include <errno.h>
 #include <inttypes.h>
-#include <mpi.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "cli.h"
 #include "fivefold/checkpoint.h"
 #include "fivefold/comm.h"
 #include "fivefold/data_idx.h"
@@ -18,8 +18,6 @@
 #include "fivefold/model.h"
 #include "fivefold/train.h"
 #include "fivefold/weights.h"
-
-int ff_cmd_train(int argc, char **argv);
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"  // Debian's dataset-fashion-mnist
 
@@ -342,27 +340,11 @@ int ff_cmd_train(int argc, char **argv) {
     if (rc > 0) return FF_EXIT_OK;
     if (rc < 0) return FF_EXIT_USAGE;
     ff_comm *comm = NULL;
-    const int mpi = !strcmp(a.mode, "mpi") || !strcmp(a.mode, "v2");
-    if (mpi) {
-        int inited = 0;
-        MPI_Initialized(&inited);
-        if (!inited) {
-            fprintf(stderr, "fivefold train: --mode mpi needs MPI to be initialised by the front end\n");
-            return FF_EXIT_FAILURE;
-        }
-        MPI_Comm world = MPI_COMM_WORLD;
-        ff_status cs = ff_comm_mpi_create(&comm, &world);
-        if (cs != FF_OK) {
-            fprintf(stderr, "fivefold train: %s\n", ff_last_error());
-            return ff_exit_code(cs);
-        }
+    if (!strcmp(a.mode, "mpi") || !strcmp(a.mode, "v2")) {
+        ff_status cs = ff_cli_mpi_comm(&comm);  // MPI_Init once; owned and finalised by main
+        if (cs != FF_OK) return ff_cli_fail("train", cs);
     }
     ff_status st = run(&a, comm);
-    if (st != FF_OK) {
-        fprintf(stderr, "fivefold train: error: %s\n", ff_last_error());
-        fflush(stderr);
-        if (comm && ff_comm_size(comm) > 1) MPI_Abort(MPI_COMM_WORLD, ff_exit_code(st));
-    }
-    if (comm) ff_comm_destroy(comm);
-    return st == FF_OK ? FF_EXIT_OK : ff_exit_code(st);
+    if (st != FF_OK) return ff_cli_fail("train", st);  // MPI_Abort when several ranks run
+    return FF_EXIT_OK;
 }
