@@ -47,6 +47,7 @@ uint64_t ff_checkpoint_digest(const ff_model *m, const ff_weights *w, const ff_w
     h = mix_i64(h, f32_bits(meta->lr));
     h = mix_i64(h, f32_bits(meta->momentum));
     h = mix_i64(h, f32_bits(meta->weight_decay));
+    h = mix_i64(h, (int64_t)meta->loss_digest);
     h = ff_fnv1a64_update(h, m->name, strlen(m->name));
     h = ff_fnv1a64_update(h, w->data, (size_t)w->n_total * sizeof(float));
     h = ff_fnv1a64_update(h, mom->data, (size_t)mom->n_total * sizeof(float));
@@ -142,6 +143,7 @@ static ff_status write_file(const char *tmp, const ff_model *m, const ff_weights
     TRYW(ff_h5_write_attr_i64(f, "/", "lr_bits", f32_bits(meta->lr)));
     TRYW(ff_h5_write_attr_i64(f, "/", "momentum_bits", f32_bits(meta->momentum)));
     TRYW(ff_h5_write_attr_i64(f, "/", "weight_decay_bits", f32_bits(meta->weight_decay)));
+    TRYW(ff_h5_write_attr_i64(f, "/", "loss_digest", (int64_t)meta->loss_digest));
     snprintf(buf, sizeof buf, "%.9g", meta->lr);
     TRYW(ff_h5_write_attr_str(f, "/", "lr", buf));
     snprintf(buf, sizeof buf, "%.9g", meta->momentum);
@@ -224,6 +226,8 @@ ff_status ff_checkpoint_load(ff_weights *w, ff_weights *mom, ff_ckpt_meta *meta,
     meta->momentum = bits_f32((uint32_t)v);
     TRYR(ff_h5_read_attr_i64(&v, f, "/", "weight_decay_bits"));
     meta->weight_decay = bits_f32((uint32_t)v);
+    TRYR(ff_h5_read_attr_i64(&v, f, "/", "loss_digest"));
+    meta->loss_digest = (uint64_t)v;
     TRYR(read_params(w, f, "weights", m));
     TRYR(read_params(mom, f, "momentum", m));
     TRYR(ff_h5_read_attr_str(s, sizeof s, f, "/", "digest"));

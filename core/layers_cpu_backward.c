@@ -199,11 +199,11 @@ void ff_cpu_softmax_xent_backward(float *dz, float *loss, const float *z, const 
             if (zs[c] > m || isnan(zs[c])) m = zs[c];
         float sum = 0.0f;
         for (int64_t c = 0; c < classes; c++) {
-            ds[c] = expf(zs[c] - m);
+            ds[c] = (float)exp((double)(zs[c] - m));
             sum += ds[c];
         }
         const int64_t y = labels[s];
-        if (loss) loss[s] = logf(sum) - (zs[y] - m);
+        if (loss) loss[s] = (float)log((double)sum) - (zs[y] - m);
         for (int64_t c = 0; c < classes; c++) ds[c] = (ds[c] / sum - (c == y ? 1.0f : 0.0f)) * scale;
     }
 }

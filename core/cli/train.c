@@ -180,6 +180,7 @@ static ff_status run(const train_args *a, ff_comm *comm) {
     const int64_t B = o.batch, n = train.n;
     const int64_t spe = (n + B - 1) / B;  // steps per epoch (the last batch may be short)
     int64_t e0 = 0, s0 = 0, step = 0;
+    uint64_t loss_digest = FF_FNV_OFFSET;  // over every step's loss since the start of training
     if (a->ckpt_dir) {
         if (snprintf(ckpt_path, sizeof ckpt_path, "%s/%s", a->ckpt_dir, FF_CKPT_FILE) >=
             (int)sizeof ckpt_path) {
@@ -218,6 +219,7 @@ static ff_status run(const train_args *a, ff_comm *comm) {
         e0 = cm.epoch;
         s0 = cm.step_in_epoch;
         step = cm.step;
+        loss_digest = cm.loss_digest;
         ff_trainer_set_steps(tr, step);
         if (out)
             printf("resumed from %s: step %lld, epoch %lld, step %lld of that epoch\n", ckpt_path,
@@ -238,7 +240,6 @@ static ff_status run(const train_args *a, ff_comm *comm) {
                o.weight_decay, (unsigned long long)a->seed, ff_reduce_name(o.reduce));
     fflush(stdout);
 
-    uint64_t loss_digest = FF_FNV_OFFSET;
     const double t_start = now_s();
     double t_log = t_start;
     int64_t steps_run = 0, samples_log = 0;
@@ -271,7 +272,7 @@ static ff_status run(const train_args *a, ff_comm *comm) {
             }
             if (wr && a->ckpt_every > 0 && step % a->ckpt_every == 0 && step < total) {
                 ff_ckpt_meta cm = {step, e, s + 1, a->seed, B, o.microbatch, a->train_limit,
-                                   o.lr, o.momentum, o.weight_decay};
+                                   o.lr, o.momentum, o.weight_decay, loss_digest};
                 if (s + 1 == spe) {
                     cm.epoch = e + 1;
                     cm.step_in_epoch = 0;
@@ -297,7 +298,7 @@ static ff_status run(const train_args *a, ff_comm *comm) {
             }
             if (wr && a->ckpt_every_epochs > 0 && (e + 1) % a->ckpt_every_epochs == 0 && step < total) {
                 ff_ckpt_meta cm = {step, e + 1, 0, a->seed, B, o.microbatch, a->train_limit,
-                                   o.lr, o.momentum, o.weight_decay};
+                                   o.lr, o.momentum, o.weight_decay, loss_digest};
                 TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
             }
         }
@@ -305,7 +306,7 @@ static ff_status run(const train_args *a, ff_comm *comm) {
     if (wr) {  // the final checkpoint, at the position training stopped
         const int64_t e = step / spe, s = step % spe;  // every epoch has spe steps
         ff_ckpt_meta cm = {step, e, s, a->seed, B, o.microbatch, a->train_limit,
-                           o.lr, o.momentum, o.weight_decay};
+                           o.lr, o.momentum, o.weight_decay, loss_digest};
         TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
         TRY(ff_ckpt_writer_wait(wr));
         if (out) printf("checkpoint: %s (step %lld)\n", ckpt_path, (long long)step);

@@ -8,7 +8,7 @@
 //   /momentum/<layer>/w, /momentum/<layer>/b   float32, same shapes
 //   attributes on "/": format, format_version, model, step, epoch, step_in_epoch, seed, batch,
 //     microbatch, train_limit, lr_bits, momentum_bits, weight_decay_bits (float32 bit patterns,
-//     exact), lr/momentum/weight_decay (readable copies), digest.
+//     exact), loss_digest, lr/momentum/weight_decay (readable copies), digest.
 //   digest = FNV-1a-64, 16 hex digits, over: the bytes of every integer field above in that order
 //   (int64 little-endian), the model name, then all weights and all momentum values (float32 LE).
 //   Loading recomputes it and refuses the file on any difference (FF_ERR_INTEGRITY), so a
@@ -43,6 +43,8 @@ typedef struct {
     uint64_t seed;          // data-order (and weight generator) seed
     int64_t batch, microbatch, train_limit;
     float lr, momentum, weight_decay;
+    uint64_t loss_digest;   // FNV-1a over the float64 losses of steps 1..step (the CLI's running
+                            // 'loss digest', so a resumed run reports the whole trajectory's)
 } ff_ckpt_meta;
 
 // Synchronous atomic write (what the background writer runs).

@@ -20,8 +20,10 @@
 //   relu:           dx = y > 0 ? dy : 0 (y the forward output; PyTorch's threshold_backward).
 //   maxpool:        dx = 0; for each output position ascending, dx[argmax] += dy where argmax is the
 //                   first maximum of the window (the forward's tie rule; a NaN wins as in PyTorch).
-//   softmax xent:   m = max_c z; e_c = expf(z_c - m); s = sum ascending e_c; p_c = e_c / s;
-//                   loss = logf(s) - (z_y - m) (float32); dz_c = (p_c - [c == y]) * scale.
+//   softmax xent:   m = max_c z; e_c = exp(z_c - m); s = sum ascending e_c; p_c = e_c / s;
+//                   loss = log(s) - (z_y - m); dz_c = (p_c - [c == y]) * scale. Everything in
+//                   float32 except exp and log, computed in double and rounded once to float
+//                   (glibc's expf/logf may differ in the last bit between CPUs; this does not).
 #pragma once
 #include <stdint.h>
 
