@@ -175,7 +175,7 @@ ff_status ff_checkpoint_save(const char *path, const ff_model *m, const ff_weigh
                      strerror(errno));
     if (st != FF_OK) {
         unlink(tmp);
-        return ff_fail_context(st, "writing checkpoint '%s': ", path);
+        return ff_fail_context(st, "writing checkpoint '%s'", path);
     }
     return fsync_path(dir, 1);
 }
@@ -185,12 +185,16 @@ ff_status ff_checkpoint_load(ff_weights *w, ff_weights *mom, ff_ckpt_meta *meta,
     if (access(path, R_OK) != 0)
         return FF_FAIL(FF_ERR_IO, "checkpoint '%s': cannot read it (%s)", path, strerror(errno));
     int64_t f;
-    if (ff_h5_open_read(&f, path) != FF_OK)
+    if (ff_h5_open_read(&f, path) != FF_OK) {
+        char why[512];
+        snprintf(why, sizeof why, "%s", ff_last_error());  // FF_FAIL rewrites the message buffer
         return FF_FAIL(FF_ERR_INTEGRITY, "checkpoint '%s' is not a readable HDF5 file (truncated or "
-                       "corrupted?): refusing to resume from it (%s)", path, ff_last_error());
+                       "corrupted?): refused (%s)", path, why);
+    }
     ff_status st = FF_OK;
     char s[256];
     int64_t v;
+    int wrong_model = 0;
 #define TRYR(expr)                  \
     do {                            \
         st = (expr);                \
@@ -210,6 +214,7 @@ ff_status ff_checkpoint_load(ff_weights *w, ff_weights *mom, ff_ckpt_meta *meta,
     TRYR(ff_h5_read_attr_str(s, sizeof s, f, "/", "model"));
     if (strcmp(s, m->name) != 0) {
         st = FF_FAIL(FF_ERR_INPUT, "model '%s', expected '%s'", s, m->name);
+        wrong_model = 1;
         goto bad;
     }
     TRYR(ff_h5_read_attr_i64(&meta->step, f, "/", "step"));
@@ -243,8 +248,10 @@ ff_status ff_checkpoint_load(ff_weights *w, ff_weights *mom, ff_ckpt_meta *meta,
     return FF_OK;
 bad:
     ff_h5_close(f);
-    if (st != FF_ERR_INPUT) st = FF_ERR_INTEGRITY;  // anything unreadable inside is damage
-    return ff_fail_context(st, "checkpoint '%s' refused: ", path);
+    // Anything missing or unreadable inside is damage; only a checkpoint of another model is a
+    // (readable, intact) wrong input.
+    if (!wrong_model) st = FF_ERR_INTEGRITY;
+    return ff_fail_context(st, "checkpoint '%s' refused", path);
 }
 
 // ---------------------------------------------------------------- background writer

@@ -65,7 +65,7 @@ static ff_status read_all(uint8_t **out, size_t *len, const char *path) {
         free(buf);
         gzclose(f);
         return FF_FAIL(FF_ERR_IO, "IDX file '%s': gzip stream ends early or is damaged after %zu "
-                       "bytes: %s", path, n, msg);
+                       "bytes (zlib: %s)", path, n, msg && *msg ? msg : "unexpected end of file");
     }
     gzclose(f);
     *out = buf;
