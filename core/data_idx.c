@@ -49,7 +49,8 @@ static ff_status read_all(uint8_t **out, size_t *len, const char *path) {
         int got = gzread(f, buf + n, (unsigned)want);
         if (got < 0) {
             int zerr = 0;
-            const char *msg = gzerror(f, &zerr);
+            char msg[256];
+            snprintf(msg, sizeof msg, "%s", gzerror(f, &zerr));  // owned by f: copy before gzclose
             free(buf);
             gzclose(f);
             return FF_FAIL(FF_ERR_IO, "IDX file '%s': read failed after %zu bytes: %s "
@@ -60,12 +61,13 @@ static ff_status read_all(uint8_t **out, size_t *len, const char *path) {
     }
     // gzread reports a gzip stream cut short only through gzerror (Z_BUF_ERROR) at end of file.
     int zerr = 0;
-    const char *msg = gzerror(f, &zerr);
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s", gzerror(f, &zerr));  // owned by f: copy before gzclose
     if (zerr != Z_OK && zerr != Z_STREAM_END) {
         free(buf);
         gzclose(f);
         return FF_FAIL(FF_ERR_IO, "IDX file '%s': gzip stream ends early or is damaged after %zu "
-                       "bytes (zlib: %s)", path, n, msg && *msg ? msg : "unexpected end of file");
+                       "bytes (zlib: %s)", path, n, *msg ? msg : "unexpected end of file");
     }
     gzclose(f);
     *out = buf;
@@ -141,7 +143,7 @@ fail:
 
 ff_status ff_dataset_load(ff_dataset *ds, const char *images_path, const char *labels_path) {
     memset(ds, 0, sizeof *ds);
-    int64_t idims[3], ldims[1];
+    int64_t idims[3] = {0}, ldims[1] = {0};
     uint8_t *px = NULL, *lb = NULL;
     FF_TRY(ff_idx_read(&px, idims, images_path, 3));
     ff_status st = ff_idx_read(&lb, ldims, labels_path, 1);
