@@ -13,8 +13,8 @@ static const struct {
 static const ff_mode_impl *impl_of(ff_mode m) {
     switch (m) {
     case FF_MODE_SERIAL: return &ff_mode_serial_impl;
-    case FF_MODE_MPI:
-    case FF_MODE_CUDA:
+    case FF_MODE_MPI: return &ff_mode_mpi_impl;
+    case FF_MODE_CUDA: return &ff_mode_cuda_impl;
     case FF_MODE_HYBRID:
     case FF_MODE_DIRECT:
     case FF_N_MODES: break;

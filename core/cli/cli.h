@@ -20,6 +20,7 @@ typedef struct {
 
 int ff_cmd_info(int argc, char **argv);
 int ff_cmd_infer(int argc, char **argv);
+int ff_cmd_verify(int argc, char **argv);
 int ff_cmd_train(int argc, char **argv);
 
 // Largest batch any command accepts: beyond this the activations alone exceed what a machine of

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fivefold/partition.h"
 
 static void help(void) {
     printf("usage: fivefold info [--model alexnet|mnist-cnn] [--ranks P --split rows|batch|replicate] [--batch N]\n\n"
@@ -78,8 +79,8 @@ int ff_cmd_info(int argc, char **argv) {
         if (!split || ranks < 1) return ff_cli_usage("info", "--ranks and --split go together");
         ff_split sp;
         if ((st = ff_split_parse(&sp, split)) != FF_OK) return ff_cli_fail("info", st);
-        // PARTITION-PRINT (wired when the partition module lands)
-        (void)batch;
+        printf("\n");
+        if ((st = ff_partition_print(stdout, &m, (int)ranks, sp, batch)) != FF_OK) return ff_cli_fail("info", st);
     }
     return FF_EXIT_OK;
 }

@@ -44,7 +44,8 @@ void ff_cpu_lrn(float *out, const float *in, const ff_layer *L, int64_t rows, in
 // out: (n, out_features); in: (n, in_features); w: (out_features, in_features); b: (out_features)
 void ff_cpu_linear(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
                    int64_t n);
-// out, in: (n, classes): max-subtracted, exp in float32 (expf), sum ascending, divide.
+// out, in: (n, classes): max-subtracted (float32), exp computed in double and rounded once to float
+// (glibc's expf differs in the last bit between CPUs), sum ascending in float32, divide.
 void ff_cpu_softmax(float *out, const float *in, int64_t classes, int64_t n);
 
 // Runs one layer of any kind on a band (flatten is a copy). w/b may be NULL for layers without

@@ -1,0 +1,734 @@
+#!/usr/bin/env python3
+"""PyTorch peer for `fivefold bench` (DESIGN §8, issue 5): the same models, measured the same way.
+
+Three tasks, each printing ONE JSON object on a single line of stdout (everything else goes to
+stderr), so that the C bench can run this script and parse its answer:
+
+  infer  (default)  forward-pass timing of alexnet or mnist-cnn, DESIGN §2 architectures (alexnet
+                    without channel groups, LRN after pool2, softmax at the end, as fivefold's table)
+      --model alexnet|mnist-cnn --batch N[,N...] --device cpu|cuda --threads T
+      --precision fp32|tf32 [--graph] [--ddp] [--iters K] [--warmup W]
+      --graph   replays a captured CUDA graph instead of eager launches (cuda only)
+      --ddp     data parallel over P processes: under `torchrun --nproc_per_node P` its ranks, else
+                the script starts P copies itself (--nproc P; default the GPU count, 2 on the CPU):
+                the global batch N is cut into P blocks (the first N % P ranks get one more image,
+                as fivefold's batch split), each rank runs its block, the logits are all-gathered;
+                the time of an iteration is the slowest rank's (all_reduce MAX).
+  train             mnist-cnn training: SGD with momentum on an MNIST-format IDX folder
+      --data DIR [--epochs 3 --batch 64 --lr 0.01 --momentum 0.9 --weight-decay 0 --seed 1]
+      [--init torch|fivefold] [--weights W.h5] [--shuffle torch|fivefold] [--steps K]
+      [--train-limit N] [--test-limit N]
+      --init fivefold / --shuffle fivefold reproduce fivefold's generator weights and data order
+      (core/rng.c, ff_shuffle_order) so both sides start from the same point and see the same
+      batches; --weights loads /weights/<layer>/w and /weights/<layer>/b from HDF5.
+  loader            DataLoader throughput (samples/s) over the training images with a per-item
+                    normalisation ((x/255 - 0.2860)/0.3530 in float32, fivefold's data_idx.h)
+      --data DIR [--workers 0,4] [--batch 64] [--train-limit N]
+
+Timing: `--warmup` untimed iterations, then `--iters` timed ones; on a GPU each iteration is
+bracketed by CUDA events, on the CPU by time.perf_counter() (the CPU forward returns when it is
+done). Reported: median, min, max, mean of the per-iteration milliseconds, images/s at the median.
+
+Exit codes: 0 ok, 2 bad usage or input (the JSON has "error"), 77 a CUDA run on a machine without
+CUDA (the JSON has "error"; CTest's skip code).
+
+Works with torch 1.13 (Debian's CPU build) and torch 2.x with CUDA.
+"""
+import argparse
+import gzip
+import json
+import math
+import os
+import platform
+import statistics
+import struct
+import sys
+import time
+
+EXIT_USAGE = 2
+EXIT_UNAVAILABLE = 77
+
+# fivefold's normalisation (core/include/fivefold/data_idx.h), evaluated in float32.
+IDX_MEAN = 0.2860
+IDX_STD = 0.3530
+
+
+class PeerError(Exception):
+    def __init__(self, msg, code=EXIT_USAGE):
+        super().__init__(msg)
+        self.code = code
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError as e:  # a clear message rather than a traceback
+    print(json.dumps({"error": f"cannot import torch: {e} (use a Python that has PyTorch, "
+                               f"e.g. Debian's /usr/bin/python3 with python3-torch)"}))
+    sys.exit(EXIT_UNAVAILABLE)
+
+
+# ----------------------------------------------------------------------------- models
+
+class AlexNet(nn.Module):
+    """DESIGN §2: the seed's table, no channel groups, LRN (PyTorch's definition) after pool2."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 96, 11, stride=4, padding=0)
+        self.conv2 = nn.Conv2d(96, 256, 5, stride=1, padding=2)
+        self.lrn2 = nn.LocalResponseNorm(5, alpha=1e-4, beta=0.75, k=2.0)
+        self.conv3 = nn.Conv2d(256, 384, 3, stride=1, padding=1)
+        self.conv4 = nn.Conv2d(384, 384, 3, stride=1, padding=1)
+        self.conv5 = nn.Conv2d(384, 256, 3, stride=1, padding=1)
+        self.fc6 = nn.Linear(9216, 4096)
+        self.fc7 = nn.Linear(4096, 4096)
+        self.fc8 = nn.Linear(4096, 1000)
+
+    def logits(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 3, 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 3, 2)
+        x = self.lrn2(x)
+        x = F.relu(self.conv3(x))
+        x = F.relu(self.conv4(x))
+        x = F.max_pool2d(F.relu(self.conv5(x)), 3, 2)
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc6(x))
+        x = F.relu(self.fc7(x))
+        return self.fc8(x)
+
+    def forward(self, x):
+        return F.softmax(self.logits(x), dim=1)
+
+
+class MnistCnn(nn.Module):
+    """DESIGN §2: PyTorch's classic MNIST example without dropout."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 32, 3, 1)
+        self.conv2 = nn.Conv2d(32, 64, 3, 1)
+        self.fc1 = nn.Linear(9216, 128)
+        self.fc2 = nn.Linear(128, 10)
+
+    def logits(self, x):
+        x = F.relu(self.conv1(x))
+        x = F.relu(self.conv2(x))
+        x = F.max_pool2d(x, 2)
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        return self.fc2(x)
+
+    def forward(self, x):
+        return F.softmax(self.logits(x), dim=1)
+
+
+MODELS = {"alexnet": (AlexNet, (3, 227, 227)), "mnist-cnn": (MnistCnn, (1, 28, 28))}
+
+
+def make_model(name):
+    if name not in MODELS:
+        raise PeerError(f"--model '{name}': expected one of {', '.join(MODELS)}")
+    cls, shape = MODELS[name]
+    return cls(), shape
+
+
+def param_layers(model):
+    """(name, module) of the parameterised layers in model order (fivefold's param_index order)."""
+    return [(n, m) for n, m in model.named_children() if isinstance(m, (nn.Conv2d, nn.Linear))]
+
+
+def flops_per_image(model, shape):
+    """2*K*C*R*S*Ho*Wo per conv and 2*in*out per linear, as fivefold's model.c counts them."""
+    total = 0
+    hooks = []
+
+    def hook(mod, inp, out):
+        nonlocal total
+        if isinstance(mod, nn.Conv2d):
+            k, c, r, s = mod.weight.shape
+            total += 2 * k * c * r * s * out.shape[2] * out.shape[3]
+        else:
+            total += 2 * mod.in_features * mod.out_features
+
+    for _, m in param_layers(model):
+        hooks.append(m.register_forward_hook(hook))
+    with torch.no_grad():
+        model(torch.zeros((1,) + tuple(shape)))
+    for h in hooks:
+        h.remove()
+    return total
+
+
+# ----------------------------------------------------------------------------- fivefold's generator
+
+MASK64 = (1 << 64) - 1
+GOLDEN_GAMMA = 0x9E3779B97F4A7C15
+
+
+def mix64(z):
+    z &= MASK64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+    return z ^ (z >> 31)
+
+
+def rng_key(seed, tensor_id):
+    return mix64((seed & MASK64) ^ mix64(tensor_id + GOLDEN_GAMMA))
+
+
+def rng_fill(n, seed, tensor_id, scale):
+    """core/rng.c ff_rng_fill, vectorised with numpy uint64 (wrapping) arithmetic: float32 array."""
+    import numpy as np
+    key = np.uint64(rng_key(seed, tensor_id))
+    i = np.arange(1, n + 1, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        z = key + i * np.uint64(GOLDEN_GAMMA)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    u = (z >> np.uint64(40)).astype(np.float32) * np.float32(2.0 ** -24)
+    sym = np.float32(2.0) * u - np.float32(1.0)
+    return sym * np.float32(scale)
+
+
+def init_fivefold(model, seed):
+    """ff_weights_generate: parameter p gets weight id 2p (scale sqrt(6/fan_in)) and bias id 2p+1
+    (scale 1/sqrt(fan_in)), each scale rounded to float32 once."""
+    import numpy as np
+    with torch.no_grad():
+        for p, (_, m) in enumerate(param_layers(model)):
+            fan_in = m.weight[0].numel()
+            ws = np.float32(math.sqrt(6.0 / fan_in))
+            bs = np.float32(1.0 / math.sqrt(fan_in))
+            m.weight.copy_(torch.from_numpy(rng_fill(m.weight.numel(), seed, 2 * p, ws)).view_as(m.weight))
+            m.bias.copy_(torch.from_numpy(rng_fill(m.bias.numel(), seed, 2 * p + 1, bs)))
+
+
+def shuffle_fivefold(n, seed, epoch):
+    """ff_shuffle_order: Fisher-Yates from i = n-1 down to 1, j = (bits(i) * (i+1)) >> 64."""
+    order = list(range(n))
+    key = rng_key(seed, 0x5348554646 ^ epoch)
+    for i in range(n - 1, 0, -1):
+        bits = mix64(key + (i + 1) * GOLDEN_GAMMA)
+        j = (bits * (i + 1)) >> 64
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+def load_weights_h5(model, path):
+    """/weights/<layer>/w and /b, shapes checked against the model before copying."""
+    try:
+        import h5py
+    except ImportError:
+        raise PeerError("--weights needs h5py (apt-get install python3-h5py)")
+    if not os.path.exists(path):
+        raise PeerError(f"--weights '{path}': no such file")
+    with h5py.File(path, "r") as f, torch.no_grad():
+        for name, m in param_layers(model):
+            for key, t in (("w", m.weight), ("b", m.bias)):
+                ds = f"/weights/{name}/{key}"
+                if ds not in f:
+                    raise PeerError(f"--weights '{path}': dataset {ds} is missing")
+                a = f[ds][()]
+                if tuple(a.shape) != tuple(t.shape):
+                    raise PeerError(f"--weights '{path}': {ds} has shape {tuple(a.shape)}, "
+                                    f"expected {tuple(t.shape)}")
+                t.copy_(torch.from_numpy(a.astype("float32")))
+
+
+def weights_digest(model):
+    """FNV-1a-64 over all parameters in layer order (w then b), as `weights digest:` prints it."""
+    h = 0xCBF29CE484222325
+    for _, m in param_layers(model):
+        for t in (m.weight, m.bias):
+            for byte in t.detach().cpu().contiguous().numpy().astype("<f4").tobytes():
+                h = ((h ^ byte) * 0x100000001B3) & MASK64
+    return f"{h:016x}"
+
+
+# ----------------------------------------------------------------------------- environment
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def versions():
+    v = {"torch": torch.__version__, "python": platform.python_version()}
+    if torch.cuda.is_available():
+        v["cuda"] = torch.version.cuda
+        v["cudnn"] = torch.backends.cudnn.version()
+    return v
+
+
+def set_threads(threads):
+    if threads and threads > 0:
+        torch.set_num_threads(threads)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:  # only allowed once, before any parallel work
+            pass
+    return torch.get_num_threads()
+
+
+def set_precision(device, precision):
+    if precision not in ("fp32", "tf32"):
+        raise PeerError(f"--precision '{precision}': expected fp32 or tf32")
+    if precision == "tf32" and device != "cuda":
+        raise PeerError("--precision tf32 needs --device cuda (TF32 is a GPU tensor-core format)")
+    tf32 = precision == "tf32"
+    # TF32 is on by default for cuDNN convolutions: fp32 must switch it off explicitly.
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    if device == "cuda":
+        torch.backends.cudnn.benchmark = True
+
+
+def parse_list(text, what):
+    try:
+        vals = [int(x) for x in str(text).split(",") if x.strip() != ""]
+    except ValueError:
+        raise PeerError(f"{what} '{text}': expected comma-separated integers")
+    if not vals or any(v < 0 for v in vals):
+        raise PeerError(f"{what} '{text}': expected non-negative integers")
+    return vals
+
+
+# ----------------------------------------------------------------------------- infer
+
+def summary(times_ms, batch):
+    med = statistics.median(times_ms)
+    return {"batch": batch, "iters": len(times_ms), "median_ms": med, "min_ms": min(times_ms),
+            "max_ms": max(times_ms), "mean_ms": statistics.fmean(times_ms),
+            "images_per_s": batch / (med / 1e3) if med > 0 else None}
+
+
+def time_infer(model, shape, batch, device, args, dist_ctx):
+    rank, world = dist_ctx["rank"], dist_ctx["world"]
+    # fivefold's batch split: the first N % P ranks get one more image
+    local = batch // world + (1 if rank < batch % world else 0)
+    per = -(-batch // world)  # padded block for the all-gather
+    x = torch.randn((local,) + tuple(shape), device=device)
+    cuda = device.startswith("cuda")
+    classes = 1000 if shape[0] == 3 else 10
+
+    def eager():
+        return model(x)
+
+    step = eager
+    if args.graph:
+        # Warm up on a side stream (cuDNN picks algorithms), then capture once and replay.
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            for _ in range(3):
+                model(x)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            static_y = model(x)
+
+        def step():
+            g.replay()
+            return static_y
+
+    def one():
+        y = step() if local > 0 else torch.empty((0, classes), device=device)
+        if world > 1:
+            import torch.distributed as dist
+            pad = torch.zeros((per, classes), device=device)
+            pad[:local] = y
+            parts = [torch.empty_like(pad) for _ in range(world)]
+            dist.all_gather(parts, pad)
+        return y
+
+    for _ in range(args.warmup):
+        one()
+    if cuda:
+        torch.cuda.synchronize()
+    times = []
+    for _ in range(args.iters):
+        if world > 1:
+            dist_ctx["barrier"]()
+        if cuda:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            one()
+            end.record()
+            end.synchronize()
+            ms = start.elapsed_time(end)
+        else:
+            t0 = time.perf_counter()
+            one()
+            ms = (time.perf_counter() - t0) * 1e3
+        if world > 1:
+            t = torch.tensor([ms], dtype=torch.float64, device=device)
+            dist_ctx["max"](t)
+            ms = float(t.item())
+        times.append(ms)
+    return summary(times, batch)
+
+
+def init_dist(args, device):
+    """torchrun sets RANK, WORLD_SIZE, LOCAL_RANK; without --ddp this is one process."""
+    ctx = {"rank": 0, "world": 1, "local_rank": 0, "barrier": lambda: None, "max": lambda t: None}
+    if not args.ddp:
+        return ctx
+    if "WORLD_SIZE" not in os.environ or "RANK" not in os.environ:
+        raise PeerError("--ddp: RANK / WORLD_SIZE are not set: launch with `torchrun --nproc_per_node P "
+                        "bench/peer_pytorch.py --ddp ...` (main() does that itself)")
+    import torch.distributed as dist
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if device == "cuda":
+        ngpu = torch.cuda.device_count()
+        torch.cuda.set_device(local_rank % ngpu)
+    dist.init_process_group(backend="nccl" if device == "cuda" else "gloo")
+    ctx.update(rank=dist.get_rank(), world=dist.get_world_size(), local_rank=local_rank,
+               barrier=dist.barrier,
+               max=lambda t: dist.all_reduce(t, op=dist.ReduceOp.MAX))
+    return ctx
+
+
+def task_infer(args):
+    device = args.device
+    if device not in ("cpu", "cuda"):
+        raise PeerError(f"--device '{device}': expected cpu or cuda")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise PeerError("--device cuda: this torch sees no CUDA device "
+                        f"(torch {torch.__version__}, built with CUDA {torch.version.cuda})",
+                        EXIT_UNAVAILABLE)
+    if args.graph and device != "cuda":
+        raise PeerError("--graph (CUDA graph replay) needs --device cuda")
+    if args.iters < 1 or args.warmup < 0:
+        raise PeerError(f"--iters {args.iters} / --warmup {args.warmup}: expected iters >= 1, warmup >= 0")
+    batches = parse_list(args.batch, "--batch")
+    if any(b < 1 for b in batches):
+        raise PeerError(f"--batch '{args.batch}': every batch must be >= 1")
+    set_precision(device, args.precision)
+    threads = set_threads(args.threads)
+    ctx = init_dist(args, device)
+    dev = f"cuda:{torch.cuda.current_device()}" if device == "cuda" else "cpu"
+    torch.manual_seed(args.seed)
+    model, shape = make_model(args.model)
+    fl = flops_per_image(model, shape)
+    model = model.to(dev).eval()
+    # --ddp: each rank runs the plain module on its block of the batch. DistributedDataParallel's
+    # wrapper only adds gradient all-reduce in backward, which inference never runs (and a wrapped
+    # forward cannot be captured in a CUDA graph).
+    kind = "ddp" if args.ddp else ("graph" if args.graph else "eager")
+    name = f"pytorch-{kind}-{args.precision}" + (f"-cpu-{threads}t" if device == "cpu" else "")
+    runs = []
+    with torch.no_grad():
+        for b in batches:
+            r = time_infer(model, shape, b, dev, args, ctx)
+            r["gflop_per_s"] = fl * b / (r["median_ms"] / 1e3) / 1e9 if r["median_ms"] > 0 else None
+            runs.append(r)
+            if ctx["rank"] == 0:
+                log(f"{name} {args.model} batch {b}: median {r['median_ms']:.3f} ms "
+                    f"(min {r['min_ms']:.3f}, max {r['max_ms']:.3f}), {r['images_per_s']:.1f} images/s")
+    out = {"name": name, "task": "infer", "model": args.model, "device_kind": device,
+           "device": torch.cuda.get_device_name() if device == "cuda" else cpu_name(),
+           "threads": threads, "precision": args.precision, "graph": bool(args.graph),
+           "ddp": bool(args.ddp), "world_size": ctx["world"], "warmup": args.warmup,
+           "timer": "cuda-events" if device == "cuda" else "perf_counter",
+           "cudnn_benchmark": bool(torch.backends.cudnn.benchmark) if device == "cuda" else None,
+           "flops_per_image": fl, **versions()}
+    if len(runs) == 1:  # one batch: its figures at the top level too, for simple parsers
+        out.update(runs[0])
+    out["runs"] = runs  # last, so that a parser taking the first "median_ms" finds the top level
+    if args.ddp:
+        import torch.distributed as dist
+        dist.destroy_process_group()
+    return out if ctx["rank"] == 0 else None
+
+
+# ----------------------------------------------------------------------------- data
+
+def idx_path(d, stem):
+    for p in (os.path.join(d, stem + ".gz"), os.path.join(d, stem)):
+        if os.path.exists(p):
+            return p
+    raise PeerError(f"--data '{d}': neither {stem}.gz nor {stem} is there "
+                    "(any MNIST-format folder; Debian: apt-get install dataset-fashion-mnist)")
+
+
+def read_idx(path, ndims):
+    """IDX reader with the same checks as fivefold's: magic, type 0x08, rank, exact length."""
+    import numpy as np
+    opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08 or data[3] != ndims:
+        raise PeerError(f"{path}: not an unsigned-byte IDX file with {ndims} dimensions "
+                        f"(header {data[:4].hex()})")
+    dims = struct.unpack(">" + "I" * ndims, data[4:4 + 4 * ndims])
+    need = 4 + 4 * ndims + math.prod(dims)
+    if len(data) != need or 0 in dims:
+        raise PeerError(f"{path}: header says {dims} ({need} bytes), file has {len(data)} bytes")
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndims).reshape(dims)
+
+
+def load_split(d, split, limit):
+    x = read_idx(idx_path(d, f"{split}-images-idx3-ubyte"), 3)
+    y = read_idx(idx_path(d, f"{split}-labels-idx1-ubyte"), 1)
+    if x.shape[0] != y.shape[0]:
+        raise PeerError(f"--data '{d}': {split} has {x.shape[0]} images but {y.shape[0]} labels")
+    if limit and limit > 0:
+        x, y = x[:limit], y[:limit]
+    return torch.from_numpy(x.copy()), torch.from_numpy(y.astype("int64"))
+
+
+def normalise(u8):
+    # float32 throughout: ((float)x / 255.0f - 0.2860f) / 0.3530f, as fivefold computes it
+    return ((u8.float() / 255.0) - IDX_MEAN) / IDX_STD
+
+
+# ----------------------------------------------------------------------------- train
+
+def task_train(args):
+    if args.model != "mnist-cnn":
+        raise PeerError(f"--task train: only mnist-cnn is trained (got --model {args.model})")
+    if not args.data:
+        raise PeerError("--task train needs --data DIR (an MNIST-format IDX folder)")
+    device = args.device
+    if device == "cuda" and not torch.cuda.is_available():
+        raise PeerError("--device cuda: this torch sees no CUDA device", EXIT_UNAVAILABLE)
+    set_precision(device, args.precision)
+    threads = set_threads(args.threads)
+    batches = parse_list(args.batch, "--batch")
+    if len(batches) != 1 or batches[0] < 1:
+        raise PeerError(f"--task train: --batch takes one batch size >= 1 (got '{args.batch}')")
+    B = batches[0]
+    xtr, ytr = load_split(args.data, "train", args.train_limit)
+    xte, yte = load_split(args.data, "t10k", args.test_limit)
+    torch.manual_seed(args.seed)
+    model, _ = make_model("mnist-cnn")
+    if args.weights:
+        load_weights_h5(model, args.weights)
+        init = f"h5:{os.path.basename(args.weights)}"
+    elif args.init == "fivefold":
+        init_fivefold(model, args.seed)
+        init = "fivefold"
+    elif args.init == "torch":
+        init = "torch"
+    else:
+        raise PeerError(f"--init '{args.init}': expected torch or fivefold")
+    init_digest = weights_digest(model)
+    model = model.to(device)
+    xtr_f, xte_f = normalise(xtr).unsqueeze(1), normalise(xte).unsqueeze(1)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
+                          weight_decay=args.weight_decay)
+    n = xtr.shape[0]
+    spe = -(-n // B)  # steps per epoch; the last batch may be short (as fivefold)
+    total = min(args.steps, args.epochs * spe) if args.steps and args.steps > 0 else args.epochs * spe
+    losses, accs, step, samples = [], [], 0, 0
+    gen = torch.Generator().manual_seed(args.seed)
+    t0 = time.perf_counter()
+    for e in range(args.epochs):
+        if step >= total:
+            break
+        if args.shuffle == "fivefold":
+            order = torch.tensor(shuffle_fivefold(n, args.seed, e), dtype=torch.int64)
+        elif args.shuffle == "torch":
+            order = torch.randperm(n, generator=gen)
+        else:
+            raise PeerError(f"--shuffle '{args.shuffle}': expected torch or fivefold")
+        model.train()
+        done = 0
+        for s in range(spe):
+            if step >= total:
+                break
+            idx = order[s * B:(s + 1) * B]
+            x, y = xtr_f[idx].to(device), ytr[idx].to(device)
+            opt.zero_grad()
+            loss = F.cross_entropy(model.logits(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(float(loss.item()))
+            step += 1
+            done += 1
+            samples += int(idx.shape[0])
+            if args.log_every and step % args.log_every == 0:
+                log(f"epoch {e + 1} step {step}/{total} loss {losses[-1]:.6f}")
+        if done == spe:  # a complete epoch: test accuracy
+            accs.append(evaluate(model, xte_f, yte, device))
+            log(f"epoch {e + 1}: test accuracy {accs[-1]:.2f}%")
+    seconds = time.perf_counter() - t0
+    final_acc = accs[-1] if accs else evaluate(model, xte_f, yte, device)
+    out = {"name": f"pytorch-train-{args.precision}" + (f"-cpu-{threads}t" if device == "cpu" else ""),
+           "task": "train", "model": "mnist-cnn", "device_kind": device,
+           "device": torch.cuda.get_device_name() if device == "cuda" else cpu_name(), "threads": threads,
+           "epochs": args.epochs, "steps": step, "batch": B, "lr": args.lr, "momentum": args.momentum,
+           "weight_decay": args.weight_decay, "seed": args.seed, "init": init, "shuffle": args.shuffle,
+           "train_samples": n, "test_samples": int(xte.shape[0]),
+           "initial_weights_digest": init_digest, "weights_digest": weights_digest(model.cpu()),
+           "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
+           "test_accuracy_per_epoch": accs, "test_accuracy": final_acc, "seconds": seconds,
+           "samples_per_s": samples / seconds if seconds > 0 else None,
+           **versions()}
+    if args.losses:
+        out["losses"] = losses
+    return out
+
+
+def evaluate(model, x, y, device):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for i in range(0, x.shape[0], 1000):
+            pred = model.logits(x[i:i + 1000].to(device)).argmax(dim=1).cpu()
+            correct += int((pred == y[i:i + 1000]).sum())
+    model.train()
+    return 100.0 * correct / max(1, x.shape[0])
+
+
+# ----------------------------------------------------------------------------- loader
+
+class IdxDataset(torch.utils.data.Dataset):
+    """One normalised image per item: the per-item work a DataLoader does."""
+
+    def __init__(self, images, labels):
+        self.images, self.labels = images, labels
+
+    def __len__(self):
+        return self.images.shape[0]
+
+    def __getitem__(self, i):
+        return normalise(self.images[i]).unsqueeze(0), self.labels[i]
+
+
+def task_loader(args):
+    if not args.data:
+        raise PeerError("--task loader needs --data DIR (an MNIST-format IDX folder)")
+    workers = parse_list(args.workers, "--workers")
+    batches = parse_list(args.batch, "--batch")
+    B = batches[0]
+    threads = set_threads(args.threads)
+    xtr, ytr = load_split(args.data, "train", args.train_limit)
+    ds = IdxDataset(xtr, ytr)
+    runs = []
+    for w in workers:
+        dl = torch.utils.data.DataLoader(ds, batch_size=B, shuffle=True, num_workers=w,
+                                         generator=torch.Generator().manual_seed(args.seed))
+        # Timed from the iterator's creation (worker start-up included, as a training loop sees it)
+        # to the last batch; first_batch_s says how much of it was start-up.
+        t0 = time.perf_counter()
+        first = None
+        count = 0
+        for x, _ in dl:
+            if first is None:
+                first = time.perf_counter() - t0
+            count += x.shape[0]
+        secs = time.perf_counter() - t0
+        runs.append({"workers": w, "samples": count, "seconds": secs, "first_batch_s": first,
+                     "samples_per_s": count / secs if secs > 0 else None})
+        log(f"DataLoader workers={w}: {count} samples in {secs:.3f} s = {count / secs:.0f} samples/s")
+    return {"name": "pytorch-dataloader", "task": "loader", "batch": B, "threads": threads,
+            "normalise": f"((x/255) - {IDX_MEAN}) / {IDX_STD} per item, float32",
+            "device": cpu_name(), "cpus": os.cpu_count(), **versions(), "runs": runs}
+
+
+# ----------------------------------------------------------------------------- main
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--task", default="infer", choices=["infer", "train", "loader"])
+    p.add_argument("--model", default=None, help="alexnet|mnist-cnn (default: alexnet; train: mnist-cnn)")
+    p.add_argument("--batch", default=None, help="N[,N...] (infer, default 1); train/loader: one N (default 64)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
+    p.add_argument("--precision", default="fp32")
+    p.add_argument("--graph", action="store_true")
+    p.add_argument("--ddp", action="store_true")
+    p.add_argument("--nproc", type=int, default=0,
+                   help="--ddp outside torchrun: processes to start (default: GPUs, or 2 on the CPU)")
+    p.add_argument("--iters", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--data")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--weight-decay", type=float, default=0.0)
+    p.add_argument("--init", default="torch")
+    p.add_argument("--weights")
+    p.add_argument("--shuffle", default="torch")
+    p.add_argument("--train-limit", type=int, default=0)
+    p.add_argument("--test-limit", type=int, default=0)
+    p.add_argument("--log-every", type=int, default=0)
+    p.add_argument("--losses", action="store_true", help="train: include every step's loss")
+    p.add_argument("--workers", default="0,4")
+    return p.parse_args(argv)
+
+
+def relaunch_ddp(args, argv):
+    """--ddp outside torchrun: start P copies of this script with the environment torchrun's
+    --standalone mode gives them (RANK, LOCAL_RANK, WORLD_SIZE, MASTER_ADDR/PORT on loopback) and
+    pass rank 0's JSON line through, so callers need not know about torchrun. (Launched directly
+    rather than through torch.distributed.run: Debian's torch 1.13 launcher fails on Python 3.11.)"""
+    import socket
+    import subprocess
+    nproc = args.nproc or (torch.cuda.device_count() if args.device == "cuda" else 2)
+    if nproc < 1:
+        raise PeerError(f"--ddp: --nproc {nproc}: expected >= 1 (and a GPU per rank for --device cuda)",
+                        EXIT_UNAVAILABLE if args.device == "cuda" else EXIT_USAGE)
+    with socket.socket() as sk:  # a free loopback port for the rendezvous
+        sk.bind(("127.0.0.1", 0))
+        port = sk.getsockname()[1]
+    procs = []
+    for r in range(nproc):
+        env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(nproc),
+                   LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + list(argv), env=env,
+                                      stdout=subprocess.PIPE, text=True))
+    outs = [p.communicate()[0] for p in procs]
+    codes = [p.returncode for p in procs]
+    lines = [ln for ln in outs[0].splitlines() if ln.startswith("{")]
+    if any(codes) or len(lines) != 1:
+        raise PeerError(f"--ddp: {nproc} processes failed (exit codes {codes}); rank 0 printed: "
+                        f"{outs[0].strip()[-2000:]}", next((c for c in codes if c), EXIT_USAGE))
+    print(lines[0], flush=True)
+    return 0
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    args = parse_args(argv)
+    if args.ddp and "RANK" not in os.environ:
+        try:
+            return relaunch_ddp(args, argv)
+        except PeerError as e:
+            print(json.dumps({"error": str(e), "task": args.task}), flush=True)
+            log(f"peer_pytorch.py: {e}")
+            return e.code
+    if args.model is None:
+        args.model = "mnist-cnn" if args.task == "train" else "alexnet"
+    if args.batch is None:
+        args.batch = "1" if args.task == "infer" else "64"
+    try:
+        out = {"infer": task_infer, "train": task_train, "loader": task_loader}[args.task](args)
+    except PeerError as e:
+        print(json.dumps({"error": str(e), "task": args.task}), flush=True)
+        log(f"peer_pytorch.py: {e}")
+        return e.code
+    if out is not None:
+        print(json.dumps(out), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

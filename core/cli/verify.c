@@ -1,0 +1,167 @@
+// `fivefold verify`: every check of DESIGN §6 for a model/mode/split, one row each, then
+// "N passed, M failed"; exit 4 on any failure (DESIGN §11: never print a failure and exit 0).
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "fivefold/verify.h"
+
+static void help(void) {
+    printf("usage: fivefold verify [--model alexnet|mnist-cnn] [--mode serial|mpi|cuda|hybrid|direct]\n"
+           "                       [--split batch|rows|replicate] [--ranks P] [--batch N] [--golden F.h5]\n"
+           "                       [--filter REGEX] [--json OUT.json] [--record] [--trust]\n"
+           "                       [--inject-fault LAYER] [--backend own|vendor] [--precision fp32|tf32]\n\n"
+           "Checks the mode against the PyTorch golden file (golden/README.md explains every rule):\n"
+           "  per layer   the golden float32 input of each layer through our layer, against PyTorch's\n"
+           "              float64 output: dot-product layers within the float32 forward-error bound\n"
+           "              gamma_K (|b| + sum|w x|), relu/maxpool/flatten exact, lrn/softmax a derived ULP bound\n"
+           "  end to end  logits and output within a propagated error bound; top-1/top-5 = PyTorch's\n"
+           "  digests     each output's FNV-1a digest against the one recorded for its digest class\n"
+           "One row per check: case, max ULP, %% of bound used, worst element (ours, reference),\n"
+           "digest, PASS/FAIL. Ends with 'N passed, M failed'. Exit 0 all passed, 4 a check failed,\n"
+           "2 bad usage or a refused golden, 77 mode unavailable here.\n"
+           "  --model M         default: every model\n"
+           "  --ranks P         informational (case strings); multi-rank modes take the mpiexec size\n"
+           "  --batch N         use the first N golden images (default: all)\n"
+           "  --golden F        default: golden/data/<model>.h5 of the source tree or the current directory\n"
+           "  --trust           accept a golden not listed in golden/MANIFEST.sha256 (your own files)\n"
+           "  --manifest M      a different manifest file (tests)\n"
+           "  --filter REGEX    only the checks whose case string matches (POSIX extended regex)\n"
+           "  --json OUT        also write the rows as JSON\n"
+           "  --record          store this run's output digests as the reference for the mode's digest\n"
+           "                    class in the golden (and update the manifest); prints what changed\n"
+           "  --inject-fault L  test hook: perturb layer L's first output element (name or index);\n"
+           "                    verify must fail\n"
+           "Multi-rank: mpiexec -n 4 fivefold verify --mode mpi --split rows --model alexnet\n");
+}
+
+typedef struct {
+    const char *model, *mode, *split, *golden, *filter, *json, *fault, *backend, *precision, *manifest;
+    int64_t ranks, batch;
+    bool record, trust;
+} verify_args;
+
+static int parse(verify_args *a, int argc, char **argv) {
+    memset(a, 0, sizeof *a);
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},   {"mode", required_argument, 0, 'M'},
+        {"split", required_argument, 0, 's'},   {"ranks", required_argument, 0, 'P'},
+        {"golden", required_argument, 0, 'g'},  {"filter", required_argument, 0, 'F'},
+        {"json", required_argument, 0, 'j'},    {"record", no_argument, 0, 'r'},
+        {"trust", no_argument, 0, 'T'},         {"inject-fault", required_argument, 0, 'f'},
+        {"batch", required_argument, 0, 'n'},   {"backend", required_argument, 0, 'b'},
+        {"precision", required_argument, 0, 'p'}, {"manifest", required_argument, 0, 'X'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
+        ff_status st = FF_OK;
+        switch (c) {
+        case 'm': a->model = optarg; break;
+        case 'M': a->mode = optarg; break;
+        case 's': a->split = optarg; break;
+        case 'P': st = ff_cli_parse_i64(&a->ranks, "--ranks", optarg, 1, 1 << 20); break;
+        case 'g': a->golden = optarg; break;
+        case 'F': a->filter = optarg; break;
+        case 'j': a->json = optarg; break;
+        case 'r': a->record = true; break;
+        case 'T': a->trust = true; break;
+        case 'f': a->fault = optarg; break;
+        case 'n': st = ff_cli_parse_i64(&a->batch, "--batch", optarg, 1, FF_CLI_MAX_BATCH); break;
+        case 'b': a->backend = optarg; break;
+        case 'p': a->precision = optarg; break;
+        case 'X': a->manifest = optarg; break;
+        case 'h': help(); return -1;
+        default: return ff_cli_usage("verify", "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+        if (st != FF_OK) return ff_cli_fail("verify", st);
+    }
+    if (optind < argc) return ff_cli_usage("verify", "unexpected argument '%s'", argv[optind]);
+    if (a->golden && !a->model) return ff_cli_usage("verify", "--golden needs --model (which model the file is for)");
+    return 0;
+}
+
+// --inject-fault takes a layer name (as infer does) or its index.
+static const char *fault_name(const ff_model *m, const char *fault) {
+    if (!fault) return NULL;
+    char *end;
+    long v = strtol(fault, &end, 10);
+    if (*fault && !*end && v >= 0 && v < m->n_layers) return m->layers[v].name;
+    return fault;
+}
+
+static int verify_model(const verify_args *a, const char *model, int *passed, int *failed) {
+    ff_model m;
+    ff_verify_config cfg;
+    ff_verify_config_default(&cfg);
+    ff_status st = ff_model_init(&m, model);
+    if (st == FF_OK)
+        st = ff_cli_exec_options(&cfg.exec, &m, a->mode, a->split, a->backend, a->precision, fault_name(&m, a->fault), false);
+    if (st != FF_OK) return ff_cli_fail("verify", st);
+    if (ff_mode_is_multirank(cfg.exec.mode)) {
+        if ((st = ff_cli_mpi_comm(&cfg.exec.comm)) != FF_OK) return ff_cli_fail("verify", st);
+        if (a->ranks && a->ranks != ff_cli_ranks())
+            return ff_cli_usage("verify", "--ranks %lld but %d ranks run: start it with mpiexec -n %lld",
+                                (long long)a->ranks, ff_cli_ranks(), (long long)a->ranks);
+    } else if (a->ranks > 1) {
+        return ff_cli_usage("verify", "--ranks %lld: mode %s runs on one process", (long long)a->ranks,
+                            ff_mode_name(cfg.exec.mode));
+    }
+    int rank = ff_cli_rank();
+    cfg.model = model;
+    cfg.batch = a->batch;
+    cfg.golden = a->golden;
+    cfg.trust = a->trust;
+    cfg.manifest = a->manifest;
+    cfg.filter = a->filter;
+    cfg.record = a->record;
+    cfg.ranks = ff_cli_ranks();
+    cfg.progress = rank == 0 ? stdout : NULL;
+    ff_verify_report rep;
+    st = ff_verify_run(&rep, &cfg);
+    if (st != FF_OK) {
+        ff_verify_report_free(&rep);
+        return ff_cli_fail("verify", st);
+    }
+    if (rank == 0 && a->json) {
+        char path[1100];
+        // One JSON per model when several run.
+        if (a->model)
+            snprintf(path, sizeof path, "%s", a->json);
+        else {
+            const char *dot = strrchr(a->json, '.');
+            size_t stem = dot ? (size_t)(dot - a->json) : strlen(a->json);
+            snprintf(path, sizeof path, "%.*s-%s%s", (int)stem, a->json, model, dot ? dot : ".json");
+        }
+        st = ff_verify_write_json(&rep, &cfg, path);
+        if (st != FF_OK) {
+            ff_verify_report_free(&rep);
+            return ff_cli_fail("verify", st);
+        }
+        printf("rows written to %s\n", path);
+    }
+    *passed += rep.passed;
+    *failed += rep.failed;
+    ff_verify_report_free(&rep);
+    return FF_EXIT_OK;
+}
+
+int ff_cmd_verify(int argc, char **argv) {
+    verify_args a;
+    int rc = parse(&a, argc, argv);
+    if (rc) return rc < 0 ? FF_EXIT_OK : rc;
+    static const char *all[] = {"mnist-cnn", "alexnet"};
+    int passed = 0, failed = 0;
+    if (a.model) {
+        rc = verify_model(&a, a.model, &passed, &failed);
+        if (rc) return rc;
+    } else {
+        for (int i = 0; i < 2; i++) {
+            rc = verify_model(&a, all[i], &passed, &failed);
+            if (rc) return rc;
+        }
+    }
+    if (ff_cli_rank() == 0) printf("%d passed, %d failed\n", passed, failed);
+    return failed ? FF_EXIT_CHECK_FAILED : (passed ? FF_EXIT_OK : ff_cli_usage("verify", "--filter '%s' matched no check", a.filter ? a.filter : ""));
+}

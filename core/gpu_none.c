@@ -1,0 +1,147 @@
+// The GPU entry points of gpu.h for a build without a CUDA toolkit (CMake links this file instead
+// of the .cu sources). Every call that would touch a GPU returns FF_ERR_NO_CUDA with the same
+// message, so `fivefold --mode cuda` says what to do and exits 77 (CTest's skip code).
+#include "fivefold/gpu.h"
+
+
+#define FF_NO_CUDA_MSG                                                                           \
+    "fivefold was built without CUDA (no nvcc found at configure time); rebuild on a machine "   \
+    "with the CUDA toolkit"
+#define FF_NO_CUDA() FF_FAIL(FF_ERR_NO_CUDA, FF_NO_CUDA_MSG)
+
+ff_status ff_gpu_device_count(int *count) {
+    *count = 0;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_select(int device) {
+    (void)device;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_device_info(int device, char *name, size_t name_cap, int *sms, int *cc_major, int *cc_minor,
+                             size_t *total_bytes) {
+    (void)device, (void)sms, (void)cc_major, (void)cc_minor, (void)total_bytes;
+    if (name && name_cap) name[0] = 0;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
+    *free_bytes = *total_bytes = 0;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_versions(int *runtime, int *driver) {
+    *runtime = *driver = 0;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_alloc(void **p, size_t bytes, const char *what) {
+    (void)bytes, (void)what;
+    *p = NULL;
+    return FF_NO_CUDA();
+}
+void ff_gpu_free(void *p) { (void)p; }
+ff_status ff_gpu_alloc_host(void **p, size_t bytes, const char *what) {
+    (void)bytes, (void)what;
+    *p = NULL;
+    return FF_NO_CUDA();
+}
+void ff_gpu_free_host(void *p) { (void)p; }
+ff_status ff_gpu_copy_h2d(void *dst, const void *src, size_t bytes, ff_gpu_stream s) {
+    (void)dst, (void)src, (void)bytes, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_copy_d2h(void *dst, const void *src, size_t bytes, ff_gpu_stream s) {
+    (void)dst, (void)src, (void)bytes, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_copy_d2d(void *dst, const void *src, size_t bytes, ff_gpu_stream s) {
+    (void)dst, (void)src, (void)bytes, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_fill(float *dst, float value, size_t count, ff_gpu_stream s) {
+    (void)dst, (void)value, (void)count, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_stream_create(ff_gpu_stream *s) {
+    *s = NULL;
+    return FF_NO_CUDA();
+}
+void ff_gpu_stream_destroy(ff_gpu_stream s) { (void)s; }
+ff_status ff_gpu_stream_sync(ff_gpu_stream s) {
+    (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_event_create(ff_gpu_event *ev) {
+    *ev = NULL;
+    return FF_NO_CUDA();
+}
+void ff_gpu_event_destroy(ff_gpu_event ev) { (void)ev; }
+ff_status ff_gpu_event_record(ff_gpu_event ev, ff_gpu_stream s) {
+    (void)ev, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_event_elapsed(double *seconds, ff_gpu_event start, ff_gpu_event stop) {
+    (void)start, (void)stop;
+    *seconds = 0;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_capture_begin(ff_gpu_stream s) {
+    (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_capture_end(ff_gpu_graph *g, ff_gpu_stream s) {
+    (void)s;
+    *g = NULL;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_graph_launch(ff_gpu_graph g, ff_gpu_stream s) {
+    (void)g, (void)s;
+    return FF_NO_CUDA();
+}
+void ff_gpu_graph_destroy(ff_gpu_graph g) { (void)g; }
+ff_status ff_gpu_blas_create(ff_gpu_blas *h, ff_gpu_stream s, bool tf32) {
+    (void)s, (void)tf32;
+    *h = NULL;
+    return FF_NO_CUDA();
+}
+void ff_gpu_blas_destroy(ff_gpu_blas h) { (void)h; }
+
+ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L, bool relu,
+                        const ff_rows *rows, int64_t n, ff_gpu_stream s) {
+    (void)out, (void)in, (void)w, (void)b, (void)L, (void)relu, (void)rows, (void)n, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_relu(float *out, const float *in, int64_t count, ff_gpu_stream s) {
+    (void)out, (void)in, (void)count, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_maxpool(float *out, const float *in, const ff_layer *L, const ff_rows *rows, int64_t n,
+                         ff_gpu_stream s) {
+    (void)out, (void)in, (void)L, (void)rows, (void)n, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_lrn(float *out, const float *in, const ff_layer *L, int64_t rows, int64_t n, ff_gpu_stream s) {
+    (void)out, (void)in, (void)L, (void)rows, (void)n, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_linear(float *out, const float *in, const float *w, const float *b, const ff_layer *L, bool relu,
+                        int64_t n, ff_gpu_stream s) {
+    (void)out, (void)in, (void)w, (void)b, (void)L, (void)relu, (void)n, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_linear_vendor(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
+                               bool relu, int64_t n, ff_gpu_blas h, ff_gpu_stream s) {
+    (void)out, (void)in, (void)w, (void)b, (void)L, (void)relu, (void)n, (void)h, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_softmax(float *out, const float *in, int64_t classes, int64_t n, ff_gpu_stream s) {
+    (void)out, (void)in, (void)classes, (void)n, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_fault(float *x, ff_gpu_stream s) {
+    (void)x, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
+                               bool relu, const ff_rows *rows, int64_t n, ff_gpu_stream s) {
+    (void)out, (void)in, (void)w, (void)b, (void)L, (void)relu, (void)rows, (void)n, (void)s;
+    return FF_NO_CUDA();
+}
+void ff_gpu_debug_force_tile(int tile) { (void)tile; }

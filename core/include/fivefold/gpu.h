@@ -1,0 +1,122 @@
+// The GPU entry points the C side calls (DESIGN §1, §4, §5). Plain C: no CUDA header is needed to
+// include this file, so modes/cuda.c (and hybrid.c, direct.c) compile on machines without a CUDA
+// toolkit, where core/gpu_none.c provides every function below returning FF_ERR_NO_CUDA.
+//
+// Layer launchers take the same arguments, in the same order, as their CPU twins in layers_cpu.h
+// (outputs, inputs, parameters, sizes), then the stream; every pointer is DEVICE memory; callers
+// own memory and no launcher allocates. A launcher only enqueues work: errors of the launch itself
+// are returned (every launch is followed by a launch-error check), errors of the kernel's execution
+// surface at the next synchronising call.
+//
+// Summation order on the GPU (what makes the `cuda` digest class, DESIGN §5):
+//   conv2d: acc = b[k]; then for (c, r, s) ascending: acc = fma(w[k,c,r,s], x, acc), where a
+//           padding tap contributes x = +0 (adding fma(w, +0, acc) = acc except for the sign of a
+//           zero sum); then relu if fused.
+//   linear: acc = b[j]; then for i ascending: acc = fma(w[j,i], x[i], acc); then relu if fused.
+// Every kernel (whatever its tile shape, batch size, band, or the small-batch GEMV path) computes
+// each output element with exactly that chain in one thread: no split-K, no atomics, so the value
+// of an element never depends on the batch size, the band, the tile alignment or the launch shape.
+// Element-wise layers (relu, maxpool, lrn, softmax, flatten) do the same float operations as the
+// CPU reference and give the same bits as it.
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fivefold/layers_cpu.h"
+#include "fivefold/model.h"
+#include "fivefold/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ff_gpu_stream_s *ff_gpu_stream;  // a cudaStream_t
+typedef struct ff_gpu_event_s *ff_gpu_event;    // a cudaEvent_t (timing enabled)
+typedef struct ff_gpu_graph_s *ff_gpu_graph;    // an instantiated CUDA graph (cudaGraphExec_t)
+typedef struct ff_gpu_blas_s *ff_gpu_blas;      // a cuBLAS handle (--backend vendor)
+
+// ---- devices ----
+// Number of usable CUDA devices. None (or no driver): FF_ERR_NO_CUDA "no CUDA device found".
+ff_status ff_gpu_device_count(int *count);
+// Makes `device` current for the calling thread and prepares the kernels (shared-memory limits).
+ff_status ff_gpu_select(int device);
+// Name ("NVIDIA H200"), multiprocessor count, compute capability and memory of `device`.
+ff_status ff_gpu_device_info(int device, char *name, size_t name_cap, int *sms, int *cc_major,
+                             int *cc_minor, size_t *total_bytes);
+ff_status ff_gpu_mem_info(size_t *free_bytes, size_t *total_bytes);
+// CUDA runtime and driver versions as 1000*major + 10*minor (13000 = 13.0).
+ff_status ff_gpu_versions(int *runtime, int *driver);
+
+// ---- memory ----
+// Device allocation; on failure FF_ERR_OOM naming `what`, the bytes asked for and the bytes free.
+ff_status ff_gpu_alloc(void **p, size_t bytes, const char *what);
+void ff_gpu_free(void *p);
+// Pinned host memory (fast, asynchronous copies).
+ff_status ff_gpu_alloc_host(void **p, size_t bytes, const char *what);
+void ff_gpu_free_host(void *p);
+// Asynchronous copies on stream s (host memory may be pageable; then the copy is staged).
+ff_status ff_gpu_copy_h2d(void *dst, const void *src, size_t bytes, ff_gpu_stream s);
+ff_status ff_gpu_copy_d2h(void *dst, const void *src, size_t bytes, ff_gpu_stream s);
+ff_status ff_gpu_copy_d2d(void *dst, const void *src, size_t bytes, ff_gpu_stream s);
+// dst[i] = value for i < count (tests poison outputs with NaN before a kernel runs).
+ff_status ff_gpu_fill(float *dst, float value, size_t count, ff_gpu_stream s);
+
+// ---- streams, events, graphs ----
+ff_status ff_gpu_stream_create(ff_gpu_stream *s);
+void ff_gpu_stream_destroy(ff_gpu_stream s);
+ff_status ff_gpu_stream_sync(ff_gpu_stream s);
+ff_status ff_gpu_event_create(ff_gpu_event *ev);
+void ff_gpu_event_destroy(ff_gpu_event ev);
+ff_status ff_gpu_event_record(ff_gpu_event ev, ff_gpu_stream s);
+// Seconds between two recorded events (waits for `stop`).
+ff_status ff_gpu_event_elapsed(double *seconds, ff_gpu_event start, ff_gpu_event stop);
+// Stream capture: everything enqueued on s between begin and end becomes one graph, instantiated
+// by end; launching it replays the work with one launch.
+ff_status ff_gpu_capture_begin(ff_gpu_stream s);
+ff_status ff_gpu_capture_end(ff_gpu_graph *g, ff_gpu_stream s);
+ff_status ff_gpu_graph_launch(ff_gpu_graph g, ff_gpu_stream s);
+void ff_gpu_graph_destroy(ff_gpu_graph g);
+
+// ---- vendor backend (cuBLAS), checked by tolerance only ----
+// tf32: allow TF32 tensor-core math (FF_PRECISION_TF32); otherwise plain fp32.
+ff_status ff_gpu_blas_create(ff_gpu_blas *h, ff_gpu_stream s, bool tf32);
+void ff_gpu_blas_destroy(ff_gpu_blas h);
+
+// ---- layers (device pointers; shapes as in layers_cpu.h) ----
+// out: (n, K, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W); w: (K, C, R, S); b: (K).
+// relu: apply relu to the result (the executor fuses conv+relu; a per-layer run passes false).
+ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
+                        bool relu, const ff_rows *rows, int64_t n, ff_gpu_stream s);
+// out, in: (count): out = in < 0 ? +0 : in (keeps -0.0 and NaN, as PyTorch and the CPU do).
+ff_status ff_gpu_relu(float *out, const float *in, int64_t count, ff_gpu_stream s);
+// out: (n, C, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W); first max wins, NaN propagates.
+ff_status ff_gpu_maxpool(float *out, const float *in, const ff_layer *L, const ff_rows *rows, int64_t n,
+                         ff_gpu_stream s);
+// out, in: (n, C, rows, W): PyTorch's local response norm, the CPU's float operations.
+ff_status ff_gpu_lrn(float *out, const float *in, const ff_layer *L, int64_t rows, int64_t n,
+                     ff_gpu_stream s);
+// out: (n, out_features); in: (n, in_features); w: (out_features, in_features); b: (out_features).
+ff_status ff_gpu_linear(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
+                        bool relu, int64_t n, ff_gpu_stream s);
+// The same through cuBLAS SGEMM (then bias and relu): a different summation order, tolerance only.
+ff_status ff_gpu_linear_vendor(float *out, const float *in, const float *w, const float *b,
+                               const ff_layer *L, bool relu, int64_t n, ff_gpu_blas h, ff_gpu_stream s);
+// out, in: (n, classes): max-subtracted softmax with the CPU's operations and order.
+ff_status ff_gpu_softmax(float *out, const float *in, int64_t classes, int64_t n, ff_gpu_stream s);
+// x[0] = ff_fault_value(x[0]) (x + 1 + 2|x|, the executor's fault rule) on the device.
+ff_status ff_gpu_fault(float *x, ff_gpu_stream s);
+// Any layer on a band, as ff_cpu_layer_forward (flatten: a device copy unless out == in).
+// relu is honoured by conv2d and linear only.
+ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, const float *b,
+                               const ff_layer *L, bool relu, const ff_rows *rows, int64_t n,
+                               ff_gpu_stream s);
+
+// Test hook: force the GEMM tile configuration (0 = 128x128, 1 = 64x64, 2 = 32x32, 3 = the
+// small-batch linear GEMV path where it applies); -1 restores the automatic choice. The tests use
+// it to show that every configuration gives identical bits. Not thread-safe; tests only.
+void ff_gpu_debug_force_tile(int tile);
+
+#ifdef __cplusplus
+}
+#endif

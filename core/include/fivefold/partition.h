@@ -1,0 +1,108 @@
+// Row bands, halos and exchange plans for the multi-rank modes (DESIGN §1, §7). Pure functions:
+// no MPI, no I/O except ff_partition_print; the halo fuzzer and the libFuzzer target drive them.
+//
+// Conventions. Rows are global indices of a layer's full height; ranges are half-open [lo, hi).
+// A rank's band may be empty (lo == hi) when there are more ranks than rows. Bands of one layer
+// are balanced blocks in rank order: rank r of P owns [floor(r*H/P), floor((r+1)*H/P)), so they
+// tile [0, H) exactly and differ in size by at most one row.
+#pragma once
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "fivefold/executor.h"
+#include "fivefold/model.h"
+#include "fivefold/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FF_PART_MAX_RANKS 4096  // sanity bound on P (plans are O(P) per layer, xfers O(P^2) worst)
+
+// Balanced block of n items for rank r of P; empty when n < P for some ranks.
+ff_range ff_band(int64_t n, int P, int r);
+// The rank whose band of n items over P contains item i (0 <= i < n).
+int ff_band_owner(int64_t n, int P, int64_t i);
+
+static inline int64_t ff_range_len(ff_range r) { return r.hi > r.lo ? r.hi - r.lo : 0; }
+static inline ff_range ff_range_intersect(ff_range a, ff_range b) {
+    ff_range r = {a.lo > b.lo ? a.lo : b.lo, a.hi < b.hi ? a.hi : b.hi};
+    if (r.hi < r.lo) r.hi = r.lo;
+    return r;
+}
+
+// One message of a halo exchange: input rows [rows.lo, rows.hi) of the layer go from rank src to
+// rank dst (all channels, all images, whole width).
+typedef struct {
+    int src, dst;
+    ff_range rows;
+} ff_xfer;
+
+// The exchange plan of one layer: before the layer runs, rank r holds input rows own[r]; the
+// ranks' own ranges are disjoint and ascending and tile [0, H). Rank r needs need[r] (to compute
+// its output band). Every row of need[r] outside own[r] comes from the one rank that owns it;
+// rows are sent only where needed (need[d] ∩ own[s], s != d, non-empty), in ascending (dst, src)
+// order, which is also the order each pair's messages are listed in ff_comm_exchange.
+// xfers: capacity cap; *n_xfers receives the count. cap >= P*(P-1) always suffices;
+// FF_ERR_INPUT when own does not tile [0, in_h) or cap is too small.
+ff_status ff_plan_exchange(ff_xfer *xfers, int64_t *n_xfers, const ff_range *own,
+                           const ff_range *need, int64_t in_h, int P, int64_t cap);
+
+// ---- a whole layer range [first, last] under one split ----
+typedef enum {
+    FF_SRC_NONE,   // layer is not split by rows (batch/replicate split, or a non-spatial layer)
+    FF_SRC_ROOT,   // its input rows come from a full tensor (rank 0's input, or a replicated
+                   // tensor): each rank receives/extracts need[r] directly
+    FF_SRC_BANDS,  // its input is the previous layer's bands (own = previous band): halo exchange
+} ff_src_kind;
+
+typedef struct {
+    int layer;          // index into the model's layers
+    bool spatial;       // split by rows (conv2d, maxpool, relu, lrn)
+    bool windowed;      // conv2d, maxpool: needs a halo
+    ff_src_kind src;
+    ff_range *band;     // [P] output rows rank r computes (spatial), or output features (linear,
+                        // rows split: FC layers are split by output feature); else the full range
+    ff_range *need;     // [P] input rows rank r needs (spatial)
+    ff_range *own;      // [P] input rows rank r holds before the layer (FF_SRC_BANDS)
+    ff_xfer *xfers;     // [n_xfers] halo messages (FF_SRC_BANDS and windowed)
+    int64_t n_xfers;
+    int64_t row_bytes;  // bytes of one input row for one image: C * W * sizeof(float)
+} ff_layer_part;
+
+typedef struct {
+    ff_split split;
+    int P;
+    int first, last;
+    int64_t batch;
+    ff_range *images;   // [P] images per rank (batch split); [0, batch) for the others
+    ff_layer_part layer[FF_MAX_LAYERS];  // index i - first for model layer i
+} ff_partition;
+
+// Builds the partition of layers [first, last] of m over P ranks. Rows split: spatial layers get
+// row bands (windowed: balanced over the output height; relu/lrn: the band of their input), FC
+// layers are split by output features, flatten/softmax are computed whole on every rank. A range
+// with no spatial layer is fine (it runs feature-split). FF_ERR_INPUT for P outside
+// 1..FF_PART_MAX_RANKS, a bad range, or split NONE with P > 1.
+ff_status ff_partition_build(ff_partition **out, const ff_model *m, int first, int last, int P,
+                             ff_split split, int64_t batch);
+void ff_partition_free(ff_partition *p);
+
+// Bytes rank r sends in the halo exchange of layer part lp for n images.
+int64_t ff_layer_part_send_bytes(const ff_layer_part *lp, int r, int64_t n);
+// Halo rows rank r receives (rows of need[r] outside own[r]) for layer part lp.
+int64_t ff_layer_part_halo_rows(const ff_layer_part *lp, int r);
+
+// Property checks (the fuzzer's oracle, also usable in debug builds): bands tile the output
+// exactly, need covers the receptive field of every band row (brute force over the window),
+// own tiles the input, every row of need outside own arrives exactly once, from its owner, and
+// every send has its matching receive. FF_ERR_INTERNAL naming the first violation.
+ff_status ff_partition_check(const ff_partition *p, const ff_model *m);
+
+// `fivefold info --model M --ranks P --split S`: per layer, the bands, halo rows and bytes exchanged.
+ff_status ff_partition_print(FILE *f, const ff_model *m, int P, ff_split s, int64_t batch);
+
+#ifdef __cplusplus
+}
+#endif

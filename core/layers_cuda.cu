@@ -1,0 +1,642 @@
+// The layers on the GPU (DESIGN §5, §11): position-independent, deterministic kernels. gpu.h states
+// the summation order; every kernel here keeps it, whatever its tile or launch shape.
+//
+// conv2d and linear share one implicit-GEMM kernel: out[m, p] = b[m] + sum_kk w[m, kk] * B[kk, p]
+// with m the output channel (feature), kk = (c, r, s) the reduction index, p = (image, oh, ow) the
+// output pixel, and B the input gathered on the fly (no im2col buffer). A block computes a BM x BN
+// tile of outputs; each thread owns TM x TN of them and runs, for each, the single chain
+// acc = fma(w, x, acc) over kk ascending. The K dimension is streamed through shared memory in
+// BK-deep stages with cp.async (STAGES in flight; padding taps and out-of-range elements are
+// zero-filled by the copy engine), so tile loads overlap the FMAs. Since a thread always owns whole
+// chains, the tile configuration can be chosen per layer and per batch size (big tiles for big
+// batches, small tiles to fill the machine at N = 1) without changing a single bit.
+//
+// Small batches of a linear layer (n <= 8) are memory-bound on the weights and have too few output
+// columns for a GEMM tile: a GEMV kernel streams weight rows with 16-byte cp.async and still gives
+// each (row, image) output its own chain in one thread, so its bits equal the GEMM's.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "fivefold/gpu.h"
+#include "gpu_check.cuh"
+
+// ------------------------------------------------------------------ cp.async helpers
+__device__ __forceinline__ void cp_async4(float *smem, const float *gmem, bool valid) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    int src_size = valid ? 4 : 0;  // 0: nothing is read, the 4 bytes are zero-filled
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(src_size));
+}
+__device__ __forceinline__ void cp_async16(float *smem, const float *gmem, bool valid) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
+    int src_size = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_size));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// relu with PyTorch's rule: only values below zero become +0 (-0.0 and NaN are kept).
+__device__ __forceinline__ float relu_f(float v) { return v < 0.0f ? 0.0f : v; }
+
+// ------------------------------------------------------------------ implicit GEMM (conv, linear)
+struct GemmGeom {
+    int M;             // output channels (conv) or output features (linear)
+    int Kd;            // reduction length: C*R*S (conv) or in_features (linear)
+    long long P;       // output columns: n * out_rows * Wo (conv) or n (linear)
+    int HWo;           // columns per image: out_rows * Wo (1 for linear)
+    int Wo;            // output width
+    int out_lo;        // absolute index of the band's first output row
+    int H, W;          // full input height and width (padding is decided on absolute rows)
+    int in_lo;         // absolute index of the first input row held in `in`
+    int in_rows;       // input rows held per channel
+    int R, S, stride, pad;
+    long long in_img;  // floats per image in `in`  (C * in_rows * W)
+    long long out_img; // floats per image in `out` (M * HWo)
+};
+
+// Tap table entry for kk = (c, r, s): offset c*in_rows*W + r*W + s in the low 24 bits, r and s in
+// the top two nibbles (the host checks the limits before a launch).
+#define FF_TAP_OFF_BITS 24
+#define FF_TAP_MAX_OFF (1 << FF_TAP_OFF_BITS)
+#define FF_TAP_MAX_RS 16
+
+template <int BM, int BN, int BK, int STAGES, bool LIN>
+constexpr int gemm_smem_floats() {
+    return STAGES * BK * ((BM + 4) + (BN + 4));
+}
+
+template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool LIN>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN))
+    k_gemm(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
+           const float *__restrict__ bias, GemmGeom g, int relu) {
+    constexpr int T = (BM / TM) * (BN / TN);
+    constexpr int AP = BM + 4, BP = BN + 4;  // padded rows: conflict-free cp.async stores
+    constexpr int VM = TM < 4 ? TM : 4, GM = TM / VM;  // a thread's rows: GM groups of VM
+    constexpr int VN = TN < 4 ? TN : 4, GN = TN / VN;  // a thread's columns: GN groups of VN
+    static_assert(T % BN == 0 && (BK * BN) % T == 0 && (BK * BM) % T == 0, "tile/thread mismatch");
+    extern __shared__ __align__(16) float smem[];
+    float *As = smem;                      // [STAGES][BK][AP]: w tile, transposed
+    float *Bs = As + STAGES * BK * AP;     // [STAGES][BK][BP]: gathered input tile
+    int *tab = (int *)(Bs + STAGES * BK * BP);  // [Kd] conv taps (conv only)
+
+    const int tid = threadIdx.x;
+    const int m0 = blockIdx.y * BM;
+    const long long p0 = (long long)blockIdx.x * BN;
+
+    if (!LIN) {
+        const int RS = g.R * g.S;
+        for (int kk = tid; kk < g.Kd; kk += T) {
+            const int c = kk / RS, rs = kk - c * RS, r = rs / g.S, s = rs - r * g.S;
+            tab[kk] = (c * g.in_rows * g.W + r * g.W + s) | (r << 24) | (s << 28);
+        }
+        __syncthreads();
+    }
+
+    // Conv B loads: this thread always loads column pl, rows krow0 + j * (T / BN).
+    const int pl = tid % BN, krow0 = tid / BN;
+    const long long pcol = p0 + pl;
+    const bool pvalid = pcol < g.P;
+    int ih0 = 0, iw0 = 0;
+    const float *bbase = in;
+    if (!LIN && pvalid) {
+        const long long img = pcol / g.HWo;
+        const int pix = (int)(pcol - img * g.HWo);
+        const int oh = g.out_lo + pix / g.Wo, ow = pix % g.Wo;
+        ih0 = oh * g.stride - g.pad;
+        iw0 = ow * g.stride - g.pad;
+        bbase = in + img * g.in_img + (long long)(ih0 - g.in_lo) * g.W + iw0;
+    }
+
+    auto load_stage = [&](int stage, int k0) {
+        float *as = As + stage * BK * AP;
+        float *bs = Bs + stage * BK * BP;
+#pragma unroll
+        for (int l = 0; l < BM * BK / T; l++) {
+            const int i = tid + l * T, mm = i / BK, kk = i % BK;
+            const int m = m0 + mm, k = k0 + kk;
+            const bool v = m < g.M && k < g.Kd;
+            cp_async4(as + kk * AP + mm, v ? w + (long long)m * g.Kd + k : w, v);
+        }
+        if (LIN) {
+#pragma unroll
+            for (int l = 0; l < BN * BK / T; l++) {
+                const int i = tid + l * T, pp = i / BK, kk = i % BK;
+                const long long p = p0 + pp;
+                const int k = k0 + kk;
+                const bool v = p < g.P && k < g.Kd;
+                cp_async4(bs + kk * BP + pp, v ? in + p * g.Kd + k : in, v);
+            }
+        } else {
+#pragma unroll
+            for (int l = 0; l < BN * BK / T; l++) {
+                const int kk = krow0 + l * (T / BN), k = k0 + kk;
+                bool v = pvalid && k < g.Kd;
+                const float *src = in;
+                if (v) {
+                    const int e = tab[k];
+                    const int r = (e >> 24) & 15, s = (e >> 28) & 15;
+                    v = (unsigned)(ih0 + r) < (unsigned)g.H && (unsigned)(iw0 + s) < (unsigned)g.W;
+                    src = bbase + (e & (FF_TAP_MAX_OFF - 1));
+                }
+                cp_async4(bs + kk * BP + pl, v ? src : in, v);
+            }
+        }
+    };
+
+    const int tx = tid % (BN / TN), ty = tid / (BN / TN);
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        const int m = m0 + (i / VM) * (BM / GM) + ty * VM + i % VM;
+        const float b0 = m < g.M ? bias[m] : 0.0f;
+#pragma unroll
+        for (int j = 0; j < TN; j++) acc[i][j] = b0;  // the chain starts at the bias
+    }
+
+    const int ntiles = (g.Kd + BK - 1) / BK;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < ntiles) load_stage(s, s * BK);
+        cp_async_commit();
+    }
+
+    for (int t = 0; t < ntiles; t++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // stage t is visible to all; stage t-1 is no longer being read
+        {
+            const int tn = t + STAGES - 1;
+            if (tn < ntiles) load_stage(tn % STAGES, tn * BK);
+            cp_async_commit();
+        }
+        const float *as = As + (t % STAGES) * BK * AP;
+        const float *bs = Bs + (t % STAGES) * BK * BP;
+        const int kr = min(BK, g.Kd - t * BK);  // only the last tile can be partial
+        auto step = [&](int k) {
+            float a[TM], b[TN];
+#pragma unroll
+            for (int gi = 0; gi < GM; gi++) {
+                const float *src = as + k * AP + gi * (BM / GM) + ty * VM;
+                if (VM == 4) {
+                    const float4 v = *(const float4 *)src;
+                    a[gi * VM + 0] = v.x, a[gi * VM + 1] = v.y, a[gi * VM + 2] = v.z, a[gi * VM + 3] = v.w;
+                } else {
+#pragma unroll
+                    for (int q = 0; q < VM; q++) a[gi * VM + q] = src[q];
+                }
+            }
+#pragma unroll
+            for (int gj = 0; gj < GN; gj++) {
+                const float *src = bs + k * BP + gj * (BN / GN) + tx * VN;
+                if (VN == 4) {
+                    const float4 v = *(const float4 *)src;
+                    b[gj * VN + 0] = v.x, b[gj * VN + 1] = v.y, b[gj * VN + 2] = v.z, b[gj * VN + 3] = v.w;
+                } else {
+#pragma unroll
+                    for (int q = 0; q < VN; q++) b[gj * VN + q] = src[q];
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
+        };
+        if (kr == BK) {
+#pragma unroll
+            for (int k = 0; k < BK; k++) step(k);
+        } else {
+            for (int k = 0; k < kr; k++) step(k);  // skipped terms are never added
+        }
+    }
+    cp_async_wait<0>();
+
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        const int m = m0 + (i / VM) * (BM / GM) + ty * VM + i % VM;
+        if (m >= g.M) continue;
+#pragma unroll
+        for (int j = 0; j < TN; j++) {
+            const long long p = p0 + (j / VN) * (BN / GN) + tx * VN + j % VN;
+            if (p >= g.P) continue;
+            const long long img = p / g.HWo;
+            const long long pix = p - img * g.HWo;
+            const float v = acc[i][j];
+            out[img * g.out_img + (long long)m * g.HWo + pix] = relu ? relu_f(v) : v;
+        }
+    }
+}
+
+// ------------------------------------------------------------------ small-batch linear (GEMV)
+#define GV_RB 16      // weight rows per block
+#define GV_KT 128     // reduction columns per stage
+#define GV_ST 3       // stages in flight
+#define GV_T 128      // threads: (row, image) = (tid % 16, tid / 16), images 0..7
+#define GV_MAXN 8
+#define GV_SMEM_FLOATS (GV_ST * (GV_RB * (GV_KT + 4) + GV_MAXN * GV_KT))
+
+__global__ void __launch_bounds__(GV_T)
+    k_gemv(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
+           const float *__restrict__ bias, int M, int Kd, int n, int relu) {
+    extern __shared__ __align__(16) float smem[];
+    float *Ws = smem;                                   // [ST][RB][KT+4]
+    float *Xs = smem + GV_ST * GV_RB * (GV_KT + 4);     // [ST][MAXN][KT]
+    const int tid = threadIdx.x;
+    const int m0 = blockIdx.x * GV_RB;
+
+    auto load_stage = [&](int st, int k0) {
+#pragma unroll
+        for (int l = 0; l < GV_RB * GV_KT / 4 / GV_T; l++) {
+            const int i = tid + l * GV_T, r = i / (GV_KT / 4), q = i % (GV_KT / 4);
+            const int m = m0 + r, k = k0 + 4 * q;
+            const bool v = m < M && k < Kd;  // Kd % 4 == 0: a float4 is wholly in or out
+            cp_async16(Ws + (st * GV_RB + r) * (GV_KT + 4) + 4 * q, v ? w + (long long)m * Kd + k : w, v);
+        }
+        for (int i = tid; i < n * (GV_KT / 4); i += GV_T) {
+            const int img = i / (GV_KT / 4), q = i % (GV_KT / 4), k = k0 + 4 * q;
+            const bool v = k < Kd;
+            cp_async16(Xs + (st * GV_MAXN + img) * GV_KT + 4 * q, v ? in + (long long)img * Kd + k : in, v);
+        }
+    };
+
+    const int r = tid % GV_RB, img = tid / GV_RB;
+    const int m = m0 + r;
+    const bool active = img < n && m < M;
+    float acc = active ? bias[m] : 0.0f;
+    const int ntiles = (Kd + GV_KT - 1) / GV_KT;
+#pragma unroll
+    for (int s = 0; s < GV_ST - 1; s++) {
+        if (s < ntiles) load_stage(s, s * GV_KT);
+        cp_async_commit();
+    }
+    for (int t = 0; t < ntiles; t++) {
+        cp_async_wait<GV_ST - 2>();
+        __syncthreads();
+        {
+            const int tn = t + GV_ST - 1;
+            if (tn < ntiles) load_stage(tn % GV_ST, tn * GV_KT);
+            cp_async_commit();
+        }
+        const float *ws = Ws + ((t % GV_ST) * GV_RB + r) * (GV_KT + 4);
+        const float *xs = Xs + ((t % GV_ST) * GV_MAXN + (img < GV_MAXN ? img : 0)) * GV_KT;
+        const int kr = min(GV_KT, Kd - t * GV_KT);
+        if (active) {
+            if (kr == GV_KT) {
+#pragma unroll 8
+                for (int k = 0; k < GV_KT; k += 4) {
+                    const float4 a = *(const float4 *)(ws + k), x = *(const float4 *)(xs + k);
+                    acc = __fmaf_rn(a.x, x.x, acc);
+                    acc = __fmaf_rn(a.y, x.y, acc);
+                    acc = __fmaf_rn(a.z, x.z, acc);
+                    acc = __fmaf_rn(a.w, x.w, acc);
+                }
+            } else {
+                for (int k = 0; k < kr; k++) acc = __fmaf_rn(ws[k], xs[k], acc);
+            }
+        }
+    }
+    cp_async_wait<0>();
+    if (active) out[(long long)img * M + m] = relu ? relu_f(acc) : acc;
+}
+
+// ------------------------------------------------------------------ configurations
+static int g_force_tile = -1;
+extern "C" void ff_gpu_debug_force_tile(int tile) { g_force_tile = tile; }
+
+enum { TILE_128 = 0, TILE_64 = 1, TILE_32 = 2, TILE_GEMV = 3, N_TILES };
+
+#define CFG128 128, 128, 8, 8, 8, 4
+#define CFG64 64, 64, 4, 4, 16, 4
+#define CFG32 32, 32, 2, 2, 32, 4
+
+template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool LIN>
+static ff_status set_smem_limit() {
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemm<BM, BN, TM, TN, BK, STAGES, LIN>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    return FF_OK;
+}
+
+static int g_sms = 132;
+
+extern "C" ff_status ff_gpu_kernels_init(void) {
+    int dev = 0;
+    FF_CUDA_CHECK(cudaGetDevice(&dev));
+    FF_CUDA_CHECK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, dev));
+    FF_TRY((set_smem_limit<CFG128, false>()));
+    FF_TRY((set_smem_limit<CFG128, true>()));
+    FF_TRY((set_smem_limit<CFG64, false>()));
+    FF_TRY((set_smem_limit<CFG64, true>()));
+    FF_TRY((set_smem_limit<CFG32, false>()));
+    FF_TRY((set_smem_limit<CFG32, true>()));
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)(GV_SMEM_FLOATS * sizeof(float))));
+    return FF_OK;
+}
+
+template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool LIN>
+static ff_status launch_gemm(float *out, const float *in, const float *w, const float *b,
+                             const GemmGeom &g, bool relu, cudaStream_t s) {
+    const long long gx = (g.P + BN - 1) / BN;
+    const int gy = (g.M + BM - 1) / BM;
+    if (gx > 0x7fffffffLL || gy > 65535)
+        return FF_FAIL(FF_ERR_INPUT, "GEMM grid %lld x %d too large (M=%d, P=%lld)", gx, gy, g.M, g.P);
+    size_t smem = gemm_smem_floats<BM, BN, BK, STAGES, LIN>() * sizeof(float) +
+                  (LIN ? 0 : (size_t)g.Kd * sizeof(int));
+    if (smem > 200 * 1024)
+        return FF_FAIL(FF_ERR_INPUT, "conv reduction length %d needs %zu bytes of shared memory; "
+                       "at most %d supported", g.Kd, smem, 200 * 1024);
+    k_gemm<BM, BN, TM, TN, BK, STAGES, LIN>
+        <<<dim3((unsigned)gx, (unsigned)gy), (BM / TM) * (BN / TN), smem, s>>>(out, in, w, b, g, relu ? 1 : 0);
+    FF_LAUNCH_CHECK("k_gemm");
+    return FF_OK;
+}
+
+// The tile choice depends only on the shape (M, P): the largest tile that still gives about one
+// block per multiprocessor; it never changes a value (each thread owns whole chains).
+static int choose_tile(int M, long long P) {
+    if (g_force_tile >= TILE_128 && g_force_tile <= TILE_32) return g_force_tile;
+    const long long want = (long long)g_sms * 9 / 10;
+    if (((M + 127) / 128) * ((P + 127) / 128) >= want) return TILE_128;
+    if (((M + 63) / 64) * ((P + 63) / 64) >= want) return TILE_64;
+    return TILE_32;
+}
+
+template <bool LIN>
+static ff_status run_gemm(float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
+                          bool relu, cudaStream_t s) {
+    switch (choose_tile(g.M, g.P)) {
+    case TILE_128: return launch_gemm<CFG128, LIN>(out, in, w, b, g, relu, s);
+    case TILE_64: return launch_gemm<CFG64, LIN>(out, in, w, b, g, relu, s);
+    default: return launch_gemm<CFG32, LIN>(out, in, w, b, g, relu, s);
+    }
+}
+
+static ff_status check_int(int64_t v, const char *what) {
+    if (v < 0 || v > 0x7fffffff)
+        return FF_FAIL(FF_ERR_INPUT, "%s = %lld does not fit the GPU kernels' 32-bit index", what, (long long)v);
+    return FF_OK;
+}
+
+extern "C" ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float *b,
+                                   const ff_layer *L, bool relu, const ff_rows *rows, int64_t n,
+                                   ff_gpu_stream s) {
+    const int64_t out_rows = rows->out_hi - rows->out_lo, in_rows = rows->in_hi - rows->in_lo;
+    if (out_rows <= 0 || n <= 0) return FF_OK;
+    if (L->kh > FF_TAP_MAX_RS || L->kw > FF_TAP_MAX_RS)
+        return FF_FAIL(FF_ERR_INPUT, "%s: kernel %dx%d; the GPU conv supports at most %dx%d", L->name, L->kh,
+                       L->kw, FF_TAP_MAX_RS, FF_TAP_MAX_RS);
+    if (L->in.c * in_rows * L->in.w + (int64_t)L->kh * L->in.w >= FF_TAP_MAX_OFF)
+        return FF_FAIL(FF_ERR_INPUT, "%s: input band of %lld floats per image; the GPU conv supports < %d",
+                       L->name, (long long)(L->in.c * in_rows * L->in.w), FF_TAP_MAX_OFF);
+    GemmGeom g;
+    g.M = (int)L->out.c;
+    g.Kd = (int)(L->in.c * L->kh * L->kw);
+    g.HWo = (int)(out_rows * L->out.w);
+    g.P = (long long)n * g.HWo;
+    g.Wo = (int)L->out.w;
+    g.out_lo = (int)rows->out_lo;
+    g.H = (int)L->in.h;
+    g.W = (int)L->in.w;
+    g.in_lo = (int)rows->in_lo;
+    g.in_rows = (int)in_rows;
+    g.R = L->kh, g.S = L->kw, g.stride = L->stride, g.pad = L->pad;
+    g.in_img = (long long)(L->in.c * in_rows * L->in.w);
+    g.out_img = (long long)g.M * g.HWo;
+    FF_TRY(check_int(L->out.c * out_rows * L->out.w, "conv output per image"));
+    return run_gemm<false>(out, in, w, b, g, relu, ff_cu_stream(s));
+}
+
+extern "C" ff_status ff_gpu_linear(float *out, const float *in, const float *w, const float *b,
+                                   const ff_layer *L, bool relu, int64_t n, ff_gpu_stream s) {
+    if (n <= 0) return FF_OK;
+    const int64_t I = ff_shape_numel(L->in), J = L->out.c;
+    FF_TRY(check_int(I, "linear in_features"));
+    FF_TRY(check_int(J, "linear out_features"));
+    const bool aligned = I % 4 == 0 && ((uintptr_t)in & 15) == 0 && ((uintptr_t)w & 15) == 0;
+    const bool gemv = g_force_tile < 0 ? n <= GV_MAXN : g_force_tile == TILE_GEMV;
+    if (gemv && aligned && n <= GV_MAXN) {
+        const unsigned blocks = (unsigned)((J + GV_RB - 1) / GV_RB);
+        k_gemv<<<blocks, GV_T, GV_SMEM_FLOATS * sizeof(float), ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I,
+                                                                                 (int)n, relu ? 1 : 0);
+        FF_LAUNCH_CHECK("k_gemv");
+        return FF_OK;
+    }
+    GemmGeom g = {};
+    g.M = (int)J;
+    g.Kd = (int)I;
+    g.P = n;
+    g.HWo = 1, g.Wo = 1, g.out_lo = 0, g.H = 1, g.W = 1, g.in_lo = 0, g.in_rows = 1;
+    g.R = 1, g.S = 1, g.stride = 1, g.pad = 0;
+    g.in_img = I;
+    g.out_img = J;
+    return run_gemm<true>(out, in, w, b, g, relu, ff_cu_stream(s));
+}
+
+// ------------------------------------------------------------------ element-wise layers
+__global__ void k_relu(float *__restrict__ out, const float *__restrict__ in, long long count) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
+         i += (long long)gridDim.x * blockDim.x)
+        out[i] = relu_f(in[i]);
+}
+
+__global__ void k_fill(float *out, float v, long long count) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
+         i += (long long)gridDim.x * blockDim.x)
+        out[i] = v;
+}
+
+static unsigned grid_for(long long count, int threads) {
+    long long b = (count + threads - 1) / threads;
+    const long long cap = (long long)g_sms * 32;
+    return (unsigned)(b < 1 ? 1 : b > cap ? cap : b);
+}
+
+extern "C" ff_status ff_gpu_relu(float *out, const float *in, int64_t count, ff_gpu_stream s) {
+    if (count <= 0) return FF_OK;
+    k_relu<<<grid_for(count, 256), 256, 0, ff_cu_stream(s)>>>(out, in, count);
+    FF_LAUNCH_CHECK("k_relu");
+    return FF_OK;
+}
+
+extern "C" ff_status ff_gpu_fill(float *dst, float value, size_t count, ff_gpu_stream s) {
+    if (count == 0) return FF_OK;
+    k_fill<<<grid_for((long long)count, 256), 256, 0, ff_cu_stream(s)>>>(dst, value, (long long)count);
+    FF_LAUNCH_CHECK("k_fill");
+    return FF_OK;
+}
+
+struct PoolGeom {
+    int C, H, W, Wo, out_lo, out_rows, in_lo, in_rows, R, S, stride, pad;
+};
+
+// One thread per output; taps r, s ascending; a tap wins when greater or NaN (the CPU's rule).
+__global__ void k_maxpool(float *__restrict__ out, const float *__restrict__ in, PoolGeom g, long long total) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const int ow = (int)(i % g.Wo);
+        long long t = i / g.Wo;
+        const int ol = (int)(t % g.out_rows);
+        const long long plane = t / g.out_rows;  // image * C + channel
+        const float *x = in + plane * g.in_rows * g.W;
+        const int oh = g.out_lo + ol;
+        float m = -INFINITY;
+        for (int r = 0; r < g.R; r++) {
+            const int ih = oh * g.stride - g.pad + r;
+            if (ih < 0 || ih >= g.H) continue;
+            const float *xr = x + (long long)(ih - g.in_lo) * g.W;
+            for (int s = 0; s < g.S; s++) {
+                const int iw = ow * g.stride - g.pad + s;
+                if (iw < 0 || iw >= g.W) continue;
+                const float v = xr[iw];
+                if (v > m || isnan(v)) m = v;
+            }
+        }
+        out[i] = m;
+    }
+}
+
+extern "C" ff_status ff_gpu_maxpool(float *out, const float *in, const ff_layer *L, const ff_rows *rows,
+                                    int64_t n, ff_gpu_stream s) {
+    const int64_t out_rows = rows->out_hi - rows->out_lo;
+    if (out_rows <= 0 || n <= 0) return FF_OK;
+    PoolGeom g = {(int)L->in.c, (int)L->in.h, (int)L->in.w, (int)L->out.w, (int)rows->out_lo, (int)out_rows,
+                  (int)rows->in_lo, (int)(rows->in_hi - rows->in_lo), L->kh, L->kw, L->stride, L->pad};
+    const long long total = (long long)n * L->in.c * out_rows * L->out.w;
+    k_maxpool<<<grid_for(total, 256), 256, 0, ff_cu_stream(s)>>>(out, in, g, total);
+    FF_LAUNCH_CHECK("k_maxpool");
+    return FF_OK;
+}
+
+// The CPU's float operations one by one (no contraction: explicit _rn intrinsics), the window sum
+// ascending over the clipped channels, pow in double rounded once to float.
+__global__ void k_lrn(float *__restrict__ out, const float *__restrict__ in, int C, long long HW, int size,
+                      float alpha, float beta, float k, long long total) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const long long p = i % HW;
+        const long long t = i / HW;
+        const int c = (int)(t % C);
+        const long long img = t / C;
+        const float *x = in + img * C * HW;
+        const int c0 = max(0, c - size / 2), c1 = min(C - 1, c + (size - 1) / 2);
+        float sum = 0.0f;
+        for (int cc = c0; cc <= c1; cc++) {
+            const float a = x[cc * HW + p];
+            sum = __fadd_rn(sum, __fmul_rn(a, a));
+        }
+        const float avg = __fdiv_rn(sum, (float)size);
+        const float base = __fadd_rn(__fmul_rn(avg, alpha), k);
+        const float d = (float)pow((double)base, (double)beta);
+        out[i] = __fdiv_rn(x[c * HW + p], d);
+    }
+}
+
+extern "C" ff_status ff_gpu_lrn(float *out, const float *in, const ff_layer *L, int64_t rows, int64_t n,
+                                ff_gpu_stream s) {
+    if (rows <= 0 || n <= 0) return FF_OK;
+    const long long HW = rows * L->in.w, total = (long long)n * L->in.c * HW;
+    k_lrn<<<grid_for(total, 256), 256, 0, ff_cu_stream(s)>>>(out, in, (int)L->in.c, HW, L->lrn_size,
+                                                            L->lrn_alpha, L->lrn_beta, L->lrn_k, total);
+    FF_LAUNCH_CHECK("k_lrn");
+    return FF_OK;
+}
+
+// One block per image. The max and the sum are sequential in one thread, ascending, exactly as
+// the CPU does them (a tree would be faster but would change the bits); exp runs in parallel.
+#define SOFTMAX_MAX_CLASSES 12288
+__global__ void k_softmax(float *__restrict__ out, const float *__restrict__ in, int classes) {
+    extern __shared__ float e[];  // (classes)
+    __shared__ float sh_m, sh_sum;
+    const float *x = in + (long long)blockIdx.x * classes;
+    float *y = out + (long long)blockIdx.x * classes;
+    for (int i = threadIdx.x; i < classes; i += blockDim.x) e[i] = x[i];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float m = -INFINITY;
+        for (int i = 0; i < classes; i++)
+            if (e[i] > m || isnan(e[i])) m = e[i];
+        sh_m = m;
+    }
+    __syncthreads();
+    const float m = sh_m;
+    for (int i = threadIdx.x; i < classes; i += blockDim.x) e[i] = (float)exp((double)__fsub_rn(e[i], m));
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float sum = 0.0f;
+        for (int i = 0; i < classes; i++) sum = __fadd_rn(sum, e[i]);
+        sh_sum = sum;
+    }
+    __syncthreads();
+    const float sum = sh_sum;
+    for (int i = threadIdx.x; i < classes; i += blockDim.x) y[i] = __fdiv_rn(e[i], sum);
+}
+
+extern "C" ff_status ff_gpu_softmax(float *out, const float *in, int64_t classes, int64_t n, ff_gpu_stream s) {
+    if (n <= 0 || classes <= 0) return FF_OK;
+    if (classes > SOFTMAX_MAX_CLASSES)
+        return FF_FAIL(FF_ERR_INPUT, "softmax over %lld classes: the GPU kernel supports at most %d",
+                       (long long)classes, SOFTMAX_MAX_CLASSES);
+    if (n > 0x7fffffff) return FF_FAIL(FF_ERR_INPUT, "softmax batch %lld too large", (long long)n);
+    k_softmax<<<(unsigned)n, 256, classes * sizeof(float), ff_cu_stream(s)>>>(out, in, (int)classes);
+    FF_LAUNCH_CHECK("k_softmax");
+    return FF_OK;
+}
+
+// ff_fault_value's rule, x + 1 + 2|x| evaluated left to right as the C code does (no contraction).
+__global__ void k_fault(float *x) { x[0] = __fadd_rn(__fadd_rn(x[0], 1.0f), __fmul_rn(2.0f, fabsf(x[0]))); }
+
+extern "C" ff_status ff_gpu_fault(float *x, ff_gpu_stream s) {
+    k_fault<<<1, 1, 0, ff_cu_stream(s)>>>(x);
+    FF_LAUNCH_CHECK("k_fault");
+    return FF_OK;
+}
+
+// ------------------------------------------------------------------ vendor (cuBLAS) linear
+__global__ void k_bias_act(float *__restrict__ out, const float *__restrict__ b, int J, long long total, int relu) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
+         i += (long long)gridDim.x * blockDim.x) {
+        const float v = out[i] + b[i % J];
+        out[i] = relu ? relu_f(v) : v;
+    }
+}
+
+extern "C" ff_status ff_gpu_linear_vendor(float *out, const float *in, const float *w, const float *b,
+                                          const ff_layer *L, bool relu, int64_t n, ff_gpu_blas h,
+                                          ff_gpu_stream s) {
+    if (n <= 0) return FF_OK;
+    if (!h) return FF_FAIL(FF_ERR_INTERNAL, "linear_vendor: no cuBLAS handle");
+    const int I = (int)ff_shape_numel(L->in), J = (int)L->out.c;
+    const float one = 1.0f, zero = 0.0f;
+    // Column-major view: out^T (J x n) = w^T... i.e. C(J,n) = op(A)(J,I) * B(I,n) with A = w viewed
+    // as (I x J) column-major (so op = T) and B = in viewed as (I x n) column-major.
+    cublasStatus_t st = cublasSgemm((cublasHandle_t)h, CUBLAS_OP_T, CUBLAS_OP_N, J, (int)n, I, &one, w, I, in, I,
+                                    &zero, out, J);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return FF_FAIL(FF_ERR_CUDA, "cublasSgemm (%s: %d x %d x %lld) failed: %s", L->name, J, I, (long long)n,
+                       cublasGetStatusString(st));
+    const long long total = (long long)n * J;
+    k_bias_act<<<grid_for(total, 256), 256, 0, ff_cu_stream(s)>>>(out, b, J, total, relu ? 1 : 0);
+    FF_LAUNCH_CHECK("k_bias_act");
+    return FF_OK;
+}
+
+// ------------------------------------------------------------------ any layer
+extern "C" ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, const float *b,
+                                          const ff_layer *L, bool relu, const ff_rows *rows, int64_t n,
+                                          ff_gpu_stream s) {
+    const int64_t band = rows->out_hi - rows->out_lo;
+    switch (L->op) {
+    case FF_OP_CONV2D: return ff_gpu_conv2d(out, in, w, b, L, relu, rows, n, s);
+    case FF_OP_RELU: return ff_gpu_relu(out, in, n * L->in.c * band * L->in.w, s);
+    case FF_OP_MAXPOOL: return ff_gpu_maxpool(out, in, L, rows, n, s);
+    case FF_OP_LRN: return ff_gpu_lrn(out, in, L, band, n, s);
+    case FF_OP_FLATTEN:
+        if (out == in) return FF_OK;
+        return ff_gpu_copy_d2d(out, in, (size_t)(n * ff_shape_numel(L->in)) * sizeof(float), s);
+    case FF_OP_LINEAR: return ff_gpu_linear(out, in, w, b, L, relu, n, s);
+    case FF_OP_SOFTMAX: return ff_gpu_softmax(out, in, ff_shape_numel(L->in), n, s);
+    }
+    return FF_FAIL(FF_ERR_INTERNAL, "layer %s: unknown op %d", L->name, (int)L->op);
+}

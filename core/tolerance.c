@@ -1,0 +1,315 @@
+// The comparison rules (tolerance.h); derivations in golden/README.md.
+#include "fivefold/tolerance.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "fivefold/digest.h"
+
+double ff_tol_gamma(int64_t k, double u) {
+    double ku = (double)k * u;
+    return ku >= 1.0 ? INFINITY : ku / (1.0 - ku);
+}
+
+// float32 error of any summation order plus the float64 reference's own error, plus K underflows.
+double ff_tol_dot_bound(double A, int64_t K) {
+    return (ff_tol_gamma(K, FF_TOL_U32) + ff_tol_gamma(K, FF_TOL_U64)) * A + (double)K * FF_TOL_UNDERFLOW;
+}
+
+// In units of u = 2^-24 (a relative error of k u is under k ULP): d from exp's argument (x_i - m
+// rounded in float32: absolute error d u), 2 from expf (<= 1 ULP), the sum of `classes` positive
+// terms (gamma_{n-1}, plus at most n/e from the terms' own argument errors, since t e^-t <= 1/e and
+// the sum is >= 1), 1 for the division; then 1 ULP for rounding the reference to float32 and 1 for
+// the stored reference's own rounding (README: derivations).
+double ff_tol_softmax_ulp(double d, int64_t classes) {
+    double n = (double)classes;
+    return d + 2.0 + (n - 1.0) / (1.0 - (n - 1.0) * FF_TOL_U32) + n / M_E + 1.0 + 1.0 + 1.0;
+}
+
+double ff_tol_ulp_size(double x) {
+    x = fabs(x);
+    if (!(x >= 0x1p-126)) return FF_TOL_UNDERFLOW;  // subnormal, zero (and NaN: smallest)
+    int e;
+    frexp(x, &e);  // x in [2^(e-1), 2^e)
+    return ldexp(1.0, e - 24);
+}
+
+const char *ff_tol_rule_name(ff_tol_rule r) {
+    switch (r) {
+    case FF_TOL_DOT: return "dot-bound";
+    case FF_TOL_EXACT: return "exact";
+    case FF_TOL_ULP: return "ulp";
+    case FF_TOL_BOUND: return "e2e-bound";
+    }
+    return "?";
+}
+
+static void result_init(ff_tol_result *r, ff_tol_rule rule, int64_t n) {
+    memset(r, 0, sizeof *r);
+    r->rule = rule;
+    r->n = n;
+    r->worst = -1;
+}
+
+// One element: `ratio` is |ours - ref| / bound in the rule's own units (inf for NaN or an exact
+// miss), `ok` whether the element is within its bound. The `worst` slot holds the first failing
+// element (replaced only by a failure with a larger ratio), or while nothing failed the element
+// with the largest ratio: the figures a row prints.
+static void consider(ff_tol_result *r, int64_t i, float ours, double ref, double bound_abs,
+                     double ratio, bool ok) {
+    uint64_t ulp = ff_ulp_distance(ours, (float)ref);
+    if (ulp > r->max_ulp) r->max_ulp = ulp;
+    double err = fabs((double)ours - ref);
+    if (!isnan(err) && err > r->max_abs) r->max_abs = err;
+    if (!isfinite(ours) && isfinite(ref)) r->n_nan++;
+    bool take;
+    if (!ok) {
+        r->n_fail++;
+        take = r->n_fail == 1 || ratio > r->max_ratio;
+    } else {
+        take = r->n_fail == 0 && (r->worst < 0 || ratio > r->max_ratio);
+    }
+    if (ratio > r->max_ratio || isnan(ratio)) r->max_ratio = isnan(ratio) ? INFINITY : ratio;
+    if (take) {
+        r->worst = i;
+        r->ours_worst = ours;
+        r->ref_worst = ref;
+        r->bound_worst = bound_abs;
+    }
+}
+
+static double ratio_of(double err, double bound) {
+    if (isnan(err)) return INFINITY;
+    if (bound > 0) return err / bound;
+    return err == 0 ? 0.0 : INFINITY;
+}
+
+static void finish(ff_tol_result *r) { r->pass = r->n_fail == 0 && r->n_nan == 0; }
+
+void ff_tol_check_dot(ff_tol_result *r, const float *ours, const double *ref, const double *absdot,
+                      int64_t n, int64_t K) {
+    result_init(r, FF_TOL_DOT, n);
+    for (int64_t i = 0; i < n; i++) {
+        // (1 + 2^-23): the stored float64 reference is float32 + a float32-rounded difference, off
+        // by at most 2^-24 of a difference that is itself within the bound (README).
+        double bnd = ff_tol_dot_bound(absdot[i], K) * (1.0 + 0x1p-23);
+        double err = fabs((double)ours[i] - ref[i]);
+        bool ok = isfinite(ours[i]) && isfinite(ref[i]) && err <= bnd;
+        consider(r, i, ours[i], ref[i], bnd, ratio_of(err, bnd), ok);
+    }
+    finish(r);
+}
+
+void ff_tol_check_exact(ff_tol_result *r, const float *ours, const float *ref, int64_t n) {
+    result_init(r, FF_TOL_EXACT, n);
+    for (int64_t i = 0; i < n; i++) {
+        // == makes +0 and -0 equal and any NaN unequal: 0 ULP apart, NaN always fails.
+        bool ok = ours[i] == ref[i];
+        consider(r, i, ours[i], (double)ref[i], 0.0, ok ? 0.0 : INFINITY, ok);
+    }
+    finish(r);
+}
+
+void ff_tol_check_ulp(ff_tol_result *r, const float *ours, const double *ref, const double *bound_ulp,
+                      double bound_scalar, int64_t n) {
+    result_init(r, FF_TOL_ULP, n);
+    for (int64_t i = 0; i < n; i++) {
+        double bu = bound_ulp ? bound_ulp[i] : bound_scalar;
+        uint64_t ulp = ff_ulp_distance(ours[i], (float)ref[i]);  // UINT64_MAX for any NaN
+        bool ok = ulp != UINT64_MAX && isfinite(ours[i]) && (double)ulp <= bu;
+        double ratio = ulp == UINT64_MAX ? INFINITY : ratio_of((double)ulp, bu);
+        consider(r, i, ours[i], ref[i], bu * ff_tol_ulp_size(ref[i]), ratio, ok);
+    }
+    finish(r);
+}
+
+void ff_tol_check_bound(ff_tol_result *r, const float *ours, const double *ref, const double *bound,
+                        int64_t n) {
+    result_init(r, FF_TOL_BOUND, n);
+    for (int64_t i = 0; i < n; i++) {
+        double err = fabs((double)ours[i] - ref[i]);
+        bool ok = isfinite(ours[i]) && isfinite(ref[i]) && err <= bound[i];
+        consider(r, i, ours[i], ref[i], bound[i], ratio_of(err, bound[i]), ok);
+    }
+    finish(r);
+}
+
+// ---------------------------------------------------------------- float64 bound ingredients
+void ff_tol_absdot_conv(double *out, const float *x_f32, const double *v_f64, const float *w,
+                        const float *b, const ff_layer *L, int64_t n, int wpow) {
+    const int64_t C = L->in.c, H = L->in.h, W = L->in.w;
+    const int64_t K = L->out.c, Ho = L->out.h, Wo = L->out.w;
+    const int R = L->kh, S = L->kw, st = L->stride, pad = L->pad;
+    for (int64_t img = 0; img < n; img++) {
+        for (int64_t k = 0; k < K; k++) {
+            double *o = out + (img * K + k) * Ho * Wo;
+            double bias = b ? fabs((double)b[k]) : 0.0;
+            for (int64_t i = 0; i < Ho * Wo; i++) o[i] = bias;
+            for (int64_t c = 0; c < C; c++) {
+                const int64_t plane = (img * C + c) * H * W;
+                for (int r = 0; r < R; r++) {
+                    for (int s = 0; s < S; s++) {
+                        double wv = fabs((double)w[((k * C + c) * R + r) * S + s]);
+                        if (wpow == 2) wv *= wv;
+                        if (wv == 0.0) continue;
+                        for (int64_t oh = 0; oh < Ho; oh++) {
+                            int64_t ih = oh * st - pad + r;
+                            if (ih < 0 || ih >= H) continue;
+                            // valid ow: 0 <= ow*st - pad + s < W
+                            int64_t ow0 = 0, ow1 = Wo;
+                            while (ow0 < Wo && ow0 * st - pad + s < 0) ow0++;
+                            while (ow1 > ow0 && (ow1 - 1) * st - pad + s >= W) ow1--;
+                            double *orow = o + oh * Wo;
+                            const int64_t base = plane + ih * W - pad + s;
+                            if (x_f32) {
+                                for (int64_t ow = ow0; ow < ow1; ow++)
+                                    orow[ow] += wv * fabs((double)x_f32[base + ow * st]);
+                            } else {
+                                for (int64_t ow = ow0; ow < ow1; ow++) orow[ow] += wv * v_f64[base + ow * st];
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+void ff_tol_absdot_linear(double *out, const float *x_f32, const double *v_f64, const float *w,
+                          const float *b, const ff_layer *L, int64_t n, int wpow) {
+    const int64_t in = ff_shape_numel(L->in), nout = L->out.c;
+    for (int64_t img = 0; img < n; img++) {
+        for (int64_t j = 0; j < nout; j++) {
+            const float *wr = w + j * in;
+            double acc = b ? fabs((double)b[j]) : 0.0;
+            if (x_f32) {
+                const float *x = x_f32 + img * in;
+                for (int64_t i = 0; i < in; i++) acc += fabs((double)wr[i]) * fabs((double)x[i]);
+            } else if (wpow == 2) {
+                const double *v = v_f64 + img * in;
+                for (int64_t i = 0; i < in; i++) acc += (double)wr[i] * (double)wr[i] * v[i];
+            } else {
+                const double *v = v_f64 + img * in;
+                for (int64_t i = 0; i < in; i++) acc += fabs((double)wr[i]) * v[i];
+            }
+            out[img * nout + j] = acc;
+        }
+    }
+}
+
+// ---------------------------------------------------------------- first-order propagation
+// y = fl(W x + b) with x carrying error d: |dy| <= gamma_K A + |W| d (1 + gamma_K).
+void ff_tol_prop_dot(double *d_out, const double *A, const double *Wd, int64_t K, int64_t count) {
+    double g = ff_tol_gamma(K, FF_TOL_U32);
+    for (int64_t i = 0; i < count; i++) d_out[i] = ff_tol_dot_bound(A[i], K) + (1.0 + g) * Wd[i];
+}
+
+// Each of the K roundings (K-1 additions, the products, the bias add) contributes an error
+// uniform in [-u, u] times a partial sum (or product) bounded by A: variance <= u^2/3 A^2 each.
+void ff_tol_stat_dot(double *s_out, const double *A, const double *W2s2, int64_t K, int64_t count) {
+    const double c = FF_TOL_U32 * FF_TOL_U32 * (double)(K + 1) / 3.0;
+    for (int64_t i = 0; i < count; i++) s_out[i] = sqrt(c * A[i] * A[i] + W2s2[i]);
+}
+
+// max is 1-Lipschitz in the max-norm: the output error is at most the largest error in its window.
+void ff_tol_prop_maxpool(double *d_out, const double *d_in, const ff_layer *L, int64_t n) {
+    const int64_t C = L->in.c, H = L->in.h, W = L->in.w, Ho = L->out.h, Wo = L->out.w;
+    for (int64_t p = 0; p < n * C; p++) {
+        for (int64_t oh = 0; oh < Ho; oh++) {
+            for (int64_t ow = 0; ow < Wo; ow++) {
+                double m = 0.0;
+                for (int r = 0; r < L->kh; r++) {
+                    int64_t ih = oh * L->stride - L->pad + r;
+                    if (ih < 0 || ih >= H) continue;
+                    for (int s = 0; s < L->kw; s++) {
+                        int64_t iw = ow * L->stride - L->pad + s;
+                        if (iw < 0 || iw >= W) continue;
+                        double v = d_in[(p * H + ih) * W + iw];
+                        if (v > m) m = v;
+                    }
+                }
+                d_out[(p * Ho + oh) * Wo + ow] = m;
+            }
+        }
+    }
+}
+
+// b_c = a_c D_c^-beta, D_c = k + alpha/size sum_{c' in win(c)} a_c'^2:
+// |db_c| <= D^-beta |da_c| + 2 beta alpha/size |a_c| D^(-beta-1) sum_win |a_c'| |da_c'| + local.
+void ff_tol_prop_lrn(double *d_out, const double *d_in, const float *x, const float *y,
+                     const ff_layer *L, int64_t n) {
+    const int64_t C = L->in.c, HW = L->in.h * L->in.w;
+    const int size = L->lrn_size;
+    const double alpha = L->lrn_alpha, beta = L->lrn_beta, k = L->lrn_k;
+    for (int64_t img = 0; img < n; img++) {
+        for (int64_t c = 0; c < C; c++) {
+            int64_t c0 = c - size / 2, c1 = c + (size - 1) / 2;
+            if (c0 < 0) c0 = 0;
+            if (c1 > C - 1) c1 = C - 1;
+            for (int64_t p = 0; p < HW; p++) {
+                double sq = 0.0, cross = 0.0;
+                for (int64_t cc = c0; cc <= c1; cc++) {
+                    int64_t j = (img * C + cc) * HW + p;
+                    sq += (double)x[j] * (double)x[j];
+                    cross += fabs((double)x[j]) * d_in[j];
+                }
+                int64_t i = (img * C + c) * HW + p;
+                double D = k + alpha / size * sq;
+                double prop = pow(D, -beta) * d_in[i] +
+                              2.0 * beta * alpha / size * fabs((double)x[i]) * pow(D, -beta - 1.0) * cross;
+                d_out[i] = prop + FF_TOL_LRN_ULP * ff_tol_ulp_size(y[i]);
+            }
+        }
+    }
+}
+
+// p_i = e^x_i / sum e^x_j: dp_i = p_i (dx_i - sum_j p_j dx_j), so |dp_i| <= p_i (d_i + sum p_j d_j).
+void ff_tol_prop_softmax(double *d_out, const double *d_in, const float *x, const float *y,
+                         int64_t classes, int64_t n) {
+    for (int64_t img = 0; img < n; img++) {
+        const float *xr = x + img * classes;
+        const float *yr = y + img * classes;
+        const double *dr = d_in + img * classes;
+        double m = -INFINITY, avg = 0.0;
+        for (int64_t j = 0; j < classes; j++)
+            if (xr[j] > m) m = xr[j];
+        for (int64_t j = 0; j < classes; j++) avg += (double)yr[j] * dr[j];
+        for (int64_t j = 0; j < classes; j++) {
+            double local = ff_tol_softmax_ulp(m - (double)xr[j], classes) * ff_tol_ulp_size(yr[j]);
+            d_out[img * classes + j] = (double)yr[j] * (dr[j] + avg) + local;
+        }
+    }
+}
+
+// ---------------------------------------------------------------- top-k
+void ff_tol_topk(int64_t *idx, const float *row, int64_t classes, int k) {
+    for (int j = 0; j < k; j++) idx[j] = -1;
+    for (int64_t c = 0; c < classes; c++) {
+        // insertion into a descending list; strict > keeps the lower index first among equals
+        int pos = k;
+        while (pos > 0 && (idx[pos - 1] < 0 || row[c] > row[idx[pos - 1]])) pos--;
+        if (pos >= k) continue;
+        for (int j = k - 1; j > pos; j--) idx[j] = idx[j - 1];
+        idx[pos] = c;
+    }
+}
+
+bool ff_tol_topk_agree(const int64_t *ours, const int64_t *ref, int k, const double *ref64,
+                       const double *bound, int *n_tied) {
+    int tied = 0;
+    bool ok = true;
+    for (int j = 0; j < k; j++) {
+        if (ours[j] == ref[j]) continue;
+        if (ours[j] < 0 || ref[j] < 0) {
+            ok = false;
+            continue;
+        }
+        double gap = fabs(ref64[ours[j]] - ref64[ref[j]]);
+        if (gap <= bound[ours[j]] + bound[ref[j]])
+            tied++;
+        else
+            ok = false;
+    }
+    if (n_tied) *n_tied = tied;
+    return ok;
+}

@@ -1,0 +1,651 @@
+// The check runner (verify.h): golden in, executor through ff_exec_*, rows out.
+#include "fivefold/verify.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fivefold/digest.h"
+
+void ff_verify_config_default(ff_verify_config *c) {
+    memset(c, 0, sizeof *c);
+    c->model = "mnist-cnn";
+    ff_exec_options_default(&c->exec);
+    c->ranks = 1;
+}
+
+void ff_verify_report_free(ff_verify_report *rep) {
+    free(rep->rows);
+    memset(rep, 0, sizeof *rep);
+}
+
+static ff_verify_row *new_row(ff_verify_report *rep) {
+    if (rep->n_rows == rep->cap) {
+        int cap = rep->cap ? 2 * rep->cap : 64;
+        ff_verify_row *r = realloc(rep->rows, (size_t)cap * sizeof *r);
+        if (!r) return NULL;
+        rep->rows = r;
+        rep->cap = cap;
+    }
+    ff_verify_row *r = &rep->rows[rep->n_rows++];
+    memset(r, 0, sizeof *r);
+    r->layer = -1;
+    return r;
+}
+
+static void finish_row(ff_verify_report *rep, ff_verify_row *r, FILE *progress) {
+    if (r->pass)
+        rep->passed++;
+    else
+        rep->failed++;
+    if (progress) {
+        ff_verify_print_row(progress, r);
+        fflush(progress);
+    }
+}
+
+// "(…,N=2,P=1,split=none)" tail shared by every case string.
+static void case_tail(char *buf, size_t cap, int64_t n, int ranks, ff_split split, int fault) {
+    if (fault >= 0)
+        snprintf(buf, cap, "N=%lld,P=%d,split=%s,fault=%d", (long long)n, ranks, ff_split_name(split), fault);
+    else
+        snprintf(buf, cap, "N=%lld,P=%d,split=%s", (long long)n, ranks, ff_split_name(split));
+}
+
+static void layer_case(char *buf, size_t cap, const char *prefix, const ff_layer *L, const char *tail) {
+    switch (L->op) {
+    case FF_OP_CONV2D:
+        snprintf(buf, cap, "%s %s(K=%lld,R=%d,s=%d,p=%d,%s)", prefix, L->name, (long long)L->out.c, L->kh,
+                 L->stride, L->pad, tail);
+        break;
+    case FF_OP_MAXPOOL:
+        snprintf(buf, cap, "%s %s(R=%d,s=%d,%s)", prefix, L->name, L->kh, L->stride, tail);
+        break;
+    case FF_OP_LRN:
+        snprintf(buf, cap, "%s %s(size=%d,%s)", prefix, L->name, L->lrn_size, tail);
+        break;
+    case FF_OP_LINEAR:
+        snprintf(buf, cap, "%s %s(in=%lld,out=%lld,%s)", prefix, L->name, (long long)ff_shape_numel(L->in),
+                 (long long)L->out.c, tail);
+        break;
+    case FF_OP_SOFTMAX:
+        snprintf(buf, cap, "%s %s(classes=%lld,%s)", prefix, L->name, (long long)L->out.c, tail);
+        break;
+    default:
+        snprintf(buf, cap, "%s %s(%s)", prefix, L->name, tail);
+        break;
+    }
+}
+
+static void append_note(ff_verify_row *r, const char *fmt, const char *a) {
+    size_t l = strlen(r->note);
+    snprintf(r->note + l, sizeof r->note - l, "%s", l ? "; " : "");
+    l = strlen(r->note);
+    snprintf(r->note + l, sizeof r->note - l, fmt, a);
+}
+
+// Per-layer A = |b| + sum|w x| from the golden float32 input (cached: the end-to-end bound needs
+// them too).
+static ff_status absdot_for(double **A, const ff_golden *g, const ff_model *m, const ff_weights *wt,
+                            int i, int64_t n) {
+    if (A[i]) return FF_OK;
+    const ff_layer *L = &m->layers[i];
+    size_t count = (size_t)(n * ff_shape_numel(L->out));
+    A[i] = malloc(count * sizeof(double));
+    if (!A[i]) return FF_FAIL(FF_ERR_OOM, "verify: %zu doubles for the bound of %s", count, L->name);
+    if (L->op == FF_OP_CONV2D)
+        ff_tol_absdot_conv(A[i], g->layers[i].in_f32, NULL, wt->w[i], wt->b[i], L, n, 1);
+    else
+        ff_tol_absdot_linear(A[i], g->layers[i].in_f32, NULL, wt->w[i], wt->b[i], L, n, 1);
+    return FF_OK;
+}
+
+// The end-to-end tolerances (README: end to end), for layers 0..upto from the golden float32
+// activations and the weights:
+//   bound: first-order worst-case error bound, times 2 (margin for second-order terms and for
+//          evaluating the derivatives at the float32 activations): guaranteed for any correct code;
+//   sigma: standard deviation of the error when roundings are independent and zero-mean.
+static ff_status e2e_bound(double **bound_out, double **sigma_out, double **A, const ff_golden *g,
+                           const ff_model *m, const ff_weights *wt, int upto, int64_t n) {
+    size_t n0 = (size_t)(n * ff_shape_numel(m->input));
+    double *d = calloc(n0, sizeof(double)), *sg = calloc(n0, sizeof(double));
+    double *dn = NULL, *sn = NULL, *tmp = NULL, *tmp2 = NULL;
+    ff_status st = FF_OK;
+    if (!d || !sg) goto oom;
+    for (int i = 0; i <= upto; i++) {
+        const ff_layer *L = &m->layers[i];
+        size_t count = (size_t)(n * ff_shape_numel(L->out));
+        size_t cin = (size_t)(n * ff_shape_numel(L->in));
+        dn = malloc(count * sizeof(double));
+        sn = malloc(count * sizeof(double));
+        if (!dn || !sn) goto oom;
+        switch (L->op) {
+        case FF_OP_CONV2D:
+        case FF_OP_LINEAR: {
+            if ((st = absdot_for(A, g, m, wt, i, n)) != FF_OK) goto fail;
+            tmp = malloc(count * sizeof(double));
+            tmp2 = malloc(cin * sizeof(double));
+            if (!tmp || !tmp2) goto oom;
+            for (size_t k = 0; k < cin; k++) tmp2[k] = sg[k] * sg[k];
+            if (L->op == FF_OP_CONV2D) {
+                ff_tol_absdot_conv(tmp, NULL, d, wt->w[i], NULL, L, n, 1);
+                ff_tol_prop_dot(dn, A[i], tmp, L->fan_in + 1, (int64_t)count);
+                ff_tol_absdot_conv(tmp, NULL, tmp2, wt->w[i], NULL, L, n, 2);
+            } else {
+                ff_tol_absdot_linear(tmp, NULL, d, wt->w[i], NULL, L, n, 1);
+                ff_tol_prop_dot(dn, A[i], tmp, L->fan_in + 1, (int64_t)count);
+                ff_tol_absdot_linear(tmp, NULL, tmp2, wt->w[i], NULL, L, n, 2);
+            }
+            ff_tol_stat_dot(sn, A[i], tmp, L->fan_in + 1, (int64_t)count);
+            free(tmp);
+            free(tmp2);
+            tmp = tmp2 = NULL;
+            break;
+        }
+        case FF_OP_RELU:
+        case FF_OP_FLATTEN:
+            // 1-Lipschitz and exact: errors pass unchanged (relu can only shrink them)
+            memcpy(dn, d, count * sizeof(double));
+            memcpy(sn, sg, count * sizeof(double));
+            break;
+        case FF_OP_MAXPOOL:
+            ff_tol_prop_maxpool(dn, d, L, n);
+            ff_tol_prop_maxpool(sn, sg, L, n);
+            break;
+        case FF_OP_LRN:
+            // few-term, transcendental: the worst-case propagation serves as both
+            ff_tol_prop_lrn(dn, d, g->layers[i].in_f32, g->layers[i].out_f32, L, n);
+            ff_tol_prop_lrn(sn, sg, g->layers[i].in_f32, g->layers[i].out_f32, L, n);
+            break;
+        case FF_OP_SOFTMAX:
+            ff_tol_prop_softmax(dn, d, g->layers[i].in_f32, g->layers[i].out_f32, L->out.c, n);
+            ff_tol_prop_softmax(sn, sg, g->layers[i].in_f32, g->layers[i].out_f32, L->out.c, n);
+            break;
+        }
+        free(d);
+        free(sg);
+        d = dn;
+        sg = sn;
+        dn = sn = NULL;
+    }
+    size_t count = (size_t)(n * ff_shape_numel(m->layers[upto].out));
+    for (size_t k = 0; k < count; k++) d[k] *= 2.0;
+    *bound_out = d;
+    *sigma_out = sg;
+    return FF_OK;
+oom:
+    st = FF_FAIL(FF_ERR_OOM, "verify: end-to-end bound");
+fail:
+    free(d);
+    free(sg);
+    free(dn);
+    free(sn);
+    free(tmp);
+    free(tmp2);
+    return st;
+}
+
+static bool matches(const regex_t *re, const char *s) { return !re || regexec(re, s, 0, NULL, 0) == 0; }
+
+static void check_digest(ff_verify_row *r, const ff_golden *g, ff_digest_class cls, int slot, bool full_batch) {
+    if (!full_batch || !g->has_expected[cls][slot]) return;
+    r->expected_digest = g->expected[cls][slot];
+    r->digest_state = r->digest == r->expected_digest ? 1 : -1;
+    if (r->digest_state < 0) {
+        char hx[17];
+        ff_digest_hex(hx, r->expected_digest);
+        append_note(r, "digest differs from the recorded %s reference digest (a deliberate change? run verify --record)", hx);
+        r->pass = false;
+    }
+}
+
+typedef struct {
+    const ff_verify_config *cfg;
+    const ff_model *m;
+    const ff_golden *g;
+    const ff_weights *wt;
+    ff_executor *e;
+    ff_verify_report *rep;
+    regex_t *re;
+    int64_t n;
+    ff_digest_class cls;
+    bool full_batch, root;
+    char prefix[96], tail[96];
+    double **A;
+    uint64_t rec[FF_GOLDEN_N_SLOTS];
+    bool rec_set[FF_GOLDEN_N_SLOTS];
+} run_ctx;
+
+static ff_status run_layer(run_ctx *c, int i) {
+    const ff_layer *L = &c->m->layers[i];
+    const ff_golden_layer *gl = &c->g->layers[i];
+    char cs[384];
+    layer_case(cs, sizeof cs, c->prefix, L, c->tail);
+    if (!matches(c->re, cs)) return FF_OK;
+    size_t count = (size_t)(c->n * ff_shape_numel(L->out));
+    float *out = malloc(count * sizeof(float));
+    if (!out) return FF_FAIL(FF_ERR_OOM, "verify: %zu floats for %s", count, L->name);
+    ff_status st = ff_exec_forward(c->e, out, gl->in_f32, c->n, i, i);
+    if (st != FF_OK) {
+        free(out);
+        return ff_fail_context(st, "verify %s", cs);
+    }
+    if (!c->root) {
+        free(out);
+        return FF_OK;
+    }
+    ff_verify_row *r = new_row(c->rep);
+    if (!r) {
+        free(out);
+        return FF_FAIL(FF_ERR_OOM, "verify: rows");
+    }
+    snprintf(r->case_str, sizeof r->case_str, "%s", cs);
+    snprintf(r->check, sizeof r->check, "layer");
+    r->layer = i;
+    r->digest = ff_digest_f32(out, count);
+    switch (L->op) {
+    case FF_OP_CONV2D:
+    case FF_OP_LINEAR:
+        st = absdot_for(c->A, c->g, c->m, c->wt, i, c->n);
+        if (st != FF_OK) {
+            free(out);
+            return st;
+        }
+        ff_tol_check_dot(&r->tol, out, gl->out_f64, c->A[i], (int64_t)count, L->fan_in + 1);
+        break;
+    case FF_OP_RELU:
+    case FF_OP_MAXPOOL:
+    case FF_OP_FLATTEN:
+        ff_tol_check_exact(&r->tol, out, gl->out_f32, (int64_t)count);
+        break;
+    case FF_OP_LRN:
+        ff_tol_check_ulp(&r->tol, out, gl->out_f64, NULL, FF_TOL_LRN_ULP, (int64_t)count);
+        break;
+    case FF_OP_SOFTMAX: {
+        double *bu = malloc(count * sizeof(double));
+        if (!bu) {
+            free(out);
+            return FF_FAIL(FF_ERR_OOM, "verify: softmax bound");
+        }
+        int64_t classes = L->out.c;
+        for (int64_t img = 0; img < c->n; img++) {
+            const float *x = gl->in_f32 + img * classes;
+            float mx = x[0];
+            for (int64_t j = 1; j < classes; j++)
+                if (x[j] > mx) mx = x[j];
+            for (int64_t j = 0; j < classes; j++)
+                bu[img * classes + j] = ff_tol_softmax_ulp((double)mx - (double)x[j], classes);
+        }
+        ff_tol_check_ulp(&r->tol, out, gl->out_f64, bu, 0.0, (int64_t)count);
+        free(bu);
+        break;
+    }
+    }
+    r->pass = r->tol.pass;
+    if (r->tol.n_nan) append_note(r, "%s", "NaN/inf in output");
+    if (!r->tol.pass) {
+        char b[96];
+        snprintf(b, sizeof b, "%lld of %lld elements outside the bound", (long long)r->tol.n_fail, (long long)r->tol.n);
+        append_note(r, "%s", b);
+    }
+    // Exact layers: our bits are the golden's bits, so the digests must agree too (+0/-0 included).
+    if (L->op == FF_OP_RELU || L->op == FF_OP_MAXPOOL || L->op == FF_OP_FLATTEN) {
+        uint64_t gd = ff_digest_f32(gl->out_f32, count);
+        if (gd != r->digest) {
+            char hx[17];
+            append_note(r, "exact layer: digest differs from the golden tensor's %s", ff_digest_hex(hx, gd));
+            r->pass = false;
+        }
+    }
+    check_digest(r, c->g, c->cls, i, c->full_batch);
+    c->rec[i] = r->digest;
+    c->rec_set[i] = true;
+    finish_row(c->rep, r, c->cfg->progress);
+    free(out);
+    return FF_OK;
+}
+
+static ff_status run_end_to_end(run_ctx *c, bool logits) {
+    const ff_model *m = c->m;
+    const ff_golden *g = c->g;
+    int last = logits ? g->logits_layer : m->n_layers - 1;
+    const ff_layer *L = &m->layers[last];
+    char cs[384];
+    snprintf(cs, sizeof cs, "%s end-to-end-%s(%s,%s)", c->prefix, logits ? "logits" : "output", L->name, c->tail);
+    if (!matches(c->re, cs)) return FF_OK;
+    size_t count = (size_t)(c->n * ff_shape_numel(L->out));
+    float *out = malloc(count * sizeof(float));
+    if (!out) return FF_FAIL(FF_ERR_OOM, "verify: %zu floats", count);
+    ff_status st = ff_exec_forward(c->e, out, g->input, c->n, 0, last);
+    if (st != FF_OK) {
+        free(out);
+        return ff_fail_context(st, "verify %s", cs);
+    }
+    if (!c->root) {
+        free(out);
+        return FF_OK;
+    }
+    double *bound = NULL, *sigma = NULL;
+    st = e2e_bound(&bound, &sigma, c->A, g, m, c->wt, last, c->n);
+    if (st != FF_OK) {
+        free(out);
+        return st;
+    }
+    ff_verify_row *r = new_row(c->rep);
+    if (!r) {
+        free(out);
+        free(bound);
+        free(sigma);
+        return FF_FAIL(FF_ERR_OOM, "verify: rows");
+    }
+    snprintf(r->case_str, sizeof r->case_str, "%s", cs);
+    snprintf(r->check, sizeof r->check, logits ? "end-to-end-logits" : "end-to-end-output");
+    r->digest = ff_digest_f32(out, count);
+    const double *ref = logits ? g->logits_f64 : g->probs_f64;
+    ff_tol_check_bound(&r->tol, out, ref, bound, (int64_t)count);
+    // The statistical tolerance lambda*sigma: tighter, used for the ties and checked as well.
+    for (size_t k = 0; k < count; k++) sigma[k] *= FF_TOL_LAMBDA;
+    ff_tol_result stat, torch;
+    ff_tol_check_bound(&stat, out, ref, sigma, (int64_t)count);
+    ff_tol_check_bound(&torch, g->layers[last].out_f32, ref, sigma, (int64_t)count);
+    r->pass = r->tol.pass && stat.pass;
+    // The relative figure users compare with other tools: max |ours - ref| / max |ref| per image.
+    double rel = 0;
+    int64_t classes = ff_shape_numel(L->out);
+    for (int64_t img = 0; img < c->n; img++) {
+        double mx = 0, err = 0;
+        for (int64_t j = 0; j < classes; j++) {
+            double rv = fabs(ref[img * classes + j]);
+            double ev = fabs((double)out[img * classes + j] - ref[img * classes + j]);
+            if (rv > mx) mx = rv;
+            if (ev > err || isnan(ev)) err = isnan(ev) ? INFINITY : ev;
+        }
+        if (mx > 0 && err / mx > rel) rel = err / mx;
+    }
+    char b[200];
+    snprintf(b, sizeof b, "max rel err %.3g (of max |ref|); statistical tolerance %gσ: %.3g%% used (PyTorch float32: %.3g%%)",
+             rel, FF_TOL_LAMBDA, 100 * stat.max_ratio, 100 * torch.max_ratio);
+    append_note(r, "%s", b);
+    if (!r->tol.pass) {
+        snprintf(b, sizeof b, "%lld of %lld elements outside the propagated bound", (long long)r->tol.n_fail,
+                 (long long)r->tol.n);
+        append_note(r, "%s", b);
+    }
+    if (!stat.pass) {
+        snprintf(b, sizeof b, "%lld of %lld elements outside the statistical tolerance (worst [%lld] ours=%.9g ref=%.17g)",
+                 (long long)stat.n_fail, (long long)stat.n, (long long)stat.worst, (double)stat.ours_worst, stat.ref_worst);
+        append_note(r, "%s", b);
+    }
+    if (logits) {
+        // top-1 / top-5 against PyTorch's, with ties where the float64 logits are closer than the
+        // statistical tolerance of the two classes.
+        int k = classes < 5 ? (int)classes : 5;
+        int tied_total = 0, top1_bad = 0, top5_bad = 0;
+        for (int64_t img = 0; img < c->n; img++) {
+            int64_t ours[5];
+            ff_tol_topk(ours, out + img * classes, classes, k);
+            int tied = 0, tied1 = 0;
+            bool ok5 = ff_tol_topk_agree(ours, g->top5 + img * 5, k, ref + img * classes, sigma + img * classes, &tied);
+            bool ok1 = ff_tol_topk_agree(ours, g->top5 + img * 5, 1, ref + img * classes, sigma + img * classes, &tied1);
+            tied_total += tied;
+            if (!ok1) top1_bad++;
+            if (!ok5) top5_bad++;
+        }
+        snprintf(b, sizeof b, "top-1 %lld/%lld, top-5 %lld/%lld equal to PyTorch's", (long long)(c->n - top1_bad),
+                 (long long)c->n, (long long)(c->n - top5_bad), (long long)c->n);
+        append_note(r, "%s", b);
+        if (tied_total) {
+            snprintf(b, sizeof b, "%d top-5 positions differ within a tie (float64 logits closer than %gσ)", tied_total, FF_TOL_LAMBDA);
+            append_note(r, "%s", b);
+        }
+        if (top1_bad || top5_bad) r->pass = false;
+        c->rep->logits_digest = r->digest;
+    } else {
+        c->rep->output_digest = r->digest;
+    }
+    int slot = logits ? FF_GOLDEN_E2E_LOGITS : FF_GOLDEN_E2E_OUTPUT;
+    check_digest(r, g, c->cls, slot, c->full_batch);
+    c->rec[slot] = r->digest;
+    c->rec_set[slot] = true;
+    finish_row(c->rep, r, c->cfg->progress);
+    free(out);
+    free(bound);
+    free(sigma);
+    return FF_OK;
+}
+
+static void run_weights_row(run_ctx *c, const ff_weights *wt, ff_status wst) {
+    bool ok = wst == FF_OK;
+    char cs[384];
+    snprintf(cs, sizeof cs, "%s weights(source=%s%s)", c->prefix, c->g->weights_source,
+             c->g->weights_stored ? ",stored" : ",seed");
+    if (!c->root) return;
+    if (!matches(c->re, cs) && ok) return;  // a failing weights row is always shown
+    ff_verify_row *r = new_row(c->rep);
+    if (!r) return;
+    snprintf(r->case_str, sizeof r->case_str, "%s", cs);
+    snprintf(r->check, sizeof r->check, "weights");
+    r->digest = ff_weights_digest(wt);
+    r->tol.worst = -1;
+    r->pass = ok;
+    r->tol.pass = ok;
+    if (!ok) snprintf(r->note, sizeof r->note, "%s", ff_last_error());
+    r->expected_digest = c->g->weights_digest;
+    r->digest_state = r->digest == c->g->weights_digest ? 1 : -1;
+    finish_row(c->rep, r, c->cfg->progress);
+}
+
+ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg) {
+    memset(rep, 0, sizeof *rep);
+    ff_model m;
+    FF_TRY(ff_model_init(&m, cfg->model));
+    if (cfg->exec.fault_layer < -1 || cfg->exec.fault_layer >= m.n_layers)
+        return FF_FAIL(FF_ERR_INPUT, "--inject-fault %d: expected a layer index 0..%d of %s", cfg->exec.fault_layer,
+                       m.n_layers - 1, m.name);
+    if (cfg->batch < 0) return FF_FAIL(FF_ERR_INPUT, "--batch %lld: expected >= 1", (long long)cfg->batch);
+    regex_t re;
+    bool have_re = cfg->filter && *cfg->filter;
+    if (have_re) {
+        int rc = regcomp(&re, cfg->filter, REG_EXTENDED | REG_NOSUB);
+        if (rc != 0) {
+            char msg[128];
+            regerror(rc, &re, msg, sizeof msg);
+            return FF_FAIL(FF_ERR_INPUT, "--filter '%s': %s (expected a POSIX extended regular expression)",
+                           cfg->filter, msg);
+        }
+    }
+    char path[1024];
+    if (cfg->golden)
+        snprintf(path, sizeof path, "%s", cfg->golden);
+    else
+        ff_golden_default_path(path, sizeof path, m.name);
+    ff_golden g;
+    ff_golden_options go = {.trust = cfg->trust, .manifest = cfg->manifest};
+    ff_status st = ff_golden_load(&g, &m, path, &go);
+    if (st != FF_OK) {
+        if (have_re) regfree(&re);
+        return st;
+    }
+    snprintf(rep->golden_path, sizeof rep->golden_path, "%s", path);
+    snprintf(rep->golden_sha256, sizeof rep->golden_sha256, "%s", g.sha256);
+    int64_t n = cfg->batch ? cfg->batch : g.n;
+    ff_weights wt = {0};
+    ff_executor *e = NULL;
+    double *A[FF_MAX_LAYERS] = {0};
+    if (n > g.n) {
+        st = FF_FAIL(FF_ERR_INPUT, "--batch %lld: the golden '%s' holds %lld images", (long long)n, path, (long long)g.n);
+        goto done;
+    }
+    rep->batch = n;
+    run_ctx c = {.cfg = cfg, .m = &m, .g = &g, .wt = &wt, .rep = rep, .re = have_re ? &re : NULL, .n = n, .A = A};
+    c.cls = (cfg->exec.mode == FF_MODE_SERIAL || cfg->exec.mode == FF_MODE_MPI) ? FF_CLASS_CPU : FF_CLASS_GPU;
+    c.full_batch = n == g.n;
+    snprintf(rep->digest_class, sizeof rep->digest_class, "%s", ff_digest_class_name(c.cls));
+    int ranks = cfg->ranks > 0 ? cfg->ranks : 1;
+    rep->rank = 0;
+    rep->ranks = ranks;
+    c.root = true;
+    snprintf(c.prefix, sizeof c.prefix, "%s %s", m.name, ff_mode_name(cfg->exec.mode));
+
+    st = ff_weights_alloc(&wt, &m);
+    if (st != FF_OK) goto done;
+    // The weights the executor gets: from the golden file or the generator, checked by digest.
+    ff_status wst = ff_golden_weights(&wt, &g, &m);
+    if (wst != FF_OK && wst != FF_ERR_INTEGRITY) {
+        st = wst;
+        goto done;
+    }
+    if (wst == FF_OK) {
+        ff_exec_options eo = cfg->exec;
+        eo.max_batch = n;
+        st = ff_exec_create(&e, &m, &wt, &eo);
+        if (st != FF_OK) goto done;
+        c.e = e;
+        // Multi-rank: the executor knows the communicator; rows are made on rank 0.
+        rep->rank = ff_exec_rank(e);
+        rep->ranks = ranks = ff_exec_ranks(e) > 1 ? ff_exec_ranks(e) : ranks;
+        c.root = rep->rank == 0;
+    }
+    case_tail(c.tail, sizeof c.tail, n, ranks, cfg->exec.split, cfg->exec.fault_layer);
+    run_weights_row(&c, &wt, wst);
+    if (wst != FF_OK) goto done;  // wrong weights: every other row would be meaningless
+
+    for (int i = 0; i < m.n_layers && st == FF_OK; i++) st = run_layer(&c, i);
+    if (st == FF_OK) st = run_end_to_end(&c, true);
+    if (st == FF_OK) st = run_end_to_end(&c, false);
+    if (st != FF_OK) goto done;
+
+    if (cfg->record && c.root) {
+        if (cfg->exec.fault_layer >= 0 || !c.full_batch || rep->failed) {
+            st = FF_FAIL(FF_ERR_INPUT, "--record needs a clean run over the whole golden batch (%lld images), "
+                         "no --inject-fault, and every check passing (%d failed)", (long long)g.n, rep->failed);
+            goto done;
+        }
+        st = ff_golden_record(&g, &m, c.cls, c.rec, c.rec_set, cfg->manifest, &rep->recorded);
+        if (st == FF_OK && rep->recorded == 0) printf("record: %s: every digest already recorded, nothing changed\n", path);
+    }
+done:
+    rep->pass = st == FF_OK && rep->failed == 0 && rep->n_rows > 0;
+    if (!c.root) rep->pass = st == FF_OK;
+    if (e) ff_exec_destroy(e);
+    for (int i = 0; i < FF_MAX_LAYERS; i++) free(A[i]);
+    if (wt.data) ff_weights_free(&wt);
+    ff_golden_free(&g);
+    if (have_re) regfree(&re);
+    return st;
+}
+
+ff_status ff_verify_gate(ff_verify_report *rep, const char *model, ff_mode mode, ff_split split,
+                         int64_t batch, int fault_layer, const char *golden, struct ff_comm *comm) {
+    ff_verify_config c;
+    ff_verify_config_default(&c);
+    c.model = model;
+    c.exec.mode = mode;
+    c.exec.split = split;
+    c.exec.fault_layer = fault_layer;
+    c.exec.comm = comm;
+    c.batch = batch;
+    c.golden = golden;
+    return ff_verify_run(rep, &c);
+}
+
+static void fmt_pct(char *b, size_t cap, const ff_verify_row *r) {
+    if (r->tol.worst < 0 && r->tol.n == 0)
+        snprintf(b, cap, "-");
+    else if (isinf(r->tol.max_ratio))
+        snprintf(b, cap, "inf");
+    else
+        snprintf(b, cap, "%.3g%%", 100.0 * r->tol.max_ratio);
+}
+
+void ff_verify_print_row(FILE *out, const ff_verify_row *r) {
+    char pct[32], dg[17], worst[128];
+    fmt_pct(pct, sizeof pct, r);
+    if (r->tol.worst >= 0)
+        snprintf(worst, sizeof worst, "worst[%lld] ours=%.9g ref=%.17g", (long long)r->tol.worst,
+                 (double)r->tol.ours_worst, r->tol.ref_worst);
+    else
+        snprintf(worst, sizeof worst, "worst -");
+    char ulp[32];
+    if (r->tol.max_ulp == UINT64_MAX)
+        snprintf(ulp, sizeof ulp, "NaN");
+    else
+        snprintf(ulp, sizeof ulp, "%" PRIu64, r->tol.max_ulp);
+    fprintf(out, "%-72s %-9s ulp=%-10s bound=%-9s %s digest=%s %s%s%s\n", r->case_str,
+            r->check[0] == 'l' ? ff_tol_rule_name(r->tol.rule) : r->check, ulp, pct, worst,
+            ff_digest_hex(dg, r->digest), r->pass ? "PASS" : "FAIL", r->note[0] ? "  # " : "", r->note);
+}
+
+void ff_verify_print_summary(FILE *out, const ff_verify_report *rep) {
+    fprintf(out, "%d passed, %d failed\n", rep->passed, rep->failed);
+}
+
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+static void json_num(FILE *f, double v) {
+    if (isfinite(v))
+        fprintf(f, "%.17g", v);
+    else
+        fprintf(f, "null");
+}
+
+ff_status ff_verify_write_json(const ff_verify_report *rep, const ff_verify_config *cfg, const char *path) {
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) return FF_FAIL(FF_ERR_IO, "cannot write JSON '%s'", tmp);
+    char dg[17];
+    fprintf(f, "{\n  \"model\": ");
+    json_str(f, cfg->model);
+    fprintf(f, ",\n  \"mode\": \"%s\",\n  \"split\": \"%s\",\n  \"ranks\": %d,\n  \"batch\": %lld,\n",
+            ff_mode_name(cfg->exec.mode), ff_split_name(cfg->exec.split), rep->ranks, (long long)rep->batch);
+    fprintf(f, "  \"fault_layer\": %d,\n  \"golden\": ", cfg->exec.fault_layer);
+    json_str(f, rep->golden_path);
+    fprintf(f, ",\n  \"golden_sha256\": \"%s\",\n  \"digest_class\": \"%s\",\n", rep->golden_sha256, rep->digest_class);
+    fprintf(f, "  \"output_digest\": \"%s\",\n", ff_digest_hex(dg, rep->output_digest));
+    fprintf(f, "  \"passed\": %d,\n  \"failed\": %d,\n  \"pass\": %s,\n  \"rows\": [\n", rep->passed, rep->failed,
+            rep->pass ? "true" : "false");
+    for (int i = 0; i < rep->n_rows; i++) {
+        const ff_verify_row *r = &rep->rows[i];
+        fprintf(f, "    {\"case\": ");
+        json_str(f, r->case_str);
+        fprintf(f, ", \"check\": \"%s\", \"rule\": \"%s\", \"layer\": %d, \"elements\": %lld, \"failed_elements\": %lld, "
+                   "\"nan\": %lld, \"max_ulp\": ", r->check, ff_tol_rule_name(r->tol.rule), r->layer,
+                (long long)r->tol.n, (long long)r->tol.n_fail, (long long)r->tol.n_nan);
+        if (r->tol.max_ulp == UINT64_MAX)
+            fprintf(f, "null");
+        else
+            fprintf(f, "%" PRIu64, r->tol.max_ulp);
+        fprintf(f, ", \"bound_used\": ");
+        json_num(f, r->tol.max_ratio);
+        fprintf(f, ", \"max_abs_err\": ");
+        json_num(f, r->tol.max_abs);
+        fprintf(f, ", \"worst\": %lld, \"worst_ours\": ", (long long)r->tol.worst);
+        json_num(f, (double)r->tol.ours_worst);
+        fprintf(f, ", \"worst_ref\": ");
+        json_num(f, r->tol.ref_worst);
+        fprintf(f, ", \"worst_bound\": ");
+        json_num(f, r->tol.bound_worst);
+        fprintf(f, ", \"digest\": \"%s\", \"digest_state\": %d, \"pass\": %s, \"note\": ",
+                ff_digest_hex(dg, r->digest), r->digest_state, r->pass ? "true" : "false");
+        json_str(f, r->note);
+        fprintf(f, "}%s\n", i + 1 < rep->n_rows ? "," : "");
+    }
+    fprintf(f, "  ]\n}\n");
+    if (fclose(f) != 0 || rename(tmp, path) != 0) return FF_FAIL(FF_ERR_IO, "cannot write JSON '%s'", path);
+    return FF_OK;
+}

@@ -1,0 +1,182 @@
+// ff_gpu_bench MODEL N [N...]: times the GPU kernels of fivefold's library (the same code the cuda
+// mode runs) with CUDA events, per layer and for the whole forward replayed as one CUDA graph, and
+// the cuda executor's forward (host in, host out) from pinned and from pageable host memory.
+// Prints one row per layer (ms, achieved TFLOP/s) and one JSON line per batch size.
+// Exit 77 without a GPU, as the tests.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fivefold/executor.h"
+#include "fivefold/gpu.h"
+#include "fivefold/model.h"
+#include "fivefold/rng.h"
+#include "fivefold/trace.h"
+#include "fivefold/weights.h"
+
+#define CHECK(x)                                                     \
+    do {                                                             \
+        ff_status st_ = (x);                                         \
+        if (st_ != FF_OK) {                                          \
+            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, ff_last_error()); \
+            exit(st_ == FF_ERR_NO_CUDA ? 77 : 1);                    \
+        }                                                            \
+    } while (0)
+
+static int cmp_d(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct {
+    const ff_model *m;
+    float *dw[FF_MAX_LAYERS], *db[FF_MAX_LAYERS];
+    float *x, *buf[2];
+    ff_gpu_stream s;
+} ctx;
+
+// Enqueues layers [first, last] with the executor's fusion rule; returns the output buffer.
+static const float *enqueue(ctx *c, int64_t n, int first, int last) {
+    const float *src = c->x;
+    for (int i = first; i <= last; i++) {
+        const ff_layer *L = &c->m->layers[i];
+        const bool fuse = (L->op == FF_OP_CONV2D || L->op == FF_OP_LINEAR) && i < last &&
+                          c->m->layers[i + 1].op == FF_OP_RELU;
+        if (L->op == FF_OP_FLATTEN) continue;
+        float *dst = src == c->buf[0] ? c->buf[1] : c->buf[0];
+        ff_rows rows = ff_rows_full(L);
+        CHECK(ff_gpu_layer_forward(dst, src, c->dw[i], c->db[i], L, fuse, &rows, n, c->s));
+        src = dst;
+        if (fuse) i++;
+    }
+    return src;
+}
+
+// Median seconds per replay of `reps` launches of g (or of layers [first,last] when g is NULL).
+static double time_it(ctx *c, ff_gpu_graph g, int64_t n, int first, int last, int reps) {
+    ff_gpu_event a, b;
+    CHECK(ff_gpu_event_create(&a));
+    CHECK(ff_gpu_event_create(&b));
+    double t[7];
+    for (int w = 0; w < 2; w++) {  // warm-up
+        if (g) CHECK(ff_gpu_graph_launch(g, c->s));
+        else enqueue(c, n, first, last);
+    }
+    for (int k = 0; k < 7; k++) {
+        CHECK(ff_gpu_event_record(a, c->s));
+        for (int r = 0; r < reps; r++) {
+            if (g) CHECK(ff_gpu_graph_launch(g, c->s));
+            else enqueue(c, n, first, last);
+        }
+        CHECK(ff_gpu_event_record(b, c->s));
+        CHECK(ff_gpu_event_elapsed(&t[k], a, b));
+        t[k] /= reps;
+    }
+    ff_gpu_event_destroy(a);
+    ff_gpu_event_destroy(b);
+    qsort(t, 7, sizeof t[0], cmp_d);
+    return t[3];
+}
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fprintf(stderr, "usage: ff_gpu_bench MODEL N [N...]\n");
+        return 2;
+    }
+    int ndev = 0;
+    CHECK(ff_gpu_device_count(&ndev));
+    CHECK(ff_gpu_select(0));
+    char dev[128];
+    int sms = 0, ccM = 0, ccm = 0;
+    size_t mem = 0;
+    CHECK(ff_gpu_device_info(0, dev, sizeof dev, &sms, &ccM, &ccm, &mem));
+    ff_model m;
+    CHECK(ff_model_init(&m, argv[1]));
+    ff_weights wt;
+    CHECK(ff_weights_alloc(&wt, &m));
+    ff_weights_generate(&wt, &m, 1);
+    int64_t nmax = 1;
+    for (int a = 2; a < argc; a++)
+        if (atoll(argv[a]) > nmax) nmax = atoll(argv[a]);
+
+    ctx c = {.m = &m};
+    CHECK(ff_gpu_stream_create(&c.s));
+    for (int i = 0; i < m.n_layers; i++) {
+        if (!m.layers[i].n_weight) continue;
+        CHECK(ff_gpu_alloc((void **)&c.dw[i], (size_t)m.layers[i].n_weight * 4, "w"));
+        CHECK(ff_gpu_alloc((void **)&c.db[i], (size_t)m.layers[i].n_bias * 4, "b"));
+        CHECK(ff_gpu_copy_h2d(c.dw[i], wt.w[i], (size_t)m.layers[i].n_weight * 4, c.s));
+        CHECK(ff_gpu_copy_h2d(c.db[i], wt.b[i], (size_t)m.layers[i].n_bias * 4, c.s));
+    }
+    const size_t act = (size_t)nmax * (size_t)m.max_act;
+    float *hx = malloc((size_t)nmax * (size_t)ff_shape_numel(m.input) * 4);
+    ff_input_generate(hx, &m, nmax, 2);
+    CHECK(ff_gpu_alloc((void **)&c.x, act * 4, "x"));
+    CHECK(ff_gpu_alloc((void **)&c.buf[0], act * 4, "buf0"));
+    CHECK(ff_gpu_alloc((void **)&c.buf[1], act * 4, "buf1"));
+    {  // every layer's timed input is random data, never zeros (they can run faster than real data)
+        float *r = malloc(act * 4);
+        ff_rng_fill(r, act, 3, 77, 1.0f);
+        CHECK(ff_gpu_copy_h2d(c.x, r, act * 4, c.s));
+        CHECK(ff_gpu_stream_sync(c.s));
+        free(r);
+    }
+
+    ff_exec_options o;
+    ff_exec_options_default(&o);
+    o.mode = FF_MODE_CUDA;
+    o.max_batch = nmax;
+    ff_executor *e;
+    CHECK(ff_exec_create(&e, &m, &wt, &o));
+    float *pin_in, *pin_out;
+    CHECK(ff_gpu_alloc_host((void **)&pin_in, (size_t)nmax * (size_t)ff_shape_numel(m.input) * 4, "in"));
+    CHECK(ff_gpu_alloc_host((void **)&pin_out, (size_t)nmax * (size_t)m.classes * 4, "out"));
+    memcpy(pin_in, hx, (size_t)nmax * (size_t)ff_shape_numel(m.input) * 4);
+    float *page_out = malloc((size_t)nmax * (size_t)m.classes * 4);
+
+    printf("device: %s, %d SMs, sm_%d%d, %.1f GiB\n", dev, sms, ccM, ccm, mem / 1073741824.0);
+    for (int a = 2; a < argc; a++) {
+        const int64_t n = atoll(argv[a]);
+        printf("\n%s N=%lld        layer       ms     TFLOP/s\n", m.name, (long long)n);
+        double sum = 0;
+        for (int i = 0; i < m.n_layers; i++) {
+            const ff_layer *L = &m.layers[i];
+            if (L->op == FF_OP_FLATTEN) continue;
+            const bool fuse = (L->op == FF_OP_CONV2D || L->op == FF_OP_LINEAR) && i + 1 < m.n_layers &&
+                              m.layers[i + 1].op == FF_OP_RELU;
+            const int last = fuse ? i + 1 : i;
+            const double t = time_it(&c, NULL, n, i, last, 5);
+            sum += t;
+            const double tf = L->flops ? (double)L->flops * n / t * 1e-12 : 0;
+            printf("  %-8s%-6s %10.4f %9.2f\n", L->name, fuse ? "+relu" : "", t * 1e3, tf);
+            if (fuse) i++;
+        }
+        CHECK(ff_gpu_capture_begin(c.s));
+        enqueue(&c, n, 0, m.n_layers - 1);
+        ff_gpu_graph g;
+        CHECK(ff_gpu_capture_end(&g, c.s));
+        const double tg = time_it(&c, g, n, 0, 0, 10);
+        ff_gpu_graph_destroy(g);
+        // the executor: host input (pinned / pageable) -> host output, synchronised
+        double te[2];
+        for (int pinned = 0; pinned < 2; pinned++) {
+            double ts[7];
+            for (int k = 0; k < 9; k++) {
+                const double t0 = ff_now();
+                CHECK(ff_exec_forward(e, pinned ? pin_out : page_out, pinned ? pin_in : hx, n, 0, m.n_layers - 1));
+                if (k >= 2) ts[k - 2] = ff_now() - t0;
+            }
+            qsort(ts, 7, sizeof ts[0], cmp_d);
+            te[pinned] = ts[3];
+        }
+        const double tflops = (double)m.flops_total * n / tg * 1e-12;
+        printf("  sum of layers %.4f ms; whole forward as one graph %.4f ms (%.2f TFLOP/s); executor "
+               "forward host->host %.4f ms pinned, %.4f ms pageable\n",
+               sum * 1e3, tg * 1e3, tflops, te[1] * 1e3, te[0] * 1e3);
+        printf("JSON {\"model\":\"%s\",\"n\":%lld,\"device\":\"%s\",\"graph_ms\":%.5f,\"layers_sum_ms\":%.5f,"
+               "\"exec_pinned_ms\":%.5f,\"exec_pageable_ms\":%.5f,\"tflops\":%.3f}\n",
+               m.name, (long long)n, dev, tg * 1e3, sum * 1e3, te[1] * 1e3, te[0] * 1e3, tflops);
+    }
+    ff_exec_destroy(e);
+    return 0;
+}

@@ -1,0 +1,102 @@
+// Helpers shared by the GPU test programs: device buffers from host arrays, and the two checks every
+// GPU result goes through (DESIGN §6.1):
+//   - dot-product layers (conv, linear): |gpu - cpu| <= 2 * gamma_K * S with S = |b| + sum |w x|,
+//     gamma_K = K u / (1 - K u), u = 2^-24, K = terms + 1 (the bias). Each of the two results is
+//     within gamma_K * S of the exact value whatever its summation order, so any correct pair passes
+//     and a wrong index or tap does not. S is computed by the CPU reference itself on |x|, |w|, |b|
+//     (a sum of non-negative terms, so its float result is >= S (1 - gamma_K)); the bound divides by
+//     (1 - gamma_K) to stay rigorous.
+//   - every other layer: the same bits as the CPU (or at most `max_ulp` apart where a transcendental
+//     is evaluated by different libraries: lrn's pow, softmax's exp, both in double).
+#pragma once
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fivefold/digest.h"
+#include "fivefold/gpu.h"
+#include "fivefold/rng.h"
+
+static inline float *tu_dev_from(const float *h, size_t count, ff_gpu_stream s) {
+    float *d = NULL;
+    if (ff_gpu_alloc((void **)&d, count * sizeof(float), "test buffer") != FF_OK) {
+        fprintf(stderr, "%s\n", ff_last_error());
+        abort();
+    }
+    if (h && ff_gpu_copy_h2d(d, h, count * sizeof(float), s) != FF_OK) abort();
+    if (!h && ff_gpu_fill(d, NAN, count, s) != FF_OK) abort();  // poison: unwritten outputs show
+    return d;
+}
+
+static inline float *tu_host_from(const float *d, size_t count, ff_gpu_stream s) {
+    float *h = malloc(count * sizeof(float));
+    if (!h) abort();
+    if (ff_gpu_copy_d2h(h, d, count * sizeof(float), s) != FF_OK || ff_gpu_stream_sync(s) != FF_OK) {
+        fprintf(stderr, "%s\n", ff_last_error());
+        abort();
+    }
+    return h;
+}
+
+static inline float *tu_rand(size_t count, uint64_t tensor_id, float scale) {
+    float *x = malloc(count * sizeof(float));
+    if (!x) abort();
+    ff_rng_fill(x, count, 12345, tensor_id, scale);
+    return x;
+}
+
+static inline float *tu_abs(const float *x, size_t count) {
+    float *a = malloc(count * sizeof(float));
+    if (!a) abort();
+    for (size_t i = 0; i < count; i++) a[i] = fabsf(x[i]);
+    return a;
+}
+
+// Dot-product check. Returns the number of elements outside the bound (NaN counts); prints the
+// case, the worst element and the share of the bound it used.
+static inline size_t tu_check_dot(const char *what, const float *gpu, const float *cpu, const float *abs_sum,
+                                  size_t count, int64_t terms) {
+    const double u = ldexp(1.0, -24), Ku = (double)(terms + 1) * u, gamma = Ku / (1.0 - Ku);
+    size_t bad = 0, worst = 0;
+    double worst_frac = -1;
+    for (size_t i = 0; i < count; i++) {
+        const double bound = 2.0 * gamma * (double)abs_sum[i] / (1.0 - gamma);
+        const double err = fabs((double)gpu[i] - (double)cpu[i]);
+        const double frac = bound > 0 ? err / bound : (err > 0 ? INFINITY : 0);
+        if (isnan(gpu[i]) || isnan(cpu[i]) || !(err <= bound)) bad++;
+        if (isnan(frac) || frac > worst_frac) worst_frac = isnan(frac) ? INFINITY : frac, worst = i;
+    }
+    printf("  %-34s K=%-6lld %9zu elems  worst %.2f%% of bound at [%zu] gpu=%.9g cpu=%.9g  %s\n", what,
+           (long long)(terms + 1), count, 100.0 * worst_frac, worst, count ? gpu[worst] : 0.0,
+           count ? cpu[worst] : 0.0, bad ? "FAIL" : "PASS");
+    return bad;
+}
+
+// Bitwise / ULP check. Returns the number of elements more than max_ulp apart (NaN vs NaN counts as
+// equal only when both are NaN: the layers propagate NaN on purpose).
+static inline size_t tu_check_ulp(const char *what, const float *a, const float *b, size_t count, uint64_t max_ulp) {
+    size_t bad = 0, worst = 0;
+    uint64_t worst_ulp = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t d = (isnan(a[i]) && isnan(b[i])) ? 0 : ff_ulp_distance(a[i], b[i]);
+        if (d > max_ulp) bad++;
+        if (d > worst_ulp) worst_ulp = d, worst = i;
+    }
+    printf("  %-34s %9zu elems  max %llu ulp at [%zu] (allowed %llu)  %s\n", what, count,
+           (unsigned long long)worst_ulp, worst, (unsigned long long)max_ulp, bad ? "FAIL" : "PASS");
+    return bad;
+}
+
+// Exit code 77 (CTest SKIP_RETURN_CODE) when this machine has no usable GPU or fivefold was built
+// without CUDA; the reason is printed, and an empty reason is itself a failure.
+static inline int tu_gpu_or_skip(void) {
+    int n = 0;
+    ff_status st = ff_gpu_device_count(&n);
+    if (st == FF_OK && n > 0) return ff_gpu_select(0) == FF_OK ? 0 : 1;
+    const char *msg = ff_last_error();
+    printf("SKIP: %s\n", msg);
+    if (st != FF_ERR_NO_CUDA || !msg || !*msg) return 1;  // a GPU error other than "none": fail
+    return 77;
+}

@@ -1,0 +1,324 @@
+// Every GPU layer of both models against the CPU reference (DESIGN §6.1, §11: the CPU is the spec):
+// conv and linear within the derived gamma_K bound, relu/maxpool bit-exact, lrn/softmax within 1
+// ULP (pow/exp in double by two libraries); and the position independence of DESIGN §5: every
+// tile configuration, the GEMV path, a row band and a sub-batch give identical bits.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "fivefold/executor.h"
+#include "fivefold/layers_cpu.h"
+#include "fivefold/model.h"
+#include "fivefold/weights.h"
+#include "gpu_test_util.h"
+
+static ff_gpu_stream S;
+
+static size_t numel(ff_shape s, int64_t n) { return (size_t)(n * ff_shape_numel(s)); }
+
+// GPU layer i of model m (weights generated) on n random images vs the CPU; returns the violations.
+static size_t check_layer(const ff_model *m, const ff_weights *wt, int i, int64_t n) {
+    const ff_layer *L = &m->layers[i];
+    const size_t nin = numel(L->in, n), nout = numel(L->out, n);
+    float *x = tu_rand(nin, 1000 + (uint64_t)i, L->op == FF_OP_SOFTMAX ? 8.0f : 1.0f);
+    float *cpu = malloc(nout * sizeof(float));
+    ff_rows rows = ff_rows_full(L);
+    ff_cpu_layer_forward(cpu, x, wt->w[i], wt->b[i], L, &rows, n);
+
+    float *dx = tu_dev_from(x, nin, S), *dy = tu_dev_from(NULL, nout, S);
+    float *dw = NULL, *db = NULL;
+    if (L->n_weight) {
+        dw = tu_dev_from(wt->w[i], (size_t)L->n_weight, S);
+        db = tu_dev_from(wt->b[i], (size_t)L->n_bias, S);
+    }
+    assert_int_equal(ff_gpu_layer_forward(dy, dx, dw, db, L, false, &rows, n, S), FF_OK);
+    float *gpu = tu_host_from(dy, nout, S);
+
+    char what[96];
+    snprintf(what, sizeof what, "%s.%s(%s, N=%lld)", m->name, L->name, ff_op_name(L->op), (long long)n);
+    size_t bad;
+    if (L->n_weight) {
+        float *ax = tu_abs(x, nin), *aw = tu_abs(wt->w[i], (size_t)L->n_weight), *ab = tu_abs(wt->b[i], (size_t)L->n_bias);
+        float *asum = malloc(nout * sizeof(float));
+        ff_cpu_layer_forward(asum, ax, aw, ab, L, &rows, n);
+        bad = tu_check_dot(what, gpu, cpu, asum, nout, L->fan_in);
+        free(ax), free(aw), free(ab), free(asum);
+        ff_gpu_free(dw), ff_gpu_free(db);
+    } else {
+        const uint64_t ulp = (L->op == FF_OP_LRN || L->op == FF_OP_SOFTMAX) ? 1 : 0;
+        bad = tu_check_ulp(what, gpu, cpu, nout, ulp);
+    }
+    ff_gpu_free(dx), ff_gpu_free(dy);
+    free(x), free(cpu), free(gpu);
+    return bad;
+}
+
+static void run_model_layers(const char *model, const int64_t *batches, int nb) {
+    ff_model m;
+    ff_weights wt;
+    assert_int_equal(ff_model_init(&m, model), FF_OK);
+    assert_int_equal(ff_weights_alloc(&wt, &m), FF_OK);
+    ff_weights_generate(&wt, &m, 7);
+    size_t bad = 0;
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < m.n_layers; i++) {
+            // Linear layers run at every batch size (GEMV path for n <= 8, GEMM above); the others once.
+            if (b > 0 && m.layers[i].op != FF_OP_LINEAR) continue;
+            bad += check_layer(&m, &wt, i, batches[b]);
+        }
+    ff_weights_free(&wt);
+    assert_int_equal(bad, 0);
+}
+
+static void mnist_layers_match_cpu(void **state) {
+    (void)state;
+    const int64_t nb[] = {5, 3, 40};
+    run_model_layers("mnist-cnn", nb, 3);
+}
+
+static void alexnet_layers_match_cpu(void **state) {
+    (void)state;
+    const int64_t nb[] = {2, 3, 20};
+    run_model_layers("alexnet", nb, 3);
+}
+
+// The checks themselves must fail on broken input: a conv computed with its weights shifted by one
+// element (a wrong index) breaks the dot bound, and one ULP in one element breaks the exact check.
+static void checks_fail_on_broken_input(void **state) {
+    (void)state;
+    ff_model m;
+    ff_weights wt;
+    assert_int_equal(ff_model_init(&m, "mnist-cnn"), FF_OK);
+    assert_int_equal(ff_weights_alloc(&wt, &m), FF_OK);
+    ff_weights_generate(&wt, &m, 7);
+    const int i = ff_model_find_layer(&m, "conv2");
+    const ff_layer *L = &m.layers[i];
+    const int64_t n = 2;
+    const size_t nin = numel(L->in, n), nout = numel(L->out, n);
+    float *x = tu_rand(nin, 77, 1.0f);
+    float *good = malloc(nout * sizeof(float)), *broken = malloc(nout * sizeof(float)), *asum = malloc(nout * sizeof(float));
+    ff_rows rows = ff_rows_full(L);
+    ff_cpu_conv2d(good, x, wt.w[i], wt.b[i], L, &rows, n);
+    float *wshift = malloc((size_t)L->n_weight * sizeof(float));
+    memcpy(wshift, wt.w[i] + 1, (size_t)(L->n_weight - 1) * sizeof(float));
+    wshift[L->n_weight - 1] = wt.w[i][0];
+    ff_cpu_conv2d(broken, x, wshift, wt.b[i], L, &rows, n);
+    float *ax = tu_abs(x, nin), *aw = tu_abs(wt.w[i], (size_t)L->n_weight), *ab = tu_abs(wt.b[i], (size_t)L->n_bias);
+    ff_cpu_conv2d(asum, ax, aw, ab, L, &rows, n);
+    printf("  (negative: the next check must FAIL)\n");
+    assert_true(tu_check_dot("conv2 with weights shifted by one", broken, good, asum, nout, L->fan_in) > nout / 2);
+    assert_int_equal(tu_check_dot("conv2 against itself", good, good, asum, nout, L->fan_in), 0);
+    memcpy(broken, good, nout * sizeof(float));
+    broken[nout / 3] = nextafterf(broken[nout / 3], INFINITY);
+    printf("  (negative: the next check must FAIL)\n");
+    assert_int_equal(tu_check_ulp("one element one ulp off", broken, good, nout, 0), 1);
+    broken[nout / 3] = NAN;
+    assert_int_equal(tu_check_ulp("one element NaN", broken, good, nout, 1), 1);
+    free(x), free(good), free(broken), free(asum), free(wshift), free(ax), free(aw), free(ab);
+    ff_weights_free(&wt);
+}
+
+// Every tile configuration (and the GEMV path for linear) gives the same bits: each thread owns
+// whole summation chains, so the tile shape cannot change a value.
+static void tiles_give_identical_bits(void **state) {
+    (void)state;
+    ff_model m;
+    ff_weights wt;
+    assert_int_equal(ff_model_init(&m, "alexnet"), FF_OK);
+    assert_int_equal(ff_weights_alloc(&wt, &m), FF_OK);
+    ff_weights_generate(&wt, &m, 7);
+    const char *names[] = {"conv1", "conv2", "conv3", "fc6", "fc8"};
+    size_t bad = 0;
+    for (int t = 0; t < 5; t++) {
+        const int i = ff_model_find_layer(&m, names[t]);
+        const ff_layer *L = &m.layers[i];
+        const int64_t n = L->op == FF_OP_LINEAR ? 5 : 2;
+        const size_t nin = numel(L->in, n), nout = numel(L->out, n);
+        float *x = tu_rand(nin, 500 + (uint64_t)t, 1.0f);
+        float *dx = tu_dev_from(x, nin, S), *dy = tu_dev_from(NULL, nout, S);
+        float *dw = tu_dev_from(wt.w[i], (size_t)L->n_weight, S), *db = tu_dev_from(wt.b[i], (size_t)L->n_bias, S);
+        ff_rows rows = ff_rows_full(L);
+        float *ref = NULL;
+        const int ntiles = L->op == FF_OP_LINEAR ? 4 : 3;
+        for (int tile = 0; tile < ntiles; tile++) {
+            ff_gpu_debug_force_tile(tile);
+            assert_int_equal(ff_gpu_fill(dy, NAN, nout, S), FF_OK);
+            assert_int_equal(ff_gpu_layer_forward(dy, dx, dw, db, L, true, &rows, n, S), FF_OK);
+            float *y = tu_host_from(dy, nout, S);
+            if (!ref) {
+                ref = y;
+                continue;
+            }
+            char what[64];
+            snprintf(what, sizeof what, "%s tile %d vs tile 0", L->name, tile);
+            bad += tu_check_ulp(what, y, ref, nout, 0);
+            free(y);
+        }
+        ff_gpu_debug_force_tile(-1);
+        free(ref), free(x);
+        ff_gpu_free(dx), ff_gpu_free(dy), ff_gpu_free(dw), ff_gpu_free(db);
+    }
+    ff_weights_free(&wt);
+    assert_int_equal(bad, 0);
+}
+
+// A band of output rows computed from its input rows (its halo included) equals those rows of the
+// full result, bit for bit: what hybrid/direct `rows` splits rely on. Also a sub-batch.
+static void bands_and_subbatches_give_identical_bits(void **state) {
+    (void)state;
+    ff_model m;
+    ff_weights wt;
+    assert_int_equal(ff_model_init(&m, "alexnet"), FF_OK);
+    assert_int_equal(ff_weights_alloc(&wt, &m), FF_OK);
+    ff_weights_generate(&wt, &m, 7);
+    const char *names[] = {"conv1", "pool1", "conv2", "conv3", "pool5", "lrn2"};
+    size_t bad = 0;
+    for (int t = 0; t < 6; t++) {
+        const int i = ff_model_find_layer(&m, names[t]);
+        const ff_layer *L = &m.layers[i];
+        const int64_t n = 3;
+        const size_t nin = numel(L->in, n), nout = numel(L->out, n);
+        float *x = tu_rand(nin, 900 + (uint64_t)t, 1.0f);
+        float *dx = tu_dev_from(x, nin, S), *dy = tu_dev_from(NULL, nout, S);
+        float *dw = L->n_weight ? tu_dev_from(wt.w[i], (size_t)L->n_weight, S) : NULL;
+        float *db = L->n_weight ? tu_dev_from(wt.b[i], (size_t)L->n_bias, S) : NULL;
+        ff_rows full = ff_rows_full(L);
+        assert_int_equal(ff_gpu_layer_forward(dy, dx, dw, db, L, false, &full, n, S), FF_OK);
+        float *y = tu_host_from(dy, nout, S);
+
+        // band: output rows [o0, o1) from input rows ff_layer_input_rows
+        const int64_t o0 = L->out.h / 3, o1 = L->out.h / 3 + L->out.h / 4 + 1;
+        ff_range ir = ff_layer_input_rows(L, o0, o1);
+        ff_rows band = {ir.lo, ir.hi, o0, o1};
+        const int64_t C = L->in.c, H = L->in.h, W = L->in.w, K = L->out.c, Wo = L->out.w;
+        const int64_t brow = ir.hi - ir.lo, orow = o1 - o0;
+        float *xb = malloc((size_t)(n * C * brow * W) * sizeof(float));
+        for (int64_t p = 0; p < n * C; p++)
+            memcpy(xb + p * brow * W, x + (p * H + ir.lo) * W, (size_t)(brow * W) * sizeof(float));
+        float *dxb = tu_dev_from(xb, (size_t)(n * C * brow * W), S);
+        float *dyb = tu_dev_from(NULL, (size_t)(n * K * orow * Wo), S);
+        assert_int_equal(ff_gpu_layer_forward(dyb, dxb, dw, db, L, false, &band, n, S), FF_OK);
+        float *yb = tu_host_from(dyb, (size_t)(n * K * orow * Wo), S);
+        float *yref = malloc((size_t)(n * K * orow * Wo) * sizeof(float));
+        const int64_t Ho = L->out.h;
+        for (int64_t p = 0; p < n * K; p++)
+            memcpy(yref + p * orow * Wo, y + (p * Ho + o0) * Wo, (size_t)(orow * Wo) * sizeof(float));
+        char what[80];
+        snprintf(what, sizeof what, "%s rows [%lld,%lld) vs full", L->name, (long long)o0, (long long)o1);
+        bad += tu_check_ulp(what, yb, yref, (size_t)(n * K * orow * Wo), 0);
+
+        // sub-batch: image 1 alone equals image 1 of the batch of 3
+        float *y1 = tu_dev_from(NULL, numel(L->out, 1), S);
+        assert_int_equal(ff_gpu_layer_forward(y1, dx + numel(L->in, 1), dw, db, L, false, &full, 1, S), FF_OK);
+        float *h1 = tu_host_from(y1, numel(L->out, 1), S);
+        snprintf(what, sizeof what, "%s image 1 alone vs in N=3", L->name);
+        bad += tu_check_ulp(what, h1, y + numel(L->out, 1), numel(L->out, 1), 0);
+
+        free(x), free(y), free(xb), free(yb), free(yref), free(h1);
+        ff_gpu_free(dx), ff_gpu_free(dy), ff_gpu_free(dxb), ff_gpu_free(dyb), ff_gpu_free(y1);
+        ff_gpu_free(dw), ff_gpu_free(db);
+    }
+    ff_weights_free(&wt);
+    assert_int_equal(bad, 0);
+}
+
+// Fused relu equals relu applied to the unfused output, bit for bit; fault kernel = ff_fault_value.
+static void fused_relu_and_fault_rule(void **state) {
+    (void)state;
+    ff_model m;
+    ff_weights wt;
+    assert_int_equal(ff_model_init(&m, "mnist-cnn"), FF_OK);
+    assert_int_equal(ff_weights_alloc(&wt, &m), FF_OK);
+    ff_weights_generate(&wt, &m, 7);
+    const int i = ff_model_find_layer(&m, "conv1");
+    const ff_layer *L = &m.layers[i];
+    const int64_t n = 4;
+    const size_t nin = numel(L->in, n), nout = numel(L->out, n);
+    float *x = tu_rand(nin, 31, 1.0f);
+    float *dx = tu_dev_from(x, nin, S), *da = tu_dev_from(NULL, nout, S), *dr = tu_dev_from(NULL, nout, S),
+          *df = tu_dev_from(NULL, nout, S);
+    float *dw = tu_dev_from(wt.w[i], (size_t)L->n_weight, S), *db = tu_dev_from(wt.b[i], (size_t)L->n_bias, S);
+    ff_rows rows = ff_rows_full(L);
+    assert_int_equal(ff_gpu_conv2d(da, dx, dw, db, L, false, &rows, n, S), FF_OK);
+    assert_int_equal(ff_gpu_relu(dr, da, (int64_t)nout, S), FF_OK);
+    assert_int_equal(ff_gpu_conv2d(df, dx, dw, db, L, true, &rows, n, S), FF_OK);
+    float *a = tu_host_from(da, nout, S), *r = tu_host_from(dr, nout, S), *f = tu_host_from(df, nout, S);
+    size_t negatives = 0;
+    for (size_t k = 0; k < nout; k++) negatives += a[k] < 0;
+    assert_true(negatives > nout / 10);  // the relu has work to do
+    assert_int_equal(tu_check_ulp("conv1+relu fused vs separate", f, r, nout, 0), 0);
+    const float v0 = a[0];
+    assert_int_equal(ff_gpu_fault(da, S), FF_OK);
+    float *a2 = tu_host_from(da, nout, S);
+    assert_true(memcmp(&a2[0], &(float){ff_fault_value(v0)}, sizeof(float)) == 0);
+    assert_int_equal(memcmp(a2 + 1, a + 1, (nout - 1) * sizeof(float)), 0);
+    free(x), free(a), free(r), free(f), free(a2);
+    ff_gpu_free(dx), ff_gpu_free(da), ff_gpu_free(dr), ff_gpu_free(df), ff_gpu_free(dw), ff_gpu_free(db);
+    ff_weights_free(&wt);
+}
+
+// NaN propagates through maxpool and relu as on the CPU (the exact checks would catch a kernel
+// that drops it).
+static void nan_propagates_like_cpu(void **state) {
+    (void)state;
+    ff_model m;
+    assert_int_equal(ff_model_init(&m, "alexnet"), FF_OK);
+    const int i = ff_model_find_layer(&m, "pool1");
+    const ff_layer *L = &m.layers[i];
+    const size_t nin = numel(L->in, 1), nout = numel(L->out, 1);
+    float *x = tu_rand(nin, 3, 1.0f);
+    x[1000] = NAN, x[5] = -0.0f, x[6] = -0.0f;
+    float *cpu = malloc(nout * sizeof(float));
+    ff_rows rows = ff_rows_full(L);
+    ff_cpu_maxpool(cpu, x, L, &rows, 1);
+    float *dx = tu_dev_from(x, nin, S), *dy = tu_dev_from(NULL, nout, S);
+    assert_int_equal(ff_gpu_maxpool(dy, dx, L, &rows, 1, S), FF_OK);
+    float *gpu = tu_host_from(dy, nout, S);
+    size_t nans = 0;
+    for (size_t k = 0; k < nout; k++) nans += isnan(gpu[k]);
+    assert_true(nans >= 1);
+    assert_int_equal(tu_check_ulp("pool1 with a NaN", gpu, cpu, nout, 0), 0);
+    free(x), free(cpu), free(gpu);
+    ff_gpu_free(dx), ff_gpu_free(dy);
+}
+
+static void out_of_memory_says_bytes(void **state) {
+    (void)state;
+    void *p = NULL;
+    const size_t huge = (size_t)1 << 50;  // 1 PiB
+    assert_int_equal(ff_gpu_alloc(&p, huge, "a test buffer"), FF_ERR_OOM);
+    assert_null(p);
+    printf("  OOM message: %s\n", ff_last_error());
+    assert_non_null(strstr(ff_last_error(), "1125899906842624"));
+    assert_non_null(strstr(ff_last_error(), "free"));
+    assert_non_null(strstr(ff_last_error(), "a test buffer"));
+}
+
+static int group_setup(void **state) {
+    (void)state;
+    return ff_gpu_stream_create(&S) == FF_OK ? 0 : -1;
+}
+static int group_teardown(void **state) {
+    (void)state;
+    ff_gpu_stream_destroy(S);
+    return 0;
+}
+
+int main(void) {
+    int rc = tu_gpu_or_skip();
+    if (rc) return rc;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(checks_fail_on_broken_input),
+        cmocka_unit_test(mnist_layers_match_cpu),
+        cmocka_unit_test(alexnet_layers_match_cpu),
+        cmocka_unit_test(tiles_give_identical_bits),
+        cmocka_unit_test(bands_and_subbatches_give_identical_bits),
+        cmocka_unit_test(fused_relu_and_fault_rule),
+        cmocka_unit_test(nan_propagates_like_cpu),
+        cmocka_unit_test(out_of_memory_says_bytes),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
