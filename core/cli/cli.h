@@ -21,6 +21,7 @@ typedef struct {
 int ff_cmd_info(int argc, char **argv);
 int ff_cmd_infer(int argc, char **argv);
 int ff_cmd_verify(int argc, char **argv);
+int ff_cmd_bench(int argc, char **argv);
 int ff_cmd_train(int argc, char **argv);
 // `fivefold bench --loader ...` (core/cli/loader_bench.c): argv as bench gets it; "--loader" is skipped.
 int ff_loader_bench(int argc, char **argv);

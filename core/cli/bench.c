@@ -1,0 +1,380 @@
+// `fivefold bench`: times only what has just passed its checks (DESIGN §8, issue 5).
+//   1. gate: the verification checks for exactly this configuration (model, mode, split, ranks,
+//      build) against the golden file, plus a batch-N check: the batch that will be timed, built
+//      from the golden images, must reproduce the verified outputs bit for bit. Any failure: the
+//      failed check is named, nothing is timed, exit 3.
+//   2. timing: warm-up, repeats, median and spread; a separate traced pass for the phase split.
+//   3. post-check: every timed run's output digest equals the gated batch-N digest (#wrong = 0).
+//   4. results: a JSON file (schema fivefold-bench/1) and, with --peer pytorch, PyTorch measured on
+//      the same configuration in the same invocation, with the speedup.
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "cli.h"
+#include "fivefold/bench.h"
+#include "fivefold/build_info.h"
+#include "fivefold/digest.h"
+#include "fivefold/gate.h"
+#include "fivefold/json.h"
+#include "fivefold/machine.h"
+
+#define MAX_BATCHES 16
+
+static void help(void) {
+    printf("usage: fivefold bench --model alexnet|mnist-cnn --mode MODE [--split S] [--batch N[,N...]]\n"
+           "                      [--iters K] [--warmup W] [--json OUT.json|DIR] [--peer pytorch]\n"
+           "                      [--golden F.h5 [--trust]] [--backend own|vendor] [--precision fp32|tf32]\n"
+           "                      [--inject-fault LAYER]\n\n"
+           "Runs the verification checks for exactly this configuration first and times nothing unless\n"
+           "they pass (exit 3 naming the failed check). Then times --iters forwards per batch size after\n"
+           "--warmup ones, checks that every timed output equals the gated output (#wrong), and prints\n"
+           "median, spread, images/s, GFLOP/s and the phase split (compute, h2d, d2h, comm, host).\n"
+           "  --json OUT       result file (schema fivefold-bench/1); a directory gets one file per batch\n"
+           "                   named <model>-<mode>[-<split>]-p<ranks>-n<batch>.json (default: none)\n"
+           "  --peer pytorch   also run bench/peer_pytorch.py on the same configuration (python from\n"
+           "                   $FF_PYTHON, default python3) and report speedup = peer median / ours\n"
+           "Defaults: --batch 1, --iters 20, --warmup 3. Multi-rank modes run under mpiexec.\n");
+}
+
+typedef struct {
+    const char *model, *mode, *split, *json, *peer, *golden, *backend, *precision, *fault;
+    int64_t batches[MAX_BATCHES];
+    int n_batches;
+    int64_t iters, warmup;
+    bool trust;
+} bench_args;
+
+static ff_status parse_batches(bench_args *a, const char *s) {
+    a->n_batches = 0;
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", s);
+    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+        if (a->n_batches == MAX_BATCHES) return FF_FAIL(FF_ERR_INPUT, "--batch: at most %d sizes", MAX_BATCHES);
+        FF_TRY(ff_cli_parse_i64(&a->batches[a->n_batches++], "--batch", tok, 1, FF_CLI_MAX_BATCH));
+    }
+    if (a->n_batches == 0) return FF_FAIL(FF_ERR_INPUT, "--batch '%s': expected N or N,N,...", s);
+    return FF_OK;
+}
+
+static int parse(bench_args *a, int argc, char **argv) {
+    memset(a, 0, sizeof *a);
+    a->model = "alexnet";
+    a->mode = "serial";
+    a->batches[0] = 1;
+    a->n_batches = 1;
+    a->iters = 20;
+    a->warmup = 3;
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},  {"mode", required_argument, 0, 'M'},
+        {"split", required_argument, 0, 's'},  {"batch", required_argument, 0, 'n'},
+        {"iters", required_argument, 0, 'k'},  {"warmup", required_argument, 0, 'W'},
+        {"json", required_argument, 0, 'j'},   {"peer", required_argument, 0, 'p'},
+        {"golden", required_argument, 0, 'g'}, {"trust", no_argument, 0, 'T'},
+        {"backend", required_argument, 0, 'b'}, {"precision", required_argument, 0, 'P'},
+        {"inject-fault", required_argument, 0, 'f'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
+        ff_status st = FF_OK;
+        switch (c) {
+        case 'm': a->model = optarg; break;
+        case 'M': a->mode = optarg; break;
+        case 's': a->split = optarg; break;
+        case 'n': st = parse_batches(a, optarg); break;
+        case 'k': st = ff_cli_parse_i64(&a->iters, "--iters", optarg, 1, 100000); break;
+        case 'W': st = ff_cli_parse_i64(&a->warmup, "--warmup", optarg, 0, 1000); break;
+        case 'j': a->json = optarg; break;
+        case 'p': a->peer = optarg; break;
+        case 'g': a->golden = optarg; break;
+        case 'T': a->trust = true; break;
+        case 'b': a->backend = optarg; break;
+        case 'P': a->precision = optarg; break;
+        case 'f': a->fault = optarg; break;
+        case 'h': help(); return -1;
+        default: return ff_cli_usage("bench", "unknown or incomplete option '%s'", argv[optind - 1]);
+        }
+        if (st != FF_OK) return ff_cli_fail("bench", st);
+    }
+    if (optind < argc) return ff_cli_usage("bench", "unexpected argument '%s'", argv[optind]);
+    if (a->peer && strcmp(a->peer, "pytorch") != 0)
+        return ff_cli_usage("bench", "--peer '%s': expected pytorch", a->peer);
+    return 0;
+}
+
+// ---- the PyTorch peer, run in the same invocation on the same machine ----
+typedef struct {
+    bool ran;
+    char name[96];
+    double median_ms;
+    char torch[32], device[128];
+} peer_result;
+
+static bool json_number(double *out, const char *text, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(text, pat);
+    if (!p) return false;
+    p += strlen(pat);
+    char *end;
+    double v = strtod(p, &end);
+    if (end == p) return false;
+    *out = v;
+    return true;
+}
+
+static bool json_string(char *out, size_t cap, const char *text, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": \"", key);
+    const char *p = strstr(text, pat);
+    if (!p) {
+        snprintf(pat, sizeof pat, "\"%s\":\"", key);
+        if (!(p = strstr(text, pat))) return false;
+    }
+    p += strlen(pat);
+    size_t k = 0;
+    while (p[k] && p[k] != '"' && k + 1 < cap) {
+        out[k] = p[k];
+        k++;
+    }
+    out[k] = 0;
+    return true;
+}
+
+// Runs bench/peer_pytorch.py for this configuration; the peer's JSON line is on its stdout.
+static ff_status run_peer(peer_result *r, const ff_exec_options *o, const char *model, int64_t batch, int ranks,
+                          int64_t iters) {
+    memset(r, 0, sizeof *r);
+    const char *py = getenv("FF_PYTHON");
+    if (!py || !*py) py = "python3";
+    bool gpu = o->mode == FF_MODE_CUDA || o->mode == FF_MODE_HYBRID || o->mode == FF_MODE_DIRECT;
+    char cmd[1024];
+    // CPU modes compare with PyTorch on the CPU (one thread for serial, every core otherwise);
+    // GPU modes with eager cuDNN fp32 (TF32 off) or TF32 when --precision tf32.
+    snprintf(cmd, sizeof cmd,
+             "%s %s/bench/peer_pytorch.py --model %s --batch %lld --iters %lld --device %s --threads %d "
+             "--precision %s%s 2>/dev/null",
+             py, FF_SOURCE_DIR, model, (long long)batch, (long long)iters, gpu ? "cuda" : "cpu",
+             o->mode == FF_MODE_SERIAL ? 1 : 0, o->precision == FF_PRECISION_TF32 ? "tf32" : "fp32",
+             gpu && ranks > 1 ? " --ddp" : "");
+    FILE *p = popen(cmd, "r");
+    if (!p) return FF_FAIL(FF_ERR_IO, "cannot start the PyTorch peer: %s", cmd);
+    char text[8192];
+    size_t len = fread(text, 1, sizeof text - 1, p);
+    text[len] = 0;
+    int rc = pclose(p);
+    rc = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + (WIFSIGNALED(rc) ? WTERMSIG(rc) : 0);
+    if (rc != 0 || !json_number(&r->median_ms, text, "median_ms"))
+        return FF_FAIL(FF_ERR_INPUT, "the PyTorch peer failed (exit %d): %s\n  hint: it needs torch for %s (set FF_PYTHON "
+                       "to a python3 that has it)", rc, cmd, py);
+    json_string(r->name, sizeof r->name, text, "name");
+    json_string(r->torch, sizeof r->torch, text, "torch");
+    json_string(r->device, sizeof r->device, text, "device");
+    r->ran = true;
+    return FF_OK;
+}
+
+static ff_status write_json(const char *path, const bench_args *a, const ff_model *m, const ff_exec_options *o,
+                            int ranks, int64_t batch, const ff_gate_result *g, const ff_bench_timing *t,
+                            const peer_result *peer) {
+    FILE *f = fopen(path, "w");
+    if (!f) return FF_FAIL(FF_ERR_IO, "cannot write '%s'", path);
+    ff_machine mc;
+    ff_machine_probe(&mc);
+    char hex[17], when[32];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    ff_json j;
+    ff_json_init(&j, f);
+    ff_json_begin_object(&j, NULL);
+    ff_json_str(&j, "schema", "fivefold-bench/1");
+    ff_json_str(&j, "created", when);
+    ff_json_str(&j, "commit", FF_GIT_COMMIT);
+    ff_json_begin_object(&j, "build");
+    ff_json_str(&j, "version", FF_VERSION);
+    ff_json_str(&j, "type", FF_BUILD_TYPE);
+    ff_json_str(&j, "compiler", FF_BUILD_C_COMPILER);
+    ff_json_str(&j, "flags", FF_BUILD_C_FLAGS);
+    ff_json_str(&j, "cuda", strcmp(FF_BUILD_HAVE_CUDA_STR, "ON") == 0 ? FF_BUILD_CUDA_VERSION : NULL);
+    ff_json_str(&j, "cuda_arch", strcmp(FF_BUILD_HAVE_CUDA_STR, "ON") == 0 ? FF_BUILD_CUDA_ARCH : NULL);
+    ff_json_end_object(&j);
+    ff_json_begin_object(&j, "machine");
+    ff_json_str(&j, "cpu", mc.cpu);
+    ff_json_int(&j, "cores", mc.cores);
+    ff_json_str(&j, "host", mc.hostname);
+    ff_json_str(&j, "gpu", mc.gpus ? mc.gpu : NULL);
+    ff_json_int(&j, "gpu_count", mc.gpus);
+    ff_json_int(&j, "cuda_driver", mc.cuda_driver);
+    ff_json_str(&j, "mpi", mc.mpi);
+    ff_json_str(&j, "nccl", mc.nccl[0] ? mc.nccl : NULL);
+    ff_json_end_object(&j);
+    ff_json_begin_object(&j, "config");
+    ff_json_str(&j, "model", m->name);
+    ff_json_str(&j, "mode", ff_mode_name(o->mode));
+    ff_json_str(&j, "split", o->split == FF_SPLIT_NONE ? NULL : ff_split_name(o->split));
+    ff_json_int(&j, "ranks", ranks);
+    ff_json_int(&j, "batch", batch);
+    ff_json_str(&j, "precision", o->precision == FF_PRECISION_TF32 ? "tf32" : "fp32");
+    ff_json_str(&j, "backend", o->backend == FF_BACKEND_VENDOR ? "vendor" : "own");
+    ff_json_int(&j, "flops_per_image", m->flops_total);
+    ff_json_end_object(&j);
+    ff_json_begin_object(&j, "gate");
+    ff_json_bool(&j, "passed", g->passed);
+    ff_json_int(&j, "checks", g->checks);
+    ff_json_int(&j, "failed", g->failed);
+    // Name the golden by its path in the repository, not this machine's path.
+    const char *golden = g->golden;
+    size_t sl = strlen(FF_SOURCE_DIR);
+    if (strncmp(golden, FF_SOURCE_DIR, sl) == 0 && golden[sl] == '/') golden += sl + 1;
+    ff_json_str(&j, "golden", golden);
+    ff_json_str(&j, "digest", ff_digest_hex(hex, g->batch_digest));
+    ff_json_end_object(&j);
+    ff_json_begin_object(&j, "timing");
+    ff_json_num(&j, "median_ms", t->median_ms);
+    ff_json_num(&j, "min_ms", t->min_ms);
+    ff_json_num(&j, "max_ms", t->max_ms);
+    ff_json_num(&j, "mean_ms", t->mean_ms);
+    ff_json_num(&j, "stdev_ms", t->stdev_ms);
+    ff_json_int(&j, "iters", t->iters);
+    ff_json_int(&j, "warmup", a->warmup);
+    ff_json_num(&j, "images_per_s", t->images_per_s);
+    ff_json_num(&j, "gflops", t->gflops);
+    ff_json_int(&j, "wrong", t->wrong);
+    ff_json_begin_object(&j, "phases");
+    for (int p = 0; p < FF_N_PHASES; p++) ff_json_num(&j, ff_phase_name(p), t->phase_ms[p]);
+    ff_json_end_object(&j);
+    ff_json_int(&j, "comm_bytes", t->comm_bytes);
+    ff_json_num(&j, "comm_busbw_gbs", t->comm_busbw_gbs);
+    ff_json_end_object(&j);
+    if (peer->ran) {
+        ff_json_begin_object(&j, "peer");
+        ff_json_str(&j, "name", peer->name);
+        ff_json_num(&j, "median_ms", peer->median_ms);
+        ff_json_str(&j, "torch", peer->torch);
+        ff_json_str(&j, "device", peer->device);
+        ff_json_end_object(&j);
+        ff_json_num(&j, "speedup", peer->median_ms / t->median_ms);
+    }
+    ff_json_end_object(&j);
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) return FF_FAIL(FF_ERR_IO, "writing '%s' failed", path);
+    return FF_OK;
+}
+
+static bool is_dir(const char *p) {
+    size_t n = strlen(p);
+    if (n && p[n - 1] == '/') return true;
+    FILE *f = fopen(p, "r");
+    if (!f) return false;
+    char c;
+    bool dir = fread(&c, 1, 1, f) == 0 && ferror(f);
+    fclose(f);
+    return dir;
+}
+
+int ff_cmd_bench(int argc, char **argv) {
+    bench_args a;
+    int rc = parse(&a, argc, argv);
+    if (rc) return rc < 0 ? FF_EXIT_OK : rc;
+    ff_model m;
+    ff_exec_options o;
+    ff_status st = ff_model_init(&m, a.model);
+    if (st == FF_OK) st = ff_cli_exec_options(&o, &m, a.mode, a.split, a.backend, a.precision, a.fault, false);
+    if (st != FF_OK) return ff_cli_fail("bench", st);
+    if (ff_mode_is_multirank(o.mode) && (st = ff_cli_mpi_comm(&o.comm)) != FF_OK) return ff_cli_fail("bench", st);
+    int rank = ff_cli_rank(), ranks = ff_cli_ranks();
+
+    for (int bi = 0; bi < a.n_batches; bi++) {
+        int64_t n = a.batches[bi];
+        char case_str[160];
+        snprintf(case_str, sizeof case_str, "%s %s%s%s P=%d N=%lld", m.name, ff_mode_name(o.mode),
+                 o.split != FF_SPLIT_NONE ? " split=" : "", o.split != FF_SPLIT_NONE ? ff_split_name(o.split) : "",
+                 ranks, (long long)n);
+        // 1. The gate.
+        ff_gate_config gc = {.model = &m, .opt = o, .batch = n, .golden = a.golden, .trust = a.trust};
+        ff_gate_result g;
+        ff_gate_state gs = {0};
+        st = ff_gate_run(&g, &gs, &gc);
+        ff_executor *e = gs.exec;
+        float *x = gs.x, *y = gs.y;
+        if (st != FF_OK) return ff_cli_fail("bench", st);
+        if (!g.passed) {
+            if (rank == 0)
+                fprintf(stderr, "fivefold bench: gate refused %s: check failed: %s\n  nothing was timed (exit %d)\n",
+                        case_str, g.first_failure, FF_EXIT_GATE);
+            ff_gate_release(&gs);
+            fflush(stderr);
+            return FF_EXIT_GATE;
+        }
+        if (rank == 0)
+            printf("gate: %s: %d checks passed (golden %s), batch digest %016llx\n", case_str, g.checks, g.golden,
+                   (unsigned long long)g.batch_digest);
+        // 2. Timing, then 3. the post-check inside ff_bench_time (#wrong).
+        ff_bench_timing t;
+        st = ff_bench_time(&t, e, y, x, n, (int)a.iters, (int)a.warmup, g.batch_digest);
+        if (st == FF_OK) {
+            // Phase split from a separate traced pass so the timers do not touch the timed runs.
+            ff_bench_timing traced;
+            e->opt.trace = true;
+            st = ff_bench_time(&traced, e, y, x, n, a.iters < 5 ? (int)a.iters : 5, 0, g.batch_digest);
+            e->opt.trace = false;
+            if (st == FF_OK) {
+                memcpy(t.phase_ms, traced.phase_ms, sizeof t.phase_ms);
+                t.comm_bytes = traced.comm_bytes;
+                t.comm_busbw_gbs = traced.comm_busbw_gbs;
+                t.wrong += traced.wrong;
+            }
+        }
+        if (st != FF_OK) {
+            ff_gate_release(&gs);
+            return ff_cli_fail("bench", st);
+        }
+        peer_result peer = {0};
+        if (rank == 0) {
+            printf("%-44s %10s %10s %10s %12s %10s %7s\n", "case", "median ms", "min ms", "max ms", "images/s",
+                   "GFLOP/s", "#wrong");
+            printf("%-44s %10.3f %10.3f %10.3f %12.1f %10.2f %7lld\n", case_str, t.median_ms, t.min_ms, t.max_ms,
+                   t.images_per_s, t.gflops, (long long)t.wrong);
+            printf("  phases (ms per forward, rank 0):");
+            for (int p = 0; p < FF_N_PHASES; p++) printf(" %s %.3f", ff_phase_name(p), t.phase_ms[p]);
+            if (t.comm_bytes) printf("; sent %lld bytes, %.4f GB/s", (long long)t.comm_bytes, t.comm_busbw_gbs);
+            printf("\n");
+            if (a.peer) {
+                st = run_peer(&peer, &o, m.name, n, ranks, a.iters);
+                if (st != FF_OK) fprintf(stderr, "fivefold bench: warning: %s\n", ff_last_error());
+                else
+                    printf("  peer %s (torch %s, %s): %.3f ms median -> speedup %.2fx\n", peer.name, peer.torch,
+                           peer.device, peer.median_ms, peer.median_ms / t.median_ms);
+            }
+        }
+        if (t.wrong) {
+            if (rank == 0)
+                fprintf(stderr, "fivefold bench: %lld timed runs produced an output different from the gated one\n",
+                        (long long)t.wrong);
+            ff_gate_release(&gs);
+            return ff_cli_fail("bench", FF_FAIL(FF_ERR_INTERNAL, "post-timing check failed: #wrong = %lld", (long long)t.wrong));
+        }
+        if (rank == 0 && a.json) {
+            char path[1024];
+            if (is_dir(a.json))
+                snprintf(path, sizeof path, "%s/%s-%s%s%s-p%d-n%lld.json", a.json, m.name, ff_mode_name(o.mode),
+                         o.split != FF_SPLIT_NONE ? "-" : "", o.split != FF_SPLIT_NONE ? ff_split_name(o.split) : "",
+                         ranks, (long long)n);
+            else if (a.n_batches > 1)
+                snprintf(path, sizeof path, "%.*s-n%lld.json", (int)(strlen(a.json) > 5 ? strlen(a.json) - 5 : strlen(a.json)),
+                         a.json, (long long)n);
+            else
+                snprintf(path, sizeof path, "%s", a.json);
+            st = write_json(path, &a, &m, &o, ranks, n, &g, &t, &peer);
+            if (st != FF_OK) {
+                ff_gate_release(&gs);
+                return ff_cli_fail("bench", st);
+            }
+            printf("  result: %s\n", path);
+        }
+        ff_gate_release(&gs);
+    }
+    return FF_EXIT_OK;
+}

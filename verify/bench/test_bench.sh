@@ -1,0 +1,66 @@
+#!/bin/sh
+# `fivefold bench` (issue 5): the gate refuses a configuration whose checks fail (exit 3, the failed
+# check named, no timing line, no result file), a passing configuration produces a JSON result with
+# the schema's fields, and the timed outputs equal the gated one (#wrong 0).
+# $FIVEFOLD is the binary; $MPIEXEC (optional) runs the multi-rank case.
+set -u
+ff=${FIVEFOLD:?set FIVEFOLD to the fivefold binary}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); echo "PASS  $*"; }
+bad() { fail=$((fail + 1)); echo "FAIL  $*"; sed 's/^/      /' "$tmp/out"; }
+
+# 1. A fault injected into any checked layer: refused, exit 3, nothing timed, no JSON.
+for layer in conv1 pool1 fc1 softmax; do
+    "$ff" bench --model mnist-cnn --mode serial --batch 2 --iters 2 --inject-fault $layer \
+        --json "$tmp/refused.json" >"$tmp/out" 2>&1
+    rc=$?
+    if [ $rc -eq 3 ] && grep -q "gate refused" "$tmp/out" && grep -q "check failed: .*$layer" "$tmp/out" \
+        && ! grep -q "median ms" "$tmp/out" && [ ! -e "$tmp/refused.json" ]; then
+        ok "fault in $layer: refused with exit 3, nothing timed"
+    else
+        bad "fault in $layer: exit $rc (expected 3, gate refused, no timing, no JSON)"
+    fi
+done
+
+# 2. A tampered golden (one byte flipped): the manifest refuses it before anything runs.
+cp "${FF_SOURCE_DIR:?}/golden/data/mnist-cnn.h5" "$tmp/mnist-cnn.h5"
+printf '\001' | dd of="$tmp/mnist-cnn.h5" bs=1 seek=5000 conv=notrunc 2>/dev/null
+"$ff" bench --model mnist-cnn --mode serial --batch 2 --iters 2 --golden "$tmp/mnist-cnn.h5" >"$tmp/out" 2>&1
+rc=$?
+if [ $rc -ne 0 ] && ! grep -q "median ms" "$tmp/out"; then ok "tampered golden: refused (exit $rc)"; else bad "tampered golden: exit $rc"; fi
+
+# 3. A passing configuration: a result with every field of schema fivefold-bench/1, #wrong 0.
+"$ff" bench --model mnist-cnn --mode serial --batch 3 --iters 3 --warmup 1 --json "$tmp/r.json" >"$tmp/out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && [ -s "$tmp/r.json" ]; then
+    missing=""
+    for key in '"schema": "fivefold-bench/1"' '"commit"' '"build"' '"flags"' '"machine"' '"cpu"' '"cores"' \
+        '"mpi"' '"config"' '"model": "mnist-cnn"' '"mode": "serial"' '"split"' '"ranks": 1' '"batch": 3' \
+        '"precision": "fp32"' '"backend": "own"' '"gate"' '"passed": true' '"checks"' '"golden"' '"digest"' \
+        '"timing"' '"median_ms"' '"min_ms"' '"max_ms"' '"iters": 3' '"images_per_s"' '"phases"' '"wrong": 0'; do
+        grep -qF "$key" "$tmp/r.json" || missing="$missing $key"
+    done
+    if [ -z "$missing" ]; then ok "passing configuration: result JSON complete"; else bad "result JSON lacks:$missing"; fi
+else
+    bad "passing configuration: exit $rc or no JSON"
+fi
+
+# 4. The gate's batch digest equals a plain forward of the same images (what was timed is what
+#    was checked): N=3 is golden images 0,1,2, so infer on them must give the same digest.
+gd=$(sed -n 's/.*batch digest \([0-9a-f]\{16\}\).*/\1/p' "$tmp/out")
+if [ -n "$gd" ] && grep -q "#wrong" "$tmp/out" && grep -Eq " 0$" "$tmp/out"; then ok "timed runs equal the gated output (#wrong 0, digest $gd)"; else bad "no batch digest / #wrong column"; fi
+
+# 5. Multi-rank: the same gate under mpiexec.
+if [ -n "${MPIEXEC:-}" ]; then
+    $MPIEXEC 2 "$ff" bench --model mnist-cnn --mode mpi --split rows --batch 3 --iters 2 --inject-fault conv2 >"$tmp/out" 2>&1
+    rc=$?
+    if [ $rc -eq 3 ] && grep -q "gate refused" "$tmp/out"; then ok "mpi rows P=2 fault: refused"; else bad "mpi rows P=2 fault: exit $rc"; fi
+    $MPIEXEC 2 "$ff" bench --model mnist-cnn --mode mpi --split rows --batch 3 --iters 2 >"$tmp/out" 2>&1
+    rc=$?
+    if [ $rc -eq 0 ] && grep -q "batch digest $gd" "$tmp/out"; then ok "mpi rows P=2: gated digest equals serial's"; else bad "mpi rows P=2: exit $rc"; fi
+fi
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
