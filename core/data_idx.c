@@ -79,66 +79,59 @@ static uint32_t be32(const uint8_t *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
-ff_status ff_idx_read(uint8_t **data, int64_t *dims, const char *path, int ndims) {
-    *data = NULL;
-    uint8_t *buf;
-    size_t len;
-    FF_TRY(read_all(&buf, &len, path));
-    ff_status st = FF_OK;
-    if (len < 4) {
-        st = FF_FAIL(FF_ERR_INPUT, "IDX file '%s': %zu bytes, too short for the 4-byte magic", path,
-                     len);
-        goto fail;
-    }
-    if (buf[0] != 0 || buf[1] != 0) {
-        st = FF_FAIL(FF_ERR_INPUT, "IDX file '%s': bad magic %02x %02x %02x %02x: the first two "
-                     "bytes must be 00 00 (not an IDX file)", path, buf[0], buf[1], buf[2], buf[3]);
-        goto fail;
-    }
-    if (buf[2] != 0x08) {
-        st = FF_FAIL(FF_ERR_INPUT, "IDX file '%s': element type 0x%02x, expected 0x08 (unsigned "
-                     "byte)", path, buf[2]);
-        goto fail;
-    }
-    if (buf[3] != ndims) {
-        st = FF_FAIL(FF_ERR_INPUT, "IDX file '%s': %d dimensions, expected %d (%s)", path, buf[3],
-                     ndims, ndims == 3 ? "images: count, rows, cols" : "labels: count");
-        goto fail;
-    }
-    size_t header = 4 + 4 * (size_t)ndims;
-    if (len < header) {
-        st = FF_FAIL(FF_ERR_INPUT, "IDX file '%s': %zu bytes, shorter than its %zu-byte header "
-                     "(truncated)", path, len, header);
-        goto fail;
-    }
+ff_status ff_idx_parse(size_t *offset, int64_t *dims, const uint8_t *buf, size_t len,
+                       const char *path, int ndims) {
+    *offset = 0;
+    if (len < 4)
+        return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': %zu bytes, too short for the 4-byte magic", path,
+                       len);
+    if (buf[0] != 0 || buf[1] != 0)
+        return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': bad magic %02x %02x %02x %02x: the first two "
+                       "bytes must be 00 00 (not an IDX file)", path, buf[0], buf[1], buf[2], buf[3]);
+    if (buf[2] != 0x08)
+        return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': element type 0x%02x, expected 0x08 (unsigned "
+                       "byte)", path, buf[2]);
+    if (buf[3] != ndims)
+        return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': %d dimensions, expected %d (%s)", path, buf[3],
+                       ndims, ndims == 3 ? "images: count, rows, cols" : "labels: count");
+    const size_t header = 4 + 4 * (size_t)ndims;
+    if (len < header)
+        return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': %zu bytes, shorter than its %zu-byte header "
+                       "(truncated)", path, len, header);
     uint64_t count = 1;
     for (int d = 0; d < ndims; d++) {
         uint32_t e = be32(buf + 4 + 4 * d);
-        if (e == 0) {
-            st = FF_FAIL(FF_ERR_INPUT, "IDX file '%s': dimension %d is 0, expected > 0", path, d);
-            goto fail;
-        }
+        if (e == 0) return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': dimension %d is 0, expected > 0", path, d);
         dims[d] = e;
-        count *= e;  // at most 3 factors < 2^32 each, compared below before any overflow matters
-        if (count > FF_IDX_MAX_BYTES) {
-            st = FF_FAIL(FF_ERR_INPUT, "IDX file '%s': header announces more than %zu elements",
-                         path, (size_t)FF_IDX_MAX_BYTES);
-            goto fail;
-        }
+        count *= e;  // <= 2^31 * 2^32 after the check below: no overflow with 3 factors
+        if (count > FF_IDX_MAX_BYTES)
+            return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': header announces more than %zu elements", path,
+                           (size_t)FF_IDX_MAX_BYTES);
     }
-    if (len != header + count) {
-        st = FF_FAIL(FF_ERR_INPUT, "IDX file '%s': %zu bytes, but the header announces %zu + %llu "
-                     "= %llu (%s)", path, len, header, (unsigned long long)count,
-                     (unsigned long long)(header + count),
-                     len < header + count ? "truncated" : "trailing bytes");
-        goto fail;
+    if (len != header + count)
+        return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': %zu bytes, but the header announces %zu + %llu "
+                       "= %llu (%s)", path, len, header, (unsigned long long)count,
+                       (unsigned long long)(header + count),
+                       len < header + count ? "truncated" : "trailing bytes");
+    *offset = header;
+    return FF_OK;
+}
+
+ff_status ff_idx_read(uint8_t **data, int64_t *dims, const char *path, int ndims) {
+    *data = NULL;
+    if (ndims < 1 || ndims > 3)
+        return FF_FAIL(FF_ERR_INPUT, "IDX read: %d dimensions asked, expected 1..3", ndims);
+    uint8_t *buf;
+    size_t len, header;
+    FF_TRY(read_all(&buf, &len, path));
+    ff_status st = ff_idx_parse(&header, dims, buf, len, path, ndims);
+    if (st != FF_OK) {
+        free(buf);
+        return st;
     }
-    memmove(buf, buf + header, count);
+    memmove(buf, buf + header, len - header);
     *data = buf;
     return FF_OK;
-fail:
-    free(buf);
-    return st;
 }
 
 ff_status ff_dataset_load(ff_dataset *ds, const char *images_path, const char *labels_path) {

@@ -39,6 +39,12 @@ typedef struct {
 // not match the header), each naming the path, the value found and the value expected.
 ff_status ff_idx_read(uint8_t **data, int64_t *dims, const char *path, int ndims);
 
+// The validation ff_idx_read applies, on bytes already in memory (the fuzz target): on success
+// *offset is the header size and dims (ndims of them, 1..3) the extents, with
+// len == *offset + prod(dims) exactly. `path` is only used in messages.
+ff_status ff_idx_parse(size_t *offset, int64_t *dims, const uint8_t *buf, size_t len,
+                       const char *path, int ndims);
+
 // Loads images + labels from two files and checks they agree (same count, labels < 256 classes).
 ff_status ff_dataset_load(ff_dataset *ds, const char *images_path, const char *labels_path);
 // Loads DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (the .gz name first, then the raw
