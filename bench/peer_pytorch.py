@@ -342,7 +342,7 @@ def time_infer(model, shape, batch, device, args, dist_ctx):
         return model(x)
 
     step = eager
-    if args.graph:
+    if args.graph and local > 0:  # (a rank with no images has nothing to capture)
         # Warm up on a side stream (cuDNN picks algorithms), then capture once and replay.
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
