@@ -198,6 +198,7 @@ static void check_digest(ff_verify_row *r, const ff_golden *g, ff_digest_class c
         char hx[17];
         ff_digest_hex(hx, r->expected_digest);
         append_note(r, "digest differs from the recorded %s reference digest (a deliberate change? run verify --record)", hx);
+        r->digest_only = r->pass;
         r->pass = false;
     }
 }
@@ -537,13 +538,29 @@ ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg) {
     }
 
     if (cfg->record && c.root) {
-        if (cfg->exec.fault_layer >= 0 || !c.full_batch || rep->failed) {
-            st = FF_FAIL(FF_ERR_INPUT, "--record needs a clean run over the whole golden batch (%lld images), "
-                         "no --inject-fault, and every check passing (%d failed)", (long long)g.n, rep->failed);
+        // Only values that pass their tolerance may become the reference; a row failing only on its
+        // recorded digest is the deliberate change --record exists for.
+        int bad = 0;
+        for (int i = 0; i < rep->n_rows; i++) bad += !rep->rows[i].pass && !rep->rows[i].digest_only;
+        if (cfg->exec.fault_layer >= 0 || !c.full_batch || bad) {
+            st = FF_FAIL(FF_ERR_INPUT, "--record needs a run over the whole golden batch (%lld images), no "
+                         "--inject-fault, and every check within its tolerance (%d are not)", (long long)g.n, bad);
             goto done;
         }
         st = ff_golden_record(&g, &m, c.cls, c.rec, c.rec_set, cfg->manifest, &rep->recorded);
-        if (st == FF_OK && rep->recorded == 0) printf("record: %s: every digest already recorded, nothing changed\n", path);
+        if (st != FF_OK) goto done;
+        if (rep->recorded == 0) printf("record: %s: every digest already recorded, nothing changed\n", path);
+        for (int i = 0; i < rep->n_rows; i++) {
+            ff_verify_row *r = &rep->rows[i];
+            if (r->pass || !r->digest_only) continue;
+            r->pass = true;
+            r->digest_only = false;
+            r->digest_state = 1;
+            r->expected_digest = r->digest;
+            append_note(r, "%s", "its digest is now recorded");
+            rep->failed--;
+            rep->passed++;
+        }
     }
 done:
     rep->pass = st == FF_OK && rep->failed == 0 && rep->passed > 0;

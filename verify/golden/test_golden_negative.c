@@ -172,6 +172,25 @@ static void changed_reference_digest_fails(void **state) {
     assert_int_equal(rep.rows[1].digest_state, -1);
     assert_non_null(strstr(rep.rows[1].note, "0123456789abcdef"));
     ff_verify_report_free(&rep);
+    // --record refuses a run with a fault (values out of tolerance) ...
+    c.record = true;
+    c.exec.fault_layer = 0;
+    assert_int_equal(ff_verify_run(&rep, &c), FF_ERR_INPUT);
+    ff_verify_report_free(&rep);
+    // ... and accepts the deliberate change: it writes the new digest, the rows pass, and the next
+    // run compares with the new digest.
+    c.exec.fault_layer = -1;
+    assert_int_equal(ff_verify_run(&rep, &c), FF_OK);
+    assert_int_equal(rep.recorded, 1);
+    assert_true(rep.pass);
+    uint64_t conv2 = rep.rows[1].digest;
+    ff_verify_report_free(&rep);
+    c.record = false;
+    assert_int_equal(ff_verify_run(&rep, &c), FF_OK);
+    assert_true(rep.pass);
+    assert_int_equal(rep.rows[1].digest_state, 1);
+    assert_true(rep.rows[1].expected_digest == conv2);
+    ff_verify_report_free(&rep);
 }
 
 // ---------------------------------------------------------------- deliberately wrong layers

@@ -33,7 +33,9 @@ typedef struct {
     bool trust;              // accept a golden not listed in the manifest
     const char *manifest;    // NULL: the default manifest for the golden's path
     const char *filter;      // POSIX extended regex matched against each case string; NULL: all
-    bool record;             // write this run's digests into /expected/<class> (see ff_golden_record)
+    bool record;             // write this run's digests into /expected/<class> (ff_golden_record):
+                             // refused unless every row passes or fails only on its recorded digest
+                             // (a deliberate change of the reference's bits); those rows then pass
     int ranks;               // for the case strings when exec.comm is NULL (1)
     FILE *progress;          // rows are printed here as they are made (NULL: silent)
 } ff_verify_config;
@@ -49,6 +51,8 @@ typedef struct {
     int digest_state;        // 0: nothing recorded to compare, 1: equals the recorded one, -1: differs
     uint64_t expected_digest;
     bool pass;
+    bool digest_only;        // failed only because the digest differs from the recorded one
+                             // (values within tolerance): what --record may accept
     char note[320];          // why it failed, ties, bound figures
 } ff_verify_row;
 
