@@ -196,8 +196,8 @@ static void changed_reference_digest_fails(void **state) {
 // ---------------------------------------------------------------- deliberately wrong layers
 // A direct convolution with two possible mistakes: the padding used in the index off by
 // `pad_delta`, and the kernel read transposed (w[k][c][s][r]). With neither it is correct.
-static void conv_variant(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
-                         int64_t n, int pad_delta, int transpose) {
+static void conv_variant(float *out, const float *in, const float *w, const float *b, const ff_layer *L, int64_t n,
+                         int pad_delta, int transpose) {
     const int64_t C = L->in.c, H = L->in.h, W = L->in.w, K = L->out.c, Ho = L->out.h, Wo = L->out.w;
     const int R = L->kh, S = L->kw, pad = L->pad + pad_delta;
     for (int64_t img = 0; img < n; img++)
@@ -235,8 +235,8 @@ static void maxpool_variant(float *out, const float *in, const ff_layer *L, int6
             }
 }
 
-static bool judge_conv(const ff_golden *g, const ff_model *m, const ff_weights *wt, int i, int pad_delta,
-                       int transpose, ff_tol_result *r) {
+static bool judge_conv(const ff_golden *g, const ff_model *m, const ff_weights *wt, int i, int pad_delta, int transpose,
+                       ff_tol_result *r) {
     const ff_layer *L = &m->layers[i];
     size_t count = (size_t)(g->n * ff_shape_numel(L->out));
     float *out = malloc(count * sizeof(float));
@@ -271,8 +271,8 @@ static void wrong_conv_variants_fail(void **state) {
             ff_tol_result r;
             assert_true(judge_conv(&g, &m, &wt, i, 0, 0, &r));  // control: the correct variant passes
             assert_false(judge_conv(&g, &m, &wt, i, +1, 0, &r));
-            printf("%s %s padding %d instead of %d: %lld of %lld elements outside, %.3g x bound\n", names[k],
-                   layers[j], m.layers[i].pad + 1, m.layers[i].pad, (long long)r.n_fail, (long long)r.n, r.max_ratio);
+            printf("%s %s padding %d instead of %d: %lld of %lld elements outside, %.3g x bound\n", names[k], layers[j],
+                   m.layers[i].pad + 1, m.layers[i].pad, (long long)r.n_fail, (long long)r.n, r.max_ratio);
             assert_false(judge_conv(&g, &m, &wt, i, -1, 0, &r));
             assert_false(judge_conv(&g, &m, &wt, i, 0, 1, &r));
             printf("%s %s transposed kernel: %lld of %lld elements outside, %.3g x bound\n", names[k], layers[j],
@@ -401,14 +401,10 @@ static void injected_fault_fails_every_layer(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(flipped_byte_is_refused),
-        cmocka_unit_test(unlisted_golden_needs_trust),
-        cmocka_unit_test(weight_bit_flip_fails),
-        cmocka_unit_test(changed_reference_digest_fails),
-        cmocka_unit_test(wrong_conv_variants_fail),
-        cmocka_unit_test(wrong_maxpool_fails),
-        cmocka_unit_test(nan_in_one_element_fails),
-        cmocka_unit_test(injected_fault_fails_every_layer),
+        cmocka_unit_test(flipped_byte_is_refused),  cmocka_unit_test(unlisted_golden_needs_trust),
+        cmocka_unit_test(weight_bit_flip_fails),    cmocka_unit_test(changed_reference_digest_fails),
+        cmocka_unit_test(wrong_conv_variants_fail), cmocka_unit_test(wrong_maxpool_fails),
+        cmocka_unit_test(nan_in_one_element_fails), cmocka_unit_test(injected_fault_fails_every_layer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -200,7 +200,8 @@ static void absdot_conv_matches_direct(void **state) {
                             for (int s = 0; s < 3; s++) {
                                 int ih = oh * 2 - 1 + r, iw = ow * 2 - 1 + s;
                                 if (ih < 0 || ih >= 7 || iw < 0 || iw >= 6) continue;
-                                a += fabs((double)w[(k * 3 + c) * 9 + r * 3 + s]) * fabs((double)x[((n * 3 + c) * 7 + ih) * 6 + iw]);
+                                a += fabs((double)w[(k * 3 + c) * 9 + r * 3 + s]) *
+                                     fabs((double)x[((n * 3 + c) * 7 + ih) * 6 + iw]);
                             }
                     assert_true(fabs(a - out[((n * 2 + k) * 4 + oh) * 3 + ow]) <= 1e-12 * a);
                 }
