@@ -3,9 +3,8 @@
 // message, so `fivefold --mode cuda` says what to do and exits 77 (CTest's skip code).
 #include "fivefold/gpu.h"
 
-
-#define FF_NO_CUDA_MSG                                                                           \
-    "fivefold was built without CUDA (no nvcc found at configure time); rebuild on a machine "   \
+#define FF_NO_CUDA_MSG                                                                         \
+    "fivefold was built without CUDA (no nvcc found at configure time); rebuild on a machine " \
     "with the CUDA toolkit"
 #define FF_NO_CUDA() FF_FAIL(FF_ERR_NO_CUDA, FF_NO_CUDA_MSG)
 
@@ -36,13 +35,17 @@ ff_status ff_gpu_alloc(void **p, size_t bytes, const char *what) {
     *p = NULL;
     return FF_NO_CUDA();
 }
-void ff_gpu_free(void *p) { (void)p; }
+void ff_gpu_free(void *p) {
+    (void)p;
+}
 ff_status ff_gpu_alloc_host(void **p, size_t bytes, const char *what) {
     (void)bytes, (void)what;
     *p = NULL;
     return FF_NO_CUDA();
 }
-void ff_gpu_free_host(void *p) { (void)p; }
+void ff_gpu_free_host(void *p) {
+    (void)p;
+}
 ff_status ff_gpu_copy_h2d(void *dst, const void *src, size_t bytes, ff_gpu_stream s) {
     (void)dst, (void)src, (void)bytes, (void)s;
     return FF_NO_CUDA();
@@ -63,7 +66,9 @@ ff_status ff_gpu_stream_create(ff_gpu_stream *s) {
     *s = NULL;
     return FF_NO_CUDA();
 }
-void ff_gpu_stream_destroy(ff_gpu_stream s) { (void)s; }
+void ff_gpu_stream_destroy(ff_gpu_stream s) {
+    (void)s;
+}
 ff_status ff_gpu_stream_sync(ff_gpu_stream s) {
     (void)s;
     return FF_NO_CUDA();
@@ -72,7 +77,9 @@ ff_status ff_gpu_event_create(ff_gpu_event *ev) {
     *ev = NULL;
     return FF_NO_CUDA();
 }
-void ff_gpu_event_destroy(ff_gpu_event ev) { (void)ev; }
+void ff_gpu_event_destroy(ff_gpu_event ev) {
+    (void)ev;
+}
 ff_status ff_gpu_event_record(ff_gpu_event ev, ff_gpu_stream s) {
     (void)ev, (void)s;
     return FF_NO_CUDA();
@@ -95,13 +102,17 @@ ff_status ff_gpu_graph_launch(ff_gpu_graph g, ff_gpu_stream s) {
     (void)g, (void)s;
     return FF_NO_CUDA();
 }
-void ff_gpu_graph_destroy(ff_gpu_graph g) { (void)g; }
+void ff_gpu_graph_destroy(ff_gpu_graph g) {
+    (void)g;
+}
 ff_status ff_gpu_blas_create(ff_gpu_blas *h, ff_gpu_stream s, bool tf32) {
     (void)s, (void)tf32;
     *h = NULL;
     return FF_NO_CUDA();
 }
-void ff_gpu_blas_destroy(ff_gpu_blas h) { (void)h; }
+void ff_gpu_blas_destroy(ff_gpu_blas h) {
+    (void)h;
+}
 
 ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L, bool relu,
                         const ff_rows *rows, int64_t n, ff_gpu_stream s) {
@@ -144,4 +155,22 @@ ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, cons
     (void)out, (void)in, (void)w, (void)b, (void)L, (void)relu, (void)rows, (void)n, (void)s;
     return FF_NO_CUDA();
 }
-void ff_gpu_debug_force_tile(int tile) { (void)tile; }
+void ff_gpu_debug_force_tile(int tile) {
+    (void)tile;
+}
+void ff_gpu_set_tuning(bool on) {
+    (void)on;
+}
+int ff_gpu_debug_tile_count(void) {
+    return 0;
+}
+int ff_gpu_debug_last_tile(void) {
+    return -1;
+}
+ff_status ff_gpu_host_register(void *p, size_t bytes) {
+    (void)p, (void)bytes;
+    return FF_NO_CUDA();
+}
+void ff_gpu_host_unregister(void *p) {
+    (void)p;
+}

@@ -12,13 +12,15 @@ ff_status ff_gpu_device_count(int *count) {
     cudaError_t e = cudaGetDeviceCount(&n);
     if (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver || (e == cudaSuccess && n == 0)) {
         cudaGetLastError();  // clear the sticky error
-        return FF_FAIL(FF_ERR_NO_CUDA, "no CUDA device found (%s); the cuda, hybrid and direct modes "
-                       "need an NVIDIA GPU and its driver", e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
+        return FF_FAIL(FF_ERR_NO_CUDA,
+                       "no CUDA device found (%s); the cuda, hybrid and direct modes "
+                       "need an NVIDIA GPU and its driver",
+                       e == cudaSuccess ? "0 devices" : cudaGetErrorString(e));
     }
     if (e != cudaSuccess) {
         cudaGetLastError();
-        return FF_FAIL(FF_ERR_NO_CUDA, "no CUDA device found: cudaGetDeviceCount: %s (%s)",
-                       cudaGetErrorString(e), cudaGetErrorName(e));
+        return FF_FAIL(FF_ERR_NO_CUDA, "no CUDA device found: cudaGetDeviceCount: %s (%s)", cudaGetErrorString(e),
+                       cudaGetErrorName(e));
     }
     *count = n;
     return FF_OK;
@@ -27,14 +29,13 @@ ff_status ff_gpu_device_count(int *count) {
 ff_status ff_gpu_select(int device) {
     int n = 0;
     FF_TRY(ff_gpu_device_count(&n));
-    if (device < 0 || device >= n)
-        return FF_FAIL(FF_ERR_INPUT, "GPU %d: this machine has GPUs 0..%d", device, n - 1);
+    if (device < 0 || device >= n) return FF_FAIL(FF_ERR_INPUT, "GPU %d: this machine has GPUs 0..%d", device, n - 1);
     FF_CUDA_CHECK(cudaSetDevice(device));
     return ff_gpu_kernels_init();
 }
 
-ff_status ff_gpu_device_info(int device, char *name, size_t name_cap, int *sms, int *cc_major,
-                             int *cc_minor, size_t *total_bytes) {
+ff_status ff_gpu_device_info(int device, char *name, size_t name_cap, int *sms, int *cc_major, int *cc_minor,
+                             size_t *total_bytes) {
     cudaDeviceProp p;
     FF_CUDA_CHECK(cudaGetDeviceProperties(&p, device));
     if (name && name_cap) snprintf(name, name_cap, "%s", p.name);
@@ -65,11 +66,12 @@ ff_status ff_gpu_alloc(void **p, size_t bytes, const char *what) {
     size_t fr = 0, tot = 0;
     cudaMemGetInfo(&fr, &tot);
     if (e == cudaErrorMemoryAllocation)
-        return FF_FAIL(FF_ERR_OOM, "GPU out of memory allocating %s: asked for %zu bytes (%.1f MiB), "
-                       "%zu bytes (%.1f MiB) free of %zu; hint: lower --batch", what, bytes,
-                       bytes / 1048576.0, fr, fr / 1048576.0, tot);
-    return FF_FAIL(FF_ERR_CUDA, "cudaMalloc of %zu bytes for %s failed: %s (%s)", bytes, what,
-                   cudaGetErrorString(e), cudaGetErrorName(e));
+        return FF_FAIL(FF_ERR_OOM,
+                       "GPU out of memory allocating %s: asked for %zu bytes (%.1f MiB), "
+                       "%zu bytes (%.1f MiB) free of %zu; hint: lower --batch",
+                       what, bytes, bytes / 1048576.0, fr, fr / 1048576.0, tot);
+    return FF_FAIL(FF_ERR_CUDA, "cudaMalloc of %zu bytes for %s failed: %s (%s)", bytes, what, cudaGetErrorString(e),
+                   cudaGetErrorName(e));
 }
 
 void ff_gpu_free(void *p) {
@@ -88,6 +90,18 @@ ff_status ff_gpu_alloc_host(void **p, size_t bytes, const char *what) {
 
 void ff_gpu_free_host(void *p) {
     if (p) cudaFreeHost(p);
+}
+
+ff_status ff_gpu_host_register(void *p, size_t bytes) {
+    cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+    if (e == cudaSuccess) return FF_OK;
+    cudaGetLastError();
+    return FF_FAIL(FF_ERR_CUDA, "cudaHostRegister of %zu bytes at %p failed: %s (%s)", bytes, p, cudaGetErrorString(e),
+                   cudaGetErrorName(e));
+}
+
+void ff_gpu_host_unregister(void *p) {
+    if (p && cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
 }
 
 ff_status ff_gpu_copy_h2d(void *dst, const void *src, size_t bytes, ff_gpu_stream s) {
@@ -171,12 +185,12 @@ void ff_gpu_graph_destroy(ff_gpu_graph g) {
     if (g) cudaGraphExecDestroy((cudaGraphExec_t)g);
 }
 
-#define FF_CUBLAS_CHECK(call)                                                                     \
-    do {                                                                                          \
-        cublasStatus_t ff_cb_s_ = (call);                                                         \
-        if (ff_cb_s_ != CUBLAS_STATUS_SUCCESS)                                                    \
-            return ff_fail(FF_ERR_CUDA, __FILE__, __LINE__, "%s failed: cuBLAS status %d (%s)",     \
-                           #call, (int)ff_cb_s_, cublasGetStatusString(ff_cb_s_));                 \
+#define FF_CUBLAS_CHECK(call)                                                                                         \
+    do {                                                                                                              \
+        cublasStatus_t ff_cb_s_ = (call);                                                                             \
+        if (ff_cb_s_ != CUBLAS_STATUS_SUCCESS)                                                                        \
+            return ff_fail(FF_ERR_CUDA, __FILE__, __LINE__, "%s failed: cuBLAS status %d (%s)", #call, (int)ff_cb_s_, \
+                           cublasGetStatusString(ff_cb_s_));                                                          \
     } while (0)
 
 ff_status ff_gpu_blas_create(ff_gpu_blas *h, ff_gpu_stream s, bool tf32) {
@@ -184,8 +198,7 @@ ff_status ff_gpu_blas_create(ff_gpu_blas *h, ff_gpu_stream s, bool tf32) {
     cublasHandle_t b;
     FF_CUBLAS_CHECK(cublasCreate(&b));
     cublasStatus_t st = cublasSetStream(b, ff_cu_stream(s));
-    if (st == CUBLAS_STATUS_SUCCESS)
-        st = cublasSetMathMode(b, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
+    if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetMathMode(b, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH);
     if (st != CUBLAS_STATUS_SUCCESS) {
         cublasDestroy(b);
         FF_CUBLAS_CHECK(st);

@@ -275,6 +275,8 @@ static bool is_dir(const char *p) {
 }
 
 int ff_cmd_bench(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)  // the data loader benchmark has its own flags (loader_bench.c)
+        if (!strcmp(argv[i], "--loader")) return ff_loader_bench(argc, argv);
     bench_args a;
     int rc = parse(&a, argc, argv);
     if (rc) return rc < 0 ? FF_EXIT_OK : rc;

@@ -22,6 +22,9 @@ int ff_cmd_info(int argc, char **argv);
 int ff_cmd_infer(int argc, char **argv);
 int ff_cmd_verify(int argc, char **argv);
 int ff_cmd_bench(int argc, char **argv);
+int ff_cmd_train(int argc, char **argv);
+// `fivefold bench --loader ...` (core/cli/loader_bench.c): argv as bench gets it; "--loader" is skipped.
+int ff_loader_bench(int argc, char **argv);
 
 // Largest batch any command accepts: beyond this the activations alone exceed what a machine of
 // this project's size (24-139 GiB) holds for AlexNet (2.3 MB per image per buffer).

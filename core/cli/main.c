@@ -10,6 +10,7 @@ static const ff_command commands[] = {
     {"infer", "run a forward pass in any mode; print the output digest, top-5 and time", ff_cmd_infer},
     {"verify", "check a mode against the PyTorch goldens: one row per layer and end to end", ff_cmd_verify},
     {"bench", "time a configuration after its checks pass (refuses otherwise); PyTorch side by side", ff_cmd_bench},
+    {"train", "train mnist-cnn on the CPU (serial or mpi), deterministic across rank counts", ff_cmd_train},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 

@@ -2,9 +2,11 @@
 // "N passed, M failed"; exit 4 on any failure (DESIGN §11: never print a failure and exit 0).
 #include <getopt.h>
 #include <stdlib.h>
+#include <regex.h>
 #include <string.h>
 
 #include "cli.h"
+#include "fivefold/train_golden.h"
 #include "fivefold/verify.h"
 
 static void help(void) {
@@ -133,6 +135,43 @@ static int verify_model(const verify_args *a, const char *model, int *passed, in
         ff_verify_report_free(&rep);
         return ff_cli_fail("verify", st);
     }
+    // Training rows (issue 7): mnist-cnn's backward and SGD trajectory against PyTorch's training
+    // golden. They do not depend on the inference mode: run once, with the serial CPU mode.
+    if (!strcmp(model, "mnist-cnn") && cfg.exec.mode == FF_MODE_SERIAL && !a->golden && !a->record) {
+        ff_verify_report trep;
+        memset(&trep, 0, sizeof trep);
+        ff_train_golden_config tcfg = {0};
+        tcfg.trust = a->trust;
+        tcfg.manifest = a->manifest;
+        st = ff_train_verify_golden(&trep, &tcfg);
+        if (st != FF_OK) {
+            ff_verify_report_free(&trep);
+            ff_verify_report_free(&rep);
+            return ff_cli_fail("verify", st);
+        }
+        regex_t re;
+        int use_re = a->filter && regcomp(&re, a->filter, REG_EXTENDED | REG_NOSUB) == 0;
+        for (int i = 0; i < trep.n_rows; i++) {
+            const ff_verify_row *r = &trep.rows[i];
+            if (use_re && regexec(&re, r->case_str, 0, NULL, 0) != 0) continue;
+            if (rep.n_rows == rep.cap) {  // appended to the report, so --json lists them too
+                int cap = rep.cap ? 2 * rep.cap : 64;
+                ff_verify_row *nr = realloc(rep.rows, (size_t)cap * sizeof *nr);
+                if (!nr) break;
+                rep.rows = nr;
+                rep.cap = cap;
+            }
+            rep.rows[rep.n_rows++] = *r;
+            ff_verify_print_row(stdout, r);
+            if (r->pass)
+                rep.passed++;
+            else
+                rep.failed++;
+        }
+        rep.pass = rep.failed == 0 && rep.n_rows > 0;
+        if (use_re) regfree(&re);
+        ff_verify_report_free(&trep);
+    }
     if (rank == 0 && a->json) {
         char path[1100];
         // One JSON per model when several run.
@@ -171,7 +210,9 @@ int ff_cmd_verify(int argc, char **argv) {
             if (rc) return rc;
         }
     }
-    if (ff_cli_rank() == 0) printf("%d passed, %d failed\n", passed, failed);
+    // Only rank 0 holds the rows and the verdict (mpiexec exits with the largest rank exit code).
+    if (ff_cli_rank() != 0) return FF_EXIT_OK;
+    printf("%d passed, %d failed\n", passed, failed);
     return failed ? FF_EXIT_CHECK_FAILED
                   : (passed ? FF_EXIT_OK
                             : ff_cli_usage("verify", "--filter '%s' matched no check", a.filter ? a.filter : ""));

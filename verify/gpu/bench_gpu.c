@@ -14,13 +14,13 @@
 #include "fivefold/trace.h"
 #include "fivefold/weights.h"
 
-#define CHECK(x)                                                     \
-    do {                                                             \
-        ff_status st_ = (x);                                         \
-        if (st_ != FF_OK) {                                          \
+#define CHECK(x)                                                                 \
+    do {                                                                         \
+        ff_status st_ = (x);                                                     \
+        if (st_ != FF_OK) {                                                      \
             fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, ff_last_error()); \
-            exit(st_ == FF_ERR_NO_CUDA ? 77 : 1);                    \
-        }                                                            \
+            exit(st_ == FF_ERR_NO_CUDA ? 77 : 1);                                \
+        }                                                                        \
     } while (0)
 
 static int cmp_d(const void *a, const void *b) {
@@ -40,8 +40,8 @@ static const float *enqueue(ctx *c, int64_t n, int first, int last) {
     const float *src = c->x;
     for (int i = first; i <= last; i++) {
         const ff_layer *L = &c->m->layers[i];
-        const bool fuse = (L->op == FF_OP_CONV2D || L->op == FF_OP_LINEAR) && i < last &&
-                          c->m->layers[i + 1].op == FF_OP_RELU;
+        const bool fuse =
+            (L->op == FF_OP_CONV2D || L->op == FF_OP_LINEAR) && i < last && c->m->layers[i + 1].op == FF_OP_RELU;
         if (L->op == FF_OP_FLATTEN) continue;
         float *dst = src == c->buf[0] ? c->buf[1] : c->buf[0];
         ff_rows rows = ff_rows_full(L);
@@ -58,15 +58,21 @@ static double time_it(ctx *c, ff_gpu_graph g, int64_t n, int first, int last, in
     CHECK(ff_gpu_event_create(&a));
     CHECK(ff_gpu_event_create(&b));
     double t[7];
+    ff_gpu_set_tuning(true);       // the first warm-up picks each shape's fastest tile configuration
     for (int w = 0; w < 2; w++) {  // warm-up
-        if (g) CHECK(ff_gpu_graph_launch(g, c->s));
-        else enqueue(c, n, first, last);
+        if (w == 1) ff_gpu_set_tuning(false);
+        if (g)
+            CHECK(ff_gpu_graph_launch(g, c->s));
+        else
+            enqueue(c, n, first, last);
     }
     for (int k = 0; k < 7; k++) {
         CHECK(ff_gpu_event_record(a, c->s));
         for (int r = 0; r < reps; r++) {
-            if (g) CHECK(ff_gpu_graph_launch(g, c->s));
-            else enqueue(c, n, first, last);
+            if (g)
+                CHECK(ff_gpu_graph_launch(g, c->s));
+            else
+                enqueue(c, n, first, last);
         }
         CHECK(ff_gpu_event_record(b, c->s));
         CHECK(ff_gpu_event_elapsed(&t[k], a, b));
@@ -148,7 +154,9 @@ int main(int argc, char **argv) {
             const double t = time_it(&c, NULL, n, i, last, 5);
             sum += t;
             const double tf = L->flops ? (double)L->flops * n / t * 1e-12 : 0;
-            printf("  %-8s%-6s %10.4f %9.2f\n", L->name, fuse ? "+relu" : "", t * 1e3, tf);
+            char tile[16] = "";
+            if (L->n_weight) snprintf(tile, sizeof tile, "tile %d", ff_gpu_debug_last_tile());
+            printf("  %-8s%-6s %10.4f %9.2f  %s\n", L->name, fuse ? "+relu" : "", t * 1e3, tf, tile);
             if (fuse) i++;
         }
         CHECK(ff_gpu_capture_begin(c.s));
@@ -170,12 +178,14 @@ int main(int argc, char **argv) {
             te[pinned] = ts[3];
         }
         const double tflops = (double)m.flops_total * n / tg * 1e-12;
-        printf("  sum of layers %.4f ms; whole forward as one graph %.4f ms (%.2f TFLOP/s); executor "
-               "forward host->host %.4f ms pinned, %.4f ms pageable\n",
-               sum * 1e3, tg * 1e3, tflops, te[1] * 1e3, te[0] * 1e3);
-        printf("JSON {\"model\":\"%s\",\"n\":%lld,\"device\":\"%s\",\"graph_ms\":%.5f,\"layers_sum_ms\":%.5f,"
-               "\"exec_pinned_ms\":%.5f,\"exec_pageable_ms\":%.5f,\"tflops\":%.3f}\n",
-               m.name, (long long)n, dev, tg * 1e3, sum * 1e3, te[1] * 1e3, te[0] * 1e3, tflops);
+        printf(
+            "  sum of layers %.4f ms; whole forward as one graph %.4f ms (%.2f TFLOP/s); executor "
+            "forward host->host %.4f ms pinned, %.4f ms pageable\n",
+            sum * 1e3, tg * 1e3, tflops, te[1] * 1e3, te[0] * 1e3);
+        printf(
+            "JSON {\"model\":\"%s\",\"n\":%lld,\"device\":\"%s\",\"graph_ms\":%.5f,\"layers_sum_ms\":%.5f,"
+            "\"exec_pinned_ms\":%.5f,\"exec_pageable_ms\":%.5f,\"tflops\":%.3f}\n",
+            m.name, (long long)n, dev, tg * 1e3, sum * 1e3, te[1] * 1e3, te[0] * 1e3, tflops);
     }
     ff_exec_destroy(e);
     return 0;

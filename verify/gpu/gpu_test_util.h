@@ -69,8 +69,8 @@ static inline size_t tu_check_dot(const char *what, const float *gpu, const floa
         if (isnan(frac) || frac > worst_frac) worst_frac = isnan(frac) ? INFINITY : frac, worst = i;
     }
     printf("  %-34s K=%-6lld %9zu elems  worst %.2f%% of bound at [%zu] gpu=%.9g cpu=%.9g  %s\n", what,
-           (long long)(terms + 1), count, 100.0 * worst_frac, worst, count ? gpu[worst] : 0.0,
-           count ? cpu[worst] : 0.0, bad ? "FAIL" : "PASS");
+           (long long)(terms + 1), count, 100.0 * worst_frac, worst, count ? gpu[worst] : 0.0, count ? cpu[worst] : 0.0,
+           bad ? "FAIL" : "PASS");
     return bad;
 }
 
@@ -84,8 +84,8 @@ static inline size_t tu_check_ulp(const char *what, const float *a, const float 
         if (d > max_ulp) bad++;
         if (d > worst_ulp) worst_ulp = d, worst = i;
     }
-    printf("  %-34s %9zu elems  max %llu ulp at [%zu] (allowed %llu)  %s\n", what, count,
-           (unsigned long long)worst_ulp, worst, (unsigned long long)max_ulp, bad ? "FAIL" : "PASS");
+    printf("  %-34s %9zu elems  max %llu ulp at [%zu] (allowed %llu)  %s\n", what, count, (unsigned long long)worst_ulp,
+           worst, (unsigned long long)max_ulp, bad ? "FAIL" : "PASS");
     return bad;
 }
 

@@ -70,7 +70,8 @@ static void batch_independence(const char *model, int64_t big) {
         free(y1);
     }
     char hex[17];
-    printf("  %s N=%lld logits digest %s\n", model, (long long)big, ff_digest_hex(hex, ff_digest_f32(y_big, (size_t)(big * classes))));
+    printf("  %s N=%lld logits digest %s\n", model, (long long)big,
+           ff_digest_hex(hex, ff_digest_f32(y_big, (size_t)(big * classes))));
     ff_exec_destroy(e);
     free(x), free(y_big), free(y_big2), free(y7);
     ff_weights_free(&f.w);
@@ -106,8 +107,9 @@ static void per_layer_chain_equals_fused_graph(void **state) {
         float *cur = x;
         for (int i = 0; i <= L; i++) {
             float *y = forward(e, &f.m, cur, n, i, i);
-            if (cur != x) free(cur);
+            float *prev = cur;
             cur = y;
+            if (prev != x) free(prev);
         }
         char what[64];
         snprintf(what, sizeof what, "%s per-layer chain vs fused graph", models[mi]);
@@ -123,8 +125,17 @@ static void per_layer_chain_equals_fused_graph(void **state) {
         assert_true(t->seconds[0][FF_PHASE_H2D] > 0);
         assert_true(t->seconds[L][FF_PHASE_D2H] > 0);
         assert_null(ff_exec_trace(e));
+        // tracing turned on after create (fivefold bench's separate traced pass) works too
+        e->opt.trace = true;
+        float *late = forward(e, &f.m, x, n, 0, L);
+        assert_int_equal(ff_exec_trace(e)->calls, 1);
+        assert_true(ff_exec_trace(e)->seconds[0][FF_PHASE_COMPUTE] > 0);
+        snprintf(what, sizeof what, "%s trace turned on later vs graph", models[mi]);
+        bad += tu_check_ulp(what, late, full, (size_t)(n * f.m.classes), 0);
+        free(late);
         ff_exec_destroy(e), ff_exec_destroy(et);
-        free(x), free(full), free(traced), free(cur);
+        if (cur != x) free(cur);  // compared before x is freed (gcc 13's -Wuse-after-free)
+        free(x), free(full), free(traced);
         ff_weights_free(&f.w);
     }
     assert_int_equal(bad, 0);
@@ -234,7 +245,8 @@ static void vendor_backend_by_tolerance(void **state) {
     const int last = f.m.n_layers - 2;  // fc8 logits
     float *a = forward(ev, &f.m, x, n, 0, last), *b = forward(eo, &f.m, x, n, 0, last);
     double num = 0, den = 0;
-    for (int64_t i = 0; i < n * f.m.classes; i++) num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), den += (double)b[i] * b[i];
+    for (int64_t i = 0; i < n * f.m.classes; i++)
+        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), den += (double)b[i] * b[i];
     printf("  vendor vs own: ||a-b||/||b|| = %.3g\n", sqrt(num / den));
     assert_true(sqrt(num / den) < 1e-5);
     ff_exec_destroy(ev), ff_exec_destroy(eo);

@@ -42,8 +42,8 @@ ff_status ff_gpu_device_count(int *count);
 // Makes `device` current for the calling thread and prepares the kernels (shared-memory limits).
 ff_status ff_gpu_select(int device);
 // Name ("NVIDIA H200"), multiprocessor count, compute capability and memory of `device`.
-ff_status ff_gpu_device_info(int device, char *name, size_t name_cap, int *sms, int *cc_major,
-                             int *cc_minor, size_t *total_bytes);
+ff_status ff_gpu_device_info(int device, char *name, size_t name_cap, int *sms, int *cc_major, int *cc_minor,
+                             size_t *total_bytes);
 ff_status ff_gpu_mem_info(size_t *free_bytes, size_t *total_bytes);
 // CUDA runtime and driver versions as 1000*major + 10*minor (13000 = 13.0).
 ff_status ff_gpu_versions(int *runtime, int *driver);
@@ -55,6 +55,12 @@ void ff_gpu_free(void *p);
 // Pinned host memory (fast, asynchronous copies).
 ff_status ff_gpu_alloc_host(void **p, size_t bytes, const char *what);
 void ff_gpu_free_host(void *p);
+// Page-locks an existing host buffer (cudaHostRegister) so that copies from/to it run at full
+// PCIe/NVLink speed and truly asynchronously; a pageable buffer is staged by the driver (at N = 256
+// AlexNet on an H200, host->host forward 35 ms pageable vs 21 ms pinned, 18 ms of it compute).
+// Unregister before freeing the buffer.
+ff_status ff_gpu_host_register(void *p, size_t bytes);
+void ff_gpu_host_unregister(void *p);
 // Asynchronous copies on stream s (host memory may be pageable; then the copy is staged).
 ff_status ff_gpu_copy_h2d(void *dst, const void *src, size_t bytes, ff_gpu_stream s);
 ff_status ff_gpu_copy_d2h(void *dst, const void *src, size_t bytes, ff_gpu_stream s);
@@ -86,36 +92,43 @@ void ff_gpu_blas_destroy(ff_gpu_blas h);
 // ---- layers (device pointers; shapes as in layers_cpu.h) ----
 // out: (n, K, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W); w: (K, C, R, S); b: (K).
 // relu: apply relu to the result (the executor fuses conv+relu; a per-layer run passes false).
-ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
-                        bool relu, const ff_rows *rows, int64_t n, ff_gpu_stream s);
+ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L, bool relu,
+                        const ff_rows *rows, int64_t n, ff_gpu_stream s);
 // out, in: (count): out = in < 0 ? +0 : in (keeps -0.0 and NaN, as PyTorch and the CPU do).
 ff_status ff_gpu_relu(float *out, const float *in, int64_t count, ff_gpu_stream s);
 // out: (n, C, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W); first max wins, NaN propagates.
 ff_status ff_gpu_maxpool(float *out, const float *in, const ff_layer *L, const ff_rows *rows, int64_t n,
                          ff_gpu_stream s);
 // out, in: (n, C, rows, W): PyTorch's local response norm, the CPU's float operations.
-ff_status ff_gpu_lrn(float *out, const float *in, const ff_layer *L, int64_t rows, int64_t n,
-                     ff_gpu_stream s);
+ff_status ff_gpu_lrn(float *out, const float *in, const ff_layer *L, int64_t rows, int64_t n, ff_gpu_stream s);
 // out: (n, out_features); in: (n, in_features); w: (out_features, in_features); b: (out_features).
-ff_status ff_gpu_linear(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
-                        bool relu, int64_t n, ff_gpu_stream s);
+ff_status ff_gpu_linear(float *out, const float *in, const float *w, const float *b, const ff_layer *L, bool relu,
+                        int64_t n, ff_gpu_stream s);
 // The same through cuBLAS SGEMM (then bias and relu): a different summation order, tolerance only.
-ff_status ff_gpu_linear_vendor(float *out, const float *in, const float *w, const float *b,
-                               const ff_layer *L, bool relu, int64_t n, ff_gpu_blas h, ff_gpu_stream s);
+ff_status ff_gpu_linear_vendor(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
+                               bool relu, int64_t n, ff_gpu_blas h, ff_gpu_stream s);
 // out, in: (n, classes): max-subtracted softmax with the CPU's operations and order.
 ff_status ff_gpu_softmax(float *out, const float *in, int64_t classes, int64_t n, ff_gpu_stream s);
 // x[0] = ff_fault_value(x[0]) (x + 1 + 2|x|, the executor's fault rule) on the device.
 ff_status ff_gpu_fault(float *x, ff_gpu_stream s);
 // Any layer on a band, as ff_cpu_layer_forward (flatten: a device copy unless out == in).
 // relu is honoured by conv2d and linear only.
-ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, const float *b,
-                               const ff_layer *L, bool relu, const ff_rows *rows, int64_t n,
-                               ff_gpu_stream s);
+ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
+                               bool relu, const ff_rows *rows, int64_t n, ff_gpu_stream s);
 
-// Test hook: force the GEMM tile configuration (0 = 128x128, 1 = 64x64, 2 = 32x32, 3 = the
-// small-batch linear GEMV path where it applies); -1 restores the automatic choice. The tests use
-// it to show that every configuration gives identical bits. Not thread-safe; tests only.
+// Kernel configuration. conv2d and linear have several tile configurations (gpu.h's order holds
+// in all of them; the tests show they give identical bits). While tuning is on, the first launch
+// of each new shape times every configuration on its real buffers and remembers the fastest for
+// that shape; later launches (and graph captures, which must not tune) use the remembered one, or
+// a size heuristic for shapes never tuned. The cuda executor tunes once per new (batch, range)
+// before it captures the graph. Process-wide state: call from one thread.
+void ff_gpu_set_tuning(bool on);
+// Test hook: force configuration `tile` (0 .. ff_gpu_debug_tile_count()-1; 3 is the small-batch
+// linear GEMV path, used where it applies); -1 restores the automatic choice. Tests only.
 void ff_gpu_debug_force_tile(int tile);
+int ff_gpu_debug_tile_count(void);
+// The configuration of the last conv2d/linear launch (for benchmark rows).
+int ff_gpu_debug_last_tile(void);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,351 @@
+// `fivefold train`: MNIST-CNN training on the CPU, serial or data-parallel over MPI, with the
+// deterministic reduction of train.h, progress lines, test accuracy per epoch, HDF5 checkpoints
+// and bit-identical resume.
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "cli.h"
+#include "fivefold/checkpoint.h"
+#include "fivefold/comm.h"
+#include "fivefold/data_idx.h"
+#include "fivefold/digest.h"
+#include "fivefold/model.h"
+#include "fivefold/train.h"
+#include "fivefold/weights.h"
+
+#define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"  // Debian's dataset-fashion-mnist
+
+typedef struct {
+    const char *model, *mode, *data, *ckpt_dir, *weights;
+    int64_t epochs, steps, train_limit, test_limit, ckpt_every, ckpt_every_epochs, log_every;
+    uint64_t seed;
+    int resume;
+    ff_train_options o;
+} train_args;
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: fivefold train [--model mnist-cnn] [--mode serial|mpi] [--epochs E] [--steps K]\n"
+            "         [--batch B] [--lr LR] [--momentum MU] [--weight-decay WD] [--seed S]\n"
+            "         [--microbatch M] [--reduce deterministic|allreduce] [--data DIR]\n"
+            "         [--train-limit N] [--test-limit N] [--weights FILE.h5]\n"
+            "         [--checkpoint-dir D] [--checkpoint-every N] [--checkpoint-every-epochs N]\n"
+            "         [--resume] [--log-every N]\n"
+            "  Trains on the IDX data in DIR (default %s) and prints progress, the test accuracy\n"
+            "  after each epoch, and 'weights digest: <16 hex>' (FNV-1a over all parameters) and\n"
+            "  'loss digest: <16 hex>' (over every step's loss as float64) at the end.\n"
+            "  --steps K stops after K steps in all (counted from the start of training, also after\n"
+            "  --resume). Defaults: 1 epoch, batch 64, microbatch 8, lr 0.01, momentum 0.9, wd 0,\n"
+            "  seed 1, checkpoints every epoch and at the end when --checkpoint-dir is given.\n",
+            DEFAULT_DATA);
+}
+
+static int parse_i64(int64_t *out, const char *flag, const char *v, int64_t lo) {
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || *end || end == v || x < lo) {
+        fprintf(stderr, "fivefold train: %s '%s': expected an integer >= %lld\n", flag, v, (long long)lo);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_f32(float *out, const char *flag, const char *v) {
+    char *end;
+    errno = 0;
+    float x = strtof(v, &end);
+    if (errno || *end || end == v || !(x >= 0.0f)) {
+        fprintf(stderr, "fivefold train: %s '%s': expected a number >= 0\n", flag, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_args(train_args *a, int argc, char **argv) {
+    memset(a, 0, sizeof *a);
+    a->model = "mnist-cnn";
+    a->mode = "serial";
+    a->data = DEFAULT_DATA;
+    a->epochs = 1;
+    a->seed = 1;
+    a->ckpt_every_epochs = 1;
+    a->log_every = 50;
+    ff_train_options_default(&a->o);
+    for (int i = 1; i < argc; i++) {
+        const char *f = argv[i];
+        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
+            usage(stdout);
+            return 1;
+        }
+        if (!strcmp(f, "--resume")) {
+            a->resume = 1;
+            continue;
+        }
+        if (i + 1 >= argc) {
+            fprintf(stderr, "fivefold train: %s needs a value (or unknown flag)\n", f);
+            return -1;
+        }
+        const char *v = argv[++i];
+        int rc = 0;
+        int64_t tmp;
+        if (!strcmp(f, "--model")) a->model = v;
+        else if (!strcmp(f, "--mode")) a->mode = v;
+        else if (!strcmp(f, "--data")) a->data = v;
+        else if (!strcmp(f, "--weights")) a->weights = v;
+        else if (!strcmp(f, "--checkpoint-dir")) a->ckpt_dir = v;
+        else if (!strcmp(f, "--epochs")) rc = parse_i64(&a->epochs, f, v, 1);
+        else if (!strcmp(f, "--steps")) rc = parse_i64(&a->steps, f, v, 1);
+        else if (!strcmp(f, "--train-limit")) rc = parse_i64(&a->train_limit, f, v, 1);
+        else if (!strcmp(f, "--test-limit")) rc = parse_i64(&a->test_limit, f, v, 0);
+        else if (!strcmp(f, "--checkpoint-every")) rc = parse_i64(&a->ckpt_every, f, v, 0);
+        else if (!strcmp(f, "--checkpoint-every-epochs")) rc = parse_i64(&a->ckpt_every_epochs, f, v, 0);
+        else if (!strcmp(f, "--log-every")) rc = parse_i64(&a->log_every, f, v, 0);
+        else if (!strcmp(f, "--batch")) rc = parse_i64(&a->o.batch, f, v, 1);
+        else if (!strcmp(f, "--microbatch")) rc = parse_i64(&a->o.microbatch, f, v, 1);
+        else if (!strcmp(f, "--seed")) {
+            rc = parse_i64(&tmp, f, v, 0);
+            a->seed = (uint64_t)tmp;
+        } else if (!strcmp(f, "--lr")) rc = parse_f32(&a->o.lr, f, v);
+        else if (!strcmp(f, "--momentum")) rc = parse_f32(&a->o.momentum, f, v);
+        else if (!strcmp(f, "--weight-decay")) rc = parse_f32(&a->o.weight_decay, f, v);
+        else if (!strcmp(f, "--reduce")) {
+            if (ff_reduce_parse(&a->o.reduce, v) != FF_OK) {
+                fprintf(stderr, "fivefold train: %s\n", ff_last_error());
+                rc = -1;
+            }
+        } else {
+            fprintf(stderr, "fivefold train: unknown flag '%s' (see fivefold train --help)\n", f);
+            rc = -1;
+        }
+        if (rc) return -1;
+    }
+    if (strcmp(a->mode, "serial") && strcmp(a->mode, "v1") && strcmp(a->mode, "mpi") &&
+        strcmp(a->mode, "v2")) {
+        fprintf(stderr, "fivefold train: --mode '%s': training runs in serial (v1) or mpi (v2)\n",
+                a->mode);
+        return -1;
+    }
+    if (a->o.microbatch > a->o.batch) a->o.microbatch = a->o.batch;
+    return 0;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void fmt_hms(char *buf, size_t cap, double s) {
+    if (!(s >= 0) || s > 1e7) s = 0;
+    long t = (long)(s + 0.5);
+    snprintf(buf, cap, "%02ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+}
+
+// Everything that can fail returns a status; the caller prints it and picks the exit code.
+static ff_status run(const train_args *a, ff_comm *comm) {
+    const int rank = comm ? ff_comm_rank(comm) : 0, P = comm ? ff_comm_size(comm) : 1;
+    const int out = rank == 0;
+    ff_model m;
+    FF_TRY(ff_model_init(&m, a->model));
+    ff_dataset train = {0}, test = {0};
+    ff_weights w = {0};
+    ff_trainer *tr = NULL;
+    ff_ckpt_writer *wr = NULL;
+    int64_t *order = NULL;
+    ff_status st = FF_OK;
+    char ckpt_path[4096] = "";
+#define TRY(expr)                    \
+    do {                             \
+        st = (expr);                 \
+        if (st != FF_OK) goto done;  \
+    } while (0)
+    TRY(ff_dataset_load_dir(&train, a->data, "train", a->train_limit));
+    TRY(ff_dataset_load_dir(&test, a->data, "t10k", 0));
+    const int64_t n_test = a->test_limit > 0 && a->test_limit < test.n ? a->test_limit : test.n;
+    TRY(ff_weights_alloc(&w, &m));
+    if (a->weights) TRY(ff_weights_load_h5(&w, &m, a->weights));
+    else ff_weights_generate(&w, &m, a->seed);
+    ff_train_options o = a->o;
+    TRY(ff_trainer_create(&tr, &m, &w, &o, comm));
+
+    const int64_t B = o.batch, n = train.n;
+    const int64_t spe = (n + B - 1) / B;  // steps per epoch (the last batch may be short)
+    int64_t e0 = 0, s0 = 0, step = 0;
+    uint64_t loss_digest = FF_FNV_OFFSET;  // over every step's loss since the start of training
+    if (a->ckpt_dir) {
+        if (snprintf(ckpt_path, sizeof ckpt_path, "%s/%s", a->ckpt_dir, FF_CKPT_FILE) >=
+            (int)sizeof ckpt_path) {
+            st = FF_FAIL(FF_ERR_INPUT, "--checkpoint-dir too long");
+            goto done;
+        }
+        if (out && mkdir(a->ckpt_dir, 0777) != 0 && errno != EEXIST) {
+            st = FF_FAIL(FF_ERR_IO, "--checkpoint-dir '%s': cannot create it: %s", a->ckpt_dir,
+                         strerror(errno));
+            goto done;
+        }
+        if (out) TRY(ff_ckpt_writer_create(&wr, &m));
+    }
+    if (a->resume) {
+        if (!a->ckpt_dir) {
+            st = FF_FAIL(FF_ERR_INPUT, "--resume needs --checkpoint-dir");
+            goto done;
+        }
+        ff_ckpt_meta cm;
+        TRY(ff_checkpoint_load(&w, ff_trainer_momentum(tr), &cm, &m, ckpt_path));
+        // A bit-identical continuation needs the same recipe: refuse a different one.
+        if (cm.batch != B || cm.microbatch != o.microbatch || cm.seed != a->seed ||
+            cm.train_limit != a->train_limit || cm.lr != o.lr || cm.momentum != o.momentum ||
+            cm.weight_decay != o.weight_decay) {
+            st = FF_FAIL(FF_ERR_INPUT, "--resume: checkpoint '%s' was made with batch %lld, "
+                         "microbatch %lld, seed %llu, train-limit %lld, lr %g, momentum %g, "
+                         "weight-decay %g; this run asks for batch %lld, microbatch %lld, seed %llu, "
+                         "train-limit %lld, lr %g, momentum %g, weight-decay %g (use the same flags)",
+                         ckpt_path, (long long)cm.batch, (long long)cm.microbatch,
+                         (unsigned long long)cm.seed, (long long)cm.train_limit, cm.lr, cm.momentum,
+                         cm.weight_decay, (long long)B, (long long)o.microbatch,
+                         (unsigned long long)a->seed, (long long)a->train_limit, o.lr, o.momentum,
+                         o.weight_decay);
+            goto done;
+        }
+        e0 = cm.epoch;
+        s0 = cm.step_in_epoch;
+        step = cm.step;
+        loss_digest = cm.loss_digest;
+        ff_trainer_set_steps(tr, step);
+        if (out)
+            printf("resumed from %s: step %lld, epoch %lld, step %lld of that epoch\n", ckpt_path,
+                   (long long)step, (long long)e0 + 1, (long long)s0);
+    }
+    order = malloc((size_t)n * sizeof *order);
+    if (!order) {
+        st = FF_FAIL(FF_ERR_OOM, "cannot allocate the data order (%lld samples)", (long long)n);
+        goto done;
+    }
+    const int64_t total = a->steps > 0 && a->steps < a->epochs * spe ? a->steps : a->epochs * spe;
+    if (out)
+        printf("train %s: mode %s, ranks %d, %lld train / %lld test images from %s, epochs %lld, "
+               "%lld steps/epoch, batch %lld, microbatch %lld, lr %g, momentum %g, weight-decay %g, "
+               "seed %llu, reduce %s\n",
+               m.name, a->mode, P, (long long)n, (long long)n_test, a->data, (long long)a->epochs,
+               (long long)spe, (long long)B, (long long)o.microbatch, o.lr, o.momentum,
+               o.weight_decay, (unsigned long long)a->seed, ff_reduce_name(o.reduce));
+    fflush(stdout);
+
+    const double t_start = now_s();
+    double t_log = t_start;
+    int64_t steps_run = 0, samples_log = 0;
+    const char *kill_env = getenv("FF_TEST_KILL_AFTER_STEP");  // test hook: simulate a crash
+    const int64_t kill_after = kill_env ? atoll(kill_env) : -1;
+    for (int64_t e = e0; e < a->epochs && step < total; e++) {
+        ff_shuffle_order(order, n, a->seed, e);
+        int64_t s = e == e0 ? s0 : 0;
+        for (; s < spe && step < total; s++) {
+            const int64_t first = s * B, b = first + B <= n ? B : n - first;
+            double loss;
+            TRY(ff_train_step(tr, &loss, &train, order + first, b));
+            step++;
+            steps_run++;
+            samples_log += b;
+            loss_digest = ff_fnv1a64_update(loss_digest, &loss, sizeof loss);
+            if (out && a->log_every > 0 && (step % a->log_every == 0 || step == total)) {
+                double t = now_s();
+                double rate = samples_log / (t - t_log > 0 ? t - t_log : 1e-9);
+                double per_step = (t - t_start) / (double)steps_run;
+                char eta[32];
+                fmt_hms(eta, sizeof eta, per_step * (double)(total - step));
+                printf("epoch %lld/%lld step %lld/%lld (total %lld/%lld) loss %.6f samples/s %.1f "
+                       "ETA %s\n",
+                       (long long)e + 1, (long long)a->epochs, (long long)s + 1, (long long)spe,
+                       (long long)step, (long long)total, loss, rate, eta);
+                fflush(stdout);
+                t_log = t;
+                samples_log = 0;
+            }
+            if (wr && a->ckpt_every > 0 && step % a->ckpt_every == 0 && step < total) {
+                ff_ckpt_meta cm = {step, e, s + 1, a->seed, B, o.microbatch, a->train_limit,
+                                   o.lr, o.momentum, o.weight_decay, loss_digest};
+                if (s + 1 == spe) {
+                    cm.epoch = e + 1;
+                    cm.step_in_epoch = 0;
+                }
+                TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
+            }
+            if (kill_after >= 0 && step == kill_after) {
+                fprintf(stderr, "FF_TEST_KILL_AFTER_STEP=%lld: killing the process\n",
+                        (long long)kill_after);
+                fflush(stderr);
+                raise(SIGKILL);
+            }
+        }
+        if (s == spe) {  // the epoch is complete: test accuracy, maybe a checkpoint
+            int64_t correct;
+            TRY(ff_train_evaluate(tr, &correct, &test, n_test));
+            if (out) {
+                printf("epoch %lld/%lld done: test accuracy %.2f%% (%lld/%lld), %.1f s elapsed\n",
+                       (long long)e + 1, (long long)a->epochs,
+                       n_test ? 100.0 * (double)correct / (double)n_test : 0.0, (long long)correct,
+                       (long long)n_test, now_s() - t_start);
+                fflush(stdout);
+            }
+            if (wr && a->ckpt_every_epochs > 0 && (e + 1) % a->ckpt_every_epochs == 0 && step < total) {
+                ff_ckpt_meta cm = {step, e + 1, 0, a->seed, B, o.microbatch, a->train_limit,
+                                   o.lr, o.momentum, o.weight_decay, loss_digest};
+                TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
+            }
+        }
+    }
+    if (wr) {  // the final checkpoint, at the position training stopped
+        const int64_t e = step / spe, s = step % spe;  // every epoch has spe steps
+        ff_ckpt_meta cm = {step, e, s, a->seed, B, o.microbatch, a->train_limit,
+                           o.lr, o.momentum, o.weight_decay, loss_digest};
+        TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
+        TRY(ff_ckpt_writer_wait(wr));
+        if (out) printf("checkpoint: %s (step %lld)\n", ckpt_path, (long long)step);
+    }
+    if (out) {
+        char hex[17];
+        double el = now_s() - t_start;
+        printf("trained %lld steps in %.1f s (%.1f samples/s)\n", (long long)steps_run, el,
+               el > 0 ? (double)(steps_run * B) / el : 0.0);
+        printf("loss digest: %s\n", ff_digest_hex(hex, loss_digest));
+        printf("weights digest: %s\n", ff_digest_hex(hex, ff_weights_digest(&w)));
+        fflush(stdout);
+    }
+#undef TRY
+done:
+    if (wr) {
+        ff_status ws = st == FF_OK ? ff_ckpt_writer_wait(wr) : FF_OK;
+        if (st == FF_OK) st = ws;
+        ff_ckpt_writer_destroy(wr);
+    }
+    free(order);
+    ff_trainer_destroy(tr);
+    ff_weights_free(&w);
+    ff_dataset_free(&train);
+    ff_dataset_free(&test);
+    return st;
+}
+
+int ff_cmd_train(int argc, char **argv) {
+    train_args a;
+    int rc = parse_args(&a, argc, argv);
+    if (rc > 0) return FF_EXIT_OK;
+    if (rc < 0) return FF_EXIT_USAGE;
+    ff_comm *comm = NULL;
+    if (!strcmp(a.mode, "mpi") || !strcmp(a.mode, "v2")) {
+        ff_status cs = ff_cli_mpi_comm(&comm);  // MPI_Init once; owned and finalised by main
+        if (cs != FF_OK) return ff_cli_fail("train", cs);
+    }
+    ff_status st = run(&a, comm);
+    if (st != FF_OK) return ff_cli_fail("train", st);  // MPI_Abort when several ranks run
+    return FF_EXIT_OK;
+}

@@ -1,0 +1,85 @@
+// Data-parallel SGD training on the CPU with a deterministic gradient reduction (DESIGN §5, §9).
+//
+// The reduction. A global batch of b images is cut into nmb = ceil(b / M) micro-batches of M
+// consecutive images (the last may be shorter). Micro-batch j's gradient g_j is computed by one
+// rank, with the fixed summation orders of layers_cpu_backward.h (images ascending inside it).
+// Rank r of P owns micro-batches [floor(nmb*r/P), floor(nmb*(r+1)/P)). The g_j are then combined
+// element by element in one fixed binary tree that depends only on nmb:
+//     for (s = 1; s < nmb; s *= 2) for (j = 0; j + s < nmb; j += 2s) g_j += g_{j+s};
+// With P > 1 this is done as a reduce-scatter by parameter slices (alltoallv: rank q receives
+// slice q of every g_j, in j order, and runs the tree on its slice) followed by an allgatherv of
+// the reduced slices. Every element's value therefore depends only on (weights, batch, M), never
+// on P or on which rank computed what: losses and weight digests are identical for serial and
+// mpi P = 1, 2, 3, ... (tested). The loss of a step is (sum over images ascending, in double, of
+// each image's float32 loss) / b.
+//
+// `--reduce allreduce` (FF_REDUCE_ALLREDUCE) instead sums each rank's own micro-batches with the
+// same tree and then calls the communicator's float all-reduce: faster, but its bits depend on P
+// and the MPI library, so it is checked against the deterministic path by tolerance only.
+//
+// The update is PyTorch's SGD (dampening 0, no Nesterov): g = grad + wd * w (when wd != 0);
+// on the first step buf = g, afterwards buf = momentum * buf + g; w = w - lr * buf (float32,
+// no FMA). The gradient is that of the mean loss over the global batch.
+#pragma once
+#include <stdint.h>
+
+#include "fivefold/comm.h"
+#include "fivefold/data_idx.h"
+#include "fivefold/model.h"
+#include "fivefold/status.h"
+#include "fivefold/weights.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FF_MAX_RANKS_TRAIN 256  // rank count a trainer supports (fixed-size count arrays)
+
+typedef enum { FF_REDUCE_DETERMINISTIC, FF_REDUCE_ALLREDUCE } ff_reduce;
+ff_status ff_reduce_parse(ff_reduce *out, const char *s);  // "deterministic" | "allreduce"
+const char *ff_reduce_name(ff_reduce r);
+
+typedef struct {
+    int64_t batch;       // global batch size B (largest b a step is called with)
+    int64_t microbatch;  // M: images per micro-batch (the unit of the deterministic reduction)
+    float lr, momentum, weight_decay;
+    ff_reduce reduce;
+} ff_train_options;
+
+void ff_train_options_default(ff_train_options *o);  // B 64, M 8, lr 0.01, momentum 0.9, wd 0
+
+typedef struct ff_trainer ff_trainer;
+
+// Creates a trainer that updates *w in place. comm NULL means one process (serial); otherwise
+// collective over comm, and every rank must pass identical weights and options. The model must
+// consist of conv2d, relu, maxpool, flatten and linear layers, optionally ending with softmax
+// (training uses the logits before it with softmax cross-entropy).
+ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w,
+                            const ff_train_options *o, ff_comm *comm);
+void ff_trainer_destroy(ff_trainer *t);
+
+// One SGD step on the global batch made of dataset samples idx[0..b) (b <= B). Every rank passes
+// the same idx; each loads and normalises only the images of its own micro-batches. *loss gets
+// the mean loss of the global batch (identical bits on every rank). Collective.
+ff_status ff_train_step(ff_trainer *t, double *loss, const ff_dataset *ds, const int64_t *idx,
+                        int64_t b);
+// Same from an already normalised batch: x (b, C, H, W) and labels (b), valid on every rank.
+ff_status ff_train_step_tensor(ff_trainer *t, double *loss, const float *x, const int32_t *labels,
+                               int64_t b);
+// The reduced gradient of the last step, before the update (n_total floats, weights layout: same
+// offsets as ff_weights.data). For tests and the golden check.
+const float *ff_trainer_grad(const ff_trainer *t);
+
+// Momentum buffers (same layout as the weights) and the number of steps taken; checkpoints save
+// and restore them. Setting them is how a resume continues bit-identically.
+ff_weights *ff_trainer_momentum(ff_trainer *t);
+int64_t ff_trainer_steps(const ff_trainer *t);
+void ff_trainer_set_steps(ff_trainer *t, int64_t steps);
+
+// Classifies ds samples [0, n) with the current weights (argmax of the logits, first max wins);
+// *correct gets how many match their label, summed over ranks (each rank does a slice). Collective.
+ff_status ff_train_evaluate(ff_trainer *t, int64_t *correct, const ff_dataset *ds, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif

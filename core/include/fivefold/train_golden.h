@@ -1,0 +1,63 @@
+// The training golden check (issue 7 §3): fivefold's backward and SGD trajectory against PyTorch's
+// golden/data/train-mnist-cnn.h5 (made by golden/make_golden_train.py; layout in its docstring).
+// Rows are ff_verify_row (verify.h), so `fivefold verify` prints them with the inference rows.
+//
+// Rows and their rules:
+//   train weights        generator weights' FNV-1a digest == the golden's initial_weights_digest
+//   train iso <layer> dw/db/dx   each layer's backward in isolation, from the golden's float32 x and
+//                        dy, against its float64 result. Dot-product gradients (conv, linear) use
+//                        the derived bound of tolerance.h: |ours - ref64| <= ff_tol_dot_bound(A, K)
+//                        with A = sum |terms| (float64) and K = number of terms of that element;
+//                        relu and maxpool must be exact; softmax cross-entropy within
+//                        gamma_{classes+6} (p + [c == y]) * scale (expf, logf, sum, division).
+//   train step1 <layer> w/b      the reduced gradient of step 1 (batch 16, micro-batches of 8)
+//                        against PyTorch's float64 gradient of the same step;
+//   train loss trajectory        the 10 losses before each update; and
+//   train final <layer> w/b      the weights after 10 steps, against PyTorch's float64 run.
+//                        These three compare whole chains, where no useful a-priori bound exists;
+//                        their documented tolerance is relative to PyTorch's own float32 run:
+//                        |ours - ref64| <= FF_TRAIN_GOLDEN_FACTOR * max|torch32 - ref64| (over the
+//                        tensor) + 2^-24 |ref64|, i.e. fivefold's float32 trainer must be as close
+//                        to the float64 trajectory as PyTorch's float32 one is, within a factor 8
+//                        (both sum in different, equally valid orders). Gradients through relu
+//                        and maxpool are discontinuous: an activation within rounding of 0 (relu)
+//                        or of a tie (max) can route differently in two correct float32
+//                        implementations (measured: 34 of conv2's 18432 step-1 gradients, from
+//                        3 pre-relu values within 1e-6 of 0 in the golden batch; 9 of conv1.w
+//                        through conv2's data gradient). So up to
+//                        max(FF_TRAIN_GOLDEN_FLIPS, 0.5 %) elements of a tensor may exceed that
+//                        tolerance, each still within FF_TRAIN_GOLDEN_FLIP_FRAC of the tensor's
+//                        largest |ref|; the row's note gives the counts.
+// fc1's weight-shaped tensors are stored (and checked) for rows /fc1_rows only (size budget).
+#pragma once
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "fivefold/status.h"
+#include "fivefold/verify.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FF_TRAIN_GOLDEN_FILE "train-mnist-cnn.h5"
+#define FF_TRAIN_GOLDEN_FACTOR 8.0
+#define FF_TRAIN_GOLDEN_FLIPS 16
+#define FF_TRAIN_GOLDEN_FLIP_FRAC 0.02
+
+typedef struct {
+    const char *golden;    // NULL: <source dir>/golden/data/train-mnist-cnn.h5 (or ./golden/data/)
+    bool trust;            // accept a golden not listed in the manifest
+    const char *manifest;  // NULL: the default manifest for the golden's path
+    bool inject_fault;     // test hook: perturb our conv2 dw (isolation), step-1 fc2 b[0], the last
+                           // loss and final fc2 w[0] beyond their tolerances: those rows must FAIL
+    FILE *progress;        // rows printed as they are made (NULL: silent)
+} ff_train_golden_config;
+
+// Appends the rows to rep (rows, n_rows, cap, passed, failed; pass is set to "every row passed").
+// FF_OK when the checks ran; FF_ERR_INTEGRITY when the golden fails its SHA-256 or is malformed.
+ff_status ff_train_verify_golden(ff_verify_report *rep, const ff_train_golden_config *cfg);
+
+#ifdef __cplusplus
+}
+#endif

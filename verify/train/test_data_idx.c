@@ -1,0 +1,249 @@
+// IDX reader: good files (raw and gzip) load exactly; bad magic, wrong element type, wrong rank,
+// zero extents, truncated or padded files, damaged gzip streams and mismatched image/label counts
+// are refused with a message naming the problem. Normalisation and shuffling are deterministic.
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cmocka.h>
+
+#include "fivefold/data_idx.h"
+
+static char dir[] = "/tmp/ff_idx_XXXXXX";
+static char path_buf[512];
+
+static const char *path(const char *name) {
+    snprintf(path_buf, sizeof path_buf, "%s/%s", dir, name);
+    return path_buf;
+}
+
+static void put32(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+// An IDX file: header for dims, then prod(dims) bytes i*7+1 (mod 256).
+static size_t make_idx(uint8_t *buf, int type, int nd, const uint32_t *dims) {
+    buf[0] = 0;
+    buf[1] = 0;
+    buf[2] = (uint8_t)type;
+    buf[3] = (uint8_t)nd;
+    size_t n = 1;
+    for (int d = 0; d < nd; d++) {
+        put32(buf + 4 + 4 * d, dims[d]);
+        n *= dims[d];
+    }
+    for (size_t i = 0; i < n; i++) buf[4 + 4 * nd + i] = (uint8_t)(i * 7 + 1);
+    return 4 + 4 * (size_t)nd + n;
+}
+
+static void write_raw(const char *p, const uint8_t *buf, size_t len) {
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(buf, 1, len, f), len);
+    fclose(f);
+}
+
+static void write_gz(const char *p, const uint8_t *buf, size_t len) {
+    gzFile f = gzopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(gzwrite(f, buf, (unsigned)len), (int)len);
+    gzclose(f);
+}
+
+static uint8_t buf[4096];
+
+static void expect_error(const char *file, int nd, ff_status code, const char *phrase) {
+    uint8_t *data = (uint8_t *)1;
+    int64_t dims[3];
+    ff_status st = ff_idx_read(&data, dims, path(file), nd);
+    printf("  %-22s -> %s: %s\n", file, ff_status_name(st), ff_last_error());
+    assert_int_equal(st, code);
+    assert_null(data);
+    assert_non_null(strstr(ff_last_error(), phrase));
+    assert_non_null(strstr(ff_last_error(), file));  // the message names the file
+}
+
+static void good_files_load_exactly(void **state) {
+    (void)state;
+    const uint32_t d[3] = {3, 4, 5};
+    size_t len = make_idx(buf, 8, 3, d);
+    write_raw(path("img"), buf, len);
+    write_gz(path("img.gz"), buf, len);
+    const char *names[2] = {"img", "img.gz"};
+    for (int k = 0; k < 2; k++) {
+        uint8_t *data;
+        int64_t dims[3];
+        assert_int_equal(ff_idx_read(&data, dims, path(names[k]), 3), FF_OK);
+        assert_int_equal(dims[0], 3);
+        assert_int_equal(dims[1], 4);
+        assert_int_equal(dims[2], 5);
+        assert_memory_equal(data, buf + 16, 60);
+        free(data);
+    }
+}
+
+static void malformed_files_are_refused(void **state) {
+    (void)state;
+    const uint32_t d[3] = {3, 4, 5};
+    size_t len = make_idx(buf, 8, 3, d);
+
+    buf[1] = 0x12;  // bad magic
+    write_raw(path("badmagic"), buf, len);
+    expect_error("badmagic", 3, FF_ERR_INPUT, "bad magic");
+    buf[1] = 0;
+
+    buf[2] = 0x0D;  // float elements
+    write_raw(path("float"), buf, len);
+    expect_error("float", 3, FF_ERR_INPUT, "element type 0x0d");
+    buf[2] = 8;
+
+    write_raw(path("rank"), buf, len);  // a 3-d file read as labels
+    expect_error("rank", 1, FF_ERR_INPUT, "3 dimensions, expected 1");
+
+    write_raw(path("trunc"), buf, len - 1);  // one byte short
+    expect_error("trunc", 3, FF_ERR_INPUT, "truncated");
+    write_gz(path("trunc.gz"), buf, len - 1);
+    expect_error("trunc.gz", 3, FF_ERR_INPUT, "truncated");
+
+    buf[len] = 9;  // a trailing byte
+    write_raw(path("long"), buf, len + 1);
+    expect_error("long", 3, FF_ERR_INPUT, "trailing bytes");
+
+    write_raw(path("hdr"), buf, 10);  // cut inside the header
+    expect_error("hdr", 3, FF_ERR_INPUT, "header");
+
+    const uint32_t z[3] = {3, 0, 5};
+    size_t zl = make_idx(buf, 8, 3, z);
+    write_raw(path("zero"), buf, zl);
+    expect_error("zero", 3, FF_ERR_INPUT, "dimension 1 is 0");
+
+    // A gzip stream cut in the middle: zlib reports it, we refuse it.
+    const uint32_t big[3] = {40, 10, 10};
+    size_t bl = make_idx(buf, 8, 3, big);
+    write_gz(path("cut.gz"), buf, bl);
+    FILE *f = fopen(path("cut.gz"), "rb");
+    uint8_t gz[8192];
+    size_t gl = fread(gz, 1, sizeof gz, f);
+    fclose(f);
+    write_raw(path("cut.gz"), gz, gl / 2);
+    uint8_t *data = NULL;
+    int64_t dims[3];
+    ff_status st = ff_idx_read(&data, dims, path("cut.gz"), 3);
+    printf("  %-22s -> %s: %s\n", "cut.gz", ff_status_name(st), ff_last_error());
+    assert_true(st == FF_ERR_IO || st == FF_ERR_INPUT);
+    assert_null(data);
+
+    expect_error("missing", 3, FF_ERR_IO, "cannot open");
+}
+
+static void images_and_labels_must_agree(void **state) {
+    (void)state;
+    const uint32_t d[3] = {3, 2, 2}, l3[1] = {3}, l4[1] = {4};
+    write_raw(path("i3"), buf, make_idx(buf, 8, 3, d));
+    uint8_t lb[16] = {0, 0, 8, 1, 0, 0, 0, 3, 1, 9, 4};
+    (void)l3;
+    write_raw(path("l3"), lb, 11);
+    make_idx(buf, 8, 1, l4);
+    write_raw(path("l4"), buf, 12);
+    ff_dataset ds;
+    char i3[512];
+    snprintf(i3, sizeof i3, "%s", path("i3"));  // path() reuses one buffer
+    assert_int_equal(ff_dataset_load(&ds, i3, path("l3")), FF_OK);
+    assert_int_equal(ds.n, 3);
+    assert_int_equal(ds.rows, 2);
+    assert_int_equal(ds.classes, 10);
+    assert_int_equal(ds.labels[1], 9);
+    ff_dataset_free(&ds);
+    assert_int_equal(ff_dataset_load(&ds, i3, path("l4")), FF_ERR_INPUT);
+    printf("  count mismatch -> %s\n", ff_last_error());
+    assert_non_null(strstr(ff_last_error(), "expected equal counts"));
+    assert_int_equal(ff_dataset_load_dir(&ds, dir, "train", 0), FF_ERR_IO);
+    assert_non_null(strstr(ff_last_error(), "train-images-idx3-ubyte"));
+}
+
+static void normalisation_is_the_documented_formula(void **state) {
+    (void)state;
+    float t[256];
+    ff_idx_norm_table(t);
+    for (int v = 0; v < 256; v++) {
+        float want = ((float)v / 255.0f - 0.2860f) / 0.3530f;
+        assert_memory_equal(&t[v], &want, sizeof want);
+    }
+    assert_true(t[0] < -0.81f && t[0] > -0.82f);  // -0.2860/0.3530 = -0.8102
+    assert_true(t[255] > 2.02f && t[255] < 2.03f);  // 0.7140/0.3530 = 2.0227
+    // batch gather follows the order and normalises every pixel
+    ff_dataset ds = {0};
+    uint8_t px[3 * 4] = {0, 1, 2, 3, 10, 11, 12, 13, 255, 254, 253, 252};
+    uint8_t lb[3] = {4, 5, 6};
+    ds.pixels = px;
+    ds.labels = lb;
+    ds.n = 3;
+    ds.rows = 2;
+    ds.cols = 2;
+    int64_t order[3] = {2, 0, 1};
+    float out[8];
+    int32_t labels[2];
+    ff_dataset_batch(out, labels, &ds, order, 1, 2);  // samples 0 and 1
+    assert_int_equal(labels[0], 4);
+    assert_int_equal(labels[1], 5);
+    assert_true(out[0] == t[0] && out[3] == t[3] && out[4] == t[10] && out[7] == t[13]);
+    float all[12];
+    ff_dataset_normalize(all, &ds);
+    assert_true(all[8] == t[255] && all[11] == t[252]);
+}
+
+static void shuffle_is_a_deterministic_permutation(void **state) {
+    (void)state;
+    const int64_t n = 1000;
+    int64_t *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    char *seen = calloc(n, 1);
+    ff_shuffle_order(a, n, 7, 0);
+    for (int64_t i = 0; i < n; i++) {
+        assert_true(a[i] >= 0 && a[i] < n && !seen[a[i]]);
+        seen[a[i]] = 1;
+    }
+    ff_shuffle_order(b, n, 7, 0);
+    assert_memory_equal(a, b, n * sizeof *a);
+    ff_shuffle_order(b, n, 7, 1);  // another epoch: another order
+    assert_memory_not_equal(a, b, n * sizeof *a);
+    ff_shuffle_order(b, n, 8, 0);  // another seed: another order
+    assert_memory_not_equal(a, b, n * sizeof *a);
+    int64_t fixed = 0;
+    for (int64_t i = 0; i < n; i++) fixed += a[i] == i;
+    assert_true(fixed < 10);  // a real shuffle (expected about 1 fixed point)
+    free(a);
+    free(b);
+    free(seen);
+}
+
+static int setup(void **state) {
+    (void)state;
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(good_files_load_exactly),
+        cmocka_unit_test(malformed_files_are_refused),
+        cmocka_unit_test(images_and_labels_must_agree),
+        cmocka_unit_test(normalisation_is_the_documented_formula),
+        cmocka_unit_test(shuffle_is_a_deterministic_permutation),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
