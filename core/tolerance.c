@@ -13,7 +13,14 @@ double ff_tol_gamma(int64_t k, double u) {
 
 // float32 error of any summation order plus the float64 reference's own error, plus K underflows.
 double ff_tol_dot_bound(double A, int64_t K) {
-    return (ff_tol_gamma(K, FF_TOL_U32) + ff_tol_gamma(K, FF_TOL_U64)) * A + (double)K * FF_TOL_UNDERFLOW;
+    return ff_tol_dot_bound_p(A, K, 0.0);
+}
+
+// Products perturbed by prod_rel first: |sum w'x' - sum w x| <= prod_rel A, and the float32 sum of
+// the perturbed terms errs by gamma_K sum|w'x'| <= gamma_K (1 + prod_rel) A.
+double ff_tol_dot_bound_p(double A, int64_t K, double prod_rel) {
+    return (prod_rel + ff_tol_gamma(K, FF_TOL_U32) * (1.0 + prod_rel) + ff_tol_gamma(K, FF_TOL_U64)) * A +
+           (double)K * FF_TOL_UNDERFLOW;
 }
 
 // In units of u = 2^-24 (a relative error of k u is under k ULP): d from exp's argument (x_i - m
@@ -88,12 +95,12 @@ static void finish(ff_tol_result *r) {
 }
 
 void ff_tol_check_dot(ff_tol_result *r, const float *ours, const double *ref, const double *absdot, int64_t n,
-                      int64_t K) {
+                      int64_t K, double prod_rel) {
     result_init(r, FF_TOL_DOT, n);
     for (int64_t i = 0; i < n; i++) {
         // (1 + 2^-23): the stored float64 reference is float32 + a float32-rounded difference, off
         // by at most 2^-24 of a difference that is itself within the bound (README).
-        double bnd = ff_tol_dot_bound(absdot[i], K) * (1.0 + 0x1p-23);
+        double bnd = ff_tol_dot_bound_p(absdot[i], K, prod_rel) * (1.0 + 0x1p-23);
         double err = fabs((double)ours[i] - ref[i]);
         bool ok = isfinite(ours[i]) && isfinite(ref[i]) && err <= bnd;
         consider(r, i, ours[i], ref[i], bnd, ratio_of(err, bnd), ok);
@@ -199,15 +206,17 @@ void ff_tol_absdot_linear(double *out, const float *x_f32, const double *v_f64, 
 
 // ---------------------------------------------------------------- first-order propagation
 // y = fl(W x + b) with x carrying error d: |dy| <= gamma_K A + |W| d (1 + gamma_K).
-void ff_tol_prop_dot(double *d_out, const double *A, const double *Wd, int64_t K, int64_t count) {
-    double g = ff_tol_gamma(K, FF_TOL_U32);
-    for (int64_t i = 0; i < count; i++) d_out[i] = ff_tol_dot_bound(A[i], K) + (1.0 + g) * Wd[i];
+void ff_tol_prop_dot(double *d_out, const double *A, const double *Wd, int64_t K, int64_t count, double prod_rel) {
+    double g = prod_rel + ff_tol_gamma(K, FF_TOL_U32) * (1.0 + prod_rel);
+    for (int64_t i = 0; i < count; i++) d_out[i] = ff_tol_dot_bound_p(A[i], K, prod_rel) + (1.0 + g) * Wd[i];
 }
 
 // Each of the K roundings (K-1 additions, the products, the bias add) contributes an error
 // uniform in [-u, u] times a partial sum (or product) bounded by A: variance <= u^2/3 A^2 each.
-void ff_tol_stat_dot(double *s_out, const double *A, const double *W2s2, int64_t K, int64_t count) {
-    const double c = FF_TOL_U32 * FF_TOL_U32 * (double)(K + 1) / 3.0;
+void ff_tol_stat_dot(double *s_out, const double *A, const double *W2s2, int64_t K, int64_t count, double prod_rel) {
+    // (reduced-precision factors: each product's error is at most prod_rel |w x|, and
+    // sum (w x)^2 <= A^2)
+    const double c = (FF_TOL_U32 * FF_TOL_U32 * (double)(K + 1) + prod_rel * prod_rel) / 3.0;
     for (int64_t i = 0; i < count; i++) s_out[i] = sqrt(c * A[i] * A[i] + W2s2[i]);
 }
 

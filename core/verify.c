@@ -101,8 +101,8 @@ static ff_status absdot_for(double **A, const ff_golden *g, const ff_model *m, c
 //   bound: first-order worst-case error bound, times 2 (margin for second-order terms and for
 //          evaluating the derivatives at the float32 activations): guaranteed for any correct code;
 //   sigma: standard deviation of the error when roundings are independent and zero-mean.
-static ff_status e2e_bound(double **bound_out, double **sigma_out, double **A, const ff_golden *g, const ff_model *m,
-                           const ff_weights *wt, int upto, int64_t n) {
+static ff_status e2e_bound(double **bound_out, double **sigma_out, double **A, double prod_rel, const ff_golden *g,
+                           const ff_model *m, const ff_weights *wt, int upto, int64_t n) {
     size_t n0 = (size_t)(n * ff_shape_numel(m->input));
     double *d = calloc(n0, sizeof(double)), *sg = calloc(n0, sizeof(double));
     double *dn = NULL, *sn = NULL, *tmp = NULL, *tmp2 = NULL;
@@ -125,14 +125,14 @@ static ff_status e2e_bound(double **bound_out, double **sigma_out, double **A, c
                 for (size_t k = 0; k < cin; k++) tmp2[k] = sg[k] * sg[k];
                 if (L->op == FF_OP_CONV2D) {
                     ff_tol_absdot_conv(tmp, NULL, d, wt->w[i], NULL, L, n, 1);
-                    ff_tol_prop_dot(dn, A[i], tmp, L->fan_in + 1, (int64_t)count);
+                    ff_tol_prop_dot(dn, A[i], tmp, L->fan_in + 1, (int64_t)count, prod_rel);
                     ff_tol_absdot_conv(tmp, NULL, tmp2, wt->w[i], NULL, L, n, 2);
                 } else {
                     ff_tol_absdot_linear(tmp, NULL, d, wt->w[i], NULL, L, n, 1);
-                    ff_tol_prop_dot(dn, A[i], tmp, L->fan_in + 1, (int64_t)count);
+                    ff_tol_prop_dot(dn, A[i], tmp, L->fan_in + 1, (int64_t)count, prod_rel);
                     ff_tol_absdot_linear(tmp, NULL, tmp2, wt->w[i], NULL, L, n, 2);
                 }
-                ff_tol_stat_dot(sn, A[i], tmp, L->fan_in + 1, (int64_t)count);
+                ff_tol_stat_dot(sn, A[i], tmp, L->fan_in + 1, (int64_t)count, prod_rel);
                 free(tmp);
                 free(tmp2);
                 tmp = tmp2 = NULL;
@@ -212,6 +212,7 @@ typedef struct {
     bool full_batch, root;
     char prefix[96], tail[96];
     double **A;
+    double prod_rel;  // extra relative error per product (--precision tf32), 0 for float32
     uint64_t rec[FF_GOLDEN_N_SLOTS];
     bool rec_set[FF_GOLDEN_N_SLOTS];
 } run_ctx;
@@ -251,7 +252,7 @@ static ff_status run_layer(run_ctx *c, int i) {
                 free(out);
                 return st;
             }
-            ff_tol_check_dot(&r->tol, out, gl->out_f64, c->A[i], (int64_t)count, L->fan_in + 1);
+            ff_tol_check_dot(&r->tol, out, gl->out_f64, c->A[i], (int64_t)count, L->fan_in + 1, c->prod_rel);
             break;
         case FF_OP_RELU:
         case FF_OP_MAXPOOL:
@@ -322,7 +323,7 @@ static ff_status run_end_to_end(run_ctx *c, bool logits) {
         return FF_OK;
     }
     double *bound = NULL, *sigma = NULL;
-    st = e2e_bound(&bound, &sigma, c->A, g, m, c->wt, last, c->n);
+    st = e2e_bound(&bound, &sigma, c->A, c->prod_rel, g, m, c->wt, last, c->n);
     if (st != FF_OK) {
         free(out);
         return st;
@@ -487,6 +488,7 @@ ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg) {
     run_ctx c = {.cfg = cfg, .m = &m, .g = &g, .wt = &wt, .rep = rep, .re = have_re ? &re : NULL, .n = n, .A = A};
     c.cls = (cfg->exec.mode == FF_MODE_SERIAL || cfg->exec.mode == FF_MODE_MPI) ? FF_CLASS_CPU : FF_CLASS_GPU;
     c.full_batch = n == g.n;
+    c.prod_rel = cfg->exec.precision == FF_PRECISION_TF32 ? FF_TOL_TF32_PRODUCT : 0.0;
     snprintf(rep->digest_class, sizeof rep->digest_class, "%s", ff_digest_class_name(c.cls));
     int ranks = cfg->ranks > 0 ? cfg->ranks : 1;
     rep->rank = 0;

@@ -244,7 +244,7 @@ static bool judge_conv(const ff_golden *g, const ff_model *m, const ff_weights *
     assert_true(out && A);
     conv_variant(out, g->layers[i].in_f32, wt->w[i], wt->b[i], L, g->n, pad_delta, transpose);
     ff_tol_absdot_conv(A, g->layers[i].in_f32, NULL, wt->w[i], wt->b[i], L, g->n, 1);
-    ff_tol_check_dot(r, out, g->layers[i].out_f64, A, (int64_t)count, L->fan_in + 1);
+    ff_tol_check_dot(r, out, g->layers[i].out_f64, A, (int64_t)count, L->fan_in + 1, 0.0);
     free(out);
     free(A);
     return r->pass;
@@ -337,7 +337,7 @@ static void nan_in_one_element_fails(void **state) {
             if (bad) out[count / 3] = NAN;
             if (L->op == FF_OP_LINEAR) {
                 ff_tol_absdot_linear(A, g.layers[i].in_f32, NULL, wt.w[i], wt.b[i], L, g.n, 1);
-                ff_tol_check_dot(&r, out, g.layers[i].out_f64, A, (int64_t)count, L->fan_in + 1);
+                ff_tol_check_dot(&r, out, g.layers[i].out_f64, A, (int64_t)count, L->fan_in + 1, 0.0);
             } else if (L->op == FF_OP_SOFTMAX) {
                 ff_tol_check_ulp(&r, out, g.layers[i].out_f64, NULL, 1e6, (int64_t)count);
             } else {

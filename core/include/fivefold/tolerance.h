@@ -28,10 +28,18 @@ extern "C" {
 #define FF_TOL_LAMBDA 6.0          // statistical tolerance: 6 standard deviations
 #define FF_TOL_LRN_ULP 13.0        // lrn: 11 ULP of float32 arithmetic + 2 for the reference
 
+// Reduced-precision products (--precision tf32: tensor cores round both factors to 10 explicit
+// mantissa bits, unit roundoff 2^-11, then accumulate in float32): each product w x carries an extra
+// relative error up to (1 + 2^-11)^2 - 1. 0 for float32 products. The dot rules take it as prod_rel.
+#define FF_TOL_TF32_PRODUCT ((1.0 + 0x1p-11) * (1.0 + 0x1p-11) - 1.0)
+
 // gamma_k = k u / (1 - k u); +inf when k u >= 1 (no bound).
 double ff_tol_gamma(int64_t k, double u);
 // The per-element bound of a dot product of K terms with absolute sum A = |b| + sum|w x|.
 double ff_tol_dot_bound(double A, int64_t K);
+// The same when each product carries an extra relative error prod_rel (FF_TOL_TF32_PRODUCT):
+// (prod_rel + gamma_K(u) (1 + prod_rel) + gamma_K(2^-53)) A + K 2^-149.
+double ff_tol_dot_bound_p(double A, int64_t K, double prod_rel);
 // Softmax ULP bound for an element whose input is d = |x_i - max_j x_j| below the row maximum.
 double ff_tol_softmax_ulp(double d, int64_t classes);
 // ULP size of float32 at |x| (2^(e-23) for normal x, 2^-149 below): converts ULP bounds to absolute.
@@ -58,7 +66,7 @@ typedef struct {
 
 // Dot-product layer: absdot[i] = A_i = |b| + sum |w x| for element i (computed by ff_tol_absdot_*).
 void ff_tol_check_dot(ff_tol_result *r, const float *ours, const double *ref, const double *absdot, int64_t n,
-                      int64_t K);
+                      int64_t K, double prod_rel);
 // Exact layer: ours must equal ref (the golden float32 output) value for value (0 ULP: +0 == -0).
 void ff_tol_check_exact(ff_tol_result *r, const float *ours, const float *ref, int64_t n);
 // ULP rule: ULP(ours, (float)ref) <= bound_ulp[i] (or bound_scalar when bound_ulp is NULL).
@@ -83,9 +91,10 @@ void ff_tol_absdot_linear(double *out, const float *x_f32, const double *v_f64, 
 // d_in: the bound on the layer's input error (n, in); x: golden float32 input; y: golden float32
 // output; d_out receives the bound on the output error. For conv/linear pass the absdot A already
 // computed for x and the propagated |W| d_in.
-void ff_tol_prop_dot(double *d_out, const double *A, const double *Wd, int64_t K, int64_t count);
-// Statistical: sigma_out = sqrt(u^2 (K + 1) / 3 * A^2 + sum w^2 sigma_in^2) (W2s2 = the sum).
-void ff_tol_stat_dot(double *s_out, const double *A, const double *W2s2, int64_t K, int64_t count);
+void ff_tol_prop_dot(double *d_out, const double *A, const double *Wd, int64_t K, int64_t count, double prod_rel);
+// Statistical: sigma_out = sqrt((u^2 (K + 1) + prod_rel^2) / 3 * A^2 + sum w^2 sigma_in^2)
+// (W2s2 = the sum).
+void ff_tol_stat_dot(double *s_out, const double *A, const double *W2s2, int64_t K, int64_t count, double prod_rel);
 void ff_tol_prop_maxpool(double *d_out, const double *d_in, const ff_layer *L, int64_t n);
 void ff_tol_prop_lrn(double *d_out, const double *d_in, const float *x, const float *y, const ff_layer *L, int64_t n);
 void ff_tol_prop_softmax(double *d_out, const double *d_in, const float *x, const float *y, int64_t classes, int64_t n);
