@@ -3,9 +3,15 @@
 
 #include "comm_internal.h"
 
-int ff_comm_rank(const ff_comm *c) { return c->rank; }
-int ff_comm_size(const ff_comm *c) { return c->size; }
-int64_t ff_comm_bytes_sent(const ff_comm *c) { return c->bytes_sent; }
+int ff_comm_rank(const ff_comm *c) {
+    return c->rank;
+}
+int ff_comm_size(const ff_comm *c) {
+    return c->size;
+}
+int64_t ff_comm_bytes_sent(const ff_comm *c) {
+    return c->bytes_sent;
+}
 
 static ff_status check_root(const ff_comm *c, int root, const char *what) {
     if (root < 0 || root >= c->size)
@@ -17,17 +23,18 @@ static ff_status check_msgs(const ff_comm *c, const ff_comm_msg *m, int n, const
     if (n < 0) return FF_FAIL(FF_ERR_INPUT, "exchange: %d %s: expected >= 0", n, what);
     for (int i = 0; i < n; i++) {
         if (m[i].peer < 0 || m[i].peer >= c->size)
-            return FF_FAIL(FF_ERR_INPUT, "exchange: %s %d on rank %d names peer %d: expected "
-                           "0..%d", what, i, c->rank, m[i].peer, c->size - 1);
+            return FF_FAIL(FF_ERR_INPUT,
+                           "exchange: %s %d on rank %d names peer %d: expected "
+                           "0..%d",
+                           what, i, c->rank, m[i].peer, c->size - 1);
         if (m[i].bytes > 0 && !m[i].buf)
-            return FF_FAIL(FF_ERR_INPUT, "exchange: %s %d on rank %d has %zu bytes and no buffer",
-                           what, i, c->rank, m[i].bytes);
+            return FF_FAIL(FF_ERR_INPUT, "exchange: %s %d on rank %d has %zu bytes and no buffer", what, i, c->rank,
+                           m[i].bytes);
     }
     return FF_OK;
 }
 
-ff_status ff_comm_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
-                           const ff_comm_msg *recvs, int n_recvs) {
+ff_status ff_comm_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, const ff_comm_msg *recvs, int n_recvs) {
     FF_TRY(check_msgs(c, sends, n_sends, "send"));
     FF_TRY(check_msgs(c, recvs, n_recvs, "receive"));
     for (int i = 0; i < n_sends; i++)
@@ -35,7 +42,9 @@ ff_status ff_comm_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
     return c->ops->exchange(c, sends, n_sends, recvs, n_recvs);
 }
 
-ff_status ff_comm_barrier(ff_comm *c) { return c->ops->barrier(c); }
+ff_status ff_comm_barrier(ff_comm *c) {
+    return c->ops->barrier(c);
+}
 
 ff_status ff_comm_bcast(ff_comm *c, void *buf, size_t bytes, int root) {
     FF_TRY(check_root(c, root, "bcast"));
@@ -43,15 +52,15 @@ ff_status ff_comm_bcast(ff_comm *c, void *buf, size_t bytes, int root) {
     return c->ops->bcast(c, buf, bytes, root);
 }
 
-ff_status ff_comm_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
-                          const void *sendbuf, size_t sendbytes, int root) {
+ff_status ff_comm_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs, const void *sendbuf,
+                          size_t sendbytes, int root) {
     FF_TRY(check_root(c, root, "gatherv"));
     if (c->rank != root) c->bytes_sent += (int64_t)sendbytes;
     return c->ops->gatherv(c, recvbuf, counts, displs, sendbuf, sendbytes, root);
 }
 
-ff_status ff_comm_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf,
-                           const size_t *counts, const size_t *displs, int root) {
+ff_status ff_comm_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf, const size_t *counts,
+                           const size_t *displs, int root) {
     FF_TRY(check_root(c, root, "scatterv"));
     if (c->rank == root)
         for (int r = 0; r < c->size; r++)
@@ -59,22 +68,20 @@ ff_status ff_comm_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const vo
     return c->ops->scatterv(c, recvbuf, recvbytes, sendbuf, counts, displs, root);
 }
 
-ff_status ff_comm_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
-                             const void *sendbuf, size_t sendbytes) {
+ff_status ff_comm_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs, const void *sendbuf,
+                             size_t sendbytes) {
     if (sendbytes != counts[c->rank])
-        return FF_FAIL(FF_ERR_INPUT, "allgatherv: rank %d sends %zu bytes but counts[%d] = %zu",
-                       c->rank, sendbytes, c->rank, counts[c->rank]);
+        return FF_FAIL(FF_ERR_INPUT, "allgatherv: rank %d sends %zu bytes but counts[%d] = %zu", c->rank, sendbytes,
+                       c->rank, counts[c->rank]);
     c->bytes_sent += (int64_t)sendbytes * (c->size - 1);
     return c->ops->allgatherv(c, recvbuf, counts, displs, sendbuf, sendbytes);
 }
 
-ff_status ff_comm_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_counts,
-                            const size_t *recv_displs, const void *sendbuf,
-                            const size_t *send_counts, const size_t *send_displs) {
+ff_status ff_comm_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_counts, const size_t *recv_displs,
+                            const void *sendbuf, const size_t *send_counts, const size_t *send_displs) {
     for (int r = 0; r < c->size; r++)
         if (r != c->rank) c->bytes_sent += (int64_t)send_counts[r];
-    return c->ops->alltoallv(c, recvbuf, recv_counts, recv_displs, sendbuf, send_counts,
-                             send_displs);
+    return c->ops->alltoallv(c, recvbuf, recv_counts, recv_displs, sendbuf, send_counts, send_displs);
 }
 
 ff_status ff_comm_allreduce_sum_f64(ff_comm *c, double *buf, size_t n) {

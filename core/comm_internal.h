@@ -4,19 +4,17 @@
 #include "fivefold/comm.h"
 
 typedef struct {
-    ff_status (*exchange)(ff_comm *c, const ff_comm_msg *sends, int n_sends,
-                          const ff_comm_msg *recvs, int n_recvs);
+    ff_status (*exchange)(ff_comm *c, const ff_comm_msg *sends, int n_sends, const ff_comm_msg *recvs, int n_recvs);
     ff_status (*barrier)(ff_comm *c);
     ff_status (*bcast)(ff_comm *c, void *buf, size_t bytes, int root);
-    ff_status (*gatherv)(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
-                         const void *sendbuf, size_t sendbytes, int root);
-    ff_status (*scatterv)(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf,
-                          const size_t *counts, const size_t *displs, int root);
-    ff_status (*allgatherv)(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
-                            const void *sendbuf, size_t sendbytes);
-    ff_status (*alltoallv)(ff_comm *c, void *recvbuf, const size_t *recv_counts,
-                           const size_t *recv_displs, const void *sendbuf,
-                           const size_t *send_counts, const size_t *send_displs);
+    ff_status (*gatherv)(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs, const void *sendbuf,
+                         size_t sendbytes, int root);
+    ff_status (*scatterv)(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf, const size_t *counts,
+                          const size_t *displs, int root);
+    ff_status (*allgatherv)(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs, const void *sendbuf,
+                            size_t sendbytes);
+    ff_status (*alltoallv)(ff_comm *c, void *recvbuf, const size_t *recv_counts, const size_t *recv_displs,
+                           const void *sendbuf, const size_t *send_counts, const size_t *send_displs);
     ff_status (*allreduce_sum_f64)(ff_comm *c, double *buf, size_t n);
     ff_status (*allreduce_max_i64)(ff_comm *c, int64_t *buf, size_t n);
     ff_status (*allreduce_sum_f32)(ff_comm *c, float *buf, size_t n);

@@ -3,8 +3,11 @@
 // and per-pair tag in FIFO order, as MPI's non-overtaking rule gives); collectives publish their
 // buffers in per-rank slots and copy between two barriers. Misuse that would hang real MPI — a
 // rank failing, or leaving, while others wait, or ranks entering different collectives — ends
-// every waiting rank with FF_ERR_MPI instead.
+// every waiting rank with FF_ERR_MPI instead; a wait with no progress for the timeout (60 s by
+// default: sends and receives that do not match) fails too.
+#include <errno.h>
 #include <pthread.h>
+#include <time.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,12 +15,26 @@
 #include "comm_internal.h"
 
 typedef enum {
-    LB_BARRIER = 1, LB_BCAST, LB_GATHERV, LB_SCATTERV, LB_ALLGATHERV, LB_ALLTOALLV,
-    LB_SUM_F64, LB_MAX_I64, LB_SUM_F32,
+    LB_BARRIER = 1,
+    LB_BCAST,
+    LB_GATHERV,
+    LB_SCATTERV,
+    LB_ALLGATHERV,
+    LB_ALLTOALLV,
+    LB_SUM_F64,
+    LB_MAX_I64,
+    LB_SUM_F32,
 } lb_op;
 static const char *lb_op_name(int op) {
-    static const char *n[] = {"?", "barrier", "bcast", "gatherv", "scatterv", "allgatherv",
-                              "alltoallv", "allreduce_sum_f64", "allreduce_max_i64",
+    static const char *n[] = {"?",
+                              "barrier",
+                              "bcast",
+                              "gatherv",
+                              "scatterv",
+                              "allgatherv",
+                              "alltoallv",
+                              "allreduce_sum_f64",
+                              "allreduce_max_i64",
                               "allreduce_sum_f32"};
     return op >= 0 && op <= LB_SUM_F32 ? n[op] : "?";
 }
@@ -44,11 +61,11 @@ typedef struct {
     pthread_cond_t cv;
     int64_t gen;
     int arrived;
-    int failed_rank;   // first rank whose body returned an error, -1 if none
-    int n_finished;    // ranks whose body has returned
-    bool *finished;    // [P]
-    lb_msg **mail;     // [P] queue heads per destination
-    lb_slot *slot;     // [P]
+    int failed_rank;  // first rank whose body returned an error, -1 if none
+    int n_finished;   // ranks whose body has returned
+    bool *finished;   // [P]
+    lb_msg **mail;    // [P] queue heads per destination
+    lb_slot *slot;    // [P]
 } lb_world;
 
 typedef struct {
@@ -61,18 +78,35 @@ typedef struct {
     pthread_t thread;
 } lb_comm;
 
-static lb_world *W(ff_comm *c) { return ((lb_comm *)c)->w; }
+static lb_world *W(ff_comm *c) {
+    return ((lb_comm *)c)->w;
+}
+
+static double lb_timeout_s = 60.0;
+void ff_comm_loopback_set_timeout(double seconds) {
+    lb_timeout_s = seconds > 0 ? seconds : 60.0;
+}
+
+static struct timespec lb_deadline(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    double s = (double)t.tv_sec + t.tv_nsec * 1e-9 + lb_timeout_s;
+    t.tv_sec = (time_t)s;
+    t.tv_nsec = (long)((s - (double)t.tv_sec) * 1e9);
+    return t;
+}
 
 // Why a wait cannot complete, or FF_OK. Called with the lock held.
 static ff_status lb_doomed(lb_world *w, int me, const char *what) {
     if (w->failed_rank >= 0)
-        return FF_FAIL(FF_ERR_MPI, "loopback rank %d: %s abandoned: rank %d failed", me, what,
-                       w->failed_rank);
+        return FF_FAIL(FF_ERR_MPI, "loopback rank %d: %s abandoned: rank %d failed", me, what, w->failed_rank);
     if (w->n_finished > 0) {
         int r = 0;
         while (r < w->P && !w->finished[r]) r++;
-        return FF_FAIL(FF_ERR_MPI, "loopback rank %d: %s can never complete: rank %d has "
-                       "already returned (mismatched collective or message)", me, what, r);
+        return FF_FAIL(FF_ERR_MPI,
+                       "loopback rank %d: %s can never complete: rank %d has "
+                       "already returned (mismatched collective or message)",
+                       me, what, r);
     }
     return FF_OK;
 }
@@ -87,10 +121,17 @@ static ff_status lb_barrier_locked(lb_world *w, int me, const char *what) {
         pthread_cond_broadcast(&w->cv);
         return FF_OK;
     }
+    struct timespec until = lb_deadline();
     while (w->gen == g) {
         st = lb_doomed(w, me, what);
         if (st != FF_OK) return st;
-        pthread_cond_wait(&w->cv, &w->mu);
+        if (pthread_cond_timedwait(&w->cv, &w->mu, &until) == ETIMEDOUT && w->gen == g) {
+            w->arrived--;  // leave the barrier: this rank gives up
+            return FF_FAIL(FF_ERR_MPI,
+                           "loopback rank %d: %s: no progress in %.0f s (%d of %d "
+                           "ranks arrived): a rank is stuck elsewhere",
+                           me, what, lb_timeout_s, w->arrived + 1, w->P);
+        }
     }
     return FF_OK;
 }
@@ -109,16 +150,18 @@ static ff_status lb_enter(ff_comm *c, const lb_slot *mine) {
     FF_TRY(lb_barrier_op(w, c->rank, lb_op_name(mine->op)));
     for (int r = 0; r < w->P; r++)
         if (w->slot[r].op != mine->op || w->slot[r].root != mine->root)
-            return FF_FAIL(FF_ERR_MPI, "loopback rank %d entered %s (root %d) while rank %d "
-                           "entered %s (root %d)", c->rank, lb_op_name(mine->op), mine->root, r,
-                           lb_op_name(w->slot[r].op), w->slot[r].root);
+            return FF_FAIL(FF_ERR_MPI,
+                           "loopback rank %d entered %s (root %d) while rank %d "
+                           "entered %s (root %d)",
+                           c->rank, lb_op_name(mine->op), mine->root, r, lb_op_name(w->slot[r].op), w->slot[r].root);
     return FF_OK;
 }
 // Second half: nobody leaves (and reuses buffers or slots) until everyone has copied.
-static ff_status lb_leave(ff_comm *c, int op) { return lb_barrier_op(W(c), c->rank, lb_op_name(op)); }
+static ff_status lb_leave(ff_comm *c, int op) {
+    return lb_barrier_op(W(c), c->rank, lb_op_name(op));
+}
 
-static ff_status lb_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
-                             const ff_comm_msg *recvs, int n_recvs) {
+static ff_status lb_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, const ff_comm_msg *recvs, int n_recvs) {
     lb_world *w = W(c);
     const int me = c->rank;
     for (int i = 0; i < n_sends; i++) {
@@ -139,6 +182,7 @@ static ff_status lb_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
     }
     ff_status st = FF_OK;
     pthread_mutex_lock(&w->mu);
+    struct timespec until = lb_deadline();
     for (int i = 0; i < n_recvs && st == FF_OK; i++) {
         int tag = 0, src = recvs[i].peer;
         for (int j = 0; j < i; j++) tag += recvs[j].peer == src;
@@ -149,22 +193,30 @@ static ff_status lb_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
                 lb_msg *m = *q;
                 *q = m->next;
                 if (m->bytes != recvs[i].bytes)
-                    st = FF_FAIL(FF_ERR_MPI, "loopback rank %d: message %d from rank %d has %zu "
-                                 "bytes: the receive expects %zu", me, tag, src, m->bytes,
-                                 recvs[i].bytes);
+                    st = FF_FAIL(FF_ERR_MPI,
+                                 "loopback rank %d: message %d from rank %d has %zu "
+                                 "bytes: the receive expects %zu",
+                                 me, tag, src, m->bytes, recvs[i].bytes);
                 else if (m->bytes)
                     memcpy(recvs[i].buf, m->data, m->bytes);
                 free(m);
                 break;
             }
             if (w->failed_rank >= 0 || w->finished[src]) {
-                st = FF_FAIL(FF_ERR_MPI, "loopback rank %d: receive %d from rank %d can never "
-                             "complete: rank %d %s", me, tag, src,
-                             w->failed_rank >= 0 ? w->failed_rank : src,
+                st = FF_FAIL(FF_ERR_MPI,
+                             "loopback rank %d: receive %d from rank %d can never "
+                             "complete: rank %d %s",
+                             me, tag, src, w->failed_rank >= 0 ? w->failed_rank : src,
                              w->failed_rank >= 0 ? "failed" : "has returned without sending it");
                 break;
             }
-            pthread_cond_wait(&w->cv, &w->mu);
+            if (pthread_cond_timedwait(&w->cv, &w->mu, &until) == ETIMEDOUT) {
+                st = FF_FAIL(FF_ERR_MPI,
+                             "loopback rank %d: receive %d from rank %d: no matching "
+                             "message in %.0f s (sends and receives do not match)",
+                             me, tag, src, lb_timeout_s);
+                break;
+            }
         }
     }
     pthread_mutex_unlock(&w->mu);
@@ -183,110 +235,114 @@ static ff_status lb_bcast(ff_comm *c, void *buf, size_t bytes, int root) {
     lb_slot *rs = &W(c)->slot[root];
     if (c->rank != root) {
         if (rs->bytes != bytes)
-            return FF_FAIL(FF_ERR_MPI, "loopback bcast: rank %d expects %zu bytes, root sends %zu",
-                           c->rank, bytes, rs->bytes);
+            return FF_FAIL(FF_ERR_MPI, "loopback bcast: rank %d expects %zu bytes, root sends %zu", c->rank, bytes,
+                           rs->bytes);
         if (bytes) memcpy(buf, rs->recv, bytes);
     }
     return lb_leave(c, LB_BCAST);
 }
 
-static ff_status lb_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
-                            const void *sendbuf, size_t sendbytes, int root) {
+static ff_status lb_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs, const void *sendbuf,
+                            size_t sendbytes, int root) {
     lb_slot s = {.op = LB_GATHERV, .root = root, .send = sendbuf, .bytes = sendbytes};
     FF_TRY(lb_enter(c, &s));
     if (c->rank == root) {
         for (int r = 0; r < c->size; r++) {
             lb_slot *o = &W(c)->slot[r];
             if (o->bytes != counts[r])
-                return FF_FAIL(FF_ERR_MPI, "loopback gatherv: rank %d sends %zu bytes, root "
-                               "expects counts[%d] = %zu", r, o->bytes, r, counts[r]);
+                return FF_FAIL(FF_ERR_MPI,
+                               "loopback gatherv: rank %d sends %zu bytes, root "
+                               "expects counts[%d] = %zu",
+                               r, o->bytes, r, counts[r]);
             if (o->bytes) memcpy((char *)recvbuf + displs[r], o->send, o->bytes);
         }
     }
     return lb_leave(c, LB_GATHERV);
 }
 
-static ff_status lb_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf,
-                             const size_t *counts, const size_t *displs, int root) {
-    lb_slot s = {.op = LB_SCATTERV, .root = root, .send = sendbuf, .counts = counts,
-                 .displs = displs};
+static ff_status lb_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf, const size_t *counts,
+                             const size_t *displs, int root) {
+    lb_slot s = {.op = LB_SCATTERV, .root = root, .send = sendbuf, .counts = counts, .displs = displs};
     FF_TRY(lb_enter(c, &s));
     lb_slot *rs = &W(c)->slot[root];
     if (rs->counts[c->rank] != recvbytes)
-        return FF_FAIL(FF_ERR_MPI, "loopback scatterv: rank %d expects %zu bytes, root sends %zu",
-                       c->rank, recvbytes, rs->counts[c->rank]);
+        return FF_FAIL(FF_ERR_MPI, "loopback scatterv: rank %d expects %zu bytes, root sends %zu", c->rank, recvbytes,
+                       rs->counts[c->rank]);
     if (recvbytes) memcpy(recvbuf, (const char *)rs->send + rs->displs[c->rank], recvbytes);
     return lb_leave(c, LB_SCATTERV);
 }
 
-static ff_status lb_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts,
-                               const size_t *displs, const void *sendbuf, size_t sendbytes) {
+static ff_status lb_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
+                               const void *sendbuf, size_t sendbytes) {
     lb_slot s = {.op = LB_ALLGATHERV, .send = sendbuf, .bytes = sendbytes};
     FF_TRY(lb_enter(c, &s));
     for (int r = 0; r < c->size; r++) {
         lb_slot *o = &W(c)->slot[r];
         if (o->bytes != counts[r])
-            return FF_FAIL(FF_ERR_MPI, "loopback allgatherv: rank %d sends %zu bytes, rank %d "
-                           "expects counts[%d] = %zu", r, o->bytes, c->rank, r, counts[r]);
+            return FF_FAIL(FF_ERR_MPI,
+                           "loopback allgatherv: rank %d sends %zu bytes, rank %d "
+                           "expects counts[%d] = %zu",
+                           r, o->bytes, c->rank, r, counts[r]);
         if (o->bytes) memcpy((char *)recvbuf + displs[r], o->send, o->bytes);
     }
     return lb_leave(c, LB_ALLGATHERV);
 }
 
-static ff_status lb_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_counts,
-                              const size_t *recv_displs, const void *sendbuf,
-                              const size_t *send_counts, const size_t *send_displs) {
-    lb_slot s = {.op = LB_ALLTOALLV, .send = sendbuf, .counts = send_counts,
-                 .displs = send_displs};
+static ff_status lb_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_counts, const size_t *recv_displs,
+                              const void *sendbuf, const size_t *send_counts, const size_t *send_displs) {
+    lb_slot s = {.op = LB_ALLTOALLV, .send = sendbuf, .counts = send_counts, .displs = send_displs};
     FF_TRY(lb_enter(c, &s));
     const int me = c->rank;
     for (int r = 0; r < c->size; r++) {
         lb_slot *o = &W(c)->slot[r];
         if (o->counts[me] != recv_counts[r])
-            return FF_FAIL(FF_ERR_MPI, "loopback alltoallv: rank %d sends %zu bytes to rank %d, "
-                           "which expects %zu", r, o->counts[me], me, recv_counts[r]);
+            return FF_FAIL(FF_ERR_MPI,
+                           "loopback alltoallv: rank %d sends %zu bytes to rank %d, "
+                           "which expects %zu",
+                           r, o->counts[me], me, recv_counts[r]);
         if (recv_counts[r])
-            memcpy((char *)recvbuf + recv_displs[r], (const char *)o->send + o->displs[me],
-                   recv_counts[r]);
+            memcpy((char *)recvbuf + recv_displs[r], (const char *)o->send + o->displs[me], recv_counts[r]);
     }
     return lb_leave(c, LB_ALLTOALLV);
 }
 
 // All-reduce: every rank computes the same result in rank order into a private copy, then (after
 // a barrier, since others still read our buffer) writes it back in place.
-#define LB_ALLREDUCE(fname, T, OPID, COMBINE)                                              \
-    static ff_status fname(ff_comm *c, T *buf, size_t n) {                                 \
-        lb_slot s = {.op = OPID, .send = buf, .bytes = n};                                 \
-        FF_TRY(lb_enter(c, &s));                                                           \
-        for (int r = 0; r < c->size; r++)                                                  \
-            if (W(c)->slot[r].bytes != n)                                                  \
-                return FF_FAIL(FF_ERR_MPI, "loopback %s: rank %d has %zu elements, rank %d " \
-                               "%zu", lb_op_name(OPID), r, W(c)->slot[r].bytes, c->rank, n); \
-        T *tmp = malloc(sizeof(T) * (n ? n : 1));                                          \
-        if (!tmp) return FF_FAIL(FF_ERR_OOM, "loopback all-reduce: %zu elements", n);      \
-        for (size_t i = 0; i < n; i++) {                                                   \
-            T acc = ((const T *)W(c)->slot[0].send)[i];                                    \
-            for (int r = 1; r < c->size; r++) {                                            \
-                T v = ((const T *)W(c)->slot[r].send)[i];                                  \
-                COMBINE;                                                                   \
-            }                                                                              \
-            tmp[i] = acc;                                                                  \
-        }                                                                                  \
-        ff_status st = lb_barrier_op(W(c), c->rank, lb_op_name(OPID));                     \
-        if (st == FF_OK) {                                                                 \
-            memcpy(buf, tmp, sizeof(T) * n);                                               \
-            st = lb_leave(c, OPID);                                                        \
-        }                                                                                  \
-        free(tmp);                                                                         \
-        return st;                                                                         \
+#define LB_ALLREDUCE(fname, T, OPID, COMBINE)                                         \
+    static ff_status fname(ff_comm *c, T *buf, size_t n) {                            \
+        lb_slot s = {.op = OPID, .send = buf, .bytes = n};                            \
+        FF_TRY(lb_enter(c, &s));                                                      \
+        for (int r = 0; r < c->size; r++)                                             \
+            if (W(c)->slot[r].bytes != n)                                             \
+                return FF_FAIL(FF_ERR_MPI,                                            \
+                               "loopback %s: rank %d has %zu elements, rank %d "      \
+                               "%zu",                                                 \
+                               lb_op_name(OPID), r, W(c)->slot[r].bytes, c->rank, n); \
+        T *tmp = malloc(sizeof(T) * (n ? n : 1));                                     \
+        if (!tmp) return FF_FAIL(FF_ERR_OOM, "loopback all-reduce: %zu elements", n); \
+        for (size_t i = 0; i < n; i++) {                                              \
+            T acc = ((const T *)W(c)->slot[0].send)[i];                               \
+            for (int r = 1; r < c->size; r++) {                                       \
+                T v = ((const T *)W(c)->slot[r].send)[i];                             \
+                COMBINE;                                                              \
+            }                                                                         \
+            tmp[i] = acc;                                                             \
+        }                                                                             \
+        ff_status st = lb_barrier_op(W(c), c->rank, lb_op_name(OPID));                \
+        if (st == FF_OK) {                                                            \
+            memcpy(buf, tmp, sizeof(T) * n);                                          \
+            st = lb_leave(c, OPID);                                                   \
+        }                                                                             \
+        free(tmp);                                                                    \
+        return st;                                                                    \
     }
 LB_ALLREDUCE(lb_sum_f64, double, LB_SUM_F64, acc += v)
 LB_ALLREDUCE(lb_max_i64, int64_t, LB_MAX_I64, if (v > acc) acc = v)
 LB_ALLREDUCE(lb_sum_f32, float, LB_SUM_F32, acc += v)
 
 static const ff_comm_ops lb_ops = {
-    lb_exchange,   lb_barrier, lb_bcast,   lb_gatherv, lb_scatterv, lb_allgatherv,
-    lb_alltoallv,  lb_sum_f64, lb_max_i64, lb_sum_f32, NULL,
+    lb_exchange,  lb_barrier, lb_bcast,   lb_gatherv, lb_scatterv, lb_allgatherv,
+    lb_alltoallv, lb_sum_f64, lb_max_i64, lb_sum_f32, NULL,
 };
 
 static void *lb_thread(void *p) {
@@ -311,8 +367,7 @@ static void *lb_thread(void *p) {
 }
 
 ff_status ff_comm_loopback_run(int P, ff_comm_body body, void *arg) {
-    if (P < 1 || P > 1024)
-        return FF_FAIL(FF_ERR_INPUT, "loopback rank count %d: expected 1..1024", P);
+    if (P < 1 || P > 1024) return FF_FAIL(FF_ERR_INPUT, "loopback rank count %d: expected 1..1024", P);
     lb_world w;
     memset(&w, 0, sizeof w);
     w.P = P;
@@ -347,8 +402,7 @@ ff_status ff_comm_loopback_run(int P, ff_comm_body body, void *arg) {
             if (w.failed_rank < 0) w.failed_rank = started;
             pthread_cond_broadcast(&w.cv);
             pthread_mutex_unlock(&w.mu);
-            st = FF_FAIL(FF_ERR_INTERNAL, "loopback: cannot start thread for rank %d of %d",
-                         started, P);
+            st = FF_FAIL(FF_ERR_INTERNAL, "loopback: cannot start thread for rank %d of %d", started, P);
             break;
         }
     for (int r = 0; r < started; r++) pthread_join(rank[r].thread, NULL);
@@ -360,9 +414,10 @@ ff_status ff_comm_loopback_run(int P, ff_comm_body body, void *arg) {
         // A message nobody received means the two sides of a plan disagree: an error, as a
         // pending send at MPI_Finalize would be.
         if (w.mail[r] && st == FF_OK)
-            st = FF_FAIL(FF_ERR_MPI, "loopback: rank %d returned with an unreceived message "
-                         "(%zu bytes from rank %d, tag %d)", r, w.mail[r]->bytes, w.mail[r]->src,
-                         w.mail[r]->tag);
+            st = FF_FAIL(FF_ERR_MPI,
+                         "loopback: rank %d returned with an unreceived message "
+                         "(%zu bytes from rank %d, tag %d)",
+                         r, w.mail[r]->bytes, w.mail[r]->src, w.mail[r]->tag);
         while (w.mail[r]) {
             lb_msg *m = w.mail[r];
             w.mail[r] = m->next;

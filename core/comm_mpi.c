@@ -12,7 +12,9 @@ typedef struct {
     MPI_Comm comm;
 } ff_comm_mpi;
 
-static MPI_Comm mc(ff_comm *c) { return ((ff_comm_mpi *)c)->comm; }
+static MPI_Comm mc(ff_comm *c) {
+    return ((ff_comm_mpi *)c)->comm;
+}
 
 static ff_status mpi_fail(int err, const char *file, int line, const char *call) {
     char msg[MPI_MAX_ERROR_STRING] = "";
@@ -20,9 +22,9 @@ static ff_status mpi_fail(int err, const char *file, int line, const char *call)
     MPI_Error_string(err, msg, &len);
     return ff_fail(FF_ERR_MPI, file, line, "%s failed: %s (MPI error %d)", call, msg, err);
 }
-#define FF_MPI_CHECK(call)                                                     \
-    do {                                                                       \
-        int ff_mpi_e_ = (call);                                                \
+#define FF_MPI_CHECK(call)                                                                   \
+    do {                                                                                     \
+        int ff_mpi_e_ = (call);                                                              \
         if (ff_mpi_e_ != MPI_SUCCESS) return mpi_fail(ff_mpi_e_, __FILE__, __LINE__, #call); \
     } while (0)
 
@@ -30,8 +32,10 @@ static ff_status mpi_fail(int err, const char *file, int line, const char *call)
 // message (the largest block this library moves is an activation band, far below that).
 static ff_status to_int(int *out, size_t v, const char *what) {
     if (v > (size_t)INT_MAX)
-        return FF_FAIL(FF_ERR_INPUT, "%s: %zu bytes: MPI counts are limited to %d bytes per "
-                       "message", what, v, INT_MAX);
+        return FF_FAIL(FF_ERR_INPUT,
+                       "%s: %zu bytes: MPI counts are limited to %d bytes per "
+                       "message",
+                       what, v, INT_MAX);
     *out = (int)v;
     return FF_OK;
 }
@@ -51,8 +55,8 @@ static ff_status to_int_array(int **out, const size_t *v, int n, const char *wha
     return FF_OK;
 }
 
-static ff_status mpi_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
-                              const ff_comm_msg *recvs, int n_recvs) {
+static ff_status mpi_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, const ff_comm_msg *recvs,
+                              int n_recvs) {
     int n = n_sends + n_recvs;
     MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)(n > 0 ? n : 1));
     MPI_Status *sts = malloc(sizeof(MPI_Status) * (size_t)(n > 0 ? n : 1));
@@ -71,8 +75,10 @@ static ff_status mpi_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
         st = to_int(&count, recvs[i].bytes, "exchange receive");
         if (st != FF_OK) break;
         int e = MPI_Irecv(recvs[i].buf, count, MPI_BYTE, recvs[i].peer, tag, mc(c), &req[posted]);
-        if (e != MPI_SUCCESS) st = mpi_fail(e, __FILE__, __LINE__, "MPI_Irecv");
-        else posted++;
+        if (e != MPI_SUCCESS)
+            st = mpi_fail(e, __FILE__, __LINE__, "MPI_Irecv");
+        else
+            posted++;
     }
     for (int i = 0; i < n_sends && st == FF_OK; i++) {
         int tag = 0, count = 0;
@@ -80,12 +86,21 @@ static ff_status mpi_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
         st = to_int(&count, sends[i].bytes, "exchange send");
         if (st != FF_OK) break;
         int e = MPI_Isend(sends[i].buf, count, MPI_BYTE, sends[i].peer, tag, mc(c), &req[posted]);
-        if (e != MPI_SUCCESS) st = mpi_fail(e, __FILE__, __LINE__, "MPI_Isend");
-        else posted++;
+        if (e != MPI_SUCCESS)
+            st = mpi_fail(e, __FILE__, __LINE__, "MPI_Isend");
+        else
+            posted++;
     }
     if (st == FF_OK) {
         int e = MPI_Waitall(posted, req, sts);
-        if (e != MPI_SUCCESS) st = mpi_fail(e, __FILE__, __LINE__, "MPI_Waitall");
+        if (e == MPI_ERR_IN_STATUS) {  // the reason is in the failed request's status
+            for (int i = 0; i < posted; i++)
+                if (sts[i].MPI_ERROR != MPI_SUCCESS && sts[i].MPI_ERROR != MPI_ERR_PENDING) {
+                    e = sts[i].MPI_ERROR;
+                    break;
+                }
+        }
+        if (e != MPI_SUCCESS) st = mpi_fail(e, __FILE__, __LINE__, "MPI_Waitall (halo exchange)");
     }
     // On error the job ends (MPI_Abort by the caller); outstanding requests are not cancelled.
     free(req);
@@ -108,9 +123,8 @@ static ff_status mpi_bcast(ff_comm *c, void *buf, size_t bytes, int root) {
     return FF_OK;
 }
 
-static ff_status mpi_gatherv(ff_comm *c, void *recvbuf, const size_t *counts,
-                             const size_t *displs, const void *sendbuf, size_t sendbytes,
-                             int root) {
+static ff_status mpi_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs, const void *sendbuf,
+                             size_t sendbytes, int root) {
     int sc = 0, *rc = NULL, *rd = NULL;
     FF_TRY(to_int(&sc, sendbytes, "gatherv send"));
     if (c->rank == root) {
@@ -128,8 +142,8 @@ static ff_status mpi_gatherv(ff_comm *c, void *recvbuf, const size_t *counts,
     return FF_OK;
 }
 
-static ff_status mpi_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf,
-                              const size_t *counts, const size_t *displs, int root) {
+static ff_status mpi_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf, const size_t *counts,
+                              const size_t *displs, int root) {
     int rcount = 0, *sc = NULL, *sd = NULL;
     FF_TRY(to_int(&rcount, recvbytes, "scatterv receive"));
     if (c->rank == root) {
@@ -147,8 +161,8 @@ static ff_status mpi_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const
     return FF_OK;
 }
 
-static ff_status mpi_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts,
-                                const size_t *displs, const void *sendbuf, size_t sendbytes) {
+static ff_status mpi_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
+                                const void *sendbuf, size_t sendbytes) {
     int sc = 0, *rc = NULL, *rd = NULL;
     FF_TRY(to_int(&sc, sendbytes, "allgatherv send"));
     FF_TRY(to_int_array(&rc, counts, c->size, "allgatherv counts"));
@@ -164,9 +178,8 @@ static ff_status mpi_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts,
     return FF_OK;
 }
 
-static ff_status mpi_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_counts,
-                               const size_t *recv_displs, const void *sendbuf,
-                               const size_t *send_counts, const size_t *send_displs) {
+static ff_status mpi_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_counts, const size_t *recv_displs,
+                               const void *sendbuf, const size_t *send_counts, const size_t *send_displs) {
     int *a[4] = {NULL, NULL, NULL, NULL};
     const size_t *src[4] = {send_counts, send_displs, recv_counts, recv_displs};
     ff_status st = FF_OK;
@@ -208,8 +221,8 @@ static void mpi_destroy(ff_comm *c) {
 }
 
 static const ff_comm_ops mpi_ops = {
-    mpi_exchange, mpi_barrier,   mpi_bcast,   mpi_gatherv, mpi_scatterv, mpi_allgatherv,
-    mpi_alltoallv, mpi_sum_f64,  mpi_max_i64, mpi_sum_f32, mpi_destroy,
+    mpi_exchange,  mpi_barrier, mpi_bcast,   mpi_gatherv, mpi_scatterv, mpi_allgatherv,
+    mpi_alltoallv, mpi_sum_f64, mpi_max_i64, mpi_sum_f32, mpi_destroy,
 };
 
 ff_status ff_comm_mpi_create(ff_comm **out, const void *mpi_comm) {
@@ -217,7 +230,8 @@ ff_status ff_comm_mpi_create(ff_comm **out, const void *mpi_comm) {
     int init = 0;
     MPI_Initialized(&init);
     if (!init)
-        return FF_FAIL(FF_ERR_MPI, "MPI is not initialised: call MPI_Init before "
+        return FF_FAIL(FF_ERR_MPI,
+                       "MPI is not initialised: call MPI_Init before "
                        "ff_comm_mpi_create (the fivefold command does this in main)");
     ff_comm_mpi *m = calloc(1, sizeof *m);
     if (!m) return FF_FAIL(FF_ERR_OOM, "comm: %zu bytes", sizeof *m);
@@ -228,7 +242,12 @@ ff_status ff_comm_mpi_create(ff_comm **out, const void *mpi_comm) {
         return mpi_fail(e, __FILE__, __LINE__, "MPI_Comm_dup");
     }
     // Errors return to us (and become FF_ERR_MPI) instead of MPI's default abort-without-message.
+    // Completion calls with no communicator argument (MPI_Waitall) raise their errors on
+    // MPI_COMM_SELF (MPI 4) or MPI_COMM_WORLD (MPI 3): those return too, so that the message
+    // reaches the caller, who ends the job with MPI_Abort.
     MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_SELF, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     m->base.ops = &mpi_ops;
     MPI_Comm_rank(m->comm, &m->base.rank);
     MPI_Comm_size(m->comm, &m->base.size);

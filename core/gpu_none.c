@@ -145,3 +145,11 @@ ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, cons
     return FF_NO_CUDA();
 }
 void ff_gpu_debug_force_tile(int tile) { (void)tile; }
+void ff_gpu_set_tuning(bool on) { (void)on; }
+int ff_gpu_debug_tile_count(void) { return 0; }
+int ff_gpu_debug_last_tile(void) { return -1; }
+ff_status ff_gpu_host_register(void *p, size_t bytes) {
+    (void)p, (void)bytes;
+    return FF_NO_CUDA();
+}
+void ff_gpu_host_unregister(void *p) { (void)p; }

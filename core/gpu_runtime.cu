@@ -90,6 +90,18 @@ void ff_gpu_free_host(void *p) {
     if (p) cudaFreeHost(p);
 }
 
+ff_status ff_gpu_host_register(void *p, size_t bytes) {
+    cudaError_t e = cudaHostRegister(p, bytes, cudaHostRegisterDefault);
+    if (e == cudaSuccess) return FF_OK;
+    cudaGetLastError();
+    return FF_FAIL(FF_ERR_CUDA, "cudaHostRegister of %zu bytes at %p failed: %s (%s)", bytes, p,
+                   cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+void ff_gpu_host_unregister(void *p) {
+    if (p && cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
+}
+
 ff_status ff_gpu_copy_h2d(void *dst, const void *src, size_t bytes, ff_gpu_stream s) {
     FF_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ff_cu_stream(s)));
     return FF_OK;

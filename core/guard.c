@@ -20,8 +20,7 @@ ff_status ff_guarded_reserve(ff_guarded *g, size_t floats) {
     size_t cap = floats < 1024 ? 1024 : floats;
     size_t bytes = (cap + 2 * FF_GUARD_FLOATS) * sizeof(float);
     float *b = malloc(bytes);
-    if (!b)
-        return FF_FAIL(FF_ERR_OOM, "%s buffer: %zu bytes", g->name ? g->name : "guarded", bytes);
+    if (!b) return FF_FAIL(FF_ERR_OOM, "%s buffer: %zu bytes", g->name ? g->name : "guarded", bytes);
     free(g->base);
     g->base = b;
     g->cap = cap;
@@ -39,8 +38,8 @@ void ff_guarded_arm(ff_guarded *g, size_t used) {
 ff_status ff_guarded_check(const ff_guarded *g, size_t used, const char *when, const char *where) {
     if (!g->base) return FF_OK;
     if (used > g->cap)
-        return FF_FAIL(FF_ERR_INTERNAL, "%s, %s: %zu floats in use in the %s buffer of %zu", when,
-                       where, used, g->name ? g->name : "guarded", g->cap);
+        return FF_FAIL(FF_ERR_INTERNAL, "%s, %s: %zu floats in use in the %s buffer of %zu", when, where, used,
+                       g->name ? g->name : "guarded", g->cap);
     const float *at[2] = {g->base, g->base + FF_GUARD_FLOATS + used};
     for (int k = 0; k < 2; k++)
         for (size_t i = 0; i < FF_GUARD_FLOATS; i++) {
@@ -50,8 +49,7 @@ ff_status ff_guarded_check(const ff_guarded *g, size_t used, const char *when, c
                 return FF_FAIL(FF_ERR_INTERNAL,
                                "%s, %s: guard %s the %s buffer (%zu floats in use) overwritten at "
                                "guard offset %zu (0x%08x): an out-of-bounds write",
-                               when, where, k == 0 ? "before" : "after",
-                               g->name ? g->name : "guarded", used, i, v);
+                               when, where, k == 0 ? "before" : "after", g->name ? g->name : "guarded", used, i, v);
         }
     return FF_OK;
 }

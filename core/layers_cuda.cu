@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "fivefold/gpu.h"
 #include "gpu_check.cuh"
@@ -70,13 +71,16 @@ constexpr int gemm_smem_floats() {
 }
 
 template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool LIN>
-__global__ void __launch_bounds__((BM / TM) * (BN / TN))
+// At least 512 threads resident per multiprocessor: caps registers at 128 per thread.
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN / TN)))
     k_gemm(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
            const float *__restrict__ bias, GemmGeom g, int relu) {
     constexpr int T = (BM / TM) * (BN / TN);
     constexpr int AP = BM + 4, BP = BN + 4;  // padded rows: conflict-free cp.async stores
-    constexpr int VM = TM < 4 ? TM : 4, GM = TM / VM;  // a thread's rows: GM groups of VM
-    constexpr int VN = TN < 4 ? TN : 4, GN = TN / VN;  // a thread's columns: GN groups of VN
+    // A thread's rows: GM groups of VM consecutive rows, the groups BM/GM apart (so that the
+    // vector reads of a warp fall in different banks); the same for its columns.
+    constexpr int VM = TM % 4 == 0 ? 4 : TM % 2 == 0 ? 2 : 1, GM = TM / VM;
+    constexpr int VN = TN % 4 == 0 ? 4 : TN % 2 == 0 ? 2 : 1, GN = TN / VN;
     static_assert(T % BN == 0 && (BK * BN) % T == 0 && (BK * BM) % T == 0, "tile/thread mismatch");
     extern __shared__ __align__(16) float smem[];
     float *As = smem;                      // [STAGES][BK][AP]: w tile, transposed
@@ -175,14 +179,17 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
         const float *as = As + (t % STAGES) * BK * AP;
         const float *bs = Bs + (t % STAGES) * BK * BP;
         const int kr = min(BK, g.Kd - t * BK);  // only the last tile can be partial
-        auto step = [&](int k) {
-            float a[TM], b[TN];
+        // Fragments of one k: a thread's TM weights and TN inputs (vector reads from shared memory).
+        auto load_frag = [&](int k, float *a, float *b) {
 #pragma unroll
             for (int gi = 0; gi < GM; gi++) {
                 const float *src = as + k * AP + gi * (BM / GM) + ty * VM;
                 if (VM == 4) {
                     const float4 v = *(const float4 *)src;
                     a[gi * VM + 0] = v.x, a[gi * VM + 1] = v.y, a[gi * VM + 2] = v.z, a[gi * VM + 3] = v.w;
+                } else if (VM == 2) {
+                    const float2 v = *(const float2 *)src;
+                    a[gi * VM + 0] = v.x, a[gi * VM + 1] = v.y;
                 } else {
 #pragma unroll
                     for (int q = 0; q < VM; q++) a[gi * VM + q] = src[q];
@@ -194,21 +201,38 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
                 if (VN == 4) {
                     const float4 v = *(const float4 *)src;
                     b[gj * VN + 0] = v.x, b[gj * VN + 1] = v.y, b[gj * VN + 2] = v.z, b[gj * VN + 3] = v.w;
+                } else if (VN == 2) {
+                    const float2 v = *(const float2 *)src;
+                    b[gj * VN + 0] = v.x, b[gj * VN + 1] = v.y;
                 } else {
 #pragma unroll
                     for (int q = 0; q < VN; q++) b[gj * VN + q] = src[q];
                 }
             }
+        };
+        // One term of every chain this thread owns: acc = fma(w, x, acc), k ascending.
+        auto fma_frag = [&](const float *a, const float *b) {
 #pragma unroll
             for (int i = 0; i < TM; i++)
 #pragma unroll
                 for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i], b[j], acc[i][j]);
         };
         if (kr == BK) {
+            // Fragments double-buffered in registers: the reads of k+1 are in flight while the FMAs
+            // of k run (the order of the terms is unchanged).
+            float fa[2][TM], fb[2][TN];
+            load_frag(0, fa[0], fb[0]);
 #pragma unroll
-            for (int k = 0; k < BK; k++) step(k);
+            for (int k = 0; k < BK; k++) {
+                if (k + 1 < BK) load_frag(k + 1, fa[(k + 1) & 1], fb[(k + 1) & 1]);
+                fma_frag(fa[k & 1], fb[k & 1]);
+            }
         } else {
-            for (int k = 0; k < kr; k++) step(k);  // skipped terms are never added
+            for (int k = 0; k < kr; k++) {  // the last, partial tile: skipped terms are never added
+                float a[TM], b[TN];
+                load_frag(k, a, b);
+                fma_frag(a, b);
+            }
         }
     }
     cp_async_wait<0>();
@@ -230,13 +254,14 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
 }
 
 // ------------------------------------------------------------------ small-batch linear (GEMV)
-#define GV_RB 16      // weight rows per block
 #define GV_KT 128     // reduction columns per stage
-#define GV_ST 3       // stages in flight
-#define GV_T 128      // threads: (row, image) = (tid % 16, tid / 16), images 0..7
-#define GV_MAXN 8
-#define GV_SMEM_FLOATS (GV_ST * (GV_RB * (GV_KT + 4) + GV_MAXN * GV_KT))
+#define GV_ST 6       // stages in flight (weights stream from HBM: keep many bytes in flight)
+#define GV_T 128      // threads: (row, image) = (tid % RB, tid / RB)
+#define GV_MAXN 8     // images
+#define GV_SMEM_FLOATS (GV_ST * (16 * (GV_KT + 4) + GV_MAXN * GV_KT))  // for RB <= 16
 
+// RB weight rows per block: 16, or 8 for layers with few rows (more blocks in flight).
+template <int GV_RB>
 __global__ void __launch_bounds__(GV_T)
     k_gemv(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
            const float *__restrict__ bias, int M, int Kd, int n, int relu) {
@@ -284,13 +309,23 @@ __global__ void __launch_bounds__(GV_T)
         const int kr = min(GV_KT, Kd - t * GV_KT);
         if (active) {
             if (kr == GV_KT) {
-#pragma unroll 8
-                for (int k = 0; k < GV_KT; k += 4) {
-                    const float4 a = *(const float4 *)(ws + k), x = *(const float4 *)(xs + k);
-                    acc = __fmaf_rn(a.x, x.x, acc);
-                    acc = __fmaf_rn(a.y, x.y, acc);
-                    acc = __fmaf_rn(a.z, x.z, acc);
-                    acc = __fmaf_rn(a.w, x.w, acc);
+                // 32 terms' operands read into registers before their FMAs, so the shared-memory
+                // latency is paid once per 32 terms rather than once per 4 (the chain is serial).
+#pragma unroll
+                for (int k0 = 0; k0 < GV_KT; k0 += 32) {
+                    float4 a[8], x[8];
+#pragma unroll
+                    for (int q = 0; q < 8; q++) {
+                        a[q] = *(const float4 *)(ws + k0 + 4 * q);
+                        x[q] = *(const float4 *)(xs + k0 + 4 * q);
+                    }
+#pragma unroll
+                    for (int q = 0; q < 8; q++) {
+                        acc = __fmaf_rn(a[q].x, x[q].x, acc);
+                        acc = __fmaf_rn(a[q].y, x[q].y, acc);
+                        acc = __fmaf_rn(a[q].z, x[q].z, acc);
+                        acc = __fmaf_rn(a[q].w, x[q].w, acc);
+                    }
                 }
             } else {
                 for (int k = 0; k < kr; k++) acc = __fmaf_rn(ws[k], xs[k], acc);
@@ -302,14 +337,36 @@ __global__ void __launch_bounds__(GV_T)
 }
 
 // ------------------------------------------------------------------ configurations
+// Tile configurations: BM, BN, TM, TN, BK, STAGES. Which one runs changes no value (each thread
+// owns whole chains; the tests run every configuration and compare bits), only the speed: big
+// tiles for big batches, small tiles to fill 132 multiprocessors at N = 1.
+#define CFG_0 128, 128, 8, 8, 8, 4   // 256 threads
+#define CFG_1 64, 64, 4, 4, 16, 4    // 256 threads
+#define CFG_2 32, 32, 2, 2, 32, 4    // 256 threads
+#define CFG_4 128, 128, 8, 8, 16, 3  // 256 threads, deeper K stages
+#define CFG_5 96, 128, 6, 8, 16, 3   // 256 threads: conv1's 96 channels without a wasted quarter
+#define CFG_6 64, 128, 8, 8, 16, 4   // 128 threads
+#define CFG_7 32, 64, 4, 4, 32, 4    // 128 threads
+#define CFG_8 16, 32, 2, 2, 32, 4    // 128 threads
+#define CFG_9 32, 32, 4, 4, 32, 4    // 64 threads
+#define CFG_10 16, 16, 1, 1, 32, 4   // 256 threads, one chain each: many warps for N = 1
+#define CFG_11 32, 16, 2, 1, 32, 4   // 256 threads
+#define CFG_12 128, 64, 8, 4, 8, 4   // 256 threads
+// Small tiles with 8 stages: at N = 1 a tile's FMAs take less time than a load from memory, so
+// more tiles must be in flight to cover the latency.
+#define CFG_13 16, 16, 1, 1, 32, 8   // 256 threads
+#define CFG_14 32, 16, 2, 1, 32, 8   // 256 threads
+#define CFG_15 16, 32, 2, 2, 32, 8   // 128 threads
+#define CFG_16 32, 32, 2, 2, 32, 8   // 256 threads
+enum { TILE_GEMV = 3, N_TILES = 17 };
+
 static int g_force_tile = -1;
+static bool g_tuning = false;
 extern "C" void ff_gpu_debug_force_tile(int tile) { g_force_tile = tile; }
-
-enum { TILE_128 = 0, TILE_64 = 1, TILE_32 = 2, TILE_GEMV = 3, N_TILES };
-
-#define CFG128 128, 128, 8, 8, 8, 4
-#define CFG64 64, 64, 4, 4, 16, 4
-#define CFG32 32, 32, 2, 2, 32, 4
+extern "C" int ff_gpu_debug_tile_count(void) { return N_TILES; }
+extern "C" void ff_gpu_set_tuning(bool on) { g_tuning = on; }
+static int g_last_tile = -1;
+extern "C" int ff_gpu_debug_last_tile(void) { return g_last_tile; }
 
 template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool LIN>
 static ff_status set_smem_limit() {
@@ -320,17 +377,21 @@ static ff_status set_smem_limit() {
 
 static int g_sms = 132;
 
+#define FF_FOR_EACH_CFG(X) \
+    X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16)
+
 extern "C" ff_status ff_gpu_kernels_init(void) {
     int dev = 0;
     FF_CUDA_CHECK(cudaGetDevice(&dev));
     FF_CUDA_CHECK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, dev));
-    FF_TRY((set_smem_limit<CFG128, false>()));
-    FF_TRY((set_smem_limit<CFG128, true>()));
-    FF_TRY((set_smem_limit<CFG64, false>()));
-    FF_TRY((set_smem_limit<CFG64, true>()));
-    FF_TRY((set_smem_limit<CFG32, false>()));
-    FF_TRY((set_smem_limit<CFG32, true>()));
-    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv, cudaFuncAttributeMaxDynamicSharedMemorySize,
+#define FF_SET_LIMIT(i)                                  \
+    FF_TRY((set_smem_limit<CFG_##i, false>()));          \
+    FF_TRY((set_smem_limit<CFG_##i, true>()));
+    FF_FOR_EACH_CFG(FF_SET_LIMIT)
+#undef FF_SET_LIMIT
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)(GV_SMEM_FLOATS * sizeof(float))));
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)(GV_SMEM_FLOATS * sizeof(float))));
     return FF_OK;
 }
@@ -353,24 +414,84 @@ static ff_status launch_gemm(float *out, const float *in, const float *w, const 
     return FF_OK;
 }
 
-// The tile choice depends only on the shape (M, P): the largest tile that still gives about one
-// block per multiprocessor; it never changes a value (each thread owns whole chains).
-static int choose_tile(int M, long long P) {
-    if (g_force_tile >= TILE_128 && g_force_tile <= TILE_32) return g_force_tile;
+template <bool LIN>
+static ff_status launch_cfg(int cfg, float *out, const float *in, const float *w, const float *b,
+                            const GemmGeom &g, bool relu, cudaStream_t s) {
+    switch (cfg) {
+#define FF_CASE(i) \
+    case i: return launch_gemm<CFG_##i, LIN>(out, in, w, b, g, relu, s);
+        FF_FOR_EACH_CFG(FF_CASE)
+#undef FF_CASE
+    }
+    return FF_FAIL(FF_ERR_INTERNAL, "GEMM configuration %d does not exist", cfg);
+}
+
+// Shape -> configuration: a small cache filled by the tuner (ff_gpu_set_tuning), consulted first.
+typedef struct {
+    GemmGeom g;
+    bool lin;
+    int cfg;
+} tuned_entry;
+#define FF_TUNE_CACHE 128
+static tuned_entry g_tuned[FF_TUNE_CACHE];
+static int g_n_tuned = 0;
+
+static int find_tuned(const GemmGeom &g, bool lin) {
+    for (int i = 0; i < g_n_tuned; i++)
+        if (g_tuned[i].lin == lin && memcmp(&g_tuned[i].g, &g, sizeof g) == 0) return g_tuned[i].cfg;
+    return -1;
+}
+
+// Without a tuned entry: the largest tile that still gives about one block per multiprocessor.
+static int heuristic_cfg(const GemmGeom &g) {
     const long long want = (long long)g_sms * 9 / 10;
-    if (((M + 127) / 128) * ((P + 127) / 128) >= want) return TILE_128;
-    if (((M + 63) / 64) * ((P + 63) / 64) >= want) return TILE_64;
-    return TILE_32;
+    if (((g.M + 127) / 128) * ((g.P + 127) / 128) >= want) return g.M % 128 && g.M % 96 == 0 ? 5 : 0;
+    if (((g.M + 63) / 64) * ((g.P + 63) / 64) >= want) return 1;
+    return 2;
+}
+
+static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+
+// Times every configuration on the real buffers (each writes the same bits) and keeps the fastest.
+template <bool LIN>
+static ff_status tune(int *best, float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
+                      bool relu, cudaStream_t s) {
+    cudaEvent_t e0, e1;
+    FF_CUDA_CHECK(cudaEventCreate(&e0));
+    FF_CUDA_CHECK(cudaEventCreate(&e1));
+    float best_ms = 1e30f;
+    *best = heuristic_cfg(g);
+    for (int c : g_cfgs) {
+        if (launch_cfg<LIN>(c, out, in, w, b, g, relu, s) != FF_OK) {  // does not fit: skip it
+            ff_clear_error();
+            continue;
+        }
+        FF_CUDA_CHECK(cudaEventRecord(e0, s));
+        for (int r = 0; r < 2; r++) FF_TRY(launch_cfg<LIN>(c, out, in, w, b, g, relu, s));
+        FF_CUDA_CHECK(cudaEventRecord(e1, s));
+        FF_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        FF_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        if (ms < best_ms) best_ms = ms, *best = c;
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (g_n_tuned < FF_TUNE_CACHE) g_tuned[g_n_tuned++] = tuned_entry{g, LIN, *best};
+    return FF_OK;
 }
 
 template <bool LIN>
 static ff_status run_gemm(float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
                           bool relu, cudaStream_t s) {
-    switch (choose_tile(g.M, g.P)) {
-    case TILE_128: return launch_gemm<CFG128, LIN>(out, in, w, b, g, relu, s);
-    case TILE_64: return launch_gemm<CFG64, LIN>(out, in, w, b, g, relu, s);
-    default: return launch_gemm<CFG32, LIN>(out, in, w, b, g, relu, s);
+    int cfg;
+    if (g_force_tile >= 0 && g_force_tile < N_TILES && g_force_tile != TILE_GEMV) {
+        cfg = g_force_tile;
+    } else if ((cfg = find_tuned(g, LIN)) < 0) {
+        if (g_tuning) FF_TRY(tune<LIN>(&cfg, out, in, w, b, g, relu, s));
+        else cfg = heuristic_cfg(g);
     }
+    g_last_tile = cfg;
+    return launch_cfg<LIN>(cfg, out, in, w, b, g, relu, s);
 }
 
 static ff_status check_int(int64_t v, const char *what) {
@@ -391,6 +512,7 @@ extern "C" ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, 
         return FF_FAIL(FF_ERR_INPUT, "%s: input band of %lld floats per image; the GPU conv supports < %d",
                        L->name, (long long)(L->in.c * in_rows * L->in.w), FF_TAP_MAX_OFF);
     GemmGeom g;
+    memset(&g, 0, sizeof g);  // the tuner compares geometries bytewise
     g.M = (int)L->out.c;
     g.Kd = (int)(L->in.c * L->kh * L->kw);
     g.HWo = (int)(out_rows * L->out.w);
@@ -415,15 +537,21 @@ extern "C" ff_status ff_gpu_linear(float *out, const float *in, const float *w, 
     FF_TRY(check_int(I, "linear in_features"));
     FF_TRY(check_int(J, "linear out_features"));
     const bool aligned = I % 4 == 0 && ((uintptr_t)in & 15) == 0 && ((uintptr_t)w & 15) == 0;
-    const bool gemv = g_force_tile < 0 ? n <= GV_MAXN : g_force_tile == TILE_GEMV;
+    const bool gemv = g_force_tile < 0 ? n <= GV_MAXN : g_force_tile == TILE_GEMV;  // else GEMM
     if (gemv && aligned && n <= GV_MAXN) {
-        const unsigned blocks = (unsigned)((J + GV_RB - 1) / GV_RB);
-        k_gemv<<<blocks, GV_T, GV_SMEM_FLOATS * sizeof(float), ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I,
+        const size_t smem = GV_SMEM_FLOATS * sizeof(float);
+        if ((J + 15) / 16 >= g_sms)
+            k_gemv<16><<<(unsigned)((J + 15) / 16), GV_T, smem, ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I,
                                                                                  (int)n, relu ? 1 : 0);
+        else
+            k_gemv<8><<<(unsigned)((J + 7) / 8), GV_T, smem, ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I,
+                                                                               (int)n, relu ? 1 : 0);
         FF_LAUNCH_CHECK("k_gemv");
+        g_last_tile = TILE_GEMV;
         return FF_OK;
     }
-    GemmGeom g = {};
+    GemmGeom g;
+    memset(&g, 0, sizeof g);
     g.M = (int)J;
     g.Kd = (int)I;
     g.P = n;
@@ -543,29 +671,51 @@ extern "C" ff_status ff_gpu_lrn(float *out, const float *in, const ff_layer *L, 
     return FF_OK;
 }
 
-// One block per image. The max and the sum are sequential in one thread, ascending, exactly as
-// the CPU does them (a tree would be faster but would change the bits); exp runs in parallel.
+// One block per image. The sum is sequential in one thread, ascending, exactly as the CPU does it
+// (a tree would be faster but would change the bits); exp runs in parallel. The max is a tree with
+// the CPU's rule (a value wins when greater, or NaN): the maximum is the same value whatever the
+// order, except that between +0 and -0 the survivor may differ, and x - (+0) and x - (-0) are equal
+// for every x except x = +-0, where exp gives 1 either way; any NaN makes it NaN in both. So the
+// outputs keep the CPU's bits.
 #define SOFTMAX_MAX_CLASSES 12288
+__device__ __forceinline__ float max_rule(float m, float o) { return (o > m || isnan(o)) ? o : m; }
+
 __global__ void k_softmax(float *__restrict__ out, const float *__restrict__ in, int classes) {
     extern __shared__ float e[];  // (classes)
-    __shared__ float sh_m, sh_sum;
+    __shared__ float sh_m, sh_sum, warp_m[32];
     const float *x = in + (long long)blockIdx.x * classes;
     float *y = out + (long long)blockIdx.x * classes;
-    for (int i = threadIdx.x; i < classes; i += blockDim.x) e[i] = x[i];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = (blockDim.x + 31) >> 5;
+    float m = -INFINITY;
+    for (int i = threadIdx.x; i < classes; i += blockDim.x) {
+        e[i] = x[i];
+        m = max_rule(m, e[i]);
+    }
+#pragma unroll
+    for (int off = 16; off > 0; off >>= 1) m = max_rule(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if (lane == 0) warp_m[warp] = m;
     __syncthreads();
-    if (threadIdx.x == 0) {
-        float m = -INFINITY;
-        for (int i = 0; i < classes; i++)
-            if (e[i] > m || isnan(e[i])) m = e[i];
-        sh_m = m;
+    if (warp == 0) {
+        m = lane < nwarps ? warp_m[lane] : -INFINITY;
+#pragma unroll
+        for (int off = 16; off > 0; off >>= 1) m = max_rule(m, __shfl_xor_sync(0xffffffffu, m, off));
+        if (lane == 0) sh_m = m;
     }
     __syncthreads();
-    const float m = sh_m;
+    m = sh_m;
     for (int i = threadIdx.x; i < classes; i += blockDim.x) e[i] = (float)exp((double)__fsub_rn(e[i], m));
     __syncthreads();
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0) {  // 32 loads in flight, then their 32 additions in order
         float sum = 0.0f;
-        for (int i = 0; i < classes; i++) sum = __fadd_rn(sum, e[i]);
+        int i = 0;
+        for (; i + 32 <= classes; i += 32) {
+            float v[32];
+#pragma unroll
+            for (int q = 0; q < 32; q++) v[q] = e[i + q];
+#pragma unroll
+            for (int q = 0; q < 32; q++) sum = __fadd_rn(sum, v[q]);
+        }
+        for (; i < classes; i++) sum = __fadd_rn(sum, e[i]);
         sh_sum = sum;
     }
     __syncthreads();
@@ -579,7 +729,7 @@ extern "C" ff_status ff_gpu_softmax(float *out, const float *in, int64_t classes
         return FF_FAIL(FF_ERR_INPUT, "softmax over %lld classes: the GPU kernel supports at most %d",
                        (long long)classes, SOFTMAX_MAX_CLASSES);
     if (n > 0x7fffffff) return FF_FAIL(FF_ERR_INPUT, "softmax batch %lld too large", (long long)n);
-    k_softmax<<<(unsigned)n, 256, classes * sizeof(float), ff_cu_stream(s)>>>(out, in, (int)classes);
+    k_softmax<<<(unsigned)n, 1024, classes * sizeof(float), ff_cu_stream(s)>>>(out, in, (int)classes);
     FF_LAUNCH_CHECK("k_softmax");
     return FF_OK;
 }

@@ -28,18 +28,16 @@ static ff_status check_tiling(const ff_range *r, int P, int64_t h, const char *w
             return FF_FAIL(FF_ERR_INPUT,
                            "%s of rank %d is [%lld, %lld): expected a range starting at row %lld "
                            "(ranges must tile [0, %lld) in rank order)",
-                           what, k, (long long)r[k].lo, (long long)r[k].hi, (long long)at,
-                           (long long)h);
+                           what, k, (long long)r[k].lo, (long long)r[k].hi, (long long)at, (long long)h);
         at = r[k].hi;
     }
     if (at != h)
-        return FF_FAIL(FF_ERR_INPUT, "%s ranges end at row %lld: expected %lld", what,
-                       (long long)at, (long long)h);
+        return FF_FAIL(FF_ERR_INPUT, "%s ranges end at row %lld: expected %lld", what, (long long)at, (long long)h);
     return FF_OK;
 }
 
-ff_status ff_plan_exchange(ff_xfer *xfers, int64_t *n_xfers, const ff_range *own,
-                           const ff_range *need, int64_t in_h, int P, int64_t cap) {
+ff_status ff_plan_exchange(ff_xfer *xfers, int64_t *n_xfers, const ff_range *own, const ff_range *need, int64_t in_h,
+                           int P, int64_t cap) {
     *n_xfers = 0;
     if (P < 1 || P > FF_PART_MAX_RANKS)
         return FF_FAIL(FF_ERR_INPUT, "rank count %d: expected 1..%d", P, FF_PART_MAX_RANKS);
@@ -49,8 +47,8 @@ ff_status ff_plan_exchange(ff_xfer *xfers, int64_t *n_xfers, const ff_range *own
         ff_range nd = need[d];
         if (ff_range_len(nd) == 0) continue;
         if (nd.lo < 0 || nd.hi > in_h)
-            return FF_FAIL(FF_ERR_INPUT, "rank %d needs rows [%lld, %lld): outside [0, %lld)", d,
-                           (long long)nd.lo, (long long)nd.hi, (long long)in_h);
+            return FF_FAIL(FF_ERR_INPUT, "rank %d needs rows [%lld, %lld): outside [0, %lld)", d, (long long)nd.lo,
+                           (long long)nd.hi, (long long)in_h);
         // Owners of rows nd.lo .. nd.hi-1 are a contiguous run of ranks (own tiles in order).
         for (int s = 0; s < P; s++) {
             if (own[s].hi <= nd.lo) continue;
@@ -59,7 +57,8 @@ ff_status ff_plan_exchange(ff_xfer *xfers, int64_t *n_xfers, const ff_range *own
             ff_range x = ff_range_intersect(nd, own[s]);
             if (ff_range_len(x) == 0) continue;
             if (n >= cap)
-                return FF_FAIL(FF_ERR_INPUT, "exchange plan needs more than %lld messages "
+                return FF_FAIL(FF_ERR_INPUT,
+                               "exchange plan needs more than %lld messages "
                                "(capacity); pass cap >= P*(P-1) = %lld",
                                (long long)cap, (long long)P * (P - 1));
             xfers[n].src = s;
@@ -84,18 +83,20 @@ void ff_partition_free(ff_partition *p) {
     free(p);
 }
 
-ff_status ff_partition_build(ff_partition **out, const ff_model *m, int first, int last, int P,
-                             ff_split split, int64_t batch) {
+ff_status ff_partition_build(ff_partition **out, const ff_model *m, int first, int last, int P, ff_split split,
+                             int64_t batch) {
     *out = NULL;
     if (P < 1 || P > FF_PART_MAX_RANKS)
         return FF_FAIL(FF_ERR_INPUT, "rank count %d: expected 1..%d", P, FF_PART_MAX_RANKS);
     if (first < 0 || last >= m->n_layers || first > last)
-        return FF_FAIL(FF_ERR_INPUT, "layer range [%d, %d]: expected 0 <= first <= last < %d",
-                       first, last, m->n_layers);
+        return FF_FAIL(FF_ERR_INPUT, "layer range [%d, %d]: expected 0 <= first <= last < %d", first, last,
+                       m->n_layers);
     if (batch < 0) return FF_FAIL(FF_ERR_INPUT, "batch %lld: expected >= 0", (long long)batch);
     if (split == FF_SPLIT_NONE && P > 1)
-        return FF_FAIL(FF_ERR_INPUT, "split 'none' with %d ranks: expected batch, rows or "
-                       "replicate", P);
+        return FF_FAIL(FF_ERR_INPUT,
+                       "split 'none' with %d ranks: expected batch, rows or "
+                       "replicate",
+                       P);
     ff_partition *p = calloc(1, sizeof *p);
     if (!p) return FF_FAIL(FF_ERR_OOM, "partition: %zu bytes", sizeof *p);
     p->split = split;
@@ -218,8 +219,8 @@ static ff_status check_layer(const ff_partition *p, const ff_layer_part *lp, con
         ff_range b = lp->band[r], nd = lp->need[r];
         if (ff_range_len(b) == 0) {
             if (ff_range_len(nd) != 0)
-                return FF_FAIL(FF_ERR_INTERNAL, "%s rank %d: empty band but needs rows [%lld, %lld)",
-                               L->name, r, (long long)nd.lo, (long long)nd.hi);
+                return FF_FAIL(FF_ERR_INTERNAL, "%s rank %d: empty band but needs rows [%lld, %lld)", L->name, r,
+                               (long long)nd.lo, (long long)nd.hi);
             continue;
         }
         // Brute force receptive field: every valid input row any band row reads must be in need,
@@ -235,21 +236,21 @@ static ff_status check_layer(const ff_partition *p, const ff_layer_part *lp, con
                     return FF_FAIL(FF_ERR_INTERNAL,
                                    "%s rank %d: output row %lld reads input row %lld, outside its "
                                    "input rows [%lld, %lld)",
-                                   L->name, r, (long long)o, (long long)row, (long long)nd.lo,
-                                   (long long)nd.hi);
+                                   L->name, r, (long long)o, (long long)row, (long long)nd.lo, (long long)nd.hi);
                 if (row < min_row) min_row = row;
                 if (row > max_row) max_row = row;
             }
         if (min_row == INT64_MAX) {  // band reads only padding (possible with pad >= kernel - stride)
             if (ff_range_len(nd) != 0 && (nd.lo != nd.hi))
-                return FF_FAIL(FF_ERR_INTERNAL, "%s rank %d: band reads no input row but needs "
-                               "[%lld, %lld)", L->name, r, (long long)nd.lo, (long long)nd.hi);
+                return FF_FAIL(FF_ERR_INTERNAL,
+                               "%s rank %d: band reads no input row but needs "
+                               "[%lld, %lld)",
+                               L->name, r, (long long)nd.lo, (long long)nd.hi);
         } else if (nd.lo != min_row || nd.hi != max_row + 1) {
             return FF_FAIL(FF_ERR_INTERNAL,
                            "%s rank %d: needs rows [%lld, %lld) but its band reads exactly "
                            "[%lld, %lld)",
-                           L->name, r, (long long)nd.lo, (long long)nd.hi, (long long)min_row,
-                           (long long)max_row + 1);
+                           L->name, r, (long long)nd.lo, (long long)nd.hi, (long long)min_row, (long long)max_row + 1);
         }
     }
     if (lp->src != FF_SRC_BANDS) return FF_OK;
@@ -270,28 +271,30 @@ static ff_status check_layer(const ff_partition *p, const ff_layer_part *lp, con
                 if (x->dst == d && row >= x->rows.lo && row < x->rows.hi) {
                     arrivals++;
                     if (x->src != owner)
-                        return FF_FAIL(FF_ERR_INTERNAL, "%s: row %lld sent to rank %d by rank "
-                                       "%d, which does not own it (owner %d)", L->name,
-                                       (long long)row, d, x->src, owner);
+                        return FF_FAIL(FF_ERR_INTERNAL,
+                                       "%s: row %lld sent to rank %d by rank "
+                                       "%d, which does not own it (owner %d)",
+                                       L->name, (long long)row, d, x->src, owner);
                 }
             }
             if (arrivals != (local ? 0 : 1))
-                return FF_FAIL(FF_ERR_INTERNAL, "%s: rank %d needs row %lld (%s) and receives it "
-                               "%d times: expected %d", L->name, d, (long long)row,
-                               local ? "held locally" : "a halo row", arrivals, local ? 0 : 1);
+                return FF_FAIL(FF_ERR_INTERNAL,
+                               "%s: rank %d needs row %lld (%s) and receives it "
+                               "%d times: expected %d",
+                               L->name, d, (long long)row, local ? "held locally" : "a halo row", arrivals,
+                               local ? 0 : 1);
         }
     }
     for (int64_t k = 0; k < lp->n_xfers; k++) {
         const ff_xfer *x = &lp->xfers[k];
         ff_range inside = ff_range_intersect(x->rows, lp->need[x->dst]);
         ff_range held = ff_range_intersect(x->rows, lp->own[x->src]);
-        if (x->src == x->dst || x->src < 0 || x->src >= P || x->dst < 0 || x->dst >= P ||
-            ff_range_len(x->rows) == 0 || ff_range_len(inside) != ff_range_len(x->rows) ||
-            ff_range_len(held) != ff_range_len(x->rows))
-            return FF_FAIL(FF_ERR_INTERNAL, "%s: message %lld (rank %d -> %d, rows [%lld, %lld)) "
+        if (x->src == x->dst || x->src < 0 || x->src >= P || x->dst < 0 || x->dst >= P || ff_range_len(x->rows) == 0 ||
+            ff_range_len(inside) != ff_range_len(x->rows) || ff_range_len(held) != ff_range_len(x->rows))
+            return FF_FAIL(FF_ERR_INTERNAL,
+                           "%s: message %lld (rank %d -> %d, rows [%lld, %lld)) "
                            "is not a row range the sender holds and the receiver needs",
-                           L->name, (long long)k, x->src, x->dst, (long long)x->rows.lo,
-                           (long long)x->rows.hi);
+                           L->name, (long long)k, x->src, x->dst, (long long)x->rows.lo, (long long)x->rows.hi);
     }
     // Symmetry: the sends each rank derives (src == r) and the receives each rank derives
     // (dst == r) are the same messages in the same per-pair order.
@@ -302,8 +305,7 @@ static ff_status check_layer(const ff_partition *p, const ff_layer_part *lp, con
                 const ff_xfer *x = &lp->xfers[k];
                 if (x->src != s || x->dst != d) continue;
                 if (x->rows.lo <= last_lo)
-                    return FF_FAIL(FF_ERR_INTERNAL, "%s: messages %d -> %d out of row order",
-                                   L->name, s, d);
+                    return FF_FAIL(FF_ERR_INTERNAL, "%s: messages %d -> %d out of row order", L->name, s, d);
                 last_lo = x->rows.lo;
             }
         }
@@ -315,7 +317,6 @@ ff_status ff_partition_check(const ff_partition *p, const ff_model *m) {
         if (check_tiling(p->images, p->P, p->batch, "images") != FF_OK)
             return ff_fail_context(FF_ERR_INTERNAL, "batch split: ");
     }
-    for (int i = p->first; i <= p->last; i++)
-        FF_TRY(check_layer(p, &p->layer[i - p->first], &m->layers[i]));
+    for (int i = p->first; i <= p->last; i++) FF_TRY(check_layer(p, &p->layer[i - p->first], &m->layers[i]));
     return FF_OK;
 }

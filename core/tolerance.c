@@ -17,13 +17,13 @@ double ff_tol_dot_bound(double A, int64_t K) {
 }
 
 // In units of u = 2^-24 (a relative error of k u is under k ULP): d from exp's argument (x_i - m
-// rounded in float32: absolute error d u), 2 from expf (<= 1 ULP), the sum of `classes` positive
-// terms (gamma_{n-1}, plus at most n/e from the terms' own argument errors, since t e^-t <= 1/e and
-// the sum is >= 1), 1 for the division; then 1 ULP for rounding the reference to float32 and 1 for
-// the stored reference's own rounding (README: derivations).
+// rounded in float32: absolute error d u), 2 from expf (<= 1 ULP); the sum of `classes` positive
+// terms: gamma_{n-1} for its own roundings, plus the terms' errors, which weigh in at most
+// n/e + 2 (sum_j e^-d_j (d_j + 2) / sum_j e^-d_j with t e^-t <= 1/e and the sum >= 1); 1 for the
+// division; then 1 ULP for rounding the reference to float32 and 1 for its stored form (README).
 double ff_tol_softmax_ulp(double d, int64_t classes) {
     double n = (double)classes;
-    return d + 2.0 + (n - 1.0) / (1.0 - (n - 1.0) * FF_TOL_U32) + n / M_E + 1.0 + 1.0 + 1.0;
+    return d + 2.0 + (n - 1.0) / (1.0 - (n - 1.0) * FF_TOL_U32) + n / M_E + 2.0 + 1.0 + 1.0 + 1.0;
 }
 
 double ff_tol_ulp_size(double x) {

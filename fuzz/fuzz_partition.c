@@ -73,8 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     check_bands(m.input.h, P);
     check_bands(s.h, P);
     ff_partition *p = NULL;
-    if (ff_partition_build(&p, &m, 0, m.n_layers - 1, P, FF_SPLIT_ROWS, 1) != FF_OK)
-        die("ff_partition_build");
+    if (ff_partition_build(&p, &m, 0, m.n_layers - 1, P, FF_SPLIT_ROWS, 1) != FF_OK) die("ff_partition_build");
     if (ff_partition_check(p, &m) != FF_OK) die("ff_partition_check");
     ff_partition_free(p);
 
@@ -108,8 +107,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (got != !local) die("a needed row does not arrive exactly once");
         }
     for (int64_t k = 0; k < nx; k++)
-        if (x[k].src == x[k].dst || x[k].rows.lo < need[x[k].dst].lo ||
-            x[k].rows.hi > need[x[k].dst].hi || x[k].rows.hi <= x[k].rows.lo)
+        if (x[k].src == x[k].dst || x[k].rows.lo < need[x[k].dst].lo || x[k].rows.hi > need[x[k].dst].hi ||
+            x[k].rows.hi <= x[k].rows.lo)
             die("a message outside what its receiver needs");
     free(own);
     free(need);

@@ -24,33 +24,35 @@
 typedef struct {
     uint64_t s;
 } rng;
-static uint64_t next(rng *r) { return ff_mix64(r->s += 0x9E3779B97F4A7C15ULL); }
+static uint64_t next(rng *r) {
+    return ff_mix64(r->s += 0x9E3779B97F4A7C15ULL);
+}
 static int64_t uni(rng *r, int64_t lo, int64_t hi) {  // [lo, hi]
     return lo + (int64_t)(next(r) % (uint64_t)(hi - lo + 1));
 }
 
 typedef struct {
     ff_model m;
-    ff_weights w;   // views into wdata
+    ff_weights w;  // views into wdata
     float *wdata;
-    float *input;   // (n, C, H, W)
+    float *input;  // (n, C, H, W)
     int64_t n;
     int P;
     ff_split split;
     int first, last;
     int fault_layer;
-    float *ref;     // (n, layers[last].out): the chain [first, last] computed whole
-    float *got;     // same, from the mpi mode
+    float *ref;  // (n, layers[last].out): the chain [first, last] computed whole
+    float *got;  // same, from the mpi mode
     char desc[1024];
 } fuzz_case;
 
 static const char *op_short(ff_op op) {
     switch (op) {
-    case FF_OP_CONV2D: return "conv";
-    case FF_OP_MAXPOOL: return "pool";
-    case FF_OP_RELU: return "relu";
-    case FF_OP_LRN: return "lrn";
-    default: return "?";
+        case FF_OP_CONV2D: return "conv";
+        case FF_OP_MAXPOOL: return "pool";
+        case FF_OP_RELU: return "relu";
+        case FF_OP_LRN: return "lrn";
+        default: return "?";
     }
 }
 
@@ -96,8 +98,8 @@ static bool make_case(fuzz_case *fc, uint64_t seed, int64_t index, int force_P) 
     m->input = s;
     int windowed = (int)uni(&r, 1, 4);
     size_t pos = 0;
-    pos += (size_t)snprintf(fc->desc + pos, sizeof fc->desc - pos, "in %lldx%lldx%lld:",
-                            (long long)s.c, (long long)s.h, (long long)s.w);
+    pos += (size_t)snprintf(fc->desc + pos, sizeof fc->desc - pos, "in %lldx%lldx%lld:", (long long)s.c, (long long)s.h,
+                            (long long)s.w);
     for (int k = 0; k < windowed; k++) {
         ff_layer L;
         memset(&L, 0, sizeof L);
@@ -126,9 +128,8 @@ static bool make_case(fuzz_case *fc, uint64_t seed, int64_t index, int force_P) 
             if (!add_layer(m, L, s)) return false;
         }
         const ff_layer *A = &m->layers[m->n_layers - 1];
-        pos += (size_t)snprintf(fc->desc + pos, sizeof fc->desc - pos,
-                                " %s(K=%lld,k=%dx%d,s=%d,p=%d)->%lldx%lldx%lld", op_short(A->op),
-                                (long long)A->out.c, A->kh, A->kw, A->stride, A->pad,
+        pos += (size_t)snprintf(fc->desc + pos, sizeof fc->desc - pos, " %s(K=%lld,k=%dx%d,s=%d,p=%d)->%lldx%lldx%lld",
+                                op_short(A->op), (long long)A->out.c, A->kh, A->kw, A->stride, A->pad,
                                 (long long)A->out.c, (long long)A->out.h, (long long)A->out.w);
         s = A->out;
         int extra = (int)uni(&r, 0, 3);  // 0: none, 1: relu, 2: lrn, 3: none
@@ -143,8 +144,7 @@ static bool make_case(fuzz_case *fc, uint64_t seed, int64_t index, int force_P) 
             snprintf(names[m->n_layers], sizeof names[0], "L%d", m->n_layers);
             E.name = names[m->n_layers];
             add_layer(m, E, s);
-            pos += (size_t)snprintf(fc->desc + pos, sizeof fc->desc - pos, " %s",
-                                    op_short(E.op));
+            pos += (size_t)snprintf(fc->desc + pos, sizeof fc->desc - pos, " %s", op_short(E.op));
         }
     }
     fc->n = uni(&r, 1, 3);
@@ -171,12 +171,10 @@ static bool make_case(fuzz_case *fc, uint64_t seed, int64_t index, int force_P) 
         const ff_layer *L = &m->layers[i];
         if (L->param_index < 0) continue;
         fc->w.w[i] = fc->wdata + off;
-        ff_rng_fill(fc->w.w[i], (size_t)L->n_weight, seed ^ (uint64_t)index, 2 * L->param_index,
-                    ff_weight_scale(L));
+        ff_rng_fill(fc->w.w[i], (size_t)L->n_weight, seed ^ (uint64_t)index, 2 * L->param_index, ff_weight_scale(L));
         off += L->n_weight;
         fc->w.b[i] = fc->wdata + off;
-        ff_rng_fill(fc->w.b[i], (size_t)L->n_bias, seed ^ (uint64_t)index,
-                    2 * L->param_index + 1, ff_bias_scale(L));
+        ff_rng_fill(fc->w.b[i], (size_t)L->n_bias, seed ^ (uint64_t)index, 2 * L->param_index + 1, ff_bias_scale(L));
         off += L->n_bias;
     }
     int64_t in_el = ff_shape_numel(m->layers[fc->first].in) * fc->n;
@@ -230,15 +228,14 @@ static ff_status run_rank(ff_comm *c, void *arg) {
     int rank = ff_comm_rank(c);
     ff_executor *e = NULL;
     FF_TRY(ff_exec_create(&e, &fc->m, rank == 0 ? &fc->w : NULL, &o));
-    ff_status st = ff_exec_forward(e, rank == 0 ? fc->got : NULL, rank == 0 ? fc->input : NULL,
-                                   fc->n, fc->first, fc->last);
+    ff_status st =
+        ff_exec_forward(e, rank == 0 ? fc->got : NULL, rank == 0 ? fc->input : NULL, fc->n, fc->first, fc->last);
     ff_exec_destroy(e);
     return st;
 }
 
 // Returns 0 on pass; prints the failure and the reproducer otherwise.
-static int run_case(uint64_t seed, int64_t index, bool use_mpi, ff_comm *world, bool fault,
-                    bool verbose) {
+static int run_case(uint64_t seed, int64_t index, bool use_mpi, ff_comm *world, bool fault, bool verbose) {
     fuzz_case fc;
     int P = use_mpi ? ff_comm_size(world) : 0;
     int rank = use_mpi ? ff_comm_rank(world) : 0;
@@ -248,8 +245,8 @@ static int run_case(uint64_t seed, int64_t index, bool use_mpi, ff_comm *world, 
     }
     if (fault) fc.fault_layer = fc.last;
     char where[256];
-    snprintf(where, sizeof where, "P=%d split=%s n=%lld layers %d..%d", fc.P,
-             ff_split_name(fc.split), (long long)fc.n, fc.first, fc.last);
+    snprintf(where, sizeof where, "P=%d split=%s n=%lld layers %d..%d", fc.P, ff_split_name(fc.split), (long long)fc.n,
+             fc.first, fc.last);
     if (verbose && rank == 0) printf("case %lld: %s; %s\n", (long long)index, where, fc.desc);
     int bad = 0;
     const char *why = "";
@@ -292,9 +289,10 @@ static int run_case(uint64_t seed, int64_t index, bool use_mpi, ff_comm *world, 
             why = "run failed";
             snprintf(msg, sizeof msg, "%s", ff_last_error());
             if (use_mpi) {  // the other ranks may be waiting in a collective: end the job
-                printf("FAIL case %lld (rank %d): %s\nreproduce: fuzz/halo_fuzz --seed %llu "
-                       "--case %lld --mpi\n", (long long)index, rank, msg,
-                       (unsigned long long)seed, (long long)index);
+                printf(
+                    "FAIL case %lld (rank %d): %s\nreproduce: fuzz/halo_fuzz --seed %llu "
+                    "--case %lld --mpi\n",
+                    (long long)index, rank, msg, (unsigned long long)seed, (long long)index);
                 fflush(stdout);
                 MPI_Abort(MPI_COMM_WORLD, 1);
             }
@@ -304,23 +302,22 @@ static int run_case(uint64_t seed, int64_t index, bool use_mpi, ff_comm *world, 
                 if (memcmp(&fc.ref[i], &fc.got[i], sizeof(float)) != 0) {
                     bad = 1;
                     why = "output differs from the whole-tensor reference";
-                    snprintf(msg, sizeof msg, "element %lld: got %.9g, expected %.9g", (long long)i,
-                             fc.got[i], fc.ref[i]);
+                    snprintf(msg, sizeof msg, "element %lld: got %.9g, expected %.9g", (long long)i, fc.got[i],
+                             fc.ref[i]);
                     break;
                 }
         }
     }
     if (fault) {  // self-test: the comparison must catch the perturbed element in every case
         if (rank == 0 && !bad)
-            printf("FAIL case %lld: injected fault not detected (%s; %s)\n", (long long)index,
-                   where, fc.desc);
+            printf("FAIL case %lld: injected fault not detected (%s; %s)\n", (long long)index, where, fc.desc);
         free_case(&fc);
         return rank == 0 && !bad;
     }
     if (bad && rank == 0) {
         printf("FAIL case %lld: %s: %s (%s; %s)\n", (long long)index, why, msg, where, fc.desc);
-        printf("reproduce: fuzz/halo_fuzz --seed %llu --case %lld%s%s\n", (unsigned long long)seed,
-               (long long)index, use_mpi ? " --mpi" : "", fault ? " --inject-fault" : "");
+        printf("reproduce: fuzz/halo_fuzz --seed %llu --case %lld%s%s\n", (unsigned long long)seed, (long long)index,
+               use_mpi ? " --mpi" : "", fault ? " --inject-fault" : "");
         fflush(stdout);
     }
     free_case(&fc);
@@ -328,11 +325,12 @@ static int run_case(uint64_t seed, int64_t index, bool use_mpi, ff_comm *world, 
 }
 
 static void usage(void) {
-    printf("usage: halo_fuzz [--seed S] [--cases N] [--case I] [--mpi] [--inject-fault] [--verbose]\n"
-           "  runs N seeded cases (default 2000; --case I runs only case I) of random windowed-layer\n"
-           "  chains split over P = 1..16 loopback ranks (--mpi: real MPI, P = job size) and checks\n"
-           "  them bit for bit against the whole-tensor CPU layers. --inject-fault perturbs the last\n"
-           "  layer's output (every case must then fail: a self-test of the comparison).\n");
+    printf(
+        "usage: halo_fuzz [--seed S] [--cases N] [--case I] [--mpi] [--inject-fault] [--verbose]\n"
+        "  runs N seeded cases (default 2000; --case I runs only case I) of random windowed-layer\n"
+        "  chains split over P = 1..16 loopback ranks (--mpi: real MPI, P = job size) and checks\n"
+        "  them bit for bit against the whole-tensor CPU layers. --inject-fault perturbs the last\n"
+        "  layer's output (every case must then fail: a self-test of the comparison).\n");
 }
 
 int main(int argc, char **argv) {
@@ -340,12 +338,18 @@ int main(int argc, char **argv) {
     int64_t cases = 2000, only = -1;
     bool use_mpi = false, fault = false, verbose = false;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--seed") && i + 1 < argc) seed = strtoull(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--cases") && i + 1 < argc) cases = strtoll(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--case") && i + 1 < argc) only = strtoll(argv[++i], NULL, 0);
-        else if (!strcmp(argv[i], "--mpi")) use_mpi = true;
-        else if (!strcmp(argv[i], "--inject-fault")) fault = true;
-        else if (!strcmp(argv[i], "--verbose")) verbose = true;
+        if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = strtoull(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--cases") && i + 1 < argc)
+            cases = strtoll(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--case") && i + 1 < argc)
+            only = strtoll(argv[++i], NULL, 0);
+        else if (!strcmp(argv[i], "--mpi"))
+            use_mpi = true;
+        else if (!strcmp(argv[i], "--inject-fault"))
+            fault = true;
+        else if (!strcmp(argv[i], "--verbose"))
+            verbose = true;
         else {
             usage();
             return !strcmp(argv[i], "--help") ? 0 : 2;
@@ -375,9 +379,10 @@ int main(int argc, char **argv) {
                (long long)(hi - lo - failed), (long long)(hi - lo), (unsigned long long)seed,
                use_mpi ? ", MPI" : ", loopback", fault ? ", fault injected" : "");
     if (rank == 0 && !fault)
-        printf("coverage: %lld halo messages, %lld from beyond the neighbour, %lld receivers with "
-               "more than two sources, %lld empty bands\n", (long long)cov_xfers,
-               (long long)cov_far, (long long)cov_multi_src, (long long)cov_empty);
+        printf(
+            "coverage: %lld halo messages, %lld from beyond the neighbour, %lld receivers with "
+            "more than two sources, %lld empty bands\n",
+            (long long)cov_xfers, (long long)cov_far, (long long)cov_multi_src, (long long)cov_empty);
     if (use_mpi) {
         ff_comm_destroy(world);
         MPI_Finalize();

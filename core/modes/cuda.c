@@ -95,7 +95,7 @@ static ff_status cuda_create(ff_executor **out, const ff_model *m, const ff_weig
     ff_status st = cuda_setup(c, m, w, o);
     if (st != FF_OK) {
         cuda_destroy(&c->base);
-        return ff_fail_context(st, "cuda mode: ");
+        return ff_fail_context(st, "cuda mode");
     }
     c->base.rank = 0;
     c->base.ranks = 1;
@@ -151,6 +151,14 @@ static ff_status graph_for(cuda_exec *c, graph_slot **out, int64_t n, int first,
     }
     ff_gpu_graph_destroy(victim->graph);
     memset(victim, 0, sizeof *victim);
+    // One eager run with tuning on first: each conv/linear shape not seen before picks its fastest
+    // tile configuration (no value changes with it); the capture then records those choices.
+    const float *ignored = NULL;
+    ff_gpu_set_tuning(true);
+    ff_status st_tune = enqueue(c, n, first, last, &ignored, false);
+    ff_gpu_set_tuning(false);
+    FF_TRY(st_tune);
+    FF_TRY(ff_gpu_stream_sync(c->stream));
     FF_TRY(ff_gpu_capture_begin(c->stream));
     const float *result = NULL;
     ff_status st = enqueue(c, n, first, last, &result, false);

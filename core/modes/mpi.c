@@ -25,15 +25,15 @@
 
 enum { ACT0, ACT1, ACT2, SEND, RECV, FULL, N_BUFS };
 static const char *buf_names[N_BUFS] = {"activation 0", "activation 1", "activation 2",
-                                        "send", "receive", "whole-tensor"};
+                                        "send",         "receive",      "whole-tensor"};
 
 typedef struct {
     ff_executor base;
     ff_comm *comm;
-    ff_weights w;         // views: rank 0 the caller's, other ranks into own_data
-    float *own_data;      // (n_total) weights broadcast from rank 0 (ranks != 0)
+    ff_weights w;     // views: rank 0 the caller's, other ranks into own_data
+    float *own_data;  // (n_total) weights broadcast from rank 0 (ranks != 0)
     ff_guarded buf[N_BUFS];
-    size_t *counts, *displs;  // [P] scratch for v-collectives
+    size_t *counts, *displs;     // [P] scratch for v-collectives
     ff_comm_msg *sends, *recvs;  // [P] scratch for exchanges
 } mpi_exec;
 
@@ -57,14 +57,12 @@ static void account(mpi_exec *x, int row, ff_phase ph, mark m) {
 
 // Copies rows [lo, hi) of (n, C, ., W) tensors: src holds rows [src_lo, src_lo + src_rows),
 // dst holds rows [dst_lo, dst_lo + dst_rows).
-static void copy_rows(float *dst, int64_t dst_lo, int64_t dst_rows, const float *src,
-                      int64_t src_lo, int64_t src_rows, int64_t n, int64_t C, int64_t W,
-                      int64_t lo, int64_t hi) {
+static void copy_rows(float *dst, int64_t dst_lo, int64_t dst_rows, const float *src, int64_t src_lo, int64_t src_rows,
+                      int64_t n, int64_t C, int64_t W, int64_t lo, int64_t hi) {
     if (hi <= lo) return;
     size_t len = (size_t)((hi - lo) * W) * sizeof(float);
     for (int64_t i = 0; i < n * C; i++)
-        memcpy(dst + (i * dst_rows + (lo - dst_lo)) * W, src + (i * src_rows + (lo - src_lo)) * W,
-               len);
+        memcpy(dst + (i * dst_rows + (lo - dst_lo)) * W, src + (i * src_rows + (lo - src_lo)) * W, len);
 }
 
 static size_t band_floats(ff_range r, int64_t n, int64_t C, int64_t W) {
@@ -89,8 +87,7 @@ static void mpi_destroy(ff_executor *e) {
 static ff_status share_weights(mpi_exec *x, const ff_model *m, const ff_weights *w) {
     int64_t hdr[1 + 2 * FF_MAX_LAYERS];
     if (x->base.rank == 0) {
-        if (!w || (!w->data && w->n_total > 0))
-            return FF_FAIL(FF_ERR_INPUT, "mpi mode: rank 0 has no weights");
+        if (!w || (!w->data && w->n_total > 0)) return FF_FAIL(FF_ERR_INPUT, "mpi mode: rank 0 has no weights");
         hdr[0] = w->n_total;
         for (int i = 0; i < FF_MAX_LAYERS; i++) {
             hdr[1 + 2 * i] = i < m->n_layers && w->w[i] ? w->w[i] - w->data : -1;
@@ -104,9 +101,7 @@ static ff_status share_weights(mpi_exec *x, const ff_model *m, const ff_weights 
         memset(&x->w, 0, sizeof x->w);
         x->w.n_total = hdr[0];
         x->own_data = malloc((size_t)(hdr[0] > 0 ? hdr[0] : 1) * sizeof(float));
-        if (!x->own_data)
-            return FF_FAIL(FF_ERR_OOM, "mpi mode: weights copy of %lld bytes",
-                           (long long)hdr[0] * 4);
+        if (!x->own_data) return FF_FAIL(FF_ERR_OOM, "mpi mode: weights copy of %lld bytes", (long long)hdr[0] * 4);
         x->w.data = x->own_data;
         for (int i = 0; i < FF_MAX_LAYERS; i++) {
             x->w.w[i] = hdr[1 + 2 * i] >= 0 ? x->own_data + hdr[1 + 2 * i] : NULL;
@@ -116,15 +111,17 @@ static ff_status share_weights(mpi_exec *x, const ff_model *m, const ff_weights 
     return ff_comm_bcast(x->comm, x->w.data, (size_t)x->w.n_total * sizeof(float), 0);
 }
 
-static ff_status mpi_create(ff_executor **out, const ff_model *m, const ff_weights *w,
-                            const ff_exec_options *o) {
+static ff_status mpi_create(ff_executor **out, const ff_model *m, const ff_weights *w, const ff_exec_options *o) {
     *out = NULL;
     if (!o->comm)
-        return FF_FAIL(FF_ERR_INPUT, "mode mpi needs a communicator (run under mpiexec; the "
+        return FF_FAIL(FF_ERR_INPUT,
+                       "mode mpi needs a communicator (run under mpiexec; the "
                        "options' comm is NULL)");
     if (o->split != FF_SPLIT_BATCH && o->split != FF_SPLIT_ROWS && o->split != FF_SPLIT_REPLICATE)
-        return FF_FAIL(FF_ERR_INPUT, "mode mpi: split '%s': expected batch, rows or replicate "
-                       "(--split)", ff_split_name(o->split));
+        return FF_FAIL(FF_ERR_INPUT,
+                       "mode mpi: split '%s': expected batch, rows or replicate "
+                       "(--split)",
+                       ff_split_name(o->split));
     mpi_exec *x = calloc(1, sizeof *x);
     if (!x) return FF_FAIL(FF_ERR_OOM, "mpi executor: %zu bytes", sizeof *x);
     x->base.impl = &ff_mode_mpi_impl;
@@ -154,8 +151,7 @@ static ff_status mpi_create(ff_executor **out, const ff_model *m, const ff_weigh
 
 // ---------------------------------------------------------------- one layer, whole tensor
 
-static void run_layer(mpi_exec *x, float *out, const float *in, int i, const ff_rows *rows,
-                      int64_t n) {
+static void run_layer(mpi_exec *x, float *out, const float *in, int i, const ff_rows *rows, int64_t n) {
     const ff_layer *L = &x->base.model->layers[i];
     ff_rows full = ff_rows_full(L);
     ff_cpu_layer_forward(out, in, x->w.w[i], x->w.b[i], L, rows ? rows : &full, n);
@@ -176,8 +172,7 @@ static ff_guarded *other_act(mpi_exec *x, const float *a, const float *b) {
 
 // ---------------------------------------------------------------- batch and replicate
 
-static ff_status forward_batch(mpi_exec *x, float *out, const float *in, int64_t n, int first,
-                               int last) {
+static ff_status forward_batch(mpi_exec *x, float *out, const float *in, int64_t n, int first, int last) {
     const ff_model *m = x->base.model;
     const int P = x->base.ranks, me = x->base.rank;
     const int64_t in_el = ff_shape_numel(m->layers[first].in);
@@ -218,8 +213,7 @@ static ff_status forward_batch(mpi_exec *x, float *out, const float *in, int64_t
     return FF_OK;
 }
 
-static ff_status forward_replicate(mpi_exec *x, float *out, const float *in, int64_t n, int first,
-                                   int last) {
+static ff_status forward_replicate(mpi_exec *x, float *out, const float *in, int64_t n, int first, int last) {
     const ff_model *m = x->base.model;
     const int64_t in_el = ff_shape_numel(m->layers[first].in);
     int64_t max_el = in_el;
@@ -241,8 +235,7 @@ static ff_status forward_replicate(mpi_exec *x, float *out, const float *in, int
         cur = nxt;
     }
     // Every rank holds the same result; rank 0's is the answer.
-    if (x->base.rank == 0)
-        memcpy(out, cur, (size_t)(ff_shape_numel(m->layers[last].out) * n) * sizeof(float));
+    if (x->base.rank == 0) memcpy(out, cur, (size_t)(ff_shape_numel(m->layers[last].out) * n) * sizeof(float));
     return FF_OK;
 }
 
@@ -256,15 +249,15 @@ typedef enum {
 
 typedef struct {
     where at;
-    const float *p;        // this rank's data (AT_ROOT: meaningful on rank 0 only)
-    ff_shape shape;        // per-image shape of the whole tensor
-    const ff_range *bands; // AT_BANDS: [P]
+    const float *p;         // this rank's data (AT_ROOT: meaningful on rank 0 only)
+    ff_shape shape;         // per-image shape of the whole tensor
+    const ff_range *bands;  // AT_BANDS: [P]
 } tensor_state;
 
 // AT_BANDS -> the whole tensor: every rank (to_all) or rank 0 (into dst, which may be the
 // caller's output) receives every band; bands are unpacked from the packed blocks.
-static ff_status collect_bands(mpi_exec *x, float *dst, tensor_state *s, int64_t n, bool to_all,
-                               int row, const char *layer) {
+static ff_status collect_bands(mpi_exec *x, float *dst, tensor_state *s, int64_t n, bool to_all, int row,
+                               const char *layer) {
     const int P = x->base.ranks, me = x->base.rank;
     const int64_t C = s->shape.c, H = s->shape.h, W = s->shape.w;
     size_t total = 0;
@@ -278,18 +271,15 @@ static ff_status collect_bands(mpi_exec *x, float *dst, tensor_state *s, int64_t
     ff_guarded_arm(stage, total / sizeof(float));
     mark t = mark_now(x);
     if (to_all)
-        FF_TRY(ff_comm_allgatherv(x->comm, ff_guarded_data(stage), x->counts, x->displs, s->p,
-                                  x->counts[me]));
+        FF_TRY(ff_comm_allgatherv(x->comm, ff_guarded_data(stage), x->counts, x->displs, s->p, x->counts[me]));
     else
-        FF_TRY(ff_comm_gatherv(x->comm, ff_guarded_data(stage), x->counts, x->displs, s->p, x->counts[me],
-                               0));
+        FF_TRY(ff_comm_gatherv(x->comm, ff_guarded_data(stage), x->counts, x->displs, s->p, x->counts[me], 0));
     account(x, row, FF_PHASE_COMM, t);
     FF_TRY(ff_guarded_check(stage, total / sizeof(float), "after gathering bands", layer));
     if (to_all || me == 0) {
         for (int r = 0; r < P; r++)
-            copy_rows(dst, 0, H, (const float *)((const char *)ff_guarded_data(stage) + x->displs[r]),
-                      s->bands[r].lo, ff_range_len(s->bands[r]), n, C, W, s->bands[r].lo,
-                      s->bands[r].hi);
+            copy_rows(dst, 0, H, (const float *)((const char *)ff_guarded_data(stage) + x->displs[r]), s->bands[r].lo,
+                      ff_range_len(s->bands[r]), n, C, W, s->bands[r].lo, s->bands[r].hi);
     }
     s->at = to_all ? AT_ALL : AT_ROOT;
     s->p = dst;
@@ -319,8 +309,8 @@ static ff_status make_all(mpi_exec *x, tensor_state *s, int64_t n, int row, cons
 }
 
 // Fills `dst` (n, C, need_len, W) with input rows lp->need[me] for a spatial layer.
-static ff_status fetch_input(mpi_exec *x, ff_guarded *dst, const tensor_state *s,
-                             const ff_layer_part *lp, const ff_layer *L, int64_t n) {
+static ff_status fetch_input(mpi_exec *x, ff_guarded *dst, const tensor_state *s, const ff_layer_part *lp,
+                             const ff_layer *L, int64_t n) {
     const int P = x->base.ranks, me = x->base.rank, i = lp->layer;
     const int64_t C = L->in.c, H = L->in.h, W = L->in.w;
     ff_range need = lp->need[me];
@@ -343,13 +333,12 @@ static ff_status fetch_input(mpi_exec *x, ff_guarded *dst, const tensor_state *s
             ff_guarded_arm(send, total / sizeof(float));
             for (int r = 0; r < P; r++)
                 copy_rows((float *)((char *)ff_guarded_data(send) + x->displs[r]), lp->need[r].lo,
-                          ff_range_len(lp->need[r]), s->p, 0, H, n, C, W, lp->need[r].lo,
-                          lp->need[r].hi);
+                          ff_range_len(lp->need[r]), s->p, 0, H, n, C, W, lp->need[r].lo, lp->need[r].hi);
             FF_TRY(ff_guarded_check(send, total / sizeof(float), "after packing the scatter", L->name));
         }
         mark t = mark_now(x);
-        FF_TRY(ff_comm_scatterv(x->comm, d, used * sizeof(float), me == 0 ? ff_guarded_data(send) : NULL,
-                                x->counts, x->displs, 0));
+        FF_TRY(ff_comm_scatterv(x->comm, d, used * sizeof(float), me == 0 ? ff_guarded_data(send) : NULL, x->counts,
+                                x->displs, 0));
         account(x, i, FF_PHASE_COMM, t);
     } else {  // halo exchange from the previous layer's bands
         ff_range own = lp->own[me];
@@ -374,8 +363,8 @@ static ff_status fetch_input(mpi_exec *x, ff_guarded *dst, const tensor_state *s
             size_t f = band_floats(xf->rows, n, C, W);
             if (xf->src == me) {  // contiguous bands: at most one message per peer and layer
                 float *p = ff_guarded_data(send) + so;
-                copy_rows(p, xf->rows.lo, ff_range_len(xf->rows), s->p, own.lo, ff_range_len(own),
-                          n, C, W, xf->rows.lo, xf->rows.hi);
+                copy_rows(p, xf->rows.lo, ff_range_len(xf->rows), s->p, own.lo, ff_range_len(own), n, C, W, xf->rows.lo,
+                          xf->rows.hi);
                 x->sends[ns].peer = xf->dst;
                 x->sends[ns].buf = p;
                 x->sends[ns].bytes = f * sizeof(float);
@@ -399,17 +388,19 @@ static ff_status fetch_input(mpi_exec *x, ff_guarded *dst, const tensor_state *s
         for (int64_t k = 0; k < lp->n_xfers; k++) {
             const ff_xfer *xf = &lp->xfers[k];
             if (xf->dst != me) continue;
-            copy_rows(d, need.lo, ff_range_len(need), ff_guarded_data(recv) + ro, xf->rows.lo,
-                      ff_range_len(xf->rows), n, C, W, xf->rows.lo, xf->rows.hi);
+            copy_rows(d, need.lo, ff_range_len(need), ff_guarded_data(recv) + ro, xf->rows.lo, ff_range_len(xf->rows),
+                      n, C, W, xf->rows.lo, xf->rows.hi);
             ro += band_floats(xf->rows, n, C, W);
         }
     }
-    return ff_guarded_check(dst, used, s->at == AT_BANDS ? "after unpacking halo rows" : "after the "
-                    "scatter", L->name);
+    return ff_guarded_check(dst, used,
+                            s->at == AT_BANDS ? "after unpacking halo rows"
+                                              : "after the "
+                                                "scatter",
+                            L->name);
 }
 
-static ff_status forward_rows(mpi_exec *x, float *out, const float *in, int64_t n, int first,
-                              int last) {
+static ff_status forward_rows(mpi_exec *x, float *out, const float *in, int64_t n, int first, int last) {
     const ff_model *m = x->base.model;
     const int P = x->base.ranks, me = x->base.rank;
     ff_partition *part = NULL;
@@ -460,8 +451,7 @@ static ff_status forward_rows(mpi_exec *x, float *out, const float *in, int64_t 
                 sub.out.c = nf;
                 sub.n_weight = nf * in_el;
                 sub.n_bias = nf;
-                ff_cpu_linear(ff_guarded_data(slice), s.p, x->w.w[i] + f.lo * in_el, x->w.b[i] + f.lo,
-                              &sub, n);
+                ff_cpu_linear(ff_guarded_data(slice), s.p, x->w.w[i] + f.lo * in_el, x->w.b[i] + f.lo, &sub, n);
                 maybe_fault(x, ff_guarded_data(slice), i, f.lo == 0);
             }
             account(x, i, FF_PHASE_COMPUTE, t);
@@ -476,11 +466,14 @@ static ff_status forward_rows(mpi_exec *x, float *out, const float *in, int64_t 
             if (st != FF_OK) break;
             ff_guarded_arm(stage, total / sizeof(float));
             t = mark_now(x);
-            st = ff_comm_allgatherv(x->comm, ff_guarded_data(stage), x->counts, x->displs,
-                                    ff_guarded_data(slice), x->counts[me]);
+            st = ff_comm_allgatherv(x->comm, ff_guarded_data(stage), x->counts, x->displs, ff_guarded_data(slice),
+                                    x->counts[me]);
             account(x, i, FF_PHASE_COMM, t);
-            if (st == FF_OK) st = ff_guarded_check(stage, total / sizeof(float), "after gathering "
-                                           "features", L->name);
+            if (st == FF_OK)
+                st = ff_guarded_check(stage, total / sizeof(float),
+                                      "after gathering "
+                                      "features",
+                                      L->name);
             if (st != FF_OK) break;
             ff_guarded *ob = other_act(x, ff_guarded_data(slice), NULL);
             st = ff_guarded_reserve(ob, (size_t)(out_el * n));
@@ -534,23 +527,22 @@ static ff_status forward_rows(mpi_exec *x, float *out, const float *in, int64_t 
     return st;
 }
 
-static ff_status mpi_forward(ff_executor *e, float *out, const float *in, int64_t n, int first,
-                             int last) {
+static ff_status mpi_forward(ff_executor *e, float *out, const float *in, int64_t n, int first, int last) {
     mpi_exec *x = (mpi_exec *)e;
     const ff_model *m = e->model;
     if (first < 0 || last >= m->n_layers || first > last)
-        return FF_FAIL(FF_ERR_INPUT, "layer range [%d, %d]: expected 0 <= first <= last < %d",
-                       first, last, m->n_layers);
+        return FF_FAIL(FF_ERR_INPUT, "layer range [%d, %d]: expected 0 <= first <= last < %d", first, last,
+                       m->n_layers);
     if (n < 0) return FF_FAIL(FF_ERR_INPUT, "batch %lld: expected >= 0", (long long)n);
     if (x->base.rank == 0 && n > 0 && (!in || !out))
         return FF_FAIL(FF_ERR_INPUT, "mpi mode: rank 0 needs input and output buffers");
     switch (e->opt.split) {
-    case FF_SPLIT_BATCH: return forward_batch(x, out, in, n, first, last);
-    case FF_SPLIT_REPLICATE: return forward_replicate(x, out, in, n, first, last);
-    case FF_SPLIT_ROWS: return forward_rows(x, out, in, n, first, last);
-    default:
-        return FF_FAIL(FF_ERR_INPUT, "mode mpi: split '%s': expected batch, rows or replicate",
-                       ff_split_name(e->opt.split));
+        case FF_SPLIT_BATCH: return forward_batch(x, out, in, n, first, last);
+        case FF_SPLIT_REPLICATE: return forward_replicate(x, out, in, n, first, last);
+        case FF_SPLIT_ROWS: return forward_rows(x, out, in, n, first, last);
+        default:
+            return FF_FAIL(FF_ERR_INPUT, "mode mpi: split '%s': expected batch, rows or replicate",
+                           ff_split_name(e->opt.split));
     }
 }
 

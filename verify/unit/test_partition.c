@@ -191,8 +191,8 @@ static void bad_arguments(void **state) {
     assert_int_equal(ff_plan_exchange(x, &n, own, need, 10, 2, 2), FF_OK);
     assert_int_equal(n, 2);
     // A range of FC layers only is fine under the rows split (run feature-split).
-    assert_int_equal(ff_partition_build(&p, &m, ff_model_find_layer(&m, "fc1"), m.n_layers - 1, 3,
-                                        FF_SPLIT_ROWS, 1), FF_OK);
+    assert_int_equal(ff_partition_build(&p, &m, ff_model_find_layer(&m, "fc1"), m.n_layers - 1, 3, FF_SPLIT_ROWS, 1),
+                     FF_OK);
     assert_int_equal(ff_partition_check(p, &m), FF_OK);
     ff_partition_free(p);
 }
@@ -254,14 +254,10 @@ static void print_lists_every_layer(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(bands_tile_and_owner_agrees),
-        cmocka_unit_test(input_rows_match_brute_force),
-        cmocka_unit_test(alexnet_conv1_halo),
-        cmocka_unit_test(thin_bands_fetch_from_far_ranks),
-        cmocka_unit_test(more_ranks_than_rows),
-        cmocka_unit_test(bad_arguments),
-        cmocka_unit_test(checker_rejects_broken_plans),
-        cmocka_unit_test(print_lists_every_layer),
+        cmocka_unit_test(bands_tile_and_owner_agrees),  cmocka_unit_test(input_rows_match_brute_force),
+        cmocka_unit_test(alexnet_conv1_halo),           cmocka_unit_test(thin_bands_fetch_from_far_ranks),
+        cmocka_unit_test(more_ranks_than_rows),         cmocka_unit_test(bad_arguments),
+        cmocka_unit_test(checker_rejects_broken_plans), cmocka_unit_test(print_lists_every_layer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -65,6 +65,9 @@ ff_status ff_comm_mpi_create(ff_comm **out, const void *mpi_comm);
 typedef ff_status (*ff_comm_body)(ff_comm *c, void *arg);
 ff_status ff_comm_loopback_run(int P, ff_comm_body body, void *arg);
 void ff_comm_destroy(ff_comm *c);  // MPI backend only; loopback comms are owned by the runner
+// Loopback only: a blocked receive or collective that sees no progress for this long fails with
+// FF_ERR_MPI instead of hanging (default 60 s; tests of misuse set it short). Process-wide.
+void ff_comm_loopback_set_timeout(double seconds);
 
 #ifdef __cplusplus
 }

@@ -25,7 +25,9 @@ ff_range ff_band(int64_t n, int P, int r);
 // The rank whose band of n items over P contains item i (0 <= i < n).
 int ff_band_owner(int64_t n, int P, int64_t i);
 
-static inline int64_t ff_range_len(ff_range r) { return r.hi > r.lo ? r.hi - r.lo : 0; }
+static inline int64_t ff_range_len(ff_range r) {
+    return r.hi > r.lo ? r.hi - r.lo : 0;
+}
 static inline ff_range ff_range_intersect(ff_range a, ff_range b) {
     ff_range r = {a.lo > b.lo ? a.lo : b.lo, a.hi < b.hi ? a.hi : b.hi};
     if (r.hi < r.lo) r.hi = r.lo;
@@ -46,8 +48,8 @@ typedef struct {
 // order, which is also the order each pair's messages are listed in ff_comm_exchange.
 // xfers: capacity cap; *n_xfers receives the count. cap >= P*(P-1) always suffices;
 // FF_ERR_INPUT when own does not tile [0, in_h) or cap is too small.
-ff_status ff_plan_exchange(ff_xfer *xfers, int64_t *n_xfers, const ff_range *own,
-                           const ff_range *need, int64_t in_h, int P, int64_t cap);
+ff_status ff_plan_exchange(ff_xfer *xfers, int64_t *n_xfers, const ff_range *own, const ff_range *need, int64_t in_h,
+                           int P, int64_t cap);
 
 // ---- a whole layer range [first, last] under one split ----
 typedef enum {
@@ -58,15 +60,15 @@ typedef enum {
 } ff_src_kind;
 
 typedef struct {
-    int layer;          // index into the model's layers
-    bool spatial;       // split by rows (conv2d, maxpool, relu, lrn)
-    bool windowed;      // conv2d, maxpool: needs a halo
+    int layer;      // index into the model's layers
+    bool spatial;   // split by rows (conv2d, maxpool, relu, lrn)
+    bool windowed;  // conv2d, maxpool: needs a halo
     ff_src_kind src;
-    ff_range *band;     // [P] output rows rank r computes (spatial), or output features (linear,
-                        // rows split: FC layers are split by output feature); else the full range
-    ff_range *need;     // [P] input rows rank r needs (spatial)
-    ff_range *own;      // [P] input rows rank r holds before the layer (FF_SRC_BANDS)
-    ff_xfer *xfers;     // [n_xfers] halo messages (FF_SRC_BANDS and windowed)
+    ff_range *band;  // [P] output rows rank r computes (spatial), or output features (linear,
+                     // rows split: FC layers are split by output feature); else the full range
+    ff_range *need;  // [P] input rows rank r needs (spatial)
+    ff_range *own;   // [P] input rows rank r holds before the layer (FF_SRC_BANDS)
+    ff_xfer *xfers;  // [n_xfers] halo messages (FF_SRC_BANDS and windowed)
     int64_t n_xfers;
     int64_t row_bytes;  // bytes of one input row for one image: C * W * sizeof(float)
 } ff_layer_part;
@@ -76,7 +78,7 @@ typedef struct {
     int P;
     int first, last;
     int64_t batch;
-    ff_range *images;   // [P] images per rank (batch split); [0, batch) for the others
+    ff_range *images;                    // [P] images per rank (batch split); [0, batch) for the others
     ff_layer_part layer[FF_MAX_LAYERS];  // index i - first for model layer i
 } ff_partition;
 
@@ -85,8 +87,8 @@ typedef struct {
 // layers are split by output features, flatten/softmax are computed whole on every rank. A range
 // with no spatial layer is fine (it runs feature-split). FF_ERR_INPUT for P outside
 // 1..FF_PART_MAX_RANKS, a bad range, or split NONE with P > 1.
-ff_status ff_partition_build(ff_partition **out, const ff_model *m, int first, int last, int P,
-                             ff_split split, int64_t batch);
+ff_status ff_partition_build(ff_partition **out, const ff_model *m, int first, int last, int P, ff_split split,
+                             int64_t batch);
 void ff_partition_free(ff_partition *p);
 
 // Bytes rank r sends in the halo exchange of layer part lp for n images.

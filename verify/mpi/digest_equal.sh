@@ -1,0 +1,32 @@
+#!/bin/sh
+# One row of DESIGN §5's digest class: `fivefold infer --mode mpi --split S` under mpiexec with P
+# ranks must print the same output digest as `--mode serial`, bit for bit. With --inject-fault L
+# both runs perturb layer L: the digests must still agree with each other and must differ from
+# the clean run (which shows this check can fail).
+# Usage: digest_equal.sh FIVEFOLD "MPIEXEC [PREFLAGS]" NUMPROC_FLAG P SPLIT MODEL BATCH [FAULT_LAYER]
+set -u
+ff=$1 mpiexec=$2 npflag=$3 P=$4 split=$5 model=$6 batch=$7 fault=${8:-}
+digest() { sed -n 's/^output digest: \([0-9a-f]\{16\}\)$/\1/p'; }
+run_serial() { "$ff" infer --model "$model" --batch "$batch" --seed 3 "$@" | digest; }
+run_mpi() {
+  # shellcheck disable=SC2086  # mpiexec may carry flags (e.g. --oversubscribe)
+  $mpiexec "$npflag" "$P" "$ff" infer --model "$model" --batch "$batch" --seed 3 --mode mpi \
+    --split "$split" "$@" | digest
+}
+case="$model split=$split P=$P batch=$batch"
+want=$(run_serial) || exit 1
+got=$(run_mpi) || { echo "FAIL $case: the mpi run failed"; exit 1; }
+if [ -z "$want" ] || [ "$want" != "$got" ]; then
+  echo "FAIL $case: digest $got, serial $want"
+  exit 1
+fi
+echo "PASS $case: digest $got = serial"
+if [ -n "$fault" ]; then
+  fwant=$(run_serial --inject-fault "$fault")
+  fgot=$(run_mpi --inject-fault "$fault")
+  if [ -z "$fgot" ] || [ "$fgot" != "$fwant" ] || [ "$fgot" = "$want" ]; then
+    echo "FAIL $case fault@$fault: digest $fgot, serial $fwant, clean $want"
+    exit 1
+  fi
+  echo "PASS $case fault@$fault: digest $fgot = serial with the same fault, != clean"
+fi
