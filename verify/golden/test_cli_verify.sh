@@ -5,7 +5,9 @@ set -u
 fail() { echo "FAIL: $*"; exit 1; }
 out=$("$FIVEFOLD" verify --model mnist-cnn); rc=$?
 [ $rc -eq 0 ] || fail "clean run exited $rc"
-echo "$out" | tail -n 1 | grep -Eq '^13 passed, 0 failed$' || fail "last line: $(echo "$out" | tail -n 1)"
+# 13 inference rows + 35 training rows (issue 7: core/train_golden.c, train-mnist-cnn.h5)
+echo "$out" | tail -n 1 | grep -Eq '^48 passed, 0 failed$' || fail "last line: $(echo "$out" | tail -n 1)"
+echo "$out" | grep -q 'mnist-cnn train loss trajectory' || fail "training rows missing"
 echo "$out" | grep -q 'conv2(K=64,R=3,s=1,p=0,N=16,P=1,split=none)' || fail "case string missing"
 
 out=$("$FIVEFOLD" verify --model mnist-cnn --inject-fault relu2); rc=$?
