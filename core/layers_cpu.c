@@ -1,18 +1,32 @@
 // The CPU reference layers (DESIGN §4, §5). The summation order of every output element is the one
-// layers_cpu.h documents; the loop orders below are chosen so that GCC vectorises the innermost
-// loop WITHOUT changing that order: the innermost loop always runs over independent output
-// elements (the columns of one output row), never over the terms of one sum. Vectorising such a
-// loop performs, for each element, exactly the scalar multiply and add it would have done (no FMA:
-// -ffp-contract=off), so vector and scalar-remainder elements get the same bits, and an element's
-// value never depends on where a band, a batch slice or a vector boundary falls.
+// layers_cpu.h documents; the loops below never vectorise over the terms of one sum, only over
+// independent output elements (conv2d: 8 output channels k of one pixel in the lanes of a vector;
+// elsewhere the columns of one row). A vector lane performs, for its element, exactly the scalar
+// multiply and add the plain loop nest would (no FMA: -ffp-contract=off), so an element's value
+// never depends on where a band, a batch slice, a k block or a vector boundary falls.
 #include "fivefold/layers_cpu.h"
 
 #include <math.h>
 #include <stddef.h>
 #include <string.h>
 
-// Largest output-row chunk gathered on the stack for strided convolutions (1 KiB of floats).
-#define FF_GATHER_CHUNK 256
+// Register blocking (issue 4 §6). The kernel vectorises over FF_KB = 8 output channels k (one
+// vector of 8 floats) and keeps FF_PB output pixels of one output row in registers, so every
+// loaded weight vector is used FF_PB times and every loaded input value FF_KB times, whatever the
+// band height or Wo. Each lane of each accumulator is one output element, and it receives exactly
+// the scalar sequence the header documents: bias (or the value stored after the previous channel
+// chunk), then w*x for c, r, s ascending, each a separate float multiply and add (vector lanes do
+// IEEE single operations; -ffp-contract=off keeps mul and add apart); padding taps are skipped per
+// pixel. So the bits are those of the plain loop nest, for any band, batch slice or block edge.
+#define FF_KB 8
+#define FF_PB 4
+// Weights of one k block and a chunk of channels are repacked as (c, r, s, 8 lanes) so that the 8
+// k of one tap are one contiguous vector; 16 KiB on the stack (callers own memory, no malloc).
+#define FF_PACK_FLOATS 4096
+// Largest kernel width handled with the per-s valid-column table on the stack.
+#define FF_MAX_S 64
+
+typedef float ff_v4 __attribute__((vector_size(4 * sizeof(float))));  // FF_KB = 2 of them
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -32,62 +46,138 @@ static void valid_cols(int64_t *lo, int64_t *hi, int64_t W, int64_t Wo, int64_t 
     if (*hi < *lo) *hi = *lo;
 }
 
-// acc[ow] += wv * src[ow] for ow in [0, len): independent outputs, contiguous, vectorisable.
-static inline void axpy_row(float *restrict acc, const float *restrict src, float wv, int64_t len) {
-    for (int64_t i = 0; i < len; i++) acc[i] += wv * src[i];
+// Geometry shared by the block kernel calls of one conv2d call.
+typedef struct {
+    int64_t C, H, W, Wo, R, S, st, pad;
+    int64_t in_lo, in_rows, out_rows;
+    const int64_t *lo, *hi;  // (S): valid output columns of tap s
+} conv_geom;
+
+// Updates pb (a compile-time constant after inlining) pixels ow0 .. ow0+pb-1 of output row oh
+// (local row ol) for the kl valid lanes of one k block, over channels [c0, c1).
+// y: (K, out_rows, Wo) of one image, already offset to channel k0; x: (C, in_rows, W) of one
+// image; wp: packed (c1-c0, R, S, FF_KB); bias: (kl) or NULL to continue from y.
+static inline __attribute__((always_inline)) void conv_block(
+    float *y, const float *x, const float *wp, const float *bias, const conv_geom *g, int kl,
+    int64_t c0, int64_t c1, int64_t oh, int64_t ol, int64_t ow0, const int pb) {
+    const int64_t ystride = g->out_rows * g->Wo;  // floats between channels k and k+1
+    float *yp = y + ol * g->Wo + ow0;
+    // Lanes 0-3 and 4-7 of the k block as two 4-float vectors (the width every x86-64 has), each
+    // pixel's accumulators named by a constant index after unrolling so that they live in
+    // registers; lanes are moved in and out only through the float array t.
+    ff_v4 a0[FF_PB], a1[FF_PB];
+    for (int p = 0; p < pb; p++) {
+        float t[FF_KB] = {0};
+        for (int l = 0; l < kl; l++) t[l] = bias ? bias[l] : yp[l * ystride + p];
+        memcpy(&a0[p], t, sizeof a0[p]);
+        memcpy(&a1[p], t + 4, sizeof a1[p]);
+    }
+    for (int64_t c = c0; c < c1; c++) {
+        for (int64_t r = 0; r < g->R; r++) {
+            const int64_t ih = oh * g->st - g->pad + r;
+            if (ih < 0 || ih >= g->H) continue;  // padding row: skipped
+            const float *xr = x + (c * g->in_rows + (ih - g->in_lo)) * g->W;  // (W)
+            const float *wr = wp + ((c - c0) * g->R + r) * g->S * FF_KB;     // (S, FF_KB)
+            for (int64_t s = 0; s < g->S; s++) {
+                ff_v4 w0, w1;
+                memcpy(&w0, wr + s * FF_KB, sizeof w0);
+                memcpy(&w1, wr + s * FF_KB + 4, sizeof w1);
+                const int64_t iw0 = ow0 * g->st - g->pad + s;  // input column of pixel ow0
+                const int64_t lo = g->lo[s], hi = g->hi[s];
+                if (lo <= ow0 && ow0 + pb <= hi) {
+                    for (int p = 0; p < pb; p++) {
+                        const float xv = xr[iw0 + p * g->st];
+                        a0[p] += w0 * xv;
+                        a1[p] += w1 * xv;
+                    }
+                } else {
+                    for (int p = 0; p < pb; p++)
+                        if (ow0 + p >= lo && ow0 + p < hi) {
+                            const float xv = xr[iw0 + p * g->st];
+                            a0[p] += w0 * xv;
+                            a1[p] += w1 * xv;
+                        }
+                }
+            }
+        }
+    }
+    for (int p = 0; p < pb; p++) {
+        float t[FF_KB];
+        memcpy(t, &a0[p], sizeof a0[p]);
+        memcpy(t + 4, &a1[p], sizeof a1[p]);
+        for (int l = 0; l < kl; l++) yp[l * ystride + p] = t[l];
+    }
 }
 
 void ff_cpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
                    const ff_rows *rows, int64_t n) {
-    const int64_t C = L->in.c, H = L->in.h, W = L->in.w;
+    const int64_t C = L->in.c, W = L->in.w;
     const int64_t K = L->out.c, Wo = L->out.w;
-    const int64_t R = L->kh, S = L->kw, st = L->stride, pad = L->pad;
+    const int64_t R = L->kh, S = L->kw;
     const int64_t in_rows = rows->in_hi - rows->in_lo;
     const int64_t out_rows = rows->out_hi - rows->out_lo;
-    if (out_rows <= 0 || n <= 0) return;
-    const int64_t in_img = C * in_rows * W;   // floats per image in the input band
+    if (out_rows <= 0 || n <= 0 || K <= 0) return;
+    const int64_t in_img = C * in_rows * W;     // floats per image in the input band
     const int64_t out_img = K * out_rows * Wo;  // floats per image in the output band
-    float gather[FF_GATHER_CHUNK];
-
-    for (int64_t img = 0; img < n; img++) {
-        const float *x = in + img * in_img;    // (C, in_rows, W)
-        float *y = out + img * out_img;        // (K, out_rows, Wo)
-        for (int64_t oh = rows->out_lo; oh < rows->out_hi; oh++) {
-            const int64_t ol = oh - rows->out_lo;  // local output row
-            // Every output of this row starts from its bias: the first term of its sum.
-            for (int64_t k = 0; k < K; k++) {
-                float *yr = y + (k * out_rows + ol) * Wo;
-                for (int64_t ow = 0; ow < Wo; ow++) yr[ow] = b[k];
-            }
-            // Then the terms in (c, r, s) ascending order; the k loop inside only interleaves
-            // independent outputs, each of which still sees c, r, s ascending.
-            for (int64_t c = 0; c < C; c++) {
-                for (int64_t r = 0; r < R; r++) {
-                    const int64_t ih = oh * st - pad + r;
-                    if (ih < 0 || ih >= H) continue;  // padding row: skipped
-                    const float *xr = x + (c * in_rows + (ih - rows->in_lo)) * W;  // (W)
-                    for (int64_t s = 0; s < S; s++) {
-                        int64_t lo, hi;
-                        valid_cols(&lo, &hi, W, Wo, st, pad, s);
-                        const float *wks = w + (c * R + r) * S + s;  // w[0, c, r, s]; step C*R*S per k
-                        const int64_t wstep = C * R * S;
-                        if (st == 1) {
-                            // input column of output ow is ow + s - pad: a contiguous slice
-                            const float *src = xr + lo + s - pad;
-                            for (int64_t k = 0; k < K; k++)
-                                axpy_row(y + (k * out_rows + ol) * Wo + lo, src, wks[k * wstep],
-                                         hi - lo);
-                        } else {
-                            // Strided: gather the taps into a contiguous chunk once, reuse for all k.
-                            for (int64_t c0 = lo; c0 < hi; c0 += FF_GATHER_CHUNK) {
-                                const int64_t len = min64(FF_GATHER_CHUNK, hi - c0);
-                                const float *src = xr + c0 * st + s - pad;
-                                for (int64_t i = 0; i < len; i++) gather[i] = src[i * st];
-                                for (int64_t k = 0; k < K; k++)
-                                    axpy_row(y + (k * out_rows + ol) * Wo + c0, gather,
-                                             wks[k * wstep], len);
+    int64_t lo[FF_MAX_S], hi[FF_MAX_S];
+    // Kernels wider than FF_MAX_S (none in the models) or so large that one channel's packed
+    // taps overflow the pack buffer fall back to the same arithmetic one column at a time.
+    const int64_t s_tab = min64(S, FF_MAX_S);
+    for (int64_t s = 0; s < s_tab; s++) valid_cols(&lo[s], &hi[s], W, Wo, L->stride, L->pad, s);
+    const conv_geom g = {C, L->in.h, W, Wo, R, S, L->stride, L->pad,
+                         rows->in_lo, in_rows, out_rows, lo, hi};
+    const int64_t taps = R * S * FF_KB;  // packed floats per channel
+    if (S > FF_MAX_S || taps > FF_PACK_FLOATS) {
+        for (int64_t img = 0; img < n; img++)
+            for (int64_t k = 0; k < K; k++)
+                for (int64_t ol = 0; ol < out_rows; ol++)
+                    for (int64_t ow = 0; ow < Wo; ow++) {
+                        const int64_t oh = rows->out_lo + ol;
+                        float a = b[k];
+                        for (int64_t c = 0; c < C; c++)
+                            for (int64_t r = 0; r < R; r++) {
+                                const int64_t ih = oh * L->stride - L->pad + r;
+                                if (ih < 0 || ih >= L->in.h) continue;
+                                for (int64_t s = 0; s < S; s++) {
+                                    const int64_t iw = ow * L->stride - L->pad + s;
+                                    if (iw < 0 || iw >= W) continue;
+                                    a += w[((k * C + c) * R + r) * S + s] *
+                                         in[img * in_img + (c * in_rows + ih - rows->in_lo) * W + iw];
+                                }
                             }
-                        }
+                        out[img * out_img + (k * out_rows + ol) * Wo + ow] = a;
+                    }
+        return;
+    }
+    const int64_t cb = min64(C, FF_PACK_FLOATS / taps);  // channels per packed chunk
+    float wp[FF_PACK_FLOATS];  // (cb, R, S, FF_KB)
+
+    for (int64_t k0 = 0; k0 < K; k0 += FF_KB) {
+        const int kl = (int)min64(FF_KB, K - k0);
+        for (int64_t c0 = 0; c0 < C; c0 += cb) {
+            const int64_t c1 = min64(C, c0 + cb);
+            // Pack w[k0 .. k0+kl, c0 .. c1, :, :] as (c, r, s, lane); absent lanes are 0 and never stored.
+            for (int64_t c = c0; c < c1; c++)
+                for (int64_t rs = 0; rs < R * S; rs++)
+                    for (int64_t l = 0; l < FF_KB; l++)
+                        wp[((c - c0) * R * S + rs) * FF_KB + l] =
+                            l < kl ? w[((k0 + l) * C + c) * R * S + rs] : 0.0f;
+            // The first chunk starts each element from its bias; later chunks continue from the
+            // value stored in out (a float store and reload is exact).
+            const float *bias = c0 == 0 ? b + k0 : NULL;
+            for (int64_t img = 0; img < n; img++) {
+                const float *x = in + img * in_img;           // (C, in_rows, W)
+                float *y = out + img * out_img + k0 * out_rows * Wo;  // (K - k0, out_rows, Wo)
+                for (int64_t ol = 0; ol < out_rows; ol++) {
+                    const int64_t oh = rows->out_lo + ol;
+                    int64_t ow0 = 0;
+                    for (; ow0 + FF_PB <= Wo; ow0 += FF_PB)
+                        conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, FF_PB);
+                    switch (Wo - ow0) {  // the last Wo % FF_PB pixels, constant block sizes
+                    case 3: conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 3); break;
+                    case 2: conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 2); break;
+                    case 1: conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 1); break;
+                    default: break;
                     }
                 }
             }
