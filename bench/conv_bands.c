@@ -1,9 +1,13 @@
 // Micro-benchmark (not a test): ff_cpu_conv2d on alexnet's conv layers, full maps vs the row bands
 // of P = 1, 2, 4, 8 ranks (equal splits of the output rows, each with its ff_layer_input_rows input
-// band). Prints ns per multiply-add (valid taps only), the minimum over --reps runs, summed over
+// band). Prints ns per multiply-add (valid taps only), the minimum over `reps` runs, summed over
 // the P bands (so it is the serial cost of computing the whole map band by band). It also checks
 // that the bands give the same bits as the full map (DESIGN §5). Why: issue 4 §6 (rows split
-// efficiency). Usage: conv_bands [n=4] [reps=3] [layer ...]
+// efficiency). Not built by CMake (a measuring tool, not part of the product); build it against a
+// build tree: cc -O3 -std=c11 -D_GNU_SOURCE -ffp-contract=off -Icore/include bench/conv_bands.c
+// build/libfivefold.a -lm -o conv_bands. Usage: conv_bands [n=4] [reps=3] [layer ...]; on a shared
+// machine pin it (taskset -c 1) and compare minima of several runs. The printed full-map FNV-1a
+// lets two builds be compared bit for bit.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
