@@ -9,6 +9,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 #include "cli.h"
 #include "fivefold/checkpoint.h"
@@ -348,6 +351,15 @@ int ff_cmd_train(int argc, char **argv) {
     if (!strcmp(a.mode, "mpi") || !strcmp(a.mode, "v2")) {
         ff_status cs = ff_cli_mpi_comm(&comm);  // MPI_Init once; owned and finalised by main
         if (cs != FF_OK) return ff_cli_fail("train", cs);
+#ifdef _OPENMP
+        // P ranks each starting one OpenMP thread per core would oversubscribe the machine P
+        // times over: unless the user chose, give each rank its share of the cores (this assumes
+        // the ranks share one machine; set OMP_NUM_THREADS explicitly across several).
+        if (!getenv("OMP_NUM_THREADS")) {
+            int share = omp_get_num_procs() / ff_comm_size(comm);
+            omp_set_num_threads(share > 0 ? share : 1);
+        }
+#endif
     }
     ff_status st = run(&a, comm);
     if (st != FF_OK) return ff_cli_fail("train", st);  // MPI_Abort when several ranks run
