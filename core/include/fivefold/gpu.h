@@ -94,6 +94,13 @@ void ff_gpu_blas_destroy(ff_gpu_blas h);
 // relu: apply relu to the result (the executor fuses conv+relu; a per-layer run passes false).
 ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L, bool relu,
                         const ff_rows *rows, int64_t n, ff_gpu_stream s);
+// Winograd F(m x m, r x r) (winograd.h states the order of operations and the tile anchoring):
+// out: (n, K, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W) holding at least the rows
+// ff_winograd_input_rows names (FF_ERR_INPUT otherwise); u: (alpha^2, K, C) from
+// ff_winograd_weights, uploaded; b: (K); work: ff_winograd_workspace_floats(L, m, out_lo, out_hi, n)
+// floats of device memory (the transformed input, then the GEMM outputs).
+ff_status ff_gpu_conv2d_winograd(float *out, const float *in, const float *u, const float *b, const ff_layer *L,
+                                 int m, bool relu, const ff_rows *rows, int64_t n, float *work, ff_gpu_stream s);
 // out, in: (count): out = in < 0 ? +0 : in (keeps -0.0 and NaN, as PyTorch and the CPU do).
 ff_status ff_gpu_relu(float *out, const float *in, int64_t count, ff_gpu_stream s);
 // out: (n, C, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W); first max wins, NaN propagates.
