@@ -18,6 +18,17 @@
 // of an element never depends on the batch size, the band, the tile alignment or the launch shape.
 // Element-wise layers (relu, maxpool, lrn, softmax, flatten) do the same float operations as the
 // CPU reference and give the same bits as it.
+// Winograd conv layers (ff_gpu_conv2d_winograd; the cuda executor's default for stride-1 3x3 and
+// 5x5 convs with >= 16 input channels, ff_exec_layer_algorithm says "winograd-m"): a different,
+// equally fixed order, stated in winograd.h: per output tile anchored at ABSOLUTE output
+// coordinates (tile rows th*m .. th*m+m-1), the input transform, one fma chain over the channels
+// per transform position (the GEMM kernel above with the bias replaced by +0: again one chain in
+// one thread, whatever the tile configuration), the output transform, then + bias. Still no
+// split-K, no atomics: the bits depend on neither the batch size nor the launch shape (tested at
+// N = 1, 7, 128 and under forced GEMM tile configurations). A row band that starts mid-tile must
+// hold the input rows of the whole tile (ff_winograd_input_rows: up to m-1 rows more than
+// ff_layer_input_rows); hybrid/direct `rows` splits must fetch that halo to stay bit-equal to cuda.
+// The direct kernel stays selectable (FF_CUDA_CONV=direct) and keeps the order above.
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
