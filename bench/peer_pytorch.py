@@ -289,9 +289,23 @@ def set_precision(device, precision):
     if precision == "tf32" and device != "cuda":
         raise PeerError("--precision tf32 needs --device cuda (TF32 is a GPU tensor-core format)")
     tf32 = precision == "tf32"
-    # TF32 is on by default for cuDNN convolutions: fp32 must switch it off explicitly.
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
+    # TF32 is on by default for cuDNN convolutions: fp32 must switch it off explicitly. torch >= 2.9
+    # has fp32_precision settings and refuses a mix of those with the legacy allow_tf32 flags, so
+    # only one of the two APIs is used.
+    matmul, conv = torch.backends.cuda.matmul, getattr(torch.backends.cudnn, "conv", None)
+
+    def has(obj, name):  # torch 1.13's matmul object raises AssertionError for unknown attributes
+        try:
+            return obj is not None and hasattr(obj, name)
+        except AssertionError:
+            return False
+
+    if has(matmul, "fp32_precision") and has(conv, "fp32_precision"):
+        matmul.fp32_precision = "tf32" if tf32 else "ieee"
+        conv.fp32_precision = "tf32" if tf32 else "ieee"
+    else:
+        matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
     if device == "cuda":
         torch.backends.cudnn.benchmark = True
 
@@ -328,7 +342,7 @@ def time_infer(model, shape, batch, device, args, dist_ctx):
         return model(x)
 
     step = eager
-    if args.graph:
+    if args.graph and local > 0:  # (a rank with no images has nothing to capture)
         # Warm up on a side stream (cuDNN picks algorithms), then capture once and replay.
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())

@@ -22,7 +22,9 @@
 #define GOLDEN_MAX_BYTES ((int64_t)2 << 30)
 #define MAX_IMAGES 100000
 
-const char *ff_digest_class_name(ff_digest_class c) { return c == FF_CLASS_GPU ? "gpu" : "cpu"; }
+const char *ff_digest_class_name(ff_digest_class c) {
+    return c == FF_CLASS_GPU ? "gpu" : "cpu";
+}
 
 static bool file_exists(const char *p) {
     struct stat st;
@@ -61,8 +63,10 @@ void ff_manifest_default(char *out, size_t cap, const char *path) {
 ff_status ff_manifest_lookup(char hex[65], const char *manifest, const char *name) {
     FILE *f = fopen(manifest, "r");
     if (!f)
-        return FF_FAIL(FF_ERR_INTEGRITY, "golden manifest '%s' cannot be read (%s): a golden file is only "
-                       "used when its SHA-256 is listed there (or with --trust)", manifest, strerror(errno));
+        return FF_FAIL(FF_ERR_INTEGRITY,
+                       "golden manifest '%s' cannot be read (%s): a golden file is only "
+                       "used when its SHA-256 is listed there (or with --trust)",
+                       manifest, strerror(errno));
     char line[2048];
     bool found = false;
     while (fgets(line, sizeof line, f)) {
@@ -80,8 +84,10 @@ ff_status ff_manifest_lookup(char hex[65], const char *manifest, const char *nam
     }
     fclose(f);
     if (!found)
-        return FF_FAIL(FF_ERR_INTEGRITY, "'%s' is not listed in %s: refusing to open an unlisted golden "
-                       "(pass --trust to use your own golden file)", name, manifest);
+        return FF_FAIL(FF_ERR_INTEGRITY,
+                       "'%s' is not listed in %s: refusing to open an unlisted golden "
+                       "(pass --trust to use your own golden file)",
+                       name, manifest);
     return FF_OK;
 }
 
@@ -228,8 +234,8 @@ static void shape_dims(const ff_shape *s, int64_t n, int *rank, int64_t dims[4])
     }
 }
 
-static ff_status alloc_read(void **out, size_t elem, int64_t loc, const char *name, ff_h5_type t,
-                            const ff_shape *s, int64_t n) {
+static ff_status alloc_read(void **out, size_t elem, int64_t loc, const char *name, ff_h5_type t, const ff_shape *s,
+                            int64_t n) {
     int rank;
     int64_t dims[4];
     shape_dims(s, n, &rank, dims);
@@ -240,22 +246,24 @@ static ff_status alloc_read(void **out, size_t elem, int64_t loc, const char *na
 }
 
 // Reads a float32 tensor and checks it against its recorded FNV-1a digest (attribute fnv1a64).
-static ff_status read_f32_checked(float **out, uint64_t *digest, int64_t loc, const char *name,
-                                  const ff_shape *s, int64_t n) {
+static ff_status read_f32_checked(float **out, uint64_t *digest, int64_t loc, const char *name, const ff_shape *s,
+                                  int64_t n) {
     FF_TRY(alloc_read((void **)out, sizeof(float), loc, name, FF_H5_F32, s, n));
     uint64_t want;
     FF_TRY(attr_hex(&want, loc, name, "fnv1a64"));
     uint64_t got = ff_digest_f32(*out, (size_t)(n * ff_shape_numel(*s)));
     if (got != want) {
         char a[17], b[17];
-        return FF_FAIL(FF_ERR_INTEGRITY, "golden dataset '%s' has digest %s: its attribute records %s",
-                       name, ff_digest_hex(a, got), ff_digest_hex(b, want));
+        return FF_FAIL(FF_ERR_INTEGRITY, "golden dataset '%s' has digest %s: its attribute records %s", name,
+                       ff_digest_hex(a, got), ff_digest_hex(b, want));
     }
     if (digest) *digest = got;
     return FF_OK;
 }
 
-static bool is_exact_op(ff_op op) { return op == FF_OP_RELU || op == FF_OP_MAXPOOL || op == FF_OP_FLATTEN; }
+static bool is_exact_op(ff_op op) {
+    return op == FF_OP_RELU || op == FF_OP_MAXPOOL || op == FF_OP_FLATTEN;
+}
 
 static ff_status load_body(ff_golden *g, const ff_model *m) {
     int64_t f = g->file;
@@ -268,8 +276,7 @@ static ff_status load_body(ff_golden *g, const ff_model *m) {
         return FF_FAIL(FF_ERR_INPUT, "golden is for model '%s': expected '%s'", g->model, m->name);
     char kind[32];
     FF_TRY(ff_h5_read_attr_str(kind, sizeof kind, f, "meta", "kind"));
-    if (strcmp(kind, "infer") != 0)
-        return FF_FAIL(FF_ERR_INPUT, "golden kind '%s': expected 'infer'", kind);
+    if (strcmp(kind, "infer") != 0) return FF_FAIL(FF_ERR_INPUT, "golden kind '%s': expected 'infer'", kind);
     FF_TRY(ff_h5_read_attr_str(g->weights_source, sizeof g->weights_source, f, "meta", "weights_source"));
     int64_t seed;
     FF_TRY(ff_h5_read_attr_i64(&seed, f, "meta", "seed"));
@@ -284,10 +291,12 @@ static ff_status load_body(ff_golden *g, const ff_model *m) {
     int rank;
     int64_t dims[FF_H5_MAX_RANK];
     FF_TRY(ff_h5_shape(&rank, dims, f, "input"));
-    if (rank != 4 || dims[1] != m->input.c || dims[2] != m->input.h || dims[3] != m->input.w ||
-        dims[0] < 1 || dims[0] > MAX_IMAGES)
-        return FF_FAIL(FF_ERR_INPUT, "golden 'input' has rank %d, shape (%lld, %lld, %lld, %lld): expected "
-                       "(1..%d, %lld, %lld, %lld)", rank, (long long)dims[0], (long long)(rank > 1 ? dims[1] : 0),
+    if (rank != 4 || dims[1] != m->input.c || dims[2] != m->input.h || dims[3] != m->input.w || dims[0] < 1 ||
+        dims[0] > MAX_IMAGES)
+        return FF_FAIL(FF_ERR_INPUT,
+                       "golden 'input' has rank %d, shape (%lld, %lld, %lld, %lld): expected "
+                       "(1..%d, %lld, %lld, %lld)",
+                       rank, (long long)dims[0], (long long)(rank > 1 ? dims[1] : 0),
                        (long long)(rank > 2 ? dims[2] : 0), (long long)(rank > 3 ? dims[3] : 0), MAX_IMAGES,
                        (long long)m->input.c, (long long)m->input.h, (long long)m->input.w);
     g->n = dims[0];
@@ -368,9 +377,10 @@ static ff_status load_body(ff_golden *g, const ff_model *m) {
         snprintf(obj, sizeof obj, "expected/%s", ff_digest_class_name((ff_digest_class)c));
         if (!ff_h5_exists(f, obj)) continue;
         for (int s = 0; s < FF_GOLDEN_N_SLOTS; s++) {
-            const char *an = s < m->n_layers ? m->layers[s].name
+            const char *an = s < m->n_layers             ? m->layers[s].name
                              : s == FF_GOLDEN_E2E_LOGITS ? "end_to_end_logits"
-                             : s == FF_GOLDEN_E2E_OUTPUT ? "end_to_end_output" : NULL;
+                             : s == FF_GOLDEN_E2E_OUTPUT ? "end_to_end_output"
+                                                         : NULL;
             if (!an) continue;
             if (H5Aexists_by_name((hid_t)f, obj, an, H5P_DEFAULT) <= 0) continue;
             FF_TRY(attr_hex(&g->expected[c][s], f, obj, an));
@@ -408,7 +418,8 @@ ff_status ff_golden_load(ff_golden *g, const ff_model *m, const char *path, cons
         g->trusted = true;
     } else if (strcmp(want, g->sha256) != 0) {
         free(buf);
-        return FF_FAIL(FF_ERR_INTEGRITY, "golden '%s' has SHA-256 %s: %s lists %s (file modified or corrupted; "
+        return FF_FAIL(FF_ERR_INTEGRITY,
+                       "golden '%s' has SHA-256 %s: %s lists %s (file modified or corrupted; "
                        "regenerate with golden/make_golden.py, or pass --trust for your own file)",
                        path, g->sha256, manifest, want);
     }
@@ -473,8 +484,8 @@ ff_status ff_golden_weights(ff_weights *wt, const ff_golden *g, const ff_model *
     return ff_golden_check_weights(g, m, wt);
 }
 
-ff_status ff_golden_record(const ff_golden *g, const ff_model *m, ff_digest_class cls,
-                           const uint64_t *digests, const bool *set, const char *manifest, int *changed) {
+ff_status ff_golden_record(const ff_golden *g, const ff_model *m, ff_digest_class cls, const uint64_t *digests,
+                           const bool *set, const char *manifest, int *changed) {
     *changed = 0;
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = H5Fopen(g->path, H5F_ACC_RDWR, H5P_DEFAULT);
@@ -484,15 +495,17 @@ ff_status ff_golden_record(const ff_golden *g, const ff_model *m, ff_digest_clas
     ff_status st = FF_OK;
     for (int s = 0; s < FF_GOLDEN_N_SLOTS && st == FF_OK; s++) {
         if (!set[s]) continue;
-        const char *an = s < m->n_layers ? m->layers[s].name
-                         : s == FF_GOLDEN_E2E_LOGITS ? "end_to_end_logits" : "end_to_end_output";
+        const char *an = s < m->n_layers             ? m->layers[s].name
+                         : s == FF_GOLDEN_E2E_LOGITS ? "end_to_end_logits"
+                                                     : "end_to_end_output";
         bool had = g->has_expected[cls][s];
         if (had && g->expected[cls][s] == digests[s]) continue;
         char hx[17], old[17];
         ff_digest_hex(hx, digests[s]);
         st = ff_h5_write_attr_str((int64_t)f, obj, an, hx);
         if (st == FF_OK) {
-            printf("record: %s %s/%s: %s -> %s\n", g->model, obj, an, had ? ff_digest_hex(old, g->expected[cls][s]) : "(none)", hx);
+            printf("record: %s %s/%s: %s -> %s\n", g->model, obj, an,
+                   had ? ff_digest_hex(old, g->expected[cls][s]) : "(none)", hx);
             (*changed)++;
         }
     }

@@ -13,7 +13,14 @@ double ff_tol_gamma(int64_t k, double u) {
 
 // float32 error of any summation order plus the float64 reference's own error, plus K underflows.
 double ff_tol_dot_bound(double A, int64_t K) {
-    return (ff_tol_gamma(K, FF_TOL_U32) + ff_tol_gamma(K, FF_TOL_U64)) * A + (double)K * FF_TOL_UNDERFLOW;
+    return ff_tol_dot_bound_p(A, K, 0.0);
+}
+
+// Products perturbed by prod_rel first: |sum w'x' - sum w x| <= prod_rel A, and the float32 sum of
+// the perturbed terms errs by gamma_K sum|w'x'| <= gamma_K (1 + prod_rel) A.
+double ff_tol_dot_bound_p(double A, int64_t K, double prod_rel) {
+    return (prod_rel + ff_tol_gamma(K, FF_TOL_U32) * (1.0 + prod_rel) + ff_tol_gamma(K, FF_TOL_U64)) * A +
+           (double)K * FF_TOL_UNDERFLOW;
 }
 
 // Every product path of a Winograd output carries at most nround float32 roundings (winograd.h), so
@@ -45,11 +52,11 @@ double ff_tol_ulp_size(double x) {
 
 const char *ff_tol_rule_name(ff_tol_rule r) {
     switch (r) {
-    case FF_TOL_DOT: return "dot-bound";
-    case FF_TOL_EXACT: return "exact";
-    case FF_TOL_ULP: return "ulp";
-    case FF_TOL_BOUND: return "e2e-bound";
-    case FF_TOL_WINOGRAD: return "winograd-bound";
+        case FF_TOL_DOT: return "dot-bound";
+        case FF_TOL_EXACT: return "exact";
+        case FF_TOL_ULP: return "ulp";
+        case FF_TOL_BOUND: return "e2e-bound";
+        case FF_TOL_WINOGRAD: return "winograd-bound";
     }
     return "?";
 }
@@ -65,8 +72,7 @@ static void result_init(ff_tol_result *r, ff_tol_rule rule, int64_t n) {
 // miss), `ok` whether the element is within its bound. The `worst` slot holds the first failing
 // element (replaced only by a failure with a larger ratio), or while nothing failed the element
 // with the largest ratio: the figures a row prints.
-static void consider(ff_tol_result *r, int64_t i, float ours, double ref, double bound_abs,
-                     double ratio, bool ok) {
+static void consider(ff_tol_result *r, int64_t i, float ours, double ref, double bound_abs, double ratio, bool ok) {
     uint64_t ulp = ff_ulp_distance(ours, (float)ref);
     if (ulp > r->max_ulp) r->max_ulp = ulp;
     double err = fabs((double)ours - ref);
@@ -94,15 +100,17 @@ static double ratio_of(double err, double bound) {
     return err == 0 ? 0.0 : INFINITY;
 }
 
-static void finish(ff_tol_result *r) { r->pass = r->n_fail == 0 && r->n_nan == 0; }
+static void finish(ff_tol_result *r) {
+    r->pass = r->n_fail == 0 && r->n_nan == 0;
+}
 
-void ff_tol_check_dot(ff_tol_result *r, const float *ours, const double *ref, const double *absdot,
-                      int64_t n, int64_t K) {
+void ff_tol_check_dot(ff_tol_result *r, const float *ours, const double *ref, const double *absdot, int64_t n,
+                      int64_t K, double prod_rel) {
     result_init(r, FF_TOL_DOT, n);
     for (int64_t i = 0; i < n; i++) {
         // (1 + 2^-23): the stored float64 reference is float32 + a float32-rounded difference, off
         // by at most 2^-24 of a difference that is itself within the bound (README).
-        double bnd = ff_tol_dot_bound(absdot[i], K) * (1.0 + 0x1p-23);
+        double bnd = ff_tol_dot_bound_p(absdot[i], K, prod_rel) * (1.0 + 0x1p-23);
         double err = fabs((double)ours[i] - ref[i]);
         bool ok = isfinite(ours[i]) && isfinite(ref[i]) && err <= bnd;
         consider(r, i, ours[i], ref[i], bnd, ratio_of(err, bnd), ok);
@@ -110,8 +118,8 @@ void ff_tol_check_dot(ff_tol_result *r, const float *ours, const double *ref, co
     finish(r);
 }
 
-void ff_tol_check_winograd(ff_tol_result *r, const float *ours, const double *ref, const double *Ybar,
-                           int64_t n, int64_t nround, int64_t K) {
+void ff_tol_check_winograd(ff_tol_result *r, const float *ours, const double *ref, const double *Ybar, int64_t n,
+                           int64_t nround, int64_t K) {
     result_init(r, FF_TOL_WINOGRAD, n);
     for (int64_t i = 0; i < n; i++) {
         double bnd = ff_tol_winograd_bound(Ybar[i], nround, K) * (1.0 + 0x1p-23);  // as check_dot
@@ -145,8 +153,7 @@ void ff_tol_check_ulp(ff_tol_result *r, const float *ours, const double *ref, co
     finish(r);
 }
 
-void ff_tol_check_bound(ff_tol_result *r, const float *ours, const double *ref, const double *bound,
-                        int64_t n) {
+void ff_tol_check_bound(ff_tol_result *r, const float *ours, const double *ref, const double *bound, int64_t n) {
     result_init(r, FF_TOL_BOUND, n);
     for (int64_t i = 0; i < n; i++) {
         double err = fabs((double)ours[i] - ref[i]);
@@ -157,8 +164,8 @@ void ff_tol_check_bound(ff_tol_result *r, const float *ours, const double *ref, 
 }
 
 // ---------------------------------------------------------------- float64 bound ingredients
-void ff_tol_absdot_conv(double *out, const float *x_f32, const double *v_f64, const float *w,
-                        const float *b, const ff_layer *L, int64_t n, int wpow) {
+void ff_tol_absdot_conv(double *out, const float *x_f32, const double *v_f64, const float *w, const float *b,
+                        const ff_layer *L, int64_t n, int wpow) {
     const int64_t C = L->in.c, H = L->in.h, W = L->in.w;
     const int64_t K = L->out.c, Ho = L->out.h, Wo = L->out.w;
     const int R = L->kh, S = L->kw, st = L->stride, pad = L->pad;
@@ -197,8 +204,8 @@ void ff_tol_absdot_conv(double *out, const float *x_f32, const double *v_f64, co
     }
 }
 
-void ff_tol_absdot_linear(double *out, const float *x_f32, const double *v_f64, const float *w,
-                          const float *b, const ff_layer *L, int64_t n, int wpow) {
+void ff_tol_absdot_linear(double *out, const float *x_f32, const double *v_f64, const float *w, const float *b,
+                          const ff_layer *L, int64_t n, int wpow) {
     const int64_t in = ff_shape_numel(L->in), nout = L->out.c;
     for (int64_t img = 0; img < n; img++) {
         for (int64_t j = 0; j < nout; j++) {
@@ -221,15 +228,17 @@ void ff_tol_absdot_linear(double *out, const float *x_f32, const double *v_f64, 
 
 // ---------------------------------------------------------------- first-order propagation
 // y = fl(W x + b) with x carrying error d: |dy| <= gamma_K A + |W| d (1 + gamma_K).
-void ff_tol_prop_dot(double *d_out, const double *A, const double *Wd, int64_t K, int64_t count) {
-    double g = ff_tol_gamma(K, FF_TOL_U32);
-    for (int64_t i = 0; i < count; i++) d_out[i] = ff_tol_dot_bound(A[i], K) + (1.0 + g) * Wd[i];
+void ff_tol_prop_dot(double *d_out, const double *A, const double *Wd, int64_t K, int64_t count, double prod_rel) {
+    double g = prod_rel + ff_tol_gamma(K, FF_TOL_U32) * (1.0 + prod_rel);
+    for (int64_t i = 0; i < count; i++) d_out[i] = ff_tol_dot_bound_p(A[i], K, prod_rel) + (1.0 + g) * Wd[i];
 }
 
 // Each of the K roundings (K-1 additions, the products, the bias add) contributes an error
 // uniform in [-u, u] times a partial sum (or product) bounded by A: variance <= u^2/3 A^2 each.
-void ff_tol_stat_dot(double *s_out, const double *A, const double *W2s2, int64_t K, int64_t count) {
-    const double c = FF_TOL_U32 * FF_TOL_U32 * (double)(K + 1) / 3.0;
+void ff_tol_stat_dot(double *s_out, const double *A, const double *W2s2, int64_t K, int64_t count, double prod_rel) {
+    // (reduced-precision factors: each product's error is at most prod_rel |w x|, and
+    // sum (w x)^2 <= A^2)
+    const double c = (FF_TOL_U32 * FF_TOL_U32 * (double)(K + 1) + prod_rel * prod_rel) / 3.0;
     for (int64_t i = 0; i < count; i++) s_out[i] = sqrt(c * A[i] * A[i] + W2s2[i]);
 }
 
@@ -241,8 +250,7 @@ void ff_tol_prop_winograd(double *d_out, const double *Ybar, const double *Wd, i
 
 // As ff_tol_stat_dot: each of the roundings on a path contributes a uniform error of at most u
 // times a partial value whose weighted absolute sum is bounded by Ybar (README).
-void ff_tol_stat_winograd(double *s_out, const double *Ybar, const double *W2s2, int64_t nround,
-                          int64_t count) {
+void ff_tol_stat_winograd(double *s_out, const double *Ybar, const double *W2s2, int64_t nround, int64_t count) {
     const double c = FF_TOL_U32 * FF_TOL_U32 * (double)(nround + 1) / 3.0;
     for (int64_t i = 0; i < count; i++) s_out[i] = sqrt(c * Ybar[i] * Ybar[i] + W2s2[i]);
 }
@@ -272,8 +280,7 @@ void ff_tol_prop_maxpool(double *d_out, const double *d_in, const ff_layer *L, i
 
 // b_c = a_c D_c^-beta, D_c = k + alpha/size sum_{c' in win(c)} a_c'^2:
 // |db_c| <= D^-beta |da_c| + 2 beta alpha/size |a_c| D^(-beta-1) sum_win |a_c'| |da_c'| + local.
-void ff_tol_prop_lrn(double *d_out, const double *d_in, const float *x, const float *y,
-                     const ff_layer *L, int64_t n) {
+void ff_tol_prop_lrn(double *d_out, const double *d_in, const float *x, const float *y, const ff_layer *L, int64_t n) {
     const int64_t C = L->in.c, HW = L->in.h * L->in.w;
     const int size = L->lrn_size;
     const double alpha = L->lrn_alpha, beta = L->lrn_beta, k = L->lrn_k;
@@ -300,8 +307,8 @@ void ff_tol_prop_lrn(double *d_out, const double *d_in, const float *x, const fl
 }
 
 // p_i = e^x_i / sum e^x_j: dp_i = p_i (dx_i - sum_j p_j dx_j), so |dp_i| <= p_i (d_i + sum p_j d_j).
-void ff_tol_prop_softmax(double *d_out, const double *d_in, const float *x, const float *y,
-                         int64_t classes, int64_t n) {
+void ff_tol_prop_softmax(double *d_out, const double *d_in, const float *x, const float *y, int64_t classes,
+                         int64_t n) {
     for (int64_t img = 0; img < n; img++) {
         const float *xr = x + img * classes;
         const float *yr = y + img * classes;
@@ -330,8 +337,8 @@ void ff_tol_topk(int64_t *idx, const float *row, int64_t classes, int k) {
     }
 }
 
-bool ff_tol_topk_agree(const int64_t *ours, const int64_t *ref, int k, const double *ref64,
-                       const double *bound, int *n_tied) {
+bool ff_tol_topk_agree(const int64_t *ours, const int64_t *ref, int k, const double *ref64, const double *bound,
+                       int *n_tied) {
     int tied = 0;
     bool ok = true;
     for (int j = 0; j < k; j++) {

@@ -92,6 +92,10 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w,
     if (o->microbatch < 1 || o->microbatch > o->batch)
         return FF_FAIL(FF_ERR_INPUT, "--microbatch %lld: expected 1..batch (%lld)",
                        (long long)o->microbatch, (long long)o->batch);
+    if ((o->batch + o->microbatch - 1) / o->microbatch > FF_MAX_MICROBATCHES)
+        return FF_FAIL(FF_ERR_INPUT, "--batch %lld / --microbatch %lld makes more than %d "
+                       "micro-batches (raise --microbatch)", (long long)o->batch,
+                       (long long)o->microbatch, FF_MAX_MICROBATCHES);
     int last = m->n_layers - 1;
     if (last >= 0 && m->layers[last].op == FF_OP_SOFTMAX) last--;
     if (last < 0) return FF_FAIL(FF_ERR_INPUT, "model %s: no layers to train", m->name);
@@ -115,7 +119,7 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w,
     t->last = last;
     t->N = w->n_total;
     const int64_t M = o->microbatch, P = t->P;
-    const int64_t nmb_max = (o->batch + M - 1) / M;
+    const int64_t nmb_max = (o->batch + M - 1) / M;  // <= FF_MAX_MICROBATCHES (checked above)
     t->nslots = (nmb_max + P - 1) / P;
     if (t->nslots < 1) t->nslots = 1;
     st = ff_weights_alloc(&t->mom, m);
@@ -305,9 +309,7 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
     *loss = sum / (double)b;
 
     // ---- gradients
-    float *rows[1024];
-    if (nmb > 1024) return FF_FAIL(FF_ERR_INPUT, "train step: %lld micro-batches, at most 1024 "
-                                   "supported (raise --microbatch)", (long long)nmb);
+    float *rows[FF_MAX_MICROBATCHES];  // nmb <= FF_MAX_MICROBATCHES: checked by ff_trainer_create
     if (P == 1 || t->o.reduce == FF_REDUCE_ALLREDUCE) {
         for (int64_t jj = 0; jj < nloc; jj++) rows[jj] = t->slots[jj].g;
         if (nloc > 0) {

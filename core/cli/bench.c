@@ -149,17 +149,18 @@ static ff_status run_peer(peer_result *r, const ff_exec_options *o, const char *
                           int64_t iters) {
     memset(r, 0, sizeof *r);
     const char *py = getenv("FF_PYTHON");
-    if (!py || !*py) py = "python3";
+    if (!py || !*py) py = FF_DEFAULT_PYTHON[0] ? FF_DEFAULT_PYTHON : "python3";
     bool gpu = o->mode == FF_MODE_CUDA || o->mode == FF_MODE_HYBRID || o->mode == FF_MODE_DIRECT;
-    char cmd[1024];
+    char cmd[1024], nproc[16];
+    snprintf(nproc, sizeof nproc, "%d", ranks);
     // CPU modes compare with PyTorch on the CPU (one thread for serial, every core otherwise);
     // GPU modes with eager cuDNN fp32 (TF32 off) or TF32 when --precision tf32.
     snprintf(cmd, sizeof cmd,
              "%s %s/bench/peer_pytorch.py --model %s --batch %lld --iters %lld --device %s --threads %d "
-             "--precision %s%s 2>/dev/null",
+             "--precision %s%s%s 2>/dev/null",
              py, FF_SOURCE_DIR, model, (long long)batch, (long long)iters, gpu ? "cuda" : "cpu",
              o->mode == FF_MODE_SERIAL ? 1 : 0, o->precision == FF_PRECISION_TF32 ? "tf32" : "fp32",
-             gpu && ranks > 1 ? " --ddp" : "");
+             gpu && ranks > 1 ? " --ddp --nproc " : "", gpu && ranks > 1 ? nproc : "");
     FILE *p = popen(cmd, "r");
     if (!p) return FF_FAIL(FF_ERR_IO, "cannot start the PyTorch peer: %s", cmd);
     char text[8192];

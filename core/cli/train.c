@@ -134,6 +134,10 @@ static int parse_args(train_args *a, int argc, char **argv) {
                 a->mode);
         return -1;
     }
+    if (a->resume && !a->ckpt_dir) {
+        fprintf(stderr, "fivefold train: --resume needs --checkpoint-dir (where the checkpoint is)\n");
+        return -1;
+    }
     if (a->o.microbatch > a->o.batch) a->o.microbatch = a->o.batch;
     return 0;
 }

@@ -10,32 +10,33 @@
 #include "fivefold/verify.h"
 
 static void help(void) {
-    printf("usage: fivefold verify [--model alexnet|mnist-cnn] [--mode serial|mpi|cuda|hybrid|direct]\n"
-           "                       [--split batch|rows|replicate] [--ranks P] [--batch N] [--golden F.h5]\n"
-           "                       [--filter REGEX] [--json OUT.json] [--record] [--trust]\n"
-           "                       [--inject-fault LAYER] [--backend own|vendor] [--precision fp32|tf32]\n\n"
-           "Checks the mode against the PyTorch golden file (golden/README.md explains every rule):\n"
-           "  per layer   the golden float32 input of each layer through our layer, against PyTorch's\n"
-           "              float64 output: dot-product layers within the float32 forward-error bound\n"
-           "              gamma_K (|b| + sum|w x|), relu/maxpool/flatten exact, lrn/softmax a derived ULP bound\n"
-           "  end to end  logits and output within a propagated error bound; top-1/top-5 = PyTorch's\n"
-           "  digests     each output's FNV-1a digest against the one recorded for its digest class\n"
-           "One row per check: case, max ULP, %% of bound used, worst element (ours, reference),\n"
-           "digest, PASS/FAIL. Ends with 'N passed, M failed'. Exit 0 all passed, 4 a check failed,\n"
-           "2 bad usage or a refused golden, 77 mode unavailable here.\n"
-           "  --model M         default: every model\n"
-           "  --ranks P         informational (case strings); multi-rank modes take the mpiexec size\n"
-           "  --batch N         use the first N golden images (default: all)\n"
-           "  --golden F        default: golden/data/<model>.h5 of the source tree or the current directory\n"
-           "  --trust           accept a golden not listed in golden/MANIFEST.sha256 (your own files)\n"
-           "  --manifest M      a different manifest file (tests)\n"
-           "  --filter REGEX    only the checks whose case string matches (POSIX extended regex)\n"
-           "  --json OUT        also write the rows as JSON\n"
-           "  --record          store this run's output digests as the reference for the mode's digest\n"
-           "                    class in the golden (and update the manifest); prints what changed\n"
-           "  --inject-fault L  test hook: perturb layer L's first output element (name or index);\n"
-           "                    verify must fail\n"
-           "Multi-rank: mpiexec -n 4 fivefold verify --mode mpi --split rows --model alexnet\n");
+    printf(
+        "usage: fivefold verify [--model alexnet|mnist-cnn] [--mode serial|mpi|cuda|hybrid|direct]\n"
+        "                       [--split batch|rows|replicate] [--ranks P] [--batch N] [--golden F.h5]\n"
+        "                       [--filter REGEX] [--json OUT.json] [--record] [--trust]\n"
+        "                       [--inject-fault LAYER] [--backend own|vendor] [--precision fp32|tf32]\n\n"
+        "Checks the mode against the PyTorch golden file (golden/README.md explains every rule):\n"
+        "  per layer   the golden float32 input of each layer through our layer, against PyTorch's\n"
+        "              float64 output: dot-product layers within the float32 forward-error bound\n"
+        "              gamma_K (|b| + sum|w x|), relu/maxpool/flatten exact, lrn/softmax a derived ULP bound\n"
+        "  end to end  logits and output within a propagated error bound; top-1/top-5 = PyTorch's\n"
+        "  digests     each output's FNV-1a digest against the one recorded for its digest class\n"
+        "One row per check: case, max ULP, %% of bound used, worst element (ours, reference),\n"
+        "digest, PASS/FAIL. Ends with 'N passed, M failed'. Exit 0 all passed, 4 a check failed,\n"
+        "2 bad usage or a refused golden, 77 mode unavailable here.\n"
+        "  --model M         default: every model\n"
+        "  --ranks P         informational (case strings); multi-rank modes take the mpiexec size\n"
+        "  --batch N         use the first N golden images (default: all)\n"
+        "  --golden F        default: golden/data/<model>.h5 of the source tree or the current directory\n"
+        "  --trust           accept a golden not listed in golden/MANIFEST.sha256 (your own files)\n"
+        "  --manifest M      a different manifest file (tests)\n"
+        "  --filter REGEX    only the checks whose case string matches (POSIX extended regex)\n"
+        "  --json OUT        also write the rows as JSON\n"
+        "  --record          store this run's output digests as the reference for the mode's digest\n"
+        "                    class in the golden (and update the manifest); prints what changed\n"
+        "  --inject-fault L  test hook: perturb layer L's first output element (name or index);\n"
+        "                    verify must fail\n"
+        "Multi-rank: mpiexec -n 4 fivefold verify --mode mpi --split rows --model alexnet\n");
 }
 
 typedef struct {
@@ -46,36 +47,43 @@ typedef struct {
 
 static int parse(verify_args *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},   {"mode", required_argument, 0, 'M'},
-        {"split", required_argument, 0, 's'},   {"ranks", required_argument, 0, 'P'},
-        {"golden", required_argument, 0, 'g'},  {"filter", required_argument, 0, 'F'},
-        {"json", required_argument, 0, 'j'},    {"record", no_argument, 0, 'r'},
-        {"trust", no_argument, 0, 'T'},         {"inject-fault", required_argument, 0, 'f'},
-        {"batch", required_argument, 0, 'n'},   {"backend", required_argument, 0, 'b'},
-        {"precision", required_argument, 0, 'p'}, {"manifest", required_argument, 0, 'X'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0}};
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"mode", required_argument, 0, 'M'},
+                                         {"split", required_argument, 0, 's'},
+                                         {"ranks", required_argument, 0, 'P'},
+                                         {"golden", required_argument, 0, 'g'},
+                                         {"filter", required_argument, 0, 'F'},
+                                         {"json", required_argument, 0, 'j'},
+                                         {"record", no_argument, 0, 'r'},
+                                         {"trust", no_argument, 0, 'T'},
+                                         {"inject-fault", required_argument, 0, 'f'},
+                                         {"batch", required_argument, 0, 'n'},
+                                         {"backend", required_argument, 0, 'b'},
+                                         {"precision", required_argument, 0, 'p'},
+                                         {"manifest", required_argument, 0, 'X'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         ff_status st = FF_OK;
         switch (c) {
-        case 'm': a->model = optarg; break;
-        case 'M': a->mode = optarg; break;
-        case 's': a->split = optarg; break;
-        case 'P': st = ff_cli_parse_i64(&a->ranks, "--ranks", optarg, 1, 1 << 20); break;
-        case 'g': a->golden = optarg; break;
-        case 'F': a->filter = optarg; break;
-        case 'j': a->json = optarg; break;
-        case 'r': a->record = true; break;
-        case 'T': a->trust = true; break;
-        case 'f': a->fault = optarg; break;
-        case 'n': st = ff_cli_parse_i64(&a->batch, "--batch", optarg, 1, FF_CLI_MAX_BATCH); break;
-        case 'b': a->backend = optarg; break;
-        case 'p': a->precision = optarg; break;
-        case 'X': a->manifest = optarg; break;
-        case 'h': help(); return -1;
-        default: return ff_cli_usage("verify", "unknown or incomplete option '%s'", argv[optind - 1]);
+            case 'm': a->model = optarg; break;
+            case 'M': a->mode = optarg; break;
+            case 's': a->split = optarg; break;
+            case 'P': st = ff_cli_parse_i64(&a->ranks, "--ranks", optarg, 1, 1 << 20); break;
+            case 'g': a->golden = optarg; break;
+            case 'F': a->filter = optarg; break;
+            case 'j': a->json = optarg; break;
+            case 'r': a->record = true; break;
+            case 'T': a->trust = true; break;
+            case 'f': a->fault = optarg; break;
+            case 'n': st = ff_cli_parse_i64(&a->batch, "--batch", optarg, 1, FF_CLI_MAX_BATCH); break;
+            case 'b': a->backend = optarg; break;
+            case 'p': a->precision = optarg; break;
+            case 'X': a->manifest = optarg; break;
+            case 'h': help(); return -1;
+            default: return ff_cli_usage("verify", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
         if (st != FF_OK) return ff_cli_fail("verify", st);
     }
@@ -99,7 +107,8 @@ static int verify_model(const verify_args *a, const char *model, int *passed, in
     ff_verify_config_default(&cfg);
     ff_status st = ff_model_init(&m, model);
     if (st == FF_OK)
-        st = ff_cli_exec_options(&cfg.exec, &m, a->mode, a->split, a->backend, a->precision, fault_name(&m, a->fault), false);
+        st = ff_cli_exec_options(&cfg.exec, &m, a->mode, a->split, a->backend, a->precision, fault_name(&m, a->fault),
+                                 false);
     if (st != FF_OK) return ff_cli_fail("verify", st);
     if (ff_mode_is_multirank(cfg.exec.mode)) {
         if ((st = ff_cli_mpi_comm(&cfg.exec.comm)) != FF_OK) return ff_cli_fail("verify", st);
@@ -154,8 +163,10 @@ static int verify_model(const verify_args *a, const char *model, int *passed, in
             }
             rep.rows[rep.n_rows++] = *r;
             ff_verify_print_row(stdout, r);
-            if (r->pass) rep.passed++;
-            else rep.failed++;
+            if (r->pass)
+                rep.passed++;
+            else
+                rep.failed++;
         }
         rep.pass = rep.failed == 0 && rep.n_rows > 0;
         if (use_re) regfree(&re);
@@ -202,5 +213,7 @@ int ff_cmd_verify(int argc, char **argv) {
     // Only rank 0 holds the rows and the verdict (mpiexec exits with the largest rank exit code).
     if (ff_cli_rank() != 0) return FF_EXIT_OK;
     printf("%d passed, %d failed\n", passed, failed);
-    return failed ? FF_EXIT_CHECK_FAILED : (passed ? FF_EXIT_OK : ff_cli_usage("verify", "--filter '%s' matched no check", a.filter ? a.filter : ""));
+    return failed ? FF_EXIT_CHECK_FAILED
+                  : (passed ? FF_EXIT_OK
+                            : ff_cli_usage("verify", "--filter '%s' matched no check", a.filter ? a.filter : ""));
 }

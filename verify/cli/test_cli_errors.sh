@@ -48,7 +48,10 @@ expect 2 "weights/conv1/w' has shape \(32, 1, 3, 3\): expected \(96, 3, 11, 11\)
 expect 2 "dataset 'input' is missing" -- infer --model mnist-cnn --input "$tmp/mnist.h5"
 expect 2 -- "--inject-fault 'conv9': model mnist-cnn has no such layer" -- infer --model mnist-cnn --inject-fault conv9
 expect 2 -- "--precision 'fp16': expected fp32\|tf32" -- infer --model mnist-cnn --precision fp16
+# No GPU (hidden from the CUDA runtime where one exists): exit 77 with a clear message.
+export CUDA_VISIBLE_DEVICES=
 expect 77 "(built without CUDA|no CUDA device)" -- infer --model mnist-cnn --mode cuda
+unset CUDA_VISIBLE_DEVICES
 expect 0 "output digest: [0-9a-f]{16}" -- infer --model mnist-cnn --weights "$tmp/mnist.h5" --batch 2
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

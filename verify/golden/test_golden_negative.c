@@ -172,13 +172,32 @@ static void changed_reference_digest_fails(void **state) {
     assert_int_equal(rep.rows[1].digest_state, -1);
     assert_non_null(strstr(rep.rows[1].note, "0123456789abcdef"));
     ff_verify_report_free(&rep);
+    // --record refuses a run with a fault (values out of tolerance) ...
+    c.record = true;
+    c.exec.fault_layer = 0;
+    assert_int_equal(ff_verify_run(&rep, &c), FF_ERR_INPUT);
+    ff_verify_report_free(&rep);
+    // ... and accepts the deliberate change: it writes the new digest, the rows pass, and the next
+    // run compares with the new digest.
+    c.exec.fault_layer = -1;
+    assert_int_equal(ff_verify_run(&rep, &c), FF_OK);
+    assert_int_equal(rep.recorded, 1);
+    assert_true(rep.pass);
+    uint64_t conv2 = rep.rows[1].digest;
+    ff_verify_report_free(&rep);
+    c.record = false;
+    assert_int_equal(ff_verify_run(&rep, &c), FF_OK);
+    assert_true(rep.pass);
+    assert_int_equal(rep.rows[1].digest_state, 1);
+    assert_true(rep.rows[1].expected_digest == conv2);
+    ff_verify_report_free(&rep);
 }
 
 // ---------------------------------------------------------------- deliberately wrong layers
 // A direct convolution with two possible mistakes: the padding used in the index off by
 // `pad_delta`, and the kernel read transposed (w[k][c][s][r]). With neither it is correct.
-static void conv_variant(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
-                         int64_t n, int pad_delta, int transpose) {
+static void conv_variant(float *out, const float *in, const float *w, const float *b, const ff_layer *L, int64_t n,
+                         int pad_delta, int transpose) {
     const int64_t C = L->in.c, H = L->in.h, W = L->in.w, K = L->out.c, Ho = L->out.h, Wo = L->out.w;
     const int R = L->kh, S = L->kw, pad = L->pad + pad_delta;
     for (int64_t img = 0; img < n; img++)
@@ -216,8 +235,8 @@ static void maxpool_variant(float *out, const float *in, const ff_layer *L, int6
             }
 }
 
-static bool judge_conv(const ff_golden *g, const ff_model *m, const ff_weights *wt, int i, int pad_delta,
-                       int transpose, ff_tol_result *r) {
+static bool judge_conv(const ff_golden *g, const ff_model *m, const ff_weights *wt, int i, int pad_delta, int transpose,
+                       ff_tol_result *r) {
     const ff_layer *L = &m->layers[i];
     size_t count = (size_t)(g->n * ff_shape_numel(L->out));
     float *out = malloc(count * sizeof(float));
@@ -225,7 +244,7 @@ static bool judge_conv(const ff_golden *g, const ff_model *m, const ff_weights *
     assert_true(out && A);
     conv_variant(out, g->layers[i].in_f32, wt->w[i], wt->b[i], L, g->n, pad_delta, transpose);
     ff_tol_absdot_conv(A, g->layers[i].in_f32, NULL, wt->w[i], wt->b[i], L, g->n, 1);
-    ff_tol_check_dot(r, out, g->layers[i].out_f64, A, (int64_t)count, L->fan_in + 1);
+    ff_tol_check_dot(r, out, g->layers[i].out_f64, A, (int64_t)count, L->fan_in + 1, 0.0);
     free(out);
     free(A);
     return r->pass;
@@ -252,8 +271,8 @@ static void wrong_conv_variants_fail(void **state) {
             ff_tol_result r;
             assert_true(judge_conv(&g, &m, &wt, i, 0, 0, &r));  // control: the correct variant passes
             assert_false(judge_conv(&g, &m, &wt, i, +1, 0, &r));
-            printf("%s %s padding %d instead of %d: %lld of %lld elements outside, %.3g x bound\n", names[k],
-                   layers[j], m.layers[i].pad + 1, m.layers[i].pad, (long long)r.n_fail, (long long)r.n, r.max_ratio);
+            printf("%s %s padding %d instead of %d: %lld of %lld elements outside, %.3g x bound\n", names[k], layers[j],
+                   m.layers[i].pad + 1, m.layers[i].pad, (long long)r.n_fail, (long long)r.n, r.max_ratio);
             assert_false(judge_conv(&g, &m, &wt, i, -1, 0, &r));
             assert_false(judge_conv(&g, &m, &wt, i, 0, 1, &r));
             printf("%s %s transposed kernel: %lld of %lld elements outside, %.3g x bound\n", names[k], layers[j],
@@ -318,7 +337,7 @@ static void nan_in_one_element_fails(void **state) {
             if (bad) out[count / 3] = NAN;
             if (L->op == FF_OP_LINEAR) {
                 ff_tol_absdot_linear(A, g.layers[i].in_f32, NULL, wt.w[i], wt.b[i], L, g.n, 1);
-                ff_tol_check_dot(&r, out, g.layers[i].out_f64, A, (int64_t)count, L->fan_in + 1);
+                ff_tol_check_dot(&r, out, g.layers[i].out_f64, A, (int64_t)count, L->fan_in + 1, 0.0);
             } else if (L->op == FF_OP_SOFTMAX) {
                 ff_tol_check_ulp(&r, out, g.layers[i].out_f64, NULL, 1e6, (int64_t)count);
             } else {
@@ -382,14 +401,10 @@ static void injected_fault_fails_every_layer(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(flipped_byte_is_refused),
-        cmocka_unit_test(unlisted_golden_needs_trust),
-        cmocka_unit_test(weight_bit_flip_fails),
-        cmocka_unit_test(changed_reference_digest_fails),
-        cmocka_unit_test(wrong_conv_variants_fail),
-        cmocka_unit_test(wrong_maxpool_fails),
-        cmocka_unit_test(nan_in_one_element_fails),
-        cmocka_unit_test(injected_fault_fails_every_layer),
+        cmocka_unit_test(flipped_byte_is_refused),  cmocka_unit_test(unlisted_golden_needs_trust),
+        cmocka_unit_test(weight_bit_flip_fails),    cmocka_unit_test(changed_reference_digest_fails),
+        cmocka_unit_test(wrong_conv_variants_fail), cmocka_unit_test(wrong_maxpool_fails),
+        cmocka_unit_test(nan_in_one_element_fails), cmocka_unit_test(injected_fault_fails_every_layer),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

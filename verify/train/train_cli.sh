@@ -4,7 +4,8 @@
 #             digests; a crash inside a checkpoint write keeps the previous checkpoint usable;
 #             a resume with another recipe and a corrupted checkpoint are refused (exit 2)
 #   accuracy  one epoch on 4000 images reaches the asserted test accuracy
-#   mpi       serial = mpi P=1,2,3,4 (mpiexec): identical weights and loss digests
+#   mpi       serial = mpi P=1,2,3,4 (mpiexec): identical weights and loss digests; a checkpoint
+#             written by 2 ranks and resumed on 3 continues the same trajectory
 # Usage: train_cli.sh CASE   (env FIVEFOLD = the binary, MPIEXEC = mpiexec, DATA = data folder)
 # Exit 77 (CTest: skipped, not passed) when the data set is not installed.
 set -u
@@ -97,6 +98,14 @@ mpi)
         echo "mpi P=$P: $GOT"
         [ "$GOT" = "$REF" ] || { diff "$T/serial.txt" "$T/mpi$P.txt"; fail "mpi P=$P differs from serial"; }
     done
+    # A checkpoint written by 2 ranks, resumed on 3: still the serial trajectory.
+    $MPIEXEC -n 2 "$F" train --mode mpi $A --steps 2 --checkpoint-dir "$T/ck" > "$T/p2.txt" 2>&1 \
+        || { cat "$T/p2.txt"; fail "mpi P=2, 2 steps"; }
+    $MPIEXEC -n 3 "$F" train --mode mpi $A --checkpoint-dir "$T/ck" --resume > "$T/p3.txt" 2>&1 \
+        || { cat "$T/p3.txt"; fail "mpi P=3 resume"; }
+    GOT=$(digests "$T/p3.txt")
+    echo "mpi P=2 for 2 steps, resumed on P=3: $GOT"
+    [ "$GOT" = "$REF" ] || fail "P=2 checkpoint resumed on P=3 differs from serial"
     ;;
 *)
     fail "unknown case '$CASE' (resume, accuracy, mpi)"

@@ -60,27 +60,65 @@ static void dot_bound_holds_for_any_order(void **state) {
         ours_p[t] = part[0];
     }
     ff_tol_result r;
-    ff_tol_check_dot(&r, ours_f, ref, A, N, K);
+    ff_tol_check_dot(&r, ours_f, ref, A, N, K, 0.0);
     assert_true(r.pass);
     assert_true(r.max_ratio < 1.0);
-    ff_tol_check_dot(&r, ours_b, ref, A, N, K);
+    ff_tol_check_dot(&r, ours_b, ref, A, N, K, 0.0);
     assert_true(r.pass);
-    ff_tol_check_dot(&r, ours_p, ref, A, N, K);
+    ff_tol_check_dot(&r, ours_p, ref, A, N, K, 0.0);
     assert_true(r.pass);
     assert_int_equal(r.n_fail, 0);
     // A wrong value: one element off by 1% of A fails, and is the reported worst element.
     ours_f[17] = (float)(ref[17] + 0.01 * A[17]);
-    ff_tol_check_dot(&r, ours_f, ref, A, N, K);
+    ff_tol_check_dot(&r, ours_f, ref, A, N, K, 0.0);
     assert_false(r.pass);
     assert_int_equal(r.n_fail, 1);
     assert_int_equal(r.worst, 17);
     assert_true(r.max_ratio > 1.0);
     // NaN fails.
     ours_f[17] = NAN;
-    ff_tol_check_dot(&r, ours_f, ref, A, N, K);
+    ff_tol_check_dot(&r, ours_f, ref, A, N, K, 0.0);
     assert_false(r.pass);
     assert_int_equal(r.n_nan, 1);
     assert_int_equal(r.worst, 17);
+}
+
+// Round a float to TF32 (10 explicit mantissa bits, round to nearest even), as tensor cores do.
+static float tf32(float x) {
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    b = (b + 0xFFFu + ((b >> 13) & 1u)) & ~0x1FFFu;
+    memcpy(&x, &b, 4);
+    return x;
+}
+
+// --precision tf32: products of TF32-rounded factors summed in float32 exceed the float32 bound
+// but stay within the bound with FF_TOL_TF32_PRODUCT.
+static void tf32_products_need_their_term(void **state) {
+    (void)state;
+    enum { N = 100, K = 9 };  // few terms: the float32 bound is tight, TF32 rounding is not
+    static float w[K], x[K];
+    float ours[N];
+    double ref[N], A[N];
+    for (int t = 0; t < N; t++) {
+        ff_rng_fill(w, K, 21, (uint64_t)t, 1.0f);
+        ff_rng_fill(x, K, 22, (uint64_t)t, 1.0f);
+        double s = 0, a = 0;
+        float f = 0;
+        for (int i = 0; i < K; i++) {
+            s += (double)w[i] * (double)x[i];
+            a += fabs((double)w[i] * (double)x[i]);
+            f += tf32(w[i]) * tf32(x[i]);
+        }
+        ref[t] = s;
+        A[t] = a;
+        ours[t] = f;
+    }
+    ff_tol_result r;
+    ff_tol_check_dot(&r, ours, ref, A, N, K, 0.0);
+    assert_false(r.pass);
+    ff_tol_check_dot(&r, ours, ref, A, N, K, FF_TOL_TF32_PRODUCT);
+    assert_true(r.pass);
 }
 
 static void exact_rule(void **state) {
@@ -200,7 +238,8 @@ static void absdot_conv_matches_direct(void **state) {
                             for (int s = 0; s < 3; s++) {
                                 int ih = oh * 2 - 1 + r, iw = ow * 2 - 1 + s;
                                 if (ih < 0 || ih >= 7 || iw < 0 || iw >= 6) continue;
-                                a += fabs((double)w[(k * 3 + c) * 9 + r * 3 + s]) * fabs((double)x[((n * 3 + c) * 7 + ih) * 6 + iw]);
+                                a += fabs((double)w[(k * 3 + c) * 9 + r * 3 + s]) *
+                                     fabs((double)x[((n * 3 + c) * 7 + ih) * 6 + iw]);
                             }
                     assert_true(fabs(a - out[((n * 2 + k) * 4 + oh) * 3 + ow]) <= 1e-12 * a);
                 }
@@ -216,6 +255,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gamma_values),
         cmocka_unit_test(dot_bound_holds_for_any_order),
+        cmocka_unit_test(tf32_products_need_their_term),
         cmocka_unit_test(exact_rule),
         cmocka_unit_test(ulp_rule_and_softmax_bound),
         cmocka_unit_test(bound_rule_and_topk_ties),

@@ -31,42 +31,42 @@ const char *ff_digest_class_name(ff_digest_class c);  // "cpu", "gpu"
 #define FF_GOLDEN_N_SLOTS (FF_MAX_LAYERS + 2)
 
 typedef struct {
-    float *in_f32;     // (n, layer in): PyTorch's float32 input of the layer
-    float *out_f32;    // (n, layer out): PyTorch's float32 output
-    double *out_f64;   // (n, layer out): float64 output from the same float32 input
+    float *in_f32;        // (n, layer in): PyTorch's float32 input of the layer
+    float *out_f32;       // (n, layer out): PyTorch's float32 output
+    double *out_f64;      // (n, layer out): float64 output from the same float32 input
     uint64_t out_digest;  // FNV-1a of out_f32 as the file records it (checked on load)
 } ff_golden_layer;
 
 typedef struct {
     char path[1024];
     char sha256[65];
-    bool trusted;           // loaded without a manifest entry (--trust)
+    bool trusted;  // loaded without a manifest entry (--trust)
     int64_t format_version;
     char model[32];
     char weights_source[32];  // "generator" or "state_dict"
     char generator[64], torch_version[32], created[32];
     uint64_t seed;
-    int64_t n;              // images in the file (all arrays below hold n images)
-    float *input;           // (n, C, H, W)
+    int64_t n;     // images in the file (all arrays below hold n images)
+    float *input;  // (n, C, H, W)
     int n_layers;
     ff_golden_layer layers[FF_MAX_LAYERS];
-    int logits_layer;       // index of the layer whose output is the logits (last linear)
-    double *logits_f64;     // (n, classes of logits_layer): the float64 chain from the float32 input
-    double *probs_f64;      // (n, classes): same, through softmax
-    int64_t *top5;          // (n, 5): PyTorch's float32 top-5 (from its float32 logits)
+    int logits_layer;    // index of the layer whose output is the logits (last linear)
+    double *logits_f64;  // (n, classes of logits_layer): the float64 chain from the float32 input
+    double *probs_f64;   // (n, classes): same, through softmax
+    int64_t *top5;       // (n, 5): PyTorch's float32 top-5 (from its float32 logits)
     // Weight digests as recorded (FNV-1a-64 of each tensor, and of all parameters in order).
     uint64_t w_digest[FF_MAX_LAYERS], b_digest[FF_MAX_LAYERS], weights_digest;
-    bool weights_stored;    // /weights/<layer>/w and b are in the file
-    int64_t file;           // the HDF5 file (an in-memory image of the checked bytes), open until free
+    bool weights_stored;  // /weights/<layer>/w and b are in the file
+    int64_t file;         // the HDF5 file (an in-memory image of the checked bytes), open until free
     // Recorded digests of fivefold's own reference outputs (verify --record), per class and slot.
     uint64_t expected[FF_N_CLASSES][FF_GOLDEN_N_SLOTS];
     bool has_expected[FF_N_CLASSES][FF_GOLDEN_N_SLOTS];
 } ff_golden;
 
 typedef struct {
-    bool trust;             // accept a file the manifest does not list
-    const char *manifest;   // NULL: golden/MANIFEST.sha256 next to the file's directory, then the
-                            // source tree's (FF_SOURCE_DIR), then ./golden/
+    bool trust;            // accept a file the manifest does not list
+    const char *manifest;  // NULL: golden/MANIFEST.sha256 next to the file's directory, then the
+                           // source tree's (FF_SOURCE_DIR), then ./golden/
 } ff_golden_options;
 
 // The default golden path for a model: <source dir>/golden/data/<model>.h5 if it exists, else
@@ -96,8 +96,8 @@ void ff_manifest_default(char *out, size_t cap, const char *path);
 // g->path (attributes named after the layer, "end_to_end_logits", "end_to_end_output"), updates
 // the manifest entry, and prints one line per digest that changed (old -> new) to stdout.
 // Returns the number of changed digests in *changed.
-ff_status ff_golden_record(const ff_golden *g, const ff_model *m, ff_digest_class cls,
-                           const uint64_t *digests, const bool *set, const char *manifest, int *changed);
+ff_status ff_golden_record(const ff_golden *g, const ff_model *m, ff_digest_class cls, const uint64_t *digests,
+                           const bool *set, const char *manifest, int *changed);
 
 #ifdef __cplusplus
 }

@@ -12,10 +12,10 @@ extern "C" {
 #endif
 
 typedef struct {
-    uint32_t h[8];       // chaining state
-    uint64_t nbytes;     // message length so far
-    uint8_t block[64];   // pending partial block
-    size_t fill;         // bytes in block
+    uint32_t h[8];      // chaining state
+    uint64_t nbytes;    // message length so far
+    uint8_t block[64];  // pending partial block
+    size_t fill;        // bytes in block
 } ff_sha256_ctx;
 
 void ff_sha256_init(ff_sha256_ctx *c);

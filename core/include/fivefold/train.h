@@ -33,7 +33,8 @@
 extern "C" {
 #endif
 
-#define FF_MAX_RANKS_TRAIN 256  // rank count a trainer supports (fixed-size count arrays)
+#define FF_MAX_RANKS_TRAIN 256     // rank count a trainer supports (fixed-size count arrays)
+#define FF_MAX_MICROBATCHES 1024  // micro-batches per global batch (ceil(B / M))
 
 typedef enum { FF_REDUCE_DETERMINISTIC, FF_REDUCE_ALLREDUCE } ff_reduce;
 ff_status ff_reduce_parse(ff_reduce *out, const char *s);  // "deterministic" | "allreduce"

@@ -25,42 +25,46 @@ extern "C" {
 #endif
 
 typedef struct {
-    const char *model;       // "alexnet", "mnist-cnn"
-    ff_exec_options exec;    // mode, split, backend, precision, fault_layer (--inject-fault), comm;
-                             // max_batch is set by the runner
-    int64_t batch;           // golden images to use (first `batch`); 0: all
-    const char *golden;      // NULL: ff_golden_default_path(model)
-    bool trust;              // accept a golden not listed in the manifest
-    const char *manifest;    // NULL: the default manifest for the golden's path
-    const char *filter;      // POSIX extended regex matched against each case string; NULL: all
-    bool record;             // write this run's digests into /expected/<class> (see ff_golden_record)
-    int ranks;               // for the case strings when exec.comm is NULL (1)
-    FILE *progress;          // rows are printed here as they are made (NULL: silent)
+    const char *model;     // "alexnet", "mnist-cnn"
+    ff_exec_options exec;  // mode, split, backend, precision, fault_layer (--inject-fault), comm;
+                           // max_batch is set by the runner
+    int64_t batch;         // golden images to use (first `batch`); 0: all
+    const char *golden;    // NULL: ff_golden_default_path(model)
+    bool trust;            // accept a golden not listed in the manifest
+    const char *manifest;  // NULL: the default manifest for the golden's path
+    const char *filter;    // POSIX extended regex matched against each case string; NULL: all
+    bool record;           // write this run's digests into /expected/<class> (ff_golden_record):
+                           // refused unless every row passes or fails only on its recorded digest
+                           // (a deliberate change of the reference's bits); those rows then pass
+    int ranks;             // for the case strings when exec.comm is NULL (1)
+    FILE *progress;        // rows are printed here as they are made (NULL: silent)
 } ff_verify_config;
 
 void ff_verify_config_default(ff_verify_config *c);
 
 typedef struct {
-    char case_str[384];      // "alexnet serial conv2(K=256,R=5,s=1,p=2,N=2,P=1,split=none)"
-    char check[24];          // "weights", "layer", "end-to-end-logits", "end-to-end-output"
-    int layer;               // layer index, -1 for weights and end-to-end rows
-    ff_tol_result tol;       // the deciding figures
-    uint64_t digest;         // FNV-1a of our output
-    int digest_state;        // 0: nothing recorded to compare, 1: equals the recorded one, -1: differs
+    char case_str[384];  // "alexnet serial conv2(K=256,R=5,s=1,p=2,N=2,P=1,split=none)"
+    char check[24];      // "weights", "layer", "end-to-end-logits", "end-to-end-output"
+    int layer;           // layer index, -1 for weights and end-to-end rows
+    ff_tol_result tol;   // the deciding figures
+    uint64_t digest;     // FNV-1a of our output
+    int digest_state;    // 0: nothing recorded to compare, 1: equals the recorded one, -1: differs
     uint64_t expected_digest;
     bool pass;
-    char note[320];          // why it failed, ties, bound figures
+    bool digest_only;  // failed only because the digest differs from the recorded one
+                       // (values within tolerance): what --record may accept
+    char note[320];    // why it failed, ties, bound figures
 } ff_verify_row;
 
 typedef struct {
     ff_verify_row *rows;
     int n_rows, cap;
     int passed, failed;
-    bool pass;                  // every row passed (and at least one ran)
-    uint64_t output_digest;     // digest of the end-to-end output (0 when that row did not run)
+    bool pass;               // every row passed (and at least one ran)
+    uint64_t output_digest;  // digest of the end-to-end output (0 when that row did not run)
     uint64_t logits_digest;
-    int64_t batch;              // images used
-    int recorded;               // digests changed by --record
+    int64_t batch;  // images used
+    int recorded;   // digests changed by --record
     char golden_path[1024];
     char golden_sha256[65];
     char digest_class[8];
@@ -74,8 +78,8 @@ ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg);
 void ff_verify_report_free(ff_verify_report *rep);
 
 // The gate `bench` uses: exactly (model, mode, split, batch, fault layer, golden path).
-ff_status ff_verify_gate(ff_verify_report *rep, const char *model, ff_mode mode, ff_split split,
-                         int64_t batch, int fault_layer, const char *golden, struct ff_comm *comm);
+ff_status ff_verify_gate(ff_verify_report *rep, const char *model, ff_mode mode, ff_split split, int64_t batch,
+                         int fault_layer, const char *golden, struct ff_comm *comm);
 
 void ff_verify_print_row(FILE *out, const ff_verify_row *r);
 void ff_verify_print_summary(FILE *out, const ff_verify_report *rep);  // "N passed, M failed"
