@@ -68,6 +68,24 @@ ff_status ff_bench_time(ff_bench_timing *t, ff_executor *e, float *y, const floa
     t->min_ms = ms[0];
     t->max_ms = ms[iters - 1];
     free(ms);
+    // Device-resident replays (GPU modes; the untraced pass only, single process).
+    if (e->ext && e->ext->time_resident && !e->opt.trace && !(comm && ff_comm_size(comm) > 1)) {
+        double *rs = malloc((size_t)iters * sizeof(double));
+        if (!rs) return FF_FAIL(FF_ERR_OOM, "timings");
+        st = ff_exec_time_resident(e, n, iters, rs);
+        if (st == FF_OK) st = ff_exec_resident_output(e, y, n);
+        if (st != FF_OK) {
+            free(rs);
+            return st;
+        }
+        if (ff_digest_f32(y, (size_t)(n * m->classes)) != expect_digest) t->resident_wrong++, t->wrong++;
+        qsort(rs, (size_t)iters, sizeof(double), cmp_double);
+        t->has_resident = true;
+        t->resident_median_ms = iters % 2 ? rs[iters / 2] : 0.5 * (rs[iters / 2 - 1] + rs[iters / 2]);
+        t->resident_min_ms = rs[0];
+        t->resident_max_ms = rs[iters - 1];
+        free(rs);
+    }
     t->images_per_s = (double)n / (t->median_ms / 1e3);
     t->gflops = (double)m->flops_total * (double)n / (t->median_ms / 1e3) / 1e9;
     if (tr && tr->calls > 0) {

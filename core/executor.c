@@ -102,6 +102,28 @@ ff_status ff_exec_forward(ff_executor *e, float *out, const float *in, int64_t n
     return st;
 }
 
+const char *ff_exec_layer_algorithm(ff_executor *e, int layer) {
+    const char *a = NULL;
+    if (e && e->ext && e->ext->layer_algorithm && layer >= 0 && layer < e->model->n_layers)
+        a = e->ext->layer_algorithm(e, layer);
+    return a ? a : "direct";
+}
+
+ff_status ff_exec_time_resident(ff_executor *e, int64_t n, int iters, double *ms_out) {
+    if (!e->ext || !e->ext->time_resident)
+        return FF_FAIL(FF_ERR_INPUT, "mode '%s': device-resident timing is not supported", e->impl->name);
+    if (n < 1 || n > e->opt.max_batch || iters < 1)
+        return FF_FAIL(FF_ERR_INPUT, "resident timing: batch %lld (1..%lld), iters %d (>= 1)", (long long)n,
+                       (long long)e->opt.max_batch, iters);
+    return e->ext->time_resident(e, n, iters, ms_out);
+}
+
+ff_status ff_exec_resident_output(ff_executor *e, float *out, int64_t n) {
+    if (!e->ext || !e->ext->resident_output)
+        return FF_FAIL(FF_ERR_INPUT, "mode '%s': device-resident timing is not supported", e->impl->name);
+    return e->ext->resident_output(e, out, n);
+}
+
 ff_trace *ff_exec_trace(ff_executor *e) { return e->opt.trace ? &e->trace : NULL; }
 int ff_exec_rank(const ff_executor *e) { return e->rank; }
 int ff_exec_ranks(const ff_executor *e) { return e->ranks; }

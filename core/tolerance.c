@@ -23,6 +23,15 @@ double ff_tol_dot_bound_p(double A, int64_t K, double prod_rel) {
            (double)K * FF_TOL_UNDERFLOW;
 }
 
+// Every product path of a Winograd output carries at most nround float32 roundings (winograd.h), so
+// its relative error is at most gamma_nround (Higham, Lemma 3.1) and the total at most gamma * Ybar;
+// the float64 direct reference adds gamma_K(2^-53) * A <= gamma_K(2^-53) * Ybar (A <= Ybar: each
+// product w x is the sum of its Winograd paths). Each rounding may also lose up to 2^-149 to
+// underflow, scaled by at most the transforms' coefficient products (< 2^20): nround * 2^-129.
+double ff_tol_winograd_bound(double Ybar, int64_t nround, int64_t K) {
+    return (ff_tol_gamma(nround, FF_TOL_U32) + ff_tol_gamma(K, FF_TOL_U64)) * Ybar + (double)nround * 0x1p-129;
+}
+
 // In units of u = 2^-24 (a relative error of k u is under k ULP): d from exp's argument (x_i - m
 // rounded in float32: absolute error d u), 2 from expf (<= 1 ULP); the sum of `classes` positive
 // terms: gamma_{n-1} for its own roundings, plus the terms' errors, which weigh in at most
@@ -47,6 +56,7 @@ const char *ff_tol_rule_name(ff_tol_rule r) {
         case FF_TOL_EXACT: return "exact";
         case FF_TOL_ULP: return "ulp";
         case FF_TOL_BOUND: return "e2e-bound";
+        case FF_TOL_WINOGRAD: return "winograd-bound";
     }
     return "?";
 }
@@ -101,6 +111,18 @@ void ff_tol_check_dot(ff_tol_result *r, const float *ours, const double *ref, co
         // (1 + 2^-23): the stored float64 reference is float32 + a float32-rounded difference, off
         // by at most 2^-24 of a difference that is itself within the bound (README).
         double bnd = ff_tol_dot_bound_p(absdot[i], K, prod_rel) * (1.0 + 0x1p-23);
+        double err = fabs((double)ours[i] - ref[i]);
+        bool ok = isfinite(ours[i]) && isfinite(ref[i]) && err <= bnd;
+        consider(r, i, ours[i], ref[i], bnd, ratio_of(err, bnd), ok);
+    }
+    finish(r);
+}
+
+void ff_tol_check_winograd(ff_tol_result *r, const float *ours, const double *ref, const double *Ybar, int64_t n,
+                           int64_t nround, int64_t K) {
+    result_init(r, FF_TOL_WINOGRAD, n);
+    for (int64_t i = 0; i < n; i++) {
+        double bnd = ff_tol_winograd_bound(Ybar[i], nround, K) * (1.0 + 0x1p-23);  // as check_dot
         double err = fabs((double)ours[i] - ref[i]);
         bool ok = isfinite(ours[i]) && isfinite(ref[i]) && err <= bnd;
         consider(r, i, ours[i], ref[i], bnd, ratio_of(err, bnd), ok);
@@ -218,6 +240,19 @@ void ff_tol_stat_dot(double *s_out, const double *A, const double *W2s2, int64_t
     // sum (w x)^2 <= A^2)
     const double c = (FF_TOL_U32 * FF_TOL_U32 * (double)(K + 1) + prod_rel * prod_rel) / 3.0;
     for (int64_t i = 0; i < count; i++) s_out[i] = sqrt(c * A[i] * A[i] + W2s2[i]);
+}
+
+void ff_tol_prop_winograd(double *d_out, const double *Ybar, const double *Wd, int64_t nround, int64_t K,
+                          int64_t count) {
+    double g = ff_tol_gamma(nround, FF_TOL_U32);
+    for (int64_t i = 0; i < count; i++) d_out[i] = ff_tol_winograd_bound(Ybar[i], nround, K) + (1.0 + g) * Wd[i];
+}
+
+// As ff_tol_stat_dot: each of the roundings on a path contributes a uniform error of at most u
+// times a partial value whose weighted absolute sum is bounded by Ybar (README).
+void ff_tol_stat_winograd(double *s_out, const double *Ybar, const double *W2s2, int64_t nround, int64_t count) {
+    const double c = FF_TOL_U32 * FF_TOL_U32 * (double)(nround + 1) / 3.0;
+    for (int64_t i = 0; i < count; i++) s_out[i] = sqrt(c * Ybar[i] * Ybar[i] + W2s2[i]);
 }
 
 // max is 1-Lipschitz in the max-norm: the output error is at most the largest error in its window.

@@ -9,6 +9,7 @@
 
 #include "fivefold/comm.h"
 #include "fivefold/digest.h"
+#include "fivefold/winograd.h"
 
 void ff_verify_config_default(ff_verify_config *c) {
     memset(c, 0, sizeof *c);
@@ -83,12 +84,17 @@ static void append_note(ff_verify_row *r, const char *fmt, const char *a) {
 
 // Per-layer A = |b| + sum|w x| from the golden float32 input (cached: the end-to-end bound needs
 // them too).
-static ff_status absdot_for(double **A, const ff_golden *g, const ff_model *m, const ff_weights *wt, int i, int64_t n) {
+// For a layer the executor computes by Winograd (wg[i] = m > 0), A is the Winograd rule's Ybar
+// instead (ff_winograd_absdot: the absolute sum of every product path, golden/README.md).
+static ff_status absdot_for(double **A, const int *wg, const ff_golden *g, const ff_model *m, const ff_weights *wt,
+                            int i, int64_t n) {
     if (A[i]) return FF_OK;
     const ff_layer *L = &m->layers[i];
     size_t count = (size_t)(n * ff_shape_numel(L->out));
     A[i] = malloc(count * sizeof(double));
     if (!A[i]) return FF_FAIL(FF_ERR_OOM, "verify: %zu doubles for the bound of %s", count, L->name);
+    if (L->op == FF_OP_CONV2D && wg[i])
+        return ff_winograd_absdot(A[i], g->layers[i].in_f32, wt->w[i], wt->b[i], L, wg[i], n);
     if (L->op == FF_OP_CONV2D)
         ff_tol_absdot_conv(A[i], g->layers[i].in_f32, NULL, wt->w[i], wt->b[i], L, n, 1);
     else
@@ -101,7 +107,8 @@ static ff_status absdot_for(double **A, const ff_golden *g, const ff_model *m, c
 //   bound: first-order worst-case error bound, times 2 (margin for second-order terms and for
 //          evaluating the derivatives at the float32 activations): guaranteed for any correct code;
 //   sigma: standard deviation of the error when roundings are independent and zero-mean.
-static ff_status e2e_bound(double **bound_out, double **sigma_out, double **A, double prod_rel, const ff_golden *g,
+static ff_status e2e_bound(double **bound_out, double **sigma_out, double **A, const int *wg, double prod_rel,
+                           const ff_golden *g,
                            const ff_model *m, const ff_weights *wt, int upto, int64_t n) {
     size_t n0 = (size_t)(n * ff_shape_numel(m->input));
     double *d = calloc(n0, sizeof(double)), *sg = calloc(n0, sizeof(double));
@@ -118,21 +125,31 @@ static ff_status e2e_bound(double **bound_out, double **sigma_out, double **A, d
         switch (L->op) {
             case FF_OP_CONV2D:
             case FF_OP_LINEAR: {
-                if ((st = absdot_for(A, g, m, wt, i, n)) != FF_OK) goto fail;
+                if ((st = absdot_for(A, wg, g, m, wt, i, n)) != FF_OK) goto fail;
+                // A Winograd layer's own rounding bound replaces the dot bound; the input error
+                // passes through the same linear map W either way (its convs are float32 always).
+                const bool wino = L->op == FF_OP_CONV2D && wg[i];
+                const int64_t nround = wino ? ff_winograd_roundings(L, wg[i]) : 0;
                 tmp = malloc(count * sizeof(double));
                 tmp2 = malloc(cin * sizeof(double));
                 if (!tmp || !tmp2) goto oom;
                 for (size_t k = 0; k < cin; k++) tmp2[k] = sg[k] * sg[k];
                 if (L->op == FF_OP_CONV2D) {
                     ff_tol_absdot_conv(tmp, NULL, d, wt->w[i], NULL, L, n, 1);
-                    ff_tol_prop_dot(dn, A[i], tmp, L->fan_in + 1, (int64_t)count, prod_rel);
+                    if (wino)
+                        ff_tol_prop_winograd(dn, A[i], tmp, nround, L->fan_in + 1, (int64_t)count);
+                    else
+                        ff_tol_prop_dot(dn, A[i], tmp, L->fan_in + 1, (int64_t)count, prod_rel);
                     ff_tol_absdot_conv(tmp, NULL, tmp2, wt->w[i], NULL, L, n, 2);
                 } else {
                     ff_tol_absdot_linear(tmp, NULL, d, wt->w[i], NULL, L, n, 1);
                     ff_tol_prop_dot(dn, A[i], tmp, L->fan_in + 1, (int64_t)count, prod_rel);
                     ff_tol_absdot_linear(tmp, NULL, tmp2, wt->w[i], NULL, L, n, 2);
                 }
-                ff_tol_stat_dot(sn, A[i], tmp, L->fan_in + 1, (int64_t)count, prod_rel);
+                if (wino)
+                    ff_tol_stat_winograd(sn, A[i], tmp, nround, (int64_t)count);
+                else
+                    ff_tol_stat_dot(sn, A[i], tmp, L->fan_in + 1, (int64_t)count, prod_rel);
                 free(tmp);
                 free(tmp2);
                 tmp = tmp2 = NULL;
@@ -213,6 +230,7 @@ typedef struct {
     char prefix[96], tail[96];
     double **A;
     double prod_rel;  // extra relative error per product (--precision tf32), 0 for float32
+    int wg[FF_MAX_LAYERS];  // Winograd tile size m per layer (0: a direct dot product), from the executor
     uint64_t rec[FF_GOLDEN_N_SLOTS];
     bool rec_set[FF_GOLDEN_N_SLOTS];
 } run_ctx;
@@ -247,12 +265,16 @@ static ff_status run_layer(run_ctx *c, int i) {
     switch (L->op) {
         case FF_OP_CONV2D:
         case FF_OP_LINEAR:
-            st = absdot_for(c->A, c->g, c->m, c->wt, i, c->n);
+            st = absdot_for(c->A, c->wg, c->g, c->m, c->wt, i, c->n);
             if (st != FF_OK) {
                 free(out);
                 return st;
             }
-            ff_tol_check_dot(&r->tol, out, gl->out_f64, c->A[i], (int64_t)count, L->fan_in + 1, c->prod_rel);
+            if (L->op == FF_OP_CONV2D && c->wg[i])
+                ff_tol_check_winograd(&r->tol, out, gl->out_f64, c->A[i], (int64_t)count,
+                                      ff_winograd_roundings(L, c->wg[i]), L->fan_in + 1);
+            else
+                ff_tol_check_dot(&r->tol, out, gl->out_f64, c->A[i], (int64_t)count, L->fan_in + 1, c->prod_rel);
             break;
         case FF_OP_RELU:
         case FF_OP_MAXPOOL:
@@ -323,7 +345,7 @@ static ff_status run_end_to_end(run_ctx *c, bool logits) {
         return FF_OK;
     }
     double *bound = NULL, *sigma = NULL;
-    st = e2e_bound(&bound, &sigma, c->A, c->prod_rel, g, m, c->wt, last, c->n);
+    st = e2e_bound(&bound, &sigma, c->A, c->wg, c->prod_rel, g, m, c->wt, last, c->n);
     if (st != FF_OK) {
         free(out);
         return st;
@@ -510,6 +532,10 @@ ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg) {
         st = ff_exec_create(&e, &m, &wt, &eo);
         if (st != FF_OK) goto done;
         c.e = e;
+        for (int i = 0; i < m.n_layers; i++) {
+            const char *alg = ff_exec_layer_algorithm(e, i);
+            if (strncmp(alg, "winograd-", 9) == 0) c.wg[i] = atoi(alg + 9);
+        }
         // Multi-rank: the executor knows the communicator; rows are made on rank 0.
         rep->rank = ff_exec_rank(e);
         rep->ranks = ranks = ff_exec_ranks(e) > 1 ? ff_exec_ranks(e) : ranks;

@@ -9,11 +9,13 @@
 // per-layer run (first == last) computes each layer's own output. The fault hook and the trace use
 // the same kernels: the fault is one more tiny kernel (captured too), the trace runs without a
 // graph, with an event pair around each layer and each copy.
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "fivefold/executor.h"
 #include "fivefold/gpu.h"
+#include "fivefold/winograd.h"
 
 #define CUDA_GRAPHS 16  // cached (n, first, last) graphs; least recently used is replaced
 
@@ -38,12 +40,23 @@ typedef struct {
     uint64_t tick;
     ff_gpu_event ev[2 * FF_MAX_LAYERS + 4];  // trace: start/stop per layer, then H2D and D2H pairs
     int n_events;
+    // Winograd layers (winograd.h): tile size m (0: the direct kernel), transformed weights, and
+    // one workspace shared by all of them (sized for max_batch).
+    int wg_m[FF_MAX_LAYERS];
+    float *d_wg[FF_MAX_LAYERS];  // (alpha^2, K, C)
+    float *d_work;
+    char alg[FF_MAX_LAYERS][16];  // ff_exec_layer_algorithm's answer
+    ff_gpu_event tev[2];          // resident timing
+    const float *resident;        // output of the last resident replay
 } cuda_exec;
 
 static void cuda_destroy(ff_executor *e) {
     cuda_exec *c = (cuda_exec *)e;
     for (int i = 0; i < CUDA_GRAPHS; i++) ff_gpu_graph_destroy(c->graphs[i].graph);
     for (int i = 0; i < c->n_events; i++) ff_gpu_event_destroy(c->ev[i]);
+    for (int i = 0; i < 2; i++) ff_gpu_event_destroy(c->tev[i]);
+    for (int i = 0; i < FF_MAX_LAYERS; i++) ff_gpu_free(c->d_wg[i]);
+    ff_gpu_free(c->d_work);
     ff_gpu_blas_destroy(c->blas);
     ff_gpu_free(c->d_params);
     ff_gpu_free(c->d_in);
@@ -60,6 +73,42 @@ static ff_status make_events(cuda_exec *c) {
         FF_TRY(ff_gpu_event_create(&c->ev[i]));
         c->n_events = i + 1;
     }
+    return FF_OK;
+}
+
+// The conv algorithm: Winograd (winograd.h) for every stride-1 3x3/5x5 conv with at least 16 input
+// channels (fewer: the transforms cost more than they save), the direct kernel for the rest.
+// FF_CUDA_CONV=direct keeps the direct kernel everywhere; FF_WINOGRAD_M3=4 picks F(4x4, 3x3) for
+// the 3x3 layers instead of the default F(2x2, 3x3).
+static ff_status winograd_setup(cuda_exec *c, const ff_model *m, const ff_weights *w, const ff_exec_options *o) {
+    const char *conv = getenv("FF_CUDA_CONV");
+    const char *m3s = getenv("FF_WINOGRAD_M3");
+    const bool direct_only = conv && strcmp(conv, "direct") == 0;
+    if (conv && !direct_only && strcmp(conv, "winograd") != 0)
+        return FF_FAIL(FF_ERR_INPUT, "FF_CUDA_CONV=%s: expected direct or winograd", conv);
+    const int m3 = m3s ? atoi(m3s) : 2;
+    if (m3 != 2 && m3 != 4) return FF_FAIL(FF_ERR_INPUT, "FF_WINOGRAD_M3=%s: expected 2 or 4", m3s);
+    int64_t work = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        const ff_layer *L = &m->layers[i];
+        snprintf(c->alg[i], sizeof c->alg[i], "direct");
+        const int wm = direct_only || L->in.c < 16 ? 0 : ff_winograd_m(L, m3);
+        if (!wm) continue;
+        const int64_t nf = ff_winograd_weight_floats(L, wm);
+        float *u = malloc((size_t)nf * sizeof(float));
+        if (!u) return FF_FAIL(FF_ERR_OOM, "%s: %lld floats for the Winograd weights", L->name, (long long)nf);
+        ff_status st = ff_winograd_weights(u, w->w[i], L, wm);
+        if (st == FF_OK) st = ff_gpu_alloc((void **)&c->d_wg[i], (size_t)nf * sizeof(float), "Winograd weights");
+        if (st == FF_OK) st = ff_gpu_copy_h2d(c->d_wg[i], u, (size_t)nf * sizeof(float), c->stream);
+        if (st == FF_OK) st = ff_gpu_stream_sync(c->stream);  // u is freed next
+        free(u);
+        FF_TRY(st);
+        c->wg_m[i] = wm;
+        snprintf(c->alg[i], sizeof c->alg[i], "winograd-%d", wm);
+        const int64_t wf = ff_winograd_workspace_floats(L, wm, 0, L->out.h, o->max_batch);
+        if (wf > work) work = wf;
+    }
+    if (work) FF_TRY(ff_gpu_alloc((void **)&c->d_work, (size_t)work * sizeof(float), "the Winograd workspace"));
     return FF_OK;
 }
 
@@ -87,6 +136,8 @@ static ff_status cuda_setup(cuda_exec *c, const ff_model *m, const ff_weights *w
         if (w->b[i]) c->d_b[i] = c->d_params + (w->b[i] - w->data);
     }
 
+    FF_TRY(winograd_setup(c, m, w, o));
+
     const size_t abytes = (size_t)o->max_batch * (size_t)m->max_act * sizeof(float);
     FF_TRY(ff_gpu_alloc((void **)&c->d_in, abytes, "the input activations"));
     FF_TRY(ff_gpu_alloc((void **)&c->d_buf[0], abytes, "activations (buffer 1 of 2)"));
@@ -94,6 +145,8 @@ static ff_status cuda_setup(cuda_exec *c, const ff_model *m, const ff_weights *w
     if (o->trace) FF_TRY(make_events(c));
     return ff_gpu_stream_sync(c->stream);  // the weight upload has landed before create returns
 }
+
+static const ff_mode_ext cuda_ext;  // the optional hooks, defined at the end
 
 static ff_status cuda_create(ff_executor **out, const ff_model *m, const ff_weights *w, const ff_exec_options *o) {
     cuda_exec *c = calloc(1, sizeof *c);
@@ -105,6 +158,7 @@ static ff_status cuda_create(ff_executor **out, const ff_model *m, const ff_weig
     }
     c->base.rank = 0;
     c->base.ranks = 1;
+    c->base.ext = &cuda_ext;
     *out = &c->base;
     return FF_OK;
 }
@@ -132,7 +186,10 @@ static ff_status enqueue(cuda_exec *c, int64_t n, int first, int last, const flo
             dst = src == c->d_buf[0] ? c->d_buf[1] : c->d_buf[0];
             if (timed) FF_TRY(ff_gpu_event_record(c->ev[2 * i], c->stream));
             ff_rows rows = ff_rows_full(L);
-            if (L->op == FF_OP_LINEAR && c->base.opt.backend == FF_BACKEND_VENDOR)
+            if (L->op == FF_OP_CONV2D && c->wg_m[i])
+                FF_TRY(ff_gpu_conv2d_winograd(dst, src, c->d_wg[i], c->d_b[i], L, c->wg_m[i], fuse, &rows, n, c->d_work,
+                                              c->stream));
+            else if (L->op == FF_OP_LINEAR && c->base.opt.backend == FF_BACKEND_VENDOR)
                 FF_TRY(ff_gpu_linear_vendor(dst, src, c->d_w[i], c->d_b[i], L, fuse, n, c->blas, c->stream));
             else
                 FF_TRY(ff_gpu_layer_forward(dst, src, c->d_w[i], c->d_b[i], L, fuse, &rows, n, c->stream));
@@ -225,5 +282,39 @@ static ff_status cuda_forward(ff_executor *e, float *out, const float *in, int64
     }
     return FF_OK;
 }
+
+static const char *cuda_layer_algorithm(ff_executor *e, int layer) {
+    return ((cuda_exec *)e)->alg[layer];
+}
+
+// Event-timed replays of the whole forward's graph on the input already on the device (d_in holds
+// the last forward's batch): what PyTorch's device-resident figure measures.
+static ff_status cuda_time_resident(ff_executor *e, int64_t n, int iters, double *ms_out) {
+    cuda_exec *c = (cuda_exec *)e;
+    for (int i = 0; i < 2; i++)
+        if (!c->tev[i]) FF_TRY(ff_gpu_event_create(&c->tev[i]));
+    graph_slot *g;
+    FF_TRY(graph_for(c, &g, n, 0, e->model->n_layers - 1));
+    for (int it = 0; it < iters; it++) {
+        FF_TRY(ff_gpu_event_record(c->tev[0], c->stream));
+        FF_TRY(ff_gpu_graph_launch(g->graph, c->stream));
+        FF_TRY(ff_gpu_event_record(c->tev[1], c->stream));
+        double sec;
+        FF_TRY(ff_gpu_event_elapsed(&sec, c->tev[0], c->tev[1]));
+        ms_out[it] = sec * 1e3;
+    }
+    c->resident = g->result;
+    return FF_OK;
+}
+
+static ff_status cuda_resident_output(ff_executor *e, float *out, int64_t n) {
+    cuda_exec *c = (cuda_exec *)e;
+    if (!c->resident) return FF_FAIL(FF_ERR_INPUT, "resident output: no resident replay has run");
+    const size_t bytes = (size_t)n * (size_t)e->model->classes * sizeof(float);
+    FF_TRY(ff_gpu_copy_d2h(out, c->resident, bytes, c->stream));
+    return ff_gpu_stream_sync(c->stream);
+}
+
+static const ff_mode_ext cuda_ext = {cuda_layer_algorithm, cuda_time_resident, cuda_resident_output};
 
 const ff_mode_impl ff_mode_cuda_impl = {"cuda", cuda_create, cuda_forward, cuda_destroy};

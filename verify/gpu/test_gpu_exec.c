@@ -227,6 +227,52 @@ static void errors_are_clear(void **state) {
 }
 
 // --backend vendor (cuBLAS for the linear layers): same top-1, logits within float32 rounding.
+// The conv algorithm the executor reports (and verify picks its rule by): Winograd for AlexNet's
+// conv2..conv5 by default, the direct kernel everywhere with FF_CUDA_CONV=direct; both give batch-
+// independent bits and close logits. Resident timing replays the graph on the device-resident
+// batch and its output equals the host-to-host forward's bit for bit.
+static void algorithms_and_resident_timing(void **state) {
+    (void)state;
+    fixture f;
+    fixture_init(&f, "alexnet");
+    const int64_t n = 4, per_img = ff_shape_numel(f.m.input), classes = f.m.classes;
+    const int L = f.m.n_layers - 1;
+    float *x = malloc((size_t)(n * per_img) * sizeof(float));
+    ff_input_generate(x, &f.m, n, 8);
+    ff_executor *e = make(&f, FF_MODE_CUDA, n, false, -1);
+    const char *expect[] = {"direct", "winograd-2", "winograd-2", "winograd-2", "winograd-2"};
+    int j = 0;
+    for (int i = 0; i < f.m.n_layers; i++)
+        if (f.m.layers[i].op == FF_OP_CONV2D) assert_string_equal(ff_exec_layer_algorithm(e, i), expect[j++]);
+    assert_string_equal(ff_exec_layer_algorithm(e, L), "direct");
+    float *y = forward(e, &f.m, x, n, 0, L);
+    double ms[3] = {0, 0, 0};
+    assert_int_equal(ff_exec_time_resident(e, n, 3, ms), FF_OK);
+    for (int k = 0; k < 3; k++) assert_true(ms[k] > 0 && ms[k] < 1000);
+    float *yr = malloc((size_t)(n * classes) * sizeof(float));
+    assert_int_equal(ff_exec_resident_output(e, yr, n), FF_OK);
+    size_t bad = tu_check_ulp("resident replay vs host-to-host forward", yr, y, (size_t)(n * classes), 0);
+    ff_exec_destroy(e);
+
+    setenv("FF_CUDA_CONV", "direct", 1);
+    ff_executor *ed = make(&f, FF_MODE_CUDA, n, false, -1);
+    unsetenv("FF_CUDA_CONV");
+    for (int i = 0; i < f.m.n_layers; i++) assert_string_equal(ff_exec_layer_algorithm(ed, i), "direct");
+    float *yd = forward(ed, &f.m, x, n, 0, L);
+    double worst = 0, scale = 0;
+    for (int64_t k = 0; k < n * classes; k++) {
+        double d = fabs((double)yd[k] - y[k]), a = fabs((double)yd[k]);
+        if (d > worst) worst = d;
+        if (a > scale) scale = a;
+    }
+    printf("  winograd vs direct logits: max |diff| %.3g (max |logit| %.3g)\n", worst, scale);
+    assert_true(worst <= 1e-3 * scale);
+    ff_exec_destroy(ed);
+    free(x), free(y), free(yr), free(yd);
+    ff_weights_free(&f.w);
+    assert_int_equal(bad, 0);
+}
+
 static void vendor_backend_by_tolerance(void **state) {
     (void)state;
     fixture f;
@@ -265,6 +311,7 @@ int main(void) {
         cmocka_unit_test(fault_hook),
         cmocka_unit_test(errors_are_clear),
         cmocka_unit_test(vendor_backend_by_tolerance),
+        cmocka_unit_test(algorithms_and_resident_timing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

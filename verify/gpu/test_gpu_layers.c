@@ -13,6 +13,7 @@
 #include "fivefold/layers_cpu.h"
 #include "fivefold/model.h"
 #include "fivefold/weights.h"
+#include "fivefold/winograd.h"
 #include "gpu_test_util.h"
 
 static ff_gpu_stream S;
@@ -166,6 +167,85 @@ static void tiles_give_identical_bits(void **state) {
         ff_gpu_debug_force_tile(-1);
         free(ref), free(x);
         ff_gpu_free(dx), ff_gpu_free(dy), ff_gpu_free(dw), ff_gpu_free(db);
+    }
+    ff_weights_free(&wt);
+    assert_int_equal(bad, 0);
+}
+
+// Winograd (winograd.h) on the GPU equals the CPU emulation bit for bit (same transforms, same
+// chains) for AlexNet's conv2..conv5, with and without the fused relu, under several forced GEMM
+// tile configurations; a band starting mid-tile (fed ff_winograd_input_rows) equals those rows of
+// the full result; one image alone equals its row of the batch; a band without the tile halo is
+// refused. Then the rule of tolerance.h holds against a float64 direct reference.
+static void winograd_equals_cpu_emulation(void **state) {
+    (void)state;
+    ff_model m;
+    ff_weights wt;
+    assert_int_equal(ff_model_init(&m, "alexnet"), FF_OK);
+    assert_int_equal(ff_weights_alloc(&wt, &m), FF_OK);
+    ff_weights_generate(&wt, &m, 9);
+    const char *names[] = {"conv2", "conv3", "conv4", "conv5", "conv3"};
+    const int ms[] = {2, 2, 2, 2, 4};
+    const int tiles[] = {-1, 0, 2, 10, 16};
+    size_t bad = 0;
+    for (int t = 0; t < 5; t++) {
+        const int i = ff_model_find_layer(&m, names[t]);
+        const ff_layer *L = &m.layers[i];
+        const int wm = ff_winograd_m(L, ms[t]);
+        assert_int_equal(wm, ms[t]);
+        const int64_t n = 3;
+        const size_t nin = numel(L->in, n), nout = numel(L->out, n), nu = (size_t)ff_winograd_weight_floats(L, wm);
+        float *x = tu_rand(nin, 700 + (uint64_t)t, 1.0f);
+        float *u = malloc(nu * sizeof(float)), *cpu = malloc(nout * sizeof(float));
+        assert_int_equal(ff_winograd_weights(u, wt.w[i], L, wm), FF_OK);
+        ff_rows rows = ff_rows_full(L);
+        float *dx = tu_dev_from(x, nin, S), *dy = tu_dev_from(NULL, nout, S);
+        float *du = tu_dev_from(u, nu, S), *db = tu_dev_from(wt.b[i], (size_t)L->n_bias, S);
+        float *dwork = tu_dev_from(NULL, (size_t)ff_winograd_workspace_floats(L, wm, 0, L->out.h, n), S);
+        for (int relu = 0; relu < 2; relu++) {
+            assert_int_equal(ff_winograd_conv_cpu(cpu, x, u, wt.b[i], L, wm, relu, &rows, n), FF_OK);
+            for (int k = 0; k < 5; k++) {
+                ff_gpu_debug_force_tile(tiles[k]);
+                assert_int_equal(ff_gpu_fill(dy, NAN, nout, S), FF_OK);
+                assert_int_equal(ff_gpu_conv2d_winograd(dy, dx, du, db, L, wm, relu, &rows, n, dwork, S), FF_OK);
+                float *y = tu_host_from(dy, nout, S);
+                char what[96];
+                snprintf(what, sizeof what, "%s F(%d) relu=%d tile %d vs CPU emulation", L->name, wm, relu, tiles[k]);
+                bad += tu_check_ulp(what, y, cpu, nout, 0);
+                free(y);
+            }
+            ff_gpu_debug_force_tile(-1);
+        }
+        // cpu now holds the relu'd full result. The band [3, 9) starts mid-tile for m = 2 and m = 4.
+        const int64_t o0 = 3, o1 = 9, C = L->in.c, H = L->in.h, W = L->in.w, K = L->out_c, Wo = L->out.w;
+        ff_range ir = ff_winograd_input_rows(L, wm, o0, o1);
+        const int64_t in_rows = ir.hi - ir.lo, out_rows = o1 - o0;
+        float *xb = malloc((size_t)(n * C * in_rows * W) * sizeof(float));
+        for (int64_t p = 0; p < n * C; p++)
+            memcpy(xb + p * in_rows * W, x + (p * H + ir.lo) * W, (size_t)(in_rows * W) * sizeof(float));
+        float *dxb = tu_dev_from(xb, (size_t)(n * C * in_rows * W), S);
+        float *dyb = tu_dev_from(NULL, (size_t)(n * K * out_rows * Wo), S);
+        ff_rows band = {ir.lo, ir.hi, o0, o1};
+        assert_int_equal(ff_gpu_conv2d_winograd(dyb, dxb, du, db, L, wm, true, &band, n, dwork, S), FF_OK);
+        float *yb = tu_host_from(dyb, (size_t)(n * K * out_rows * Wo), S);
+        for (int64_t p = 0; p < n * K; p++)
+            bad += tu_check_ulp("winograd band [3, 9) vs full rows", yb + p * out_rows * Wo,
+                                cpu + (p * L->out.h + o0) * Wo, (size_t)(out_rows * Wo), 0);
+        ff_range dr = ff_layer_input_rows(L, o0, o1);
+        ff_rows short_band = {dr.lo, dr.hi, o0, o1};
+        if (dr.lo > ir.lo) {  // the direct halo lacks the first tile's rows: refused
+            assert_int_equal(ff_gpu_conv2d_winograd(dyb, dxb, du, db, L, wm, true, &short_band, n, dwork, S),
+                             FF_ERR_INPUT);
+            ff_clear_error();
+        }
+        // image 1 alone
+        const size_t per_in = numel(L->in, 1), per_out = numel(L->out, 1);
+        assert_int_equal(ff_gpu_conv2d_winograd(dy, dx + per_in, du, db, L, wm, true, &rows, 1, dwork, S), FF_OK);
+        float *y1 = tu_host_from(dy, per_out, S);
+        bad += tu_check_ulp("winograd image 1 alone vs in the batch", y1, cpu + per_out, per_out, 0);
+        free(y1), free(yb), free(xb), free(x), free(u), free(cpu);
+        ff_gpu_free(dx), ff_gpu_free(dy), ff_gpu_free(du), ff_gpu_free(db), ff_gpu_free(dwork);
+        ff_gpu_free(dxb), ff_gpu_free(dyb);
     }
     ff_weights_free(&wt);
     assert_int_equal(bad, 0);
@@ -359,6 +439,7 @@ int main(void) {
         cmocka_unit_test(alexnet_layers_match_cpu),
         cmocka_unit_test(tiles_give_identical_bits),
         cmocka_unit_test(bands_and_subbatches_give_identical_bits),
+        cmocka_unit_test(winograd_equals_cpu_emulation),
         cmocka_unit_test(fused_relu_and_fault_rule),
         cmocka_unit_test(nan_propagates_like_cpu),
         cmocka_unit_test(softmax_ties_and_nan_like_cpu),

@@ -21,6 +21,13 @@ typedef struct {
     double comm_busbw_gbs;   // comm bytes / comm time, GB/s (0 when no communication)
     int64_t wrong;           // timed runs whose output digest differed from the expected one
     uint64_t digest;         // output digest of the last timed run (rank 0)
+    // Device-resident figures (modes with ff_exec_time_resident, i.e. GPU modes; zero elsewhere):
+    // the same forward replayed `iters` times on the batch already on the device, event-timed, no
+    // host copies: what PyTorch's GPU figure measures. The output of the last replay is copied back
+    // once and its digest compared with the expected one (counted in `wrong` too).
+    bool has_resident;
+    double resident_median_ms, resident_min_ms, resident_max_ms;
+    int64_t resident_wrong;
 } ff_bench_timing;
 
 // Times `iters` full forwards of n images after `warmup` untimed ones. Wall clock after the forward

@@ -73,6 +73,20 @@ typedef struct {
     void (*destroy)(ff_executor *e);
 } ff_mode_impl;
 
+// Optional hooks a mode may offer (set by its create in e->ext; NULL, or a NULL field: not offered).
+// Kept outside ff_mode_impl so the modes that offer none need no change.
+typedef struct {
+    // The algorithm that computes `layer` ("direct" unless a mode says otherwise): the verifier
+    // picks the comparison rule from it ("winograd-M": F(M x M, r x r), winograd.h).
+    const char *(*layer_algorithm)(ff_executor *e, int layer);
+    // Times `iters` whole forwards (layers 0..n_layers-1) of n images on the input already resident
+    // on the device (the last forward's, same n), without host copies: ms_out (iters) receives each.
+    // The output of the last replay is left where the next ff_exec_resident_output can read it.
+    ff_status (*time_resident)(ff_executor *e, int64_t n, int iters, double *ms_out);
+    // Copies the output of the last resident replay to host memory out (n, classes).
+    ff_status (*resident_output)(ff_executor *e, float *out, int64_t n);
+} ff_mode_ext;
+
 // Every executor struct starts with this header.
 struct ff_executor {
     const ff_mode_impl *impl;
@@ -80,7 +94,16 @@ struct ff_executor {
     ff_exec_options opt;
     ff_trace trace;
     int rank, ranks;
+    const ff_mode_ext *ext;  // optional hooks (NULL for the CPU modes)
 };
+
+// "direct" unless the mode reports another algorithm for the layer (e.g. "winograd-2").
+const char *ff_exec_layer_algorithm(ff_executor *e, int layer);
+// Device-resident timing (ff_mode_ext.time_resident); FF_ERR_INPUT "not supported" where the mode
+// has no such hook. Call after one ff_exec_forward of the whole model with the same n.
+ff_status ff_exec_time_resident(ff_executor *e, int64_t n, int iters, double *ms_out);
+// The output of the last resident replay (host memory, (n, classes)); FF_ERR_INPUT where unsupported.
+ff_status ff_exec_resident_output(ff_executor *e, float *out, int64_t n);
 
 extern const ff_mode_impl ff_mode_serial_impl;
 extern const ff_mode_impl ff_mode_mpi_impl;

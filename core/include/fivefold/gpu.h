@@ -18,6 +18,17 @@
 // of an element never depends on the batch size, the band, the tile alignment or the launch shape.
 // Element-wise layers (relu, maxpool, lrn, softmax, flatten) do the same float operations as the
 // CPU reference and give the same bits as it.
+// Winograd conv layers (ff_gpu_conv2d_winograd; the cuda executor's default for stride-1 3x3 and
+// 5x5 convs with >= 16 input channels, ff_exec_layer_algorithm says "winograd-m"): a different,
+// equally fixed order, stated in winograd.h: per output tile anchored at ABSOLUTE output
+// coordinates (tile rows th*m .. th*m+m-1), the input transform, one fma chain over the channels
+// per transform position (the GEMM kernel above with the bias replaced by +0: again one chain in
+// one thread, whatever the tile configuration), the output transform, then + bias. Still no
+// split-K, no atomics: the bits depend on neither the batch size nor the launch shape (tested at
+// N = 1, 7, 128 and under forced GEMM tile configurations). A row band that starts mid-tile must
+// hold the input rows of the whole tile (ff_winograd_input_rows: up to m-1 rows more than
+// ff_layer_input_rows); hybrid/direct `rows` splits must fetch that halo to stay bit-equal to cuda.
+// The direct kernel stays selectable (FF_CUDA_CONV=direct) and keeps the order above.
 #pragma once
 #include <stdbool.h>
 #include <stddef.h>
@@ -94,6 +105,13 @@ void ff_gpu_blas_destroy(ff_gpu_blas h);
 // relu: apply relu to the result (the executor fuses conv+relu; a per-layer run passes false).
 ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L, bool relu,
                         const ff_rows *rows, int64_t n, ff_gpu_stream s);
+// Winograd F(m x m, r x r) (winograd.h states the order of operations and the tile anchoring):
+// out: (n, K, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W) holding at least the rows
+// ff_winograd_input_rows names (FF_ERR_INPUT otherwise); u: (alpha^2, K, C) from
+// ff_winograd_weights, uploaded; b: (K); work: ff_winograd_workspace_floats(L, m, out_lo, out_hi, n)
+// floats of device memory (the transformed input, then the GEMM outputs).
+ff_status ff_gpu_conv2d_winograd(float *out, const float *in, const float *u, const float *b, const ff_layer *L,
+                                 int m, bool relu, const ff_rows *rows, int64_t n, float *work, ff_gpu_stream s);
 // out, in: (count): out = in < 0 ? +0 : in (keeps -0.0 and NaN, as PyTorch and the CPU do).
 ff_status ff_gpu_relu(float *out, const float *in, int64_t count, ff_gpu_stream s);
 // out: (n, C, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W); first max wins, NaN propagates.

@@ -40,12 +40,17 @@ double ff_tol_dot_bound(double A, int64_t K);
 // The same when each product carries an extra relative error prod_rel (FF_TOL_TF32_PRODUCT):
 // (prod_rel + gamma_K(u) (1 + prod_rel) + gamma_K(2^-53)) A + K 2^-149.
 double ff_tol_dot_bound_p(double A, int64_t K, double prod_rel);
+// The per-element bound of a Winograd conv output (winograd.h; derivation: golden/README.md §1b):
+// (gamma_n(2^-24) + gamma_K(2^-53)) * Ybar + n * 2^-129, Ybar the absolute sum of every product
+// path (ff_winograd_absdot), n the roundings on the longest path (ff_winograd_roundings), K the
+// direct dot length (the float64 reference's own error).
+double ff_tol_winograd_bound(double Ybar, int64_t nround, int64_t K);
 // Softmax ULP bound for an element whose input is d = |x_i - max_j x_j| below the row maximum.
 double ff_tol_softmax_ulp(double d, int64_t classes);
 // ULP size of float32 at |x| (2^(e-23) for normal x, 2^-149 below): converts ULP bounds to absolute.
 double ff_tol_ulp_size(double x);
 
-typedef enum { FF_TOL_DOT, FF_TOL_EXACT, FF_TOL_ULP, FF_TOL_BOUND } ff_tol_rule;
+typedef enum { FF_TOL_DOT, FF_TOL_EXACT, FF_TOL_ULP, FF_TOL_BOUND, FF_TOL_WINOGRAD } ff_tol_rule;
 const char *ff_tol_rule_name(ff_tol_rule r);
 
 // What decided a comparison: the figures each verify row prints.
@@ -67,6 +72,9 @@ typedef struct {
 // Dot-product layer: absdot[i] = A_i = |b| + sum |w x| for element i (computed by ff_tol_absdot_*).
 void ff_tol_check_dot(ff_tol_result *r, const float *ours, const double *ref, const double *absdot, int64_t n,
                       int64_t K, double prod_rel);
+// Winograd conv layer: |ours - ref| <= ff_tol_winograd_bound(Ybar[i], nround, K) for every element.
+void ff_tol_check_winograd(ff_tol_result *r, const float *ours, const double *ref, const double *Ybar, int64_t n,
+                           int64_t nround, int64_t K);
 // Exact layer: ours must equal ref (the golden float32 output) value for value (0 ULP: +0 == -0).
 void ff_tol_check_exact(ff_tol_result *r, const float *ours, const float *ref, int64_t n);
 // ULP rule: ULP(ours, (float)ref) <= bound_ulp[i] (or bound_scalar when bound_ulp is NULL).
@@ -95,6 +103,12 @@ void ff_tol_prop_dot(double *d_out, const double *A, const double *Wd, int64_t K
 // Statistical: sigma_out = sqrt((u^2 (K + 1) + prod_rel^2) / 3 * A^2 + sum w^2 sigma_in^2)
 // (W2s2 = the sum).
 void ff_tol_stat_dot(double *s_out, const double *A, const double *W2s2, int64_t K, int64_t count, double prod_rel);
+// The same for a Winograd layer: its own rounding bound replaces the dot bound (Ybar, nround as in
+// ff_tol_winograd_bound); the propagated input error passes through the same linear map W.
+void ff_tol_prop_winograd(double *d_out, const double *Ybar, const double *Wd, int64_t nround, int64_t K,
+                          int64_t count);
+// sigma_out = sqrt(u^2 (nround + 1) / 3 * Ybar^2 + sum w^2 sigma_in^2).
+void ff_tol_stat_winograd(double *s_out, const double *Ybar, const double *W2s2, int64_t nround, int64_t count);
 void ff_tol_prop_maxpool(double *d_out, const double *d_in, const ff_layer *L, int64_t n);
 void ff_tol_prop_lrn(double *d_out, const double *d_in, const float *x, const float *y, const ff_layer *L, int64_t n);
 void ff_tol_prop_softmax(double *d_out, const double *d_in, const float *x, const float *y, int64_t classes, int64_t n);
