@@ -50,7 +50,7 @@ int ff_loader_bench(int argc, char **argv) {
                    "                       [--peer pytorch] [--json OUT.json]\n"
                    "  samples/s of fivefold's IDX loader (shuffle, gather, normalise) over E epochs,\n"
                    "  and with --peer pytorch PyTorch's DataLoader (0 and 4 workers) in the same run\n"
-                   "  (python from $FF_PYTHON, default python3). Goal: >= 100 x the 4-worker DataLoader.\n");
+                   "  (python from $FF_PYTHON, default: the python3 with torch that CMake found). Goal: >= 100 x the 4-worker DataLoader.\n");
             return FF_EXIT_OK;
         }
         if (!v) return ff_cli_usage("bench", "%s needs a value", f);
@@ -111,7 +111,7 @@ int ff_loader_bench(int argc, char **argv) {
     char torch_ver[64] = "";
     if (peer) {
         const char *py = getenv("FF_PYTHON");
-        if (!py || !*py) py = "python3";
+        if (!py || !*py) py = FF_DEFAULT_PYTHON[0] ? FF_DEFAULT_PYTHON : "python3";  // the one CMake found
         char cmd[2048], lim[48] = "";
         if (limit > 0) snprintf(lim, sizeof lim, " --train-limit %lld", (long long)limit);
         snprintf(cmd, sizeof cmd, "%s %s/bench/peer_pytorch.py --task loader --data '%s' --workers 0,4 "
