@@ -208,18 +208,23 @@ void ff_dataset_normalize(float *out, const ff_dataset *ds) {
     }
 }
 
+// One image: the same two IEEE divisions and one subtraction as ff_idx_norm_table, written so
+// that GCC vectorises them (uint8 -> float, divps, subps, divps: 4 pixels per instruction). Each
+// operation is correctly rounded in SIMD as in scalar code, so the values equal the table's bit
+// for bit (test_data_idx compares all 256), at about twice the table lookup's speed.
+static void normalize_image(float *restrict dst, const uint8_t *restrict src, int64_t per) {
+    for (int64_t k = 0; k < per; k++) dst[k] = ((float)src[k] / 255.0f - FF_IDX_MEAN) / FF_IDX_STD;
+}
+
 void ff_dataset_batch(float *out, int32_t *labels, const ff_dataset *ds, const int64_t *order,
                       int64_t first, int64_t count) {
-    float t[256];
-    ff_idx_norm_table(t);
     const int64_t per = ds->rows * ds->cols;
-    // Small batches are cheaper on one thread than waking a team.
-#pragma omp parallel for schedule(static) if (count * per >= (1 << 16))
+    // Small batches are cheaper on one thread than waking a team (below ~16k pixels: 20 MNIST
+    // images); a batch of 64 already gains from a second thread.
+#pragma omp parallel for schedule(static) if (count * per >= (1 << 14))
     for (int64_t i = 0; i < count; i++) {
         int64_t s = order[first + i];
-        const uint8_t *src = ds->pixels + s * per;
-        float *dst = out + i * per;
-        for (int64_t k = 0; k < per; k++) dst[k] = t[src[k]];
+        normalize_image(out + i * per, ds->pixels + s * per, per);
         if (labels) labels[i] = ds->labels[s];
     }
 }

@@ -199,6 +199,16 @@ static void normalisation_is_the_documented_formula(void **state) {
     float all[12];
     ff_dataset_normalize(all, &ds);
     assert_true(all[8] == t[255] && all[11] == t[252]);
+    // The batch path computes the formula in vectorised form: every one of the 256 values must
+    // equal the table's bits (an image of 16x16 = every byte value, long enough to vectorise).
+    uint8_t every[256];
+    uint8_t one_label = 0;
+    for (int v = 0; v < 256; v++) every[v] = (uint8_t)(255 - v);
+    ff_dataset big = {.pixels = every, .labels = &one_label, .n = 1, .rows = 16, .cols = 16};
+    int64_t o1 = 0;
+    float got[256];
+    ff_dataset_batch(got, NULL, &big, &o1, 0, 1);
+    for (int v = 0; v < 256; v++) assert_memory_equal(&got[v], &t[255 - v], sizeof(float));
 }
 
 static void shuffle_is_a_deterministic_permutation(void **state) {
