@@ -10,6 +10,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -278,12 +279,8 @@ static ff_status write_json(const char *path, const bench_args *a, const ff_mode
 static bool is_dir(const char *p) {
     size_t n = strlen(p);
     if (n && p[n - 1] == '/') return true;
-    FILE *f = fopen(p, "r");
-    if (!f) return false;
-    char c;
-    bool dir = fread(&c, 1, 1, f) == 0 && ferror(f);
-    fclose(f);
-    return dir;
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
 int ff_cmd_bench(int argc, char **argv) {
@@ -395,7 +392,8 @@ int ff_cmd_bench(int argc, char **argv) {
         if (rank == 0 && a.json) {
             char path[1024];
             if (is_dir(a.json))
-                snprintf(path, sizeof path, "%s/%s-%s%s%s-p%d-n%lld.json", a.json, m.name, ff_mode_name(o.mode),
+                snprintf(path, sizeof path, "%s%s%s-%s%s%s-p%d-n%lld.json", a.json,
+                         a.json[strlen(a.json) - 1] == '/' ? "" : "/", m.name, ff_mode_name(o.mode),
                          o.split != FF_SPLIT_NONE ? "-" : "", o.split != FF_SPLIT_NONE ? ff_split_name(o.split) : "",
                          ranks, (long long)n);
             else if (a.n_batches > 1)

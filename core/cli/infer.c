@@ -178,9 +178,7 @@ int ff_cmd_infer(int argc, char **argv) {
             printf("weights written to %s (digest %016llx)\n", a.save_weights, (unsigned long long)ff_weights_digest(&wt));
         if (st == FF_OK && !(y = malloc((size_t)(n * m.classes) * sizeof(float))))
             st = FF_FAIL(FF_ERR_OOM, "output of %lld images", (long long)n);
-    } else {
-        st = ff_weights_alloc(&wt, &m);  // receives the broadcast
-    }
+    }  // other ranks get the weights from rank 0 inside the executor (mpi mode broadcasts them)
     if (st != FF_OK) return ff_cli_fail("infer", st);
     if (ranks > 1) {
         // Every rank must know n (the input file may have decided it on rank 0).
