@@ -632,6 +632,11 @@ struct WgTf<2, 5> {
     static __device__ __forceinline__ void in(float *v, const float *d) { ff_wg_in_2_5(v, d); }
     static __device__ __forceinline__ void out(float *y, const float *x) { ff_wg_out_2_5(y, x); }
 };
+template <>
+struct WgTf<4, 5> {
+    static __device__ __forceinline__ void in(float *v, const float *d) { ff_wg_in_4_5(v, d); }
+    static __device__ __forceinline__ void out(float *y, const float *x) { ff_wg_out_4_5(y, x); }
+};
 
 struct WgGeom {
     int C, K, H, W, Wo, pad;
@@ -761,7 +766,8 @@ extern "C" ff_status ff_gpu_conv2d_winograd(float *out, const float *in, const f
     const cudaStream_t cs = ff_cu_stream(s);
     if (m == 2 && L->kh == 3) return launch_wg<2, 3>(out, in, u, b, wg, relu, work, cs);
     if (m == 4 && L->kh == 3) return launch_wg<4, 3>(out, in, u, b, wg, relu, work, cs);
-    return launch_wg<2, 5>(out, in, u, b, wg, relu, work, cs);
+    if (m == 2 && L->kh == 5) return launch_wg<2, 5>(out, in, u, b, wg, relu, work, cs);
+    return launch_wg<4, 5>(out, in, u, b, wg, relu, work, cs);
 }
 
 extern "C" ff_status ff_gpu_relu(float *out, const float *in, int64_t count, ff_gpu_stream s) {

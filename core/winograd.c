@@ -31,17 +31,18 @@ static bool variant_of(wg_variant *v, int m, int r) {
     } else if (m == 2 && r == 5) {
         v->G = ff_wg_G_2_5, v->BT = ff_wg_BT_2_5, v->AT = ff_wg_AT_2_5;
         v->in_tf = ff_wg_in_2_5, v->out_tf = ff_wg_out_2_5;
+    } else if (m == 4 && r == 5) {
+        v->G = ff_wg_G_4_5, v->BT = ff_wg_BT_4_5, v->AT = ff_wg_AT_4_5;
+        v->in_tf = ff_wg_in_4_5, v->out_tf = ff_wg_out_4_5;
     } else {
         return false;
     }
     return true;
 }
 
-int ff_winograd_m(const ff_layer *L, int m3) {
-    if (L->op != FF_OP_CONV2D || L->stride != 1 || L->kh != L->kw) return 0;
-    if (L->kh == 3) return m3 == 4 ? 4 : 2;
-    if (L->kh == 5) return 2;
-    return 0;
+int ff_winograd_m(const ff_layer *L, int m) {
+    if (L->op != FF_OP_CONV2D || L->stride != 1 || L->kh != L->kw || (L->kh != 3 && L->kh != 5)) return 0;
+    return m == 2 ? 2 : 4;
 }
 
 int ff_winograd_alpha(const ff_layer *L, int m) {

@@ -21,6 +21,7 @@ VARIANTS = {  # (m, r): finite points
     (2, 3): [0, 1, -1],
     (4, 3): [0, 1, -1, 2, -2],
     (2, 5): [0, 1, -1, 2, -2],
+    (4, 5): [0, 1, -1, 2, -2, F(1, 2), F(-1, 2)],
 }
 
 
@@ -67,6 +68,11 @@ def build(m, r, pts):
         BT[j] = [x * s for x in BT[j]]
         G[j] = [x / s for x in G[j]]
     AT = transpose(Vh)
+    for j in range(alpha):  # points like 1/2 give fractions: scale column j of A^T to integers, G's row j by the inverse
+        den = lcm(*[x.denominator for x in (AT[i][j] for i in range(m))])
+        for i in range(m):
+            AT[i][j] *= den
+        G[j] = [x / den for x in G[j]]
     # numerical check of the 2-D identity on random integers
     for _ in range(20):
         d = [[F(random.randint(-9, 9)) for _ in range(alpha)] for _ in range(alpha)]

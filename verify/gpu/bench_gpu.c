@@ -40,7 +40,7 @@ typedef struct {
     int wg;
 } ctx;
 
-// The variant enqueue runs for layer L: as the executor chooses (C >= 16), m3 = c->wg.
+// The variant enqueue runs for layer L: as the executor chooses (C >= 16), F(m x m) with m = c->wg.
 static int wg_of(const ctx *c, const ff_layer *L) {
     return c->wg && L->in.c >= 16 ? ff_winograd_m(L, c->wg) : 0;
 }

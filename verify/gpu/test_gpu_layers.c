@@ -184,11 +184,11 @@ static void winograd_equals_cpu_emulation(void **state) {
     assert_int_equal(ff_model_init(&m, "alexnet"), FF_OK);
     assert_int_equal(ff_weights_alloc(&wt, &m), FF_OK);
     ff_weights_generate(&wt, &m, 9);
-    const char *names[] = {"conv2", "conv3", "conv4", "conv5", "conv3"};
-    const int ms[] = {2, 2, 2, 2, 4};
+    const char *names[] = {"conv2", "conv3", "conv4", "conv5", "conv2", "conv3", "conv4", "conv5"};
+    const int ms[] = {2, 2, 2, 2, 4, 4, 4, 4};
     const int tiles[] = {-1, 0, 2, 10, 16};
     size_t bad = 0;
-    for (int t = 0; t < 5; t++) {
+    for (int t = 0; t < 8; t++) {
         const int i = ff_model_find_layer(&m, names[t]);
         const ff_layer *L = &m.layers[i];
         const int wm = ff_winograd_m(L, ms[t]);
