@@ -240,7 +240,7 @@ static void algorithms_and_resident_timing(void **state) {
     float *x = malloc((size_t)(n * per_img) * sizeof(float));
     ff_input_generate(x, &f.m, n, 8);
     ff_executor *e = make(&f, FF_MODE_CUDA, n, false, -1);
-    const char *expect[] = {"direct", "winograd-2", "winograd-2", "winograd-2", "winograd-2"};
+    const char *expect[] = {"direct", "winograd-4", "winograd-4", "winograd-4", "winograd-4"};
     int j = 0;
     for (int i = 0; i < f.m.n_layers; i++)
         if (f.m.layers[i].op == FF_OP_CONV2D) assert_string_equal(ff_exec_layer_algorithm(e, i), expect[j++]);
