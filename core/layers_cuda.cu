@@ -676,7 +676,9 @@ __global__ void k_wg_input(float *__restrict__ V, const float *__restrict__ in, 
     }
 }
 
-// One thread per (tile p, output channel k), k fastest (the GEMM outputs of a warp are contiguous).
+// One thread per (output channel k, tile p), p fastest: Mx is (alpha^2, K, P), so a warp reads 32
+// consecutive GEMM outputs, and neighbouring threads write neighbouring tiles of one output row
+// (the k-fastest order wrote 32 planes 4 floats at a time).
 template <int M, int R>
 __global__ void k_wg_output(float *__restrict__ out, const float *__restrict__ Mx, const float *__restrict__ bias,
                             WgGeom g, int relu) {
@@ -684,8 +686,8 @@ __global__ void k_wg_output(float *__restrict__ out, const float *__restrict__ M
     const long long total = g.P * g.K, plane = g.P * g.K;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
          i += (long long)gridDim.x * blockDim.x) {
-        const int k = (int)(i % g.K);
-        const long long p = i / g.K;
+        const int k = (int)(i / g.P);
+        const long long p = i - (long long)k * g.P;
         const long long img = p / g.tiles;
         const int t = (int)(p - img * g.tiles);
         const int th = g.th_lo + t / g.tw, tw = t % g.tw;
@@ -722,10 +724,12 @@ static ff_status launch_wg(float *out, const float *in, const float *u, const fl
     g.M = wg.K;
     g.Kd = wg.C;
     g.P = wg.P;
-    g.HWo = 1, g.Wo = 1, g.out_lo = 0, g.H = 1, g.W = 1, g.in_lo = 0, g.in_rows = 1;
+    // The GEMM's output as one "image" of P columns: Mx[xi] is (K, P), p contiguous, which the
+    // epilogue writes along p and the output transform reads along p (both coalesced).
+    g.HWo = (int)wg.P, g.Wo = 1, g.out_lo = 0, g.H = 1, g.W = 1, g.in_lo = 0, g.in_rows = 1;
     g.R = 1, g.S = 1, g.stride = 1, g.pad = 0;
     g.in_img = wg.C;
-    g.out_img = wg.K;
+    g.out_img = (long long)wg.K * wg.P;
     g.batch = A * A;
     g.zA = (long long)wg.K * wg.C;
     g.zB = wg.P * wg.C;
