@@ -109,44 +109,53 @@ static inline __attribute__((always_inline)) void conv_block(
     }
 }
 
+// The plain loop nest (kernels too wide for the packed path): the order the header documents.
+static void conv2d_plain(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
+                         const ff_rows *rows, int64_t n) {
+    const int64_t C = L->in.c, W = L->in.w, K = L->out.c, Wo = L->out.w, R = L->kh, S = L->kw;
+    const int64_t in_rows = rows->in_hi - rows->in_lo, out_rows = rows->out_hi - rows->out_lo;
+    const int64_t in_img = C * in_rows * W, out_img = K * out_rows * Wo;
+    for (int64_t img = 0; img < n; img++)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t ol = 0; ol < out_rows; ol++)
+                for (int64_t ow = 0; ow < Wo; ow++) {
+                    const int64_t oh = rows->out_lo + ol;
+                    float a = b[k];
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t r = 0; r < R; r++) {
+                            const int64_t ih = oh * L->stride - L->pad + r;
+                            if (ih < 0 || ih >= L->in.h) continue;
+                            for (int64_t s = 0; s < S; s++) {
+                                const int64_t iw = ow * L->stride - L->pad + s;
+                                if (iw < 0 || iw >= W) continue;
+                                a += w[((k * C + c) * R + r) * S + s] *
+                                     in[img * in_img + (c * in_rows + ih - rows->in_lo) * W + iw];
+                            }
+                        }
+                    out[img * out_img + (k * out_rows + ol) * Wo + ow] = a;
+                }
+}
+
 void ff_cpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
                    const ff_rows *rows, int64_t n) {
+    const ff_conv_segment seg = {out, in, *rows, n};
+    ff_cpu_conv2d_segments(&seg, 1, w, b, L);
+}
+
+void ff_cpu_conv2d_segments(const ff_conv_segment *segs, int n_segs, const float *w, const float *b,
+                            const ff_layer *L) {
     const int64_t C = L->in.c, W = L->in.w;
     const int64_t K = L->out.c, Wo = L->out.w;
     const int64_t R = L->kh, S = L->kw;
-    const int64_t in_rows = rows->in_hi - rows->in_lo;
-    const int64_t out_rows = rows->out_hi - rows->out_lo;
-    if (out_rows <= 0 || n <= 0 || K <= 0) return;
-    const int64_t in_img = C * in_rows * W;     // floats per image in the input band
-    const int64_t out_img = K * out_rows * Wo;  // floats per image in the output band
+    if (K <= 0) return;
     int64_t lo[FF_MAX_S], hi[FF_MAX_S];
     // Kernels wider than FF_MAX_S (none in the models) or so large that one channel's packed
     // taps overflow the pack buffer fall back to the same arithmetic one column at a time.
     const int64_t s_tab = min64(S, FF_MAX_S);
     for (int64_t s = 0; s < s_tab; s++) valid_cols(&lo[s], &hi[s], W, Wo, L->stride, L->pad, s);
-    const conv_geom g = {C, L->in.h, W, Wo, R, S, L->stride, L->pad,
-                         rows->in_lo, in_rows, out_rows, lo, hi};
     const int64_t taps = R * S * FF_KB;  // packed floats per channel
     if (S > FF_MAX_S || taps > FF_PACK_FLOATS) {
-        for (int64_t img = 0; img < n; img++)
-            for (int64_t k = 0; k < K; k++)
-                for (int64_t ol = 0; ol < out_rows; ol++)
-                    for (int64_t ow = 0; ow < Wo; ow++) {
-                        const int64_t oh = rows->out_lo + ol;
-                        float a = b[k];
-                        for (int64_t c = 0; c < C; c++)
-                            for (int64_t r = 0; r < R; r++) {
-                                const int64_t ih = oh * L->stride - L->pad + r;
-                                if (ih < 0 || ih >= L->in.h) continue;
-                                for (int64_t s = 0; s < S; s++) {
-                                    const int64_t iw = ow * L->stride - L->pad + s;
-                                    if (iw < 0 || iw >= W) continue;
-                                    a += w[((k * C + c) * R + r) * S + s] *
-                                         in[img * in_img + (c * in_rows + ih - rows->in_lo) * W + iw];
-                                }
-                            }
-                        out[img * out_img + (k * out_rows + ol) * Wo + ow] = a;
-                    }
+        for (int q = 0; q < n_segs; q++) conv2d_plain(segs[q].out, segs[q].in, w, b, L, &segs[q].rows, segs[q].n);
         return;
     }
     const int64_t cb = min64(C, FF_PACK_FLOATS / taps);  // channels per packed chunk
@@ -157,6 +166,7 @@ void ff_cpu_conv2d(float *out, const float *in, const float *w, const float *b, 
         for (int64_t c0 = 0; c0 < C; c0 += cb) {
             const int64_t c1 = min64(C, c0 + cb);
             // Pack w[k0 .. k0+kl, c0 .. c1, :, :] as (c, r, s, lane); absent lanes are 0 and never stored.
+            // Packed once per chunk for every segment: a rank's several row bands cost one packing.
             for (int64_t c = c0; c < c1; c++)
                 for (int64_t rs = 0; rs < R * S; rs++)
                     for (int64_t l = 0; l < FF_KB; l++)
@@ -165,19 +175,29 @@ void ff_cpu_conv2d(float *out, const float *in, const float *w, const float *b, 
             // The first chunk starts each element from its bias; later chunks continue from the
             // value stored in out (a float store and reload is exact).
             const float *bias = c0 == 0 ? b + k0 : NULL;
-            for (int64_t img = 0; img < n; img++) {
-                const float *x = in + img * in_img;           // (C, in_rows, W)
-                float *y = out + img * out_img + k0 * out_rows * Wo;  // (K - k0, out_rows, Wo)
-                for (int64_t ol = 0; ol < out_rows; ol++) {
-                    const int64_t oh = rows->out_lo + ol;
-                    int64_t ow0 = 0;
-                    for (; ow0 + FF_PB <= Wo; ow0 += FF_PB)
-                        conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, FF_PB);
-                    switch (Wo - ow0) {  // the last Wo % FF_PB pixels, constant block sizes
-                    case 3: conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 3); break;
-                    case 2: conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 2); break;
-                    case 1: conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 1); break;
-                    default: break;
+            for (int q = 0; q < n_segs; q++) {
+                const ff_rows *rows = &segs[q].rows;
+                const int64_t in_rows = rows->in_hi - rows->in_lo;
+                const int64_t out_rows = rows->out_hi - rows->out_lo;
+                if (out_rows <= 0 || segs[q].n <= 0) continue;
+                const int64_t in_img = C * in_rows * W;     // floats per image in the input band
+                const int64_t out_img = K * out_rows * Wo;  // floats per image in the output band
+                const conv_geom g = {C, L->in.h, W, Wo, R, S, L->stride, L->pad,
+                                     rows->in_lo, in_rows, out_rows, lo, hi};
+                for (int64_t img = 0; img < segs[q].n; img++) {
+                    const float *x = segs[q].in + img * in_img;                  // (C, in_rows, W)
+                    float *y = segs[q].out + img * out_img + k0 * out_rows * Wo;  // (K - k0, out_rows, Wo)
+                    for (int64_t ol = 0; ol < out_rows; ol++) {
+                        const int64_t oh = rows->out_lo + ol;
+                        int64_t ow0 = 0;
+                        for (; ow0 + FF_PB <= Wo; ow0 += FF_PB)
+                            conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, FF_PB);
+                        switch (Wo - ow0) {  // the last Wo % FF_PB pixels, constant block sizes
+                        case 3: conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 3); break;
+                        case 2: conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 2); break;
+                        case 1: conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 1); break;
+                        default: break;
+                        }
                     }
                 }
             }

@@ -14,6 +14,23 @@ ff_range ff_band(int64_t n, int P, int r) {
     return b;
 }
 
+ff_range ff_band_rotated(int64_t n, int P, int r, int rot) {
+    ff_range b = {0, 0};
+    if (n <= 0 || P <= 0 || r < 0 || r >= P) return b;
+    rot = ((rot % P) + P) % P;
+    // Rank r gets the size of balanced band (r + rot) mod P; the bands are laid out in rank order.
+    // Sizes differ by at most one, so the prefix sum is r*(n/P) plus the extra rows before r.
+    // extra(k): rows beyond n/P in balanced bands 0..k-1 = floor(k*n/P) - k*(n/P).
+    const int64_t base = n / P;
+#define FF_EXTRA(k) ((int64_t)(k) * n / P - (int64_t)(k) * base)
+    const int64_t before = rot + r <= P ? FF_EXTRA(rot + r) - FF_EXTRA(rot)
+                                        : FF_EXTRA(P) - FF_EXTRA(rot) + FF_EXTRA(rot + r - P);
+#undef FF_EXTRA
+    b.lo = (int64_t)r * base + before;
+    b.hi = b.lo + ff_range_len(ff_band(n, P, (r + rot) % P));
+    return b;
+}
+
 int ff_band_owner(int64_t n, int P, int64_t i) {
     // Largest r with floor(r*n/P) <= i, i.e. r < (i+1)*P/n: r = ceil((i+1)*P/n) - 1. That band is
     // never empty: its hi = floor((r+1)*n/P) >= i+1.
@@ -85,6 +102,11 @@ void ff_partition_free(ff_partition *p) {
 
 ff_status ff_partition_build(ff_partition **out, const ff_model *m, int first, int last, int P, ff_split split,
                              int64_t batch) {
+    return ff_partition_build_rotated(out, m, first, last, P, split, batch, 0);
+}
+
+ff_status ff_partition_build_rotated(ff_partition **out, const ff_model *m, int first, int last, int P,
+                                     ff_split split, int64_t batch, int rot) {
     *out = NULL;
     if (P < 1 || P > FF_PART_MAX_RANKS)
         return FF_FAIL(FF_ERR_INPUT, "rank count %d: expected 1..%d", P, FF_PART_MAX_RANKS);
@@ -104,6 +126,7 @@ ff_status ff_partition_build(ff_partition **out, const ff_model *m, int first, i
     p->first = first;
     p->last = last;
     p->batch = batch;
+    p->rot = P > 0 ? ((rot % P) + P) % P : 0;
     ff_status st = FF_OK;
     p->images = calloc((size_t)P, sizeof(ff_range));
     if (!p->images) {
@@ -156,12 +179,12 @@ ff_status ff_partition_build(ff_partition **out, const ff_model *m, int first, i
         lp->src = prev_band ? FF_SRC_BANDS : FF_SRC_ROOT;
         for (int r = 0; r < P; r++) {
             if (lp->windowed) {
-                lp->band[r] = ff_band(L->out.h, P, r);
+                lp->band[r] = ff_band_rotated(L->out.h, P, r, p->rot);
                 lp->need[r] = ff_layer_input_rows(L, lp->band[r].lo, lp->band[r].hi);
             } else {
                 // relu / lrn: rows map to themselves; keep the distribution of the input so no
                 // exchange is needed.
-                lp->band[r] = prev_band ? prev_band[r] : ff_band(L->out.h, P, r);
+                lp->band[r] = prev_band ? prev_band[r] : ff_band_rotated(L->out.h, P, r, p->rot);
                 lp->need[r] = lp->band[r];
             }
             if (ff_range_len(lp->need[r]) == 0) lp->need[r].lo = lp->need[r].hi = 0;

@@ -35,6 +35,11 @@ ff_status ff_partition_print(FILE *f, const ff_model *m, int P, ff_split s, int6
                 "and %lld bytes of weights\n",
                 (long long)(in_bytes * batch), (long long)(m->n_weights_total * 4));
     }
+    if (s == FF_SPLIT_ROWS && P > 1 && batch > 1)
+        fprintf(f,
+                "bands below are image group 0's; the batch runs as %lld groups of images, group g with "
+                "the bands rotated by g (the remainder rows of a layer move from rank to rank)\n",
+                (long long)(batch < P ? batch : P));
     if (s != FF_SPLIT_ROWS) {
         ff_partition_free(p);
         return FF_OK;

@@ -255,7 +255,9 @@ static int run_case(uint64_t seed, int64_t index, bool use_mpi, ff_comm *world, 
     ff_partition *p = NULL;
     for (int k = 0; k < 2 && !bad; k++) {
         int f = k ? fc.first : 0, l = k ? fc.last : fc.m.n_layers - 1;
-        ff_status st = ff_partition_build(&p, &fc.m, f, l, fc.P, FF_SPLIT_ROWS, fc.n);
+        // the rotation of some image group of the run (forward_rows uses rotations 0..min(P, n)-1)
+        const int rot = (int)((seed ^ (uint64_t)index) % (uint64_t)fc.P);
+        ff_status st = ff_partition_build_rotated(&p, &fc.m, f, l, fc.P, FF_SPLIT_ROWS, fc.n, rot);
         if (st == FF_OK) st = ff_partition_check(p, &fc.m);
         if (st == FF_OK && k == 1 && fc.split == FF_SPLIT_ROWS)
             for (int i = f; i <= l; i++) {

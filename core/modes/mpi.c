@@ -35,6 +35,8 @@ typedef struct {
     ff_guarded buf[N_BUFS];
     size_t *counts, *displs;     // [P] scratch for v-collectives
     ff_comm_msg *sends, *recvs;  // [P] scratch for exchanges
+    ff_guarded *gbuf;            // [n_gbuf] rows split: three activation buffers per image group
+    int n_gbuf;
 } mpi_exec;
 
 // ---------------------------------------------------------------- timing
@@ -75,6 +77,8 @@ static void mpi_destroy(ff_executor *e) {
     if (!e) return;
     mpi_exec *x = (mpi_exec *)e;
     for (int k = 0; k < N_BUFS; k++) ff_guarded_free(&x->buf[k]);
+    for (int k = 0; k < x->n_gbuf; k++) ff_guarded_free(&x->gbuf[k]);
+    free(x->gbuf);
     free(x->own_data);
     free(x->counts);
     free(x->displs);
@@ -400,42 +404,155 @@ static ff_status fetch_input(mpi_exec *x, ff_guarded *dst, const tensor_state *s
                             L->name);
 }
 
+// Image groups of the rows split. A layer whose height P does not divide leaves some ranks one
+// row more than the others (AlexNet's 13-row maps over 4 ranks: 3, 3, 3, 4), and every rank waits
+// for the heaviest at the next halo. So the batch is cut into G = min(P, n) contiguous groups and
+// group g uses the partition rotated by g (ff_band_rotated): the extra rows fall on every rank in
+// turn, and a rank's rows per layer, summed over the groups, differ by at most a fraction of a row.
+// Per layer, every group's input is fetched first (scatter or halo exchange: no compute in
+// between, so no rank waits on another's computing), then every group is computed (conv: one
+// ff_cpu_conv2d_segments call, the weights packed once). Bits are unchanged: each output element
+// is computed from its inputs alone, whichever rank and group computes it.
+typedef struct {
+    int G;
+    ff_partition **part;  // [G] partition of group g, rotation g
+    ff_range *images;     // [G] images of group g
+    tensor_state *s;      // [G] where group g's tensor is
+    const float **src;    // [G] scratch: the input rows of the layer being computed
+    ff_conv_segment *seg; // [G] scratch
+} row_groups;
+
+static void groups_free(row_groups *gr) {
+    for (int g = 0; gr->part && g < gr->G; g++) ff_partition_free(gr->part[g]);
+    free(gr->part);
+    free(gr->images);
+    free(gr->s);
+    free(gr->src);
+    free(gr->seg);
+}
+
+static ff_status groups_build(mpi_exec *x, row_groups *gr, int64_t n, int first, int last) {
+    const int P = x->base.ranks;
+    memset(gr, 0, sizeof *gr);
+    gr->G = n > P ? P : n > 0 ? (int)n : 1;
+    const int G = gr->G;
+    gr->part = calloc((size_t)G, sizeof *gr->part);
+    gr->images = calloc((size_t)G, sizeof *gr->images);
+    gr->s = calloc((size_t)G, sizeof *gr->s);
+    gr->src = calloc((size_t)G, sizeof *gr->src);
+    gr->seg = calloc((size_t)G, sizeof *gr->seg);
+    if (!gr->part || !gr->images || !gr->s || !gr->src || !gr->seg)
+        return FF_FAIL(FF_ERR_OOM, "mpi rows split: state for %d image groups", G);
+    // Three activation buffers per group (its input rows, output band, and the previous band).
+    if (x->n_gbuf < 3 * G) {
+        ff_guarded *nb = realloc(x->gbuf, (size_t)(3 * G) * sizeof *nb);
+        if (!nb) return FF_FAIL(FF_ERR_OOM, "mpi rows split: buffers for %d image groups", G);
+        memset(nb + x->n_gbuf, 0, (size_t)(3 * G - x->n_gbuf) * sizeof *nb);
+        for (int k = x->n_gbuf; k < 3 * G; k++) nb[k].name = "group activation";
+        x->gbuf = nb;
+        x->n_gbuf = 3 * G;
+    }
+    for (int g = 0; g < G; g++) {
+        gr->images[g] = ff_band(n, G, g);
+        FF_TRY(ff_partition_build_rotated(&gr->part[g], x->base.model, first, last, P, FF_SPLIT_ROWS,
+                                          ff_range_len(gr->images[g]), g));
+    }
+    return FF_OK;
+}
+
+// A group buffer holding neither a nor b.
+static ff_guarded *group_act(mpi_exec *x, int g, const float *a, const float *b) {
+    for (int k = 3 * g; k < 3 * g + 3; k++) {
+        float *d = ff_guarded_data(&x->gbuf[k]);
+        if (!d || (d != a && d != b)) return &x->gbuf[k];
+    }
+    return NULL;  // unreachable: three buffers, two excluded
+}
+
+// One spatial layer for every group: inputs first, then the computation.
+static ff_status rows_spatial_layer(mpi_exec *x, row_groups *gr, int i, int first) {
+    const ff_layer *L = &x->base.model->layers[i];
+    const int me = x->base.rank;
+    for (int g = 0; g < gr->G; g++) {
+        const ff_layer_part *lp = &gr->part[g]->layer[i - first];
+        const int64_t ng = ff_range_len(gr->images[g]);
+        tensor_state *s = &gr->s[g];
+        gr->src[g] = s->p;
+        // Input rows for my band: scattered, taken locally, exchanged, or (relu/lrn after a banded
+        // layer) exactly the rows I already hold.
+        if (!(s->at == AT_BANDS && !lp->windowed)) {
+            ff_guarded *inb = group_act(x, g, s->p, NULL);
+            FF_TRY(fetch_input(x, inb, s, lp, L, ng));
+            gr->src[g] = ff_guarded_data(inb);
+        }
+    }
+    mark t = mark_now(x);
+    for (int g = 0; g < gr->G; g++) {
+        const ff_layer_part *lp = &gr->part[g]->layer[i - first];
+        const int64_t ng = ff_range_len(gr->images[g]);
+        const ff_range band = lp->band[me];
+        ff_guarded *ob = group_act(x, g, gr->src[g], gr->s[g].p);
+        FF_TRY(ff_guarded_reserve(ob, band_floats(band, ng, L->out.c, L->out.w)));
+        const ff_rows rows = {lp->need[me].lo, lp->need[me].hi, band.lo, band.hi};
+        if (L->op == FF_OP_CONV2D) {
+            gr->seg[g] = (ff_conv_segment){ff_guarded_data(ob), gr->src[g], rows, ff_range_len(band) > 0 ? ng : 0};
+        } else if (ff_range_len(band) > 0 && ng > 0) {
+            run_layer(x, ff_guarded_data(ob), gr->src[g], i, &rows, ng);
+        }
+        gr->s[g].at = AT_BANDS;
+        gr->s[g].p = ff_guarded_data(ob);
+        gr->s[g].shape = L->out;
+        gr->s[g].bands = lp->band;
+    }
+    if (L->op == FF_OP_CONV2D) ff_cpu_conv2d_segments(gr->seg, gr->G, x->w.w[i], x->w.b[i], L);
+    // The fault hook: the element of image 0 (group 0), row 0, on the rank that computes it.
+    const ff_range b0 = gr->part[0]->layer[i - first].band[me];
+    maybe_fault(x, (float *)gr->s[0].p, i, b0.lo == 0 && ff_range_len(b0) > 0 && ff_range_len(gr->images[0]) > 0);
+    account(x, i, FF_PHASE_COMPUTE, t);
+    return FF_OK;
+}
+
 static ff_status forward_rows(mpi_exec *x, float *out, const float *in, int64_t n, int first, int last) {
     const ff_model *m = x->base.model;
     const int P = x->base.ranks, me = x->base.rank;
-    ff_partition *part = NULL;
-    FF_TRY(ff_partition_build(&part, m, first, last, P, FF_SPLIT_ROWS, n));
-    tensor_state s = {AT_ROOT, in, m->layers[first].in, NULL};
-    ff_status st = FF_OK;
+    row_groups gr;
+    ff_status st = groups_build(x, &gr, n, first, last);
+    tensor_state s = {AT_ROOT, in, m->layers[first].in, NULL};  // the whole tensor, when not banded
+    bool banded = false;                                       // the groups' states hold the data
     for (int i = first; i <= last && st == FF_OK; i++) {
         const ff_layer *L = &m->layers[i];
-        const ff_layer_part *lp = &part->layer[i - first];
+        const ff_layer_part *lp = &gr.part[0]->layer[i - first];
         if (lp->spatial) {
-            // Input rows for my band: scattered, taken locally, exchanged, or (relu/lrn after a
-            // banded layer) exactly the rows I already hold.
-            const float *src = s.p;
-            if (!(s.at == AT_BANDS && !lp->windowed)) {
-                ff_guarded *inb = other_act(x, s.p, NULL);
-                st = fetch_input(x, inb, &s, lp, L, n);
-                if (st != FF_OK) break;
-                src = ff_guarded_data(inb);
+            if (!banded) {  // every group starts from its images of the whole tensor
+                const int64_t per = ff_shape_numel(s.shape);
+                for (int g = 0; g < gr.G; g++) {
+                    gr.s[g] = s;
+                    gr.s[g].p = s.p ? s.p + gr.images[g].lo * per : NULL;
+                }
             }
-            ff_range band = lp->band[me];
-            ff_guarded *ob = other_act(x, src, s.p);
-            st = ff_guarded_reserve(ob, band_floats(band, n, L->out.c, L->out.w));
+            st = rows_spatial_layer(x, &gr, i, first);
+            banded = true;
+            continue;
+        }
+        if (banded) {  // every group's bands -> the whole tensor on every rank
+            const int64_t per = ff_shape_numel(gr.s[0].shape);
+            size_t floats = (size_t)(per * n);
+            ff_guarded *full = &x->buf[FULL];
+            st = ff_guarded_reserve(full, floats);
             if (st != FF_OK) break;
-            mark t = mark_now(x);
-            if (ff_range_len(band) > 0) {
-                ff_rows rows = {lp->need[me].lo, lp->need[me].hi, band.lo, band.hi};
-                run_layer(x, ff_guarded_data(ob), src, i, &rows, n);
-                maybe_fault(x, ff_guarded_data(ob), i, band.lo == 0 && n > 0);
-            }
-            account(x, i, FF_PHASE_COMPUTE, t);
-            s.at = AT_BANDS;
-            s.p = ff_guarded_data(ob);
-            s.shape = L->out;
-            s.bands = lp->band;
-        } else if (L->op == FF_OP_LINEAR) {
+            ff_guarded_arm(full, floats);
+            for (int g = 0; g < gr.G && st == FF_OK; g++)
+                st = collect_bands(x, ff_guarded_data(full) + gr.images[g].lo * per, &gr.s[g],
+                                   ff_range_len(gr.images[g]), true, i, L->name);
+            if (st == FF_OK) st = ff_guarded_check(full, floats, "after assembling bands", L->name);
+            if (st != FF_OK) break;
+            s.at = AT_ALL;
+            s.p = ff_guarded_data(full);
+            s.shape = gr.s[0].shape;
+            s.bands = NULL;
+            banded = false;
+        }
+        if (L->op == FF_OP_LINEAR) {
             // Every rank needs the whole input; rank r computes output features band[r].
             st = make_all(x, &s, n, i, L->name);
             if (st != FF_OK) break;
@@ -491,16 +608,6 @@ static ff_status forward_rows(mpi_exec *x, float *out, const float *in, int64_t 
             s.shape = L->out;
         } else {
             // flatten, softmax, relu after an FC layer: whole, wherever the data is.
-            if (s.at == AT_BANDS) {
-                size_t floats = (size_t)(ff_shape_numel(s.shape) * n);
-                ff_guarded *full = &x->buf[FULL];
-                st = ff_guarded_reserve(full, floats);
-                if (st != FF_OK) break;
-                ff_guarded_arm(full, floats);
-                st = collect_bands(x, ff_guarded_data(full), &s, n, true, i, L->name);
-                if (st == FF_OK) st = ff_guarded_check(full, floats, "after assembling bands", L->name);
-                if (st != FF_OK) break;
-            }
             bool compute = s.at == AT_ALL || me == 0;
             ff_guarded *ob = other_act(x, s.p, NULL);
             st = ff_guarded_reserve(ob, (size_t)(ff_shape_numel(L->out) * n));
@@ -516,14 +623,16 @@ static ff_status forward_rows(mpi_exec *x, float *out, const float *in, int64_t 
         }
     }
     if (st == FF_OK) {
-        size_t floats = (size_t)(ff_shape_numel(m->layers[last].out) * n);
-        if (s.at == AT_BANDS) {
-            st = collect_bands(x, out, &s, n, false, FF_MAX_LAYERS, m->layers[last].name);
+        const int64_t per = ff_shape_numel(m->layers[last].out);
+        if (banded) {
+            for (int g = 0; g < gr.G && st == FF_OK; g++)
+                st = collect_bands(x, me == 0 && out ? out + gr.images[g].lo * per : NULL, &gr.s[g],
+                                   ff_range_len(gr.images[g]), false, FF_MAX_LAYERS, m->layers[last].name);
         } else if (me == 0) {
-            memcpy(out, s.p, floats * sizeof(float));
+            memcpy(out, s.p, (size_t)(per * n) * sizeof(float));
         }
     }
-    ff_partition_free(part);
+    groups_free(&gr);
     return st;
 }
 

@@ -31,6 +31,47 @@ static void bands_tile_and_owner_agrees(void **state) {
         }
 }
 
+// Rotated bands (the rows split's image groups): rotation 0 is ff_band; every rotation tiles
+// [0, n) in rank order with the same multiset of sizes; over the P rotations every rank gets
+// exactly n items (the remainder falls on each rank in turn); a rotation is taken mod P.
+static void rotated_bands_tile_and_balance(void **state) {
+    (void)state;
+    for (int64_t n = 0; n <= 40; n++)
+        for (int P = 1; P <= 12; P++) {
+            int64_t total[12] = {0};
+            for (int rot = 0; rot < P; rot++) {
+                int64_t at = 0, bigger = 0;
+                for (int r = 0; r < P; r++) {
+                    ff_range b = ff_band_rotated(n, P, r, rot);
+                    if (rot == 0) {
+                        ff_range b0 = ff_band(n, P, r);
+                        assert_int_equal(b.lo, b0.lo);
+                        assert_int_equal(b.hi, b0.hi);
+                    }
+                    assert_int_equal(b.lo, at);
+                    assert_int_equal(ff_range_len(b), ff_range_len(ff_band(n, P, (r + rot) % P)));
+                    bigger += ff_range_len(b) > n / P;
+                    total[r] += ff_range_len(b);
+                    at = b.hi;
+                    ff_range c = ff_band_rotated(n, P, r, rot + 3 * P);
+                    assert_int_equal(c.lo, b.lo);
+                    assert_int_equal(c.hi, b.hi);
+                }
+                assert_int_equal(at, n);
+                assert_int_equal(bigger, n % P);
+            }
+            for (int r = 0; r < P; r++) assert_int_equal(total[r], n);
+        }
+    // AlexNet's 13-row maps over 4 ranks: the 4-row band moves.
+    ff_range b = ff_band_rotated(13, 4, 3, 0);
+    assert_int_equal(ff_range_len(b), 4);
+    b = ff_band_rotated(13, 4, 2, 1);
+    assert_int_equal(ff_range_len(b), 4);
+    b = ff_band_rotated(13, 4, 0, 3);
+    assert_int_equal(b.lo, 0);
+    assert_int_equal(b.hi, 4);
+}
+
 static ff_layer window(ff_op op, int64_t H, int k, int s, int p) {
     ff_layer L;
     memset(&L, 0, sizeof L);
@@ -254,7 +295,7 @@ static void print_lists_every_layer(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(bands_tile_and_owner_agrees),  cmocka_unit_test(input_rows_match_brute_force),
+        cmocka_unit_test(bands_tile_and_owner_agrees), cmocka_unit_test(rotated_bands_tile_and_balance),  cmocka_unit_test(input_rows_match_brute_force),
         cmocka_unit_test(alexnet_conv1_halo),           cmocka_unit_test(thin_bands_fetch_from_far_ranks),
         cmocka_unit_test(more_ranks_than_rows),         cmocka_unit_test(bad_arguments),
         cmocka_unit_test(checker_rejects_broken_plans), cmocka_unit_test(print_lists_every_layer),

@@ -34,6 +34,17 @@ static inline ff_rows ff_rows_full(const ff_layer *L) {
 // out: (n, K, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W); w: (K, C, R, S); b: (K)
 void ff_cpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
                    const ff_rows *rows, int64_t n);
+// One conv2d over several independent pieces of the same layer (the mpi rows split's image
+// groups, each with its own row band): segment q is ff_cpu_conv2d(out, in, w, b, L, &rows, n) and
+// gets exactly those bits; the weights are repacked once for all segments instead of once each.
+typedef struct {
+    float *out;       // (n, K, rows.out_hi - rows.out_lo, Wo)
+    const float *in;  // (n, C, rows.in_hi - rows.in_lo, W)
+    ff_rows rows;
+    int64_t n;
+} ff_conv_segment;
+void ff_cpu_conv2d_segments(const ff_conv_segment *segs, int n_segs, const float *w, const float *b,
+                            const ff_layer *L);
 // out, in: (n, C, out_hi-out_lo, W) — rows must be an identity band (in_lo == out_lo, ...)
 void ff_cpu_relu(float *out, const float *in, int64_t count);
 // out: (n, C, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W). Max over the window, first max wins;

@@ -22,6 +22,12 @@ extern "C" {
 
 // Balanced block of n items for rank r of P; empty when n < P for some ranks.
 ff_range ff_band(int64_t n, int P, int r);
+// The same band sizes handed out rotated: rank r gets the size of ff_band(n, P, (r + rot) mod P),
+// bands laid out in rank order (they tile [0, n)). rot = 0 is ff_band. The rows split gives each
+// group of images its own rotation, so the remainder rows of a layer whose height P does not
+// divide (AlexNet's 13-row maps over 4 ranks: 3, 3, 3, 4) fall on every rank in turn instead of
+// always on the same one, and each rank's work per layer, summed over the batch, is balanced.
+ff_range ff_band_rotated(int64_t n, int P, int r, int rot);
 // The rank whose band of n items over P contains item i (0 <= i < n).
 int ff_band_owner(int64_t n, int P, int64_t i);
 
@@ -78,6 +84,7 @@ typedef struct {
     int P;
     int first, last;
     int64_t batch;
+    int rot;                             // rows split: the band rotation (ff_band_rotated), 0..P-1
     ff_range *images;                    // [P] images per rank (batch split); [0, batch) for the others
     ff_layer_part layer[FF_MAX_LAYERS];  // index i - first for model layer i
 } ff_partition;
@@ -89,6 +96,9 @@ typedef struct {
 // 1..FF_PART_MAX_RANKS, a bad range, or split NONE with P > 1.
 ff_status ff_partition_build(ff_partition **out, const ff_model *m, int first, int last, int P, ff_split split,
                              int64_t batch);
+// The same with the row bands of every spatial layer rotated by `rot` (ff_band_rotated).
+ff_status ff_partition_build_rotated(ff_partition **out, const ff_model *m, int first, int last, int P,
+                                     ff_split split, int64_t batch, int rot);
 void ff_partition_free(ff_partition *p);
 
 // Bytes rank r sends in the halo exchange of layer part lp for n images.
