@@ -138,8 +138,8 @@ ff_status ff_gpu_lrn(float *out, const float *in, const ff_layer *L, int64_t row
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_linear(float *out, const float *in, const float *w, const float *b, const ff_layer *L, bool relu,
-                        int64_t n, ff_gpu_stream s) {
-    (void)out, (void)in, (void)w, (void)b, (void)L, (void)relu, (void)n, (void)s;
+                        int64_t n, float *work, ff_gpu_stream s) {
+    (void)out, (void)in, (void)w, (void)b, (void)L, (void)relu, (void)n, (void)work, (void)s;
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_linear_vendor(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
@@ -156,8 +156,8 @@ ff_status ff_gpu_fault(float *x, ff_gpu_stream s) {
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
-                               bool relu, const ff_rows *rows, int64_t n, ff_gpu_stream s) {
-    (void)out, (void)in, (void)w, (void)b, (void)L, (void)relu, (void)rows, (void)n, (void)s;
+                               bool relu, const ff_rows *rows, int64_t n, float *work, ff_gpu_stream s) {
+    (void)out, (void)in, (void)w, (void)b, (void)L, (void)relu, (void)rows, (void)n, (void)work, (void)s;
     return FF_NO_CUDA();
 }
 void ff_gpu_debug_force_tile(int tile) {

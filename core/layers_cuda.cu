@@ -14,6 +14,13 @@
 // Small batches of a linear layer (n <= 8) are memory-bound on the weights and have too few output
 // columns for a GEMM tile: a GEMV kernel streams weight rows with 16-byte cp.async and still gives
 // each (row, image) output its own chain in one thread, so its bits equal the GEMM's.
+//
+// Linear layers with a long reduction are split into S = ff_linear_split(K) fixed chunks
+// (linear_split.h states the order): the GEMM runs the S chunks as a batch of S problems
+// (blockIdx.z = chunk; chunk 0's chains start at the bias, the others' at +0) into a workspace of
+// partial sums, and k_linear_sum adds them in chunk order; the GEMV kernel keeps one (row, image)
+// per thread and closes each chunk's chain at the chunk border, adding the partial sums in the same
+// order in registers. Both give linear_split.h's bits, whatever the tile configuration or batch.
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -21,6 +28,7 @@
 #include <string.h>
 
 #include "fivefold/gpu.h"
+#include "fivefold/linear_split.h"
 #include "fivefold/winograd.h"
 #include "gpu_check.cuh"
 
@@ -62,9 +70,13 @@ struct GemmGeom {
     int R, S, stride, pad;
     long long in_img;   // floats per image in `in`  (C * in_rows * W)
     long long out_img;  // floats per image in `out` (M * HWo)
-    // Batched GEMMs (Winograd: one per transform position): blockIdx.z selects the problem, whose
-    // w, in and out start zA, zB, zC floats further. batch 0 means 1.
+    // Batched GEMMs (Winograd: one per transform position; split-K linear: one per chunk):
+    // blockIdx.z selects the problem, whose w, in and out start zA, zB, zC floats further. batch 0
+    // means 1. The bias (when given) starts the chains of problem 0 only; the others start at +0.
     int batch;
+    // LIN only: floats from one row of w (and of in) to the next; 0 means Kd (run_gemm fills it in
+    // before a launch). A split-K chunk reads Kd = chunk terms of rows that are ld = in_features long.
+    int ld;
     long long zA, zB, zC;
 };
 
@@ -91,6 +103,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN 
     constexpr int VM = TM % 4 == 0 ? 4 : TM % 2 == 0 ? 2 : 1, GM = TM / VM;
     constexpr int VN = TN % 4 == 0 ? 4 : TN % 2 == 0 ? 2 : 1, GN = TN / VN;
     static_assert(T % BN == 0 && (BK * BN) % T == 0 && (BK * BM) % T == 0, "tile/thread mismatch");
+    static_assert(!LIN || T % BK == 0, "LIN loads: a thread keeps one column of the k tile");
     extern __shared__ __align__(16) float smem[];
     float *As = smem;                           // [STAGES][BK][AP]: w tile, transposed
     float *Bs = As + STAGES * BK * AP;          // [STAGES][BK][BP]: gathered input tile
@@ -99,6 +112,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN 
     const int tid = threadIdx.x;
     const int m0 = blockIdx.y * BM;
     const long long p0 = (long long)blockIdx.x * BN;
+    if (blockIdx.z > 0) bias = nullptr;  // split-K: only chunk 0 starts at the bias
     w += blockIdx.z * g.zA;
     in += blockIdx.z * g.zB;
     out += blockIdx.z * g.zC;
@@ -127,26 +141,38 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN 
         bbase = in + img * g.in_img + (long long)(ih0 - g.in_lo) * g.W + iw0;
     }
 
+    // LIN loads (T % BK == 0 in every configuration): a thread always copies column kl of rows
+    // rl + l * (T / BK) of the w and in tiles; rows are g.ld apart (run_gemm sets it).
+    const int kl = tid % BK, rl = tid / BK;
+    const float *wl = w + (LIN ? (long long)(m0 + rl) * g.ld + kl : 0);
+    const float *il = in + (LIN ? (p0 + rl) * g.ld + kl : 0);
+    const long long lstep = (long long)(T / BK) * g.ld;
+
     auto load_stage = [&](int stage, int k0) {
         float *as = As + stage * BK * AP;
         float *bs = Bs + stage * BK * BP;
-#pragma unroll
-        for (int l = 0; l < BM * BK / T; l++) {
-            const int i = tid + l * T, mm = i / BK, kk = i % BK;
-            const int m = m0 + mm, k = k0 + kk;
-            const bool v = m < g.M && k < g.Kd;
-            cp_async4(as + kk * AP + mm, v ? w + (long long)m * g.Kd + k : w, v);
-        }
         if (LIN) {
+            const bool kv = k0 + kl < g.Kd;
+#pragma unroll
+            for (int l = 0; l < BM * BK / T; l++) {
+                const int mm = rl + l * (T / BK);
+                const bool v = kv && m0 + mm < g.M;
+                cp_async4(as + kl * AP + mm, v ? wl + l * lstep + k0 : w, v);
+            }
 #pragma unroll
             for (int l = 0; l < BN * BK / T; l++) {
-                const int i = tid + l * T, pp = i / BK, kk = i % BK;
-                const long long p = p0 + pp;
-                const int k = k0 + kk;
-                const bool v = p < g.P && k < g.Kd;
-                cp_async4(bs + kk * BP + pp, v ? in + p * g.Kd + k : in, v);
+                const int pp = rl + l * (T / BK);
+                const bool v = kv && p0 + pp < g.P;
+                cp_async4(bs + kl * BP + pp, v ? il + l * lstep + k0 : in, v);
             }
         } else {
+#pragma unroll
+            for (int l = 0; l < BM * BK / T; l++) {
+                const int i = tid + l * T, mm = i / BK, kk = i % BK;
+                const int m = m0 + mm, k = k0 + kk;
+                const bool v = m < g.M && k < g.Kd;
+                cp_async4(as + kk * AP + mm, v ? w + (long long)m * g.Kd + k : w, v);
+            }
 #pragma unroll
             for (int l = 0; l < BN * BK / T; l++) {
                 const int kk = krow0 + l * (T / BN), k = k0 + kk;
@@ -168,7 +194,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN 
 #pragma unroll
     for (int i = 0; i < TM; i++) {
         const int m = m0 + (i / VM) * (BM / GM) + ty * VM + i % VM;
-        const float b0 = bias && m < g.M ? bias[m] : 0.0f;  // no bias (Winograd): the chain starts at +0
+        // no bias (Winograd; split-K chunks after the first): the chain starts at +0
+        const float b0 = bias && m < g.M ? bias[m] : 0.0f;
 #pragma unroll
         for (int j = 0; j < TN; j++) acc[i][j] = b0;  // the chain starts at the bias
     }
@@ -273,10 +300,14 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN 
 #define GV_SMEM_FLOATS (GV_ST * (16 * (GV_KT + 4) + GV_MAXN * GV_KT))  // for RB <= 16
 
 // RB weight rows per block: 16, or 8 for layers with few rows (more blocks in flight).
+// kc: stages per split-K chunk (chunk / GV_KT; linear_split.h makes chunks multiples of GV_KT), 0
+// when the layer is not split. A thread runs its output's chunks one after the other: at each chunk
+// border it adds the chunk's chain to the running sum (p_0 + p_1 + ..., chunk order) and starts the
+// next chain at +0, which are the bits of the GEMM path's partial sums and k_linear_sum.
 template <int GV_RB>
 __global__ void __launch_bounds__(GV_T)
     k_gemv(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
-           const float *__restrict__ bias, int M, int Kd, int n, int relu) {
+           const float *__restrict__ bias, int M, int Kd, int n, int kc, int relu) {
     extern __shared__ __align__(16) float smem[];
     float *Ws = smem;                                // [ST][RB][KT+4]
     float *Xs = smem + GV_ST * GV_RB * (GV_KT + 4);  // [ST][MAXN][KT]
@@ -301,7 +332,8 @@ __global__ void __launch_bounds__(GV_T)
     const int r = tid % GV_RB, img = tid / GV_RB;
     const int m = m0 + r;
     const bool active = img < n && m < M;
-    float acc = active ? bias[m] : 0.0f;
+    float acc = active ? bias[m] : 0.0f;  // the chain of chunk 0 (the only one if not split) starts at the bias
+    float sum = 0.0f;                     // split: the chunks closed so far, added in order
     const int ntiles = (Kd + GV_KT - 1) / GV_KT;
 #pragma unroll
     for (int s = 0; s < GV_ST - 1; s++) {
@@ -343,9 +375,14 @@ __global__ void __launch_bounds__(GV_T)
                 for (int k = 0; k < kr; k++) acc = __fmaf_rn(ws[k], xs[k], acc);
             }
         }
+        if (kc > 0 && (t + 1) % kc == 0 && t + 1 < ntiles) {  // a chunk border (not the last)
+            sum = t + 1 == kc ? acc : __fadd_rn(sum, acc);    // p_0, then (...(p_0 + p_1) + ...)
+            acc = 0.0f;                                       // the next chunk's chain starts at +0
+        }
     }
     cp_async_wait<0>();
-    if (active) out[(long long)img * M + m] = relu ? relu_f(acc) : acc;
+    const float v = kc > 0 ? __fadd_rn(sum, acc) : acc;  // + p_{S-1}
+    if (active) out[(long long)img * M + m] = relu ? relu_f(v) : v;
 }
 
 // ------------------------------------------------------------------ configurations
@@ -502,8 +539,13 @@ static ff_status tune(int *best, float *out, const float *in, const float *w, co
 }
 
 template <bool LIN>
-static ff_status run_gemm(float *out, const float *in, const float *w, const float *b, const GemmGeom &g, bool relu,
+static ff_status run_gemm(float *out, const float *in, const float *w, const float *b, const GemmGeom &g0, bool relu,
                           cudaStream_t s) {
+    // The kernel reads LIN rows g.ld apart; callers may leave ld 0 for rows of Kd (a bytewise copy:
+    // the tuner compares geometries bytewise, padding included).
+    GemmGeom g;
+    memcpy(&g, &g0, sizeof g);
+    if (LIN && g.ld == 0) g.ld = g.Kd;
     int cfg;
     if (g_force_tile >= 0 && g_force_tile < N_TILES && g_force_tile != TILE_GEMV) {
         cfg = g_force_tile;
@@ -552,36 +594,72 @@ extern "C" ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, 
     return run_gemm<false>(out, in, w, b, g, relu, ff_cu_stream(s));
 }
 
+// Split-K linear, second step: out = relu?(((p_0 + p_1) + p_2) + ... + p_{S-1}) per element, the
+// partial sums read from part: (S, count), count = n * out_features (linear_split.h).
+__global__ void k_linear_sum(float *__restrict__ out, const float *__restrict__ part, int S, long long count,
+                             int relu) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
+         i += (long long)gridDim.x * blockDim.x) {
+        float v = part[i];
+        for (int s = 1; s < S; s++) v = __fadd_rn(v, part[s * count + i]);
+        out[i] = relu ? relu_f(v) : v;
+    }
+}
+
+static unsigned grid_for(long long count, int threads);
+
 extern "C" ff_status ff_gpu_linear(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
-                                   bool relu, int64_t n, ff_gpu_stream s) {
+                                   bool relu, int64_t n, float *work, ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
     const int64_t I = ff_shape_numel(L->in), J = L->out.c;
     FF_TRY(check_int(I, "linear in_features"));
     FF_TRY(check_int(J, "linear out_features"));
+    // The fixed split of the reduction (linear_split.h): a function of I alone, so every path, tile
+    // configuration and batch size computes the same chains.
+    const int S = ff_linear_split(I);
+    const int64_t chunk = I / S;
+    if (S > 1 && chunk % GV_KT != 0)  // the rule makes chunks multiples of 128 = GV_KT
+        return FF_FAIL(FF_ERR_INTERNAL, "%s: split-K chunk %lld is not a multiple of %d", L->name, (long long)chunk,
+                       GV_KT);
     const bool aligned = I % 4 == 0 && ((uintptr_t)in & 15) == 0 && ((uintptr_t)w & 15) == 0;
     const bool gemv = g_force_tile < 0 ? n <= GV_MAXN : g_force_tile == TILE_GEMV;  // else GEMM
     if (gemv && aligned && n <= GV_MAXN) {
         const size_t smem = GV_SMEM_FLOATS * sizeof(float);
+        const int kc = S > 1 ? (int)(chunk / GV_KT) : 0;
         if ((J + 15) / 16 >= g_sms)
             k_gemv<16><<<(unsigned)((J + 15) / 16), GV_T, smem, ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I,
-                                                                                   (int)n, relu ? 1 : 0);
+                                                                                   (int)n, kc, relu ? 1 : 0);
         else
             k_gemv<8><<<(unsigned)((J + 7) / 8), GV_T, smem, ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I, (int)n,
-                                                                                relu ? 1 : 0);
+                                                                                kc, relu ? 1 : 0);
         FF_LAUNCH_CHECK("k_gemv");
         g_last_tile = TILE_GEMV;
         return FF_OK;
     }
     GemmGeom g;
-    memset(&g, 0, sizeof g);
+    memset(&g, 0, sizeof g);  // the tuner compares geometries bytewise
     g.M = (int)J;
-    g.Kd = (int)I;
+    g.Kd = (int)chunk;
     g.P = n;
     g.HWo = 1, g.Wo = 1, g.out_lo = 0, g.H = 1, g.W = 1, g.in_lo = 0, g.in_rows = 1;
     g.R = 1, g.S = 1, g.stride = 1, g.pad = 0;
     g.in_img = I;
     g.out_img = J;
-    return run_gemm<true>(out, in, w, b, g, relu, ff_cu_stream(s));
+    if (S == 1) return run_gemm<true>(out, in, w, b, g, relu, ff_cu_stream(s));  // one chain from the bias
+    // S chunks as a batch of S GEMMs into the workspace: problem z reads columns [z chunk, (z+1) chunk)
+    // of the I-long rows of w and in, and writes p_z: (n, J) at work + z n J (the bias starts p_0 only).
+    if (!work)
+        return FF_FAIL(FF_ERR_INPUT, "%s: split-K linear (%d chunks of %lld) needs a workspace of %lld floats",
+                       L->name, S, (long long)chunk, (long long)ff_gpu_linear_workspace_floats(L, n));
+    g.batch = S;
+    g.ld = (int)I;
+    g.zA = chunk;
+    g.zB = chunk;
+    g.zC = n * J;
+    FF_TRY(run_gemm<true>(work, in, w, b, g, false, ff_cu_stream(s)));
+    k_linear_sum<<<grid_for(n * J, 256), 256, 0, ff_cu_stream(s)>>>(out, work, S, n * J, relu ? 1 : 0);
+    FF_LAUNCH_CHECK("k_linear_sum");
+    return FF_OK;
 }
 
 // ------------------------------------------------------------------ element-wise layers
@@ -980,7 +1058,7 @@ extern "C" ff_status ff_gpu_linear_vendor(float *out, const float *in, const flo
 
 // ------------------------------------------------------------------ any layer
 extern "C" ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, const float *b,
-                                          const ff_layer *L, bool relu, const ff_rows *rows, int64_t n,
+                                          const ff_layer *L, bool relu, const ff_rows *rows, int64_t n, float *work,
                                           ff_gpu_stream s) {
     const int64_t band = rows->out_hi - rows->out_lo;
     switch (L->op) {
@@ -991,7 +1069,7 @@ extern "C" ff_status ff_gpu_layer_forward(float *out, const float *in, const flo
         case FF_OP_FLATTEN:
             if (out == in) return FF_OK;
             return ff_gpu_copy_d2d(out, in, (size_t)(n * ff_shape_numel(L->in)) * sizeof(float), s);
-        case FF_OP_LINEAR: return ff_gpu_linear(out, in, w, b, L, relu, n, s);
+        case FF_OP_LINEAR: return ff_gpu_linear(out, in, w, b, L, relu, n, work, s);
         case FF_OP_SOFTMAX: return ff_gpu_softmax(out, in, ff_shape_numel(L->in), n, s);
     }
     return FF_FAIL(FF_ERR_INTERNAL, "layer %s: unknown op %d", L->name, (int)L->op);

@@ -12,6 +12,11 @@ double ff_tol_gamma(int64_t k, double u) {
 }
 
 // float32 error of any summation order plus the float64 reference's own error, plus K underflows.
+// "Any order": gamma_K bounds the error as long as no term goes through more than K roundings
+// (Higham, Lemma 3.1 applied per term), which every order in use meets with K = fan_in + 1: the CPU
+// chain, the GPU fma chain, and the GPU's split-K linear order (linear_split.h), where a term goes
+// through at most c fmas (chunk length c, its own included) and S - 1 chunk additions, and
+// c + S - 1 <= fan_in since c = fan_in / S. K comes from fan_in, never from the split.
 double ff_tol_dot_bound(double A, int64_t K) {
     return ff_tol_dot_bound_p(A, K, 0.0);
 }
@@ -235,6 +240,10 @@ void ff_tol_prop_dot(double *d_out, const double *A, const double *Wd, int64_t K
 
 // Each of the K roundings (K-1 additions, the products, the bias add) contributes an error
 // uniform in [-u, u] times a partial sum (or product) bounded by A: variance <= u^2/3 A^2 each.
+// The GPU's split-K linear order (linear_split.h) has no more roundings of partial sums than the
+// single chain: chunks 1..S-1 start at +0, so their first fma rounds a product (the products'
+// errors together weigh at most u^2/3 A^2, sum (w x)^2 <= A^2), and the S - 1 chunk additions take
+// the place of those S - 1 partial-sum roundings.
 void ff_tol_stat_dot(double *s_out, const double *A, const double *W2s2, int64_t K, int64_t count, double prod_rel) {
     // (reduced-precision factors: each product's error is at most prod_rel |w x|, and
     // sum (w x)^2 <= A^2)

@@ -45,6 +45,9 @@ typedef struct {
     int wg_m[FF_MAX_LAYERS];
     float *d_wg[FF_MAX_LAYERS];  // (alpha^2, K, C)
     float *d_work;
+    // The split-K linear layers' partial sums (linear_split.h), one buffer shared by all of them,
+    // sized for max_batch; NULL when no linear layer is split.
+    float *d_lin_work;
     char alg[FF_MAX_LAYERS][16];  // ff_exec_layer_algorithm's answer
     ff_gpu_event tev[2];          // resident timing
     const float *resident;        // output of the last resident replay
@@ -57,6 +60,7 @@ static void cuda_destroy(ff_executor *e) {
     for (int i = 0; i < 2; i++) ff_gpu_event_destroy(c->tev[i]);
     for (int i = 0; i < FF_MAX_LAYERS; i++) ff_gpu_free(c->d_wg[i]);
     ff_gpu_free(c->d_work);
+    ff_gpu_free(c->d_lin_work);
     ff_gpu_blas_destroy(c->blas);
     ff_gpu_free(c->d_params);
     ff_gpu_free(c->d_in);
@@ -139,6 +143,16 @@ static ff_status cuda_setup(cuda_exec *c, const ff_model *m, const ff_weights *w
     }
 
     FF_TRY(winograd_setup(c, m, w, o));
+    if (o->backend != FF_BACKEND_VENDOR) {  // the vendor path (cuBLAS) needs no workspace
+        int64_t lin = 0;
+        for (int i = 0; i < m->n_layers; i++)
+            if (m->layers[i].op == FF_OP_LINEAR) {
+                const int64_t f = ff_gpu_linear_workspace_floats(&m->layers[i], o->max_batch);
+                if (f > lin) lin = f;
+            }
+        if (lin)
+            FF_TRY(ff_gpu_alloc((void **)&c->d_lin_work, (size_t)lin * sizeof(float), "the split-K linear workspace"));
+    }
 
     const size_t abytes = (size_t)o->max_batch * (size_t)m->max_act * sizeof(float);
     FF_TRY(ff_gpu_alloc((void **)&c->d_in, abytes, "the input activations"));
@@ -194,7 +208,8 @@ static ff_status enqueue(cuda_exec *c, int64_t n, int first, int last, const flo
             else if (L->op == FF_OP_LINEAR && c->base.opt.backend == FF_BACKEND_VENDOR)
                 FF_TRY(ff_gpu_linear_vendor(dst, src, c->d_w[i], c->d_b[i], L, fuse, n, c->blas, c->stream));
             else
-                FF_TRY(ff_gpu_layer_forward(dst, src, c->d_w[i], c->d_b[i], L, fuse, &rows, n, c->stream));
+                FF_TRY(
+                    ff_gpu_layer_forward(dst, src, c->d_w[i], c->d_b[i], L, fuse, &rows, n, c->d_lin_work, c->stream));
             if (timed) FF_TRY(ff_gpu_event_record(c->ev[2 * i + 1], c->stream));
         }
         if (fault >= i && fault <= produced) FF_TRY(ff_gpu_fault(dst, c->stream));

@@ -38,6 +38,7 @@ typedef struct {
     // variant enqueue uses for the 3x3 layers (0: the direct kernel everywhere).
     float *du[FF_MAX_LAYERS][2], *work;
     int wg;
+    float *lin_work;  // the split-K linear layers' partial sums (linear_split.h), sized for nmax
 } ctx;
 
 // The variant enqueue runs for layer L: as the executor chooses (C >= 16), F(m x m) with m = c->wg.
@@ -59,7 +60,7 @@ static const float *enqueue(ctx *c, int64_t n, int first, int last) {
         if (wm)
             CHECK(ff_gpu_conv2d_winograd(dst, src, c->du[i][wm / 4], c->db[i], L, wm, fuse, &rows, n, c->work, c->s));
         else
-            CHECK(ff_gpu_layer_forward(dst, src, c->dw[i], c->db[i], L, fuse, &rows, n, c->s));
+            CHECK(ff_gpu_layer_forward(dst, src, c->dw[i], c->db[i], L, fuse, &rows, n, c->lin_work, c->s));
         src = dst;
         if (fuse) i++;
     }
@@ -146,6 +147,11 @@ int main(int argc, char **argv) {
         }
     }
     if (work) CHECK(ff_gpu_alloc((void **)&c.work, (size_t)work * 4, "winograd workspace"));
+    int64_t lin_work = 0;
+    for (int i = 0; i < m.n_layers; i++)
+        if (m.layers[i].op == FF_OP_LINEAR && ff_gpu_linear_workspace_floats(&m.layers[i], nmax) > lin_work)
+            lin_work = ff_gpu_linear_workspace_floats(&m.layers[i], nmax);
+    if (lin_work) CHECK(ff_gpu_alloc((void **)&c.lin_work, (size_t)lin_work * 4, "split-K linear workspace"));
     const size_t act = (size_t)nmax * (size_t)m.max_act;
     float *hx = malloc((size_t)nmax * (size_t)ff_shape_numel(m.input) * 4);
     ff_input_generate(hx, &m, nmax, 2);

@@ -8,6 +8,11 @@
 //     (1 - gamma_K) to stay rigorous.
 //   - every other layer: the same bits as the CPU (or at most `max_ulp` apart where a transcendental
 //     is evaluated by different libraries: lrn's pow, softmax's exp, both in double).
+// The dot bound holds for the GPU's split-K linear order too (linear_split.h): the bound needs only
+// that no term goes through more than K roundings, whatever the order (Higham, Lemma 3.1), and with
+// S chunks of c terms a term goes through at most c fmas (its own included) and S - 1 additions,
+// c + S - 1 <= terms < K. Beyond the bound, the GPU linear layers are compared bit for bit with
+// ff_linear_split_cpu, the CPU emulation of that order.
 #pragma once
 #include <math.h>
 #include <stdint.h>
@@ -28,6 +33,13 @@ static inline float *tu_dev_from(const float *h, size_t count, ff_gpu_stream s) 
     if (h && ff_gpu_copy_h2d(d, h, count * sizeof(float), s) != FF_OK) abort();
     if (!h && ff_gpu_fill(d, NAN, count, s) != FF_OK) abort();  // poison: unwritten outputs show
     return d;
+}
+
+// A NaN-poisoned device workspace for ff_gpu_linear / ff_gpu_layer_forward on n images of L
+// (ff_gpu_linear_workspace_floats), or NULL where L needs none. ff_gpu_free(NULL) is a no-op.
+static inline float *tu_linear_work(const ff_layer *L, int64_t n, ff_gpu_stream s) {
+    const int64_t f = L->op == FF_OP_LINEAR ? ff_gpu_linear_workspace_floats(L, n) : 0;
+    return f > 0 ? tu_dev_from(NULL, (size_t)f, s) : NULL;
 }
 
 static inline float *tu_host_from(const float *d, size_t count, ff_gpu_stream s) {

@@ -1,7 +1,8 @@
 // Every GPU layer of both models against the CPU reference (DESIGN §6.1, §11: the CPU is the spec):
 // conv and linear within the derived gamma_K bound, relu/maxpool bit-exact, lrn/softmax within 1
-// ULP (pow/exp in double by two libraries); and the position independence of DESIGN §5: every
-// tile configuration, the GEMV path, a row band and a sub-batch give identical bits.
+// ULP (pow/exp in double by two libraries); linear also bit for bit against the CPU emulation of
+// its split-K order (linear_split.h); and the position independence of DESIGN §5: every tile
+// configuration, the GEMV path, a row band and a sub-batch give identical bits.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,6 +12,7 @@
 
 #include "fivefold/executor.h"
 #include "fivefold/layers_cpu.h"
+#include "fivefold/linear_split.h"
 #include "fivefold/model.h"
 #include "fivefold/weights.h"
 #include "fivefold/winograd.h"
@@ -32,12 +34,12 @@ static size_t check_layer(const ff_model *m, const ff_weights *wt, int i, int64_
     ff_cpu_layer_forward(cpu, x, wt->w[i], wt->b[i], L, &rows, n);
 
     float *dx = tu_dev_from(x, nin, S), *dy = tu_dev_from(NULL, nout, S);
-    float *dw = NULL, *db = NULL;
+    float *dw = NULL, *db = NULL, *dwork = tu_linear_work(L, n, S);
     if (L->n_weight) {
         dw = tu_dev_from(wt->w[i], (size_t)L->n_weight, S);
         db = tu_dev_from(wt->b[i], (size_t)L->n_bias, S);
     }
-    assert_int_equal(ff_gpu_layer_forward(dy, dx, dw, db, L, false, &rows, n, S), FF_OK);
+    assert_int_equal(ff_gpu_layer_forward(dy, dx, dw, db, L, false, &rows, n, dwork, S), FF_OK);
     float *gpu = tu_host_from(dy, nout, S);
 
     char what[96];
@@ -51,11 +53,19 @@ static size_t check_layer(const ff_model *m, const ff_weights *wt, int i, int64_
         bad = tu_check_dot(what, gpu, cpu, asum, nout, L->fan_in);
         free(ax), free(aw), free(ab), free(asum);
         ff_gpu_free(dw), ff_gpu_free(db);
+        if (L->op == FF_OP_LINEAR) {  // and the GPU's own order (linear_split.h), bit for bit
+            const int split = ff_linear_split(ff_shape_numel(L->in));
+            float *emu = malloc(nout * sizeof(float));
+            assert_int_equal(ff_linear_split_cpu(emu, x, wt->w[i], wt->b[i], L, split, false, n), FF_OK);
+            snprintf(what, sizeof what, "%s.%s(N=%lld) vs emulation, S=%d", m->name, L->name, (long long)n, split);
+            bad += tu_check_ulp(what, gpu, emu, nout, 0);
+            free(emu);
+        }
     } else {
         const uint64_t ulp = (L->op == FF_OP_LRN || L->op == FF_OP_SOFTMAX) ? 1 : 0;
         bad = tu_check_ulp(what, gpu, cpu, nout, ulp);
     }
-    ff_gpu_free(dx), ff_gpu_free(dy);
+    ff_gpu_free(dx), ff_gpu_free(dy), ff_gpu_free(dwork);
     free(x), free(cpu), free(gpu);
     return bad;
 }
@@ -146,6 +156,7 @@ static void tiles_give_identical_bits(void **state) {
         float *x = tu_rand(nin, 500 + (uint64_t)t, 1.0f);
         float *dx = tu_dev_from(x, nin, S), *dy = tu_dev_from(NULL, nout, S);
         float *dw = tu_dev_from(wt.w[i], (size_t)L->n_weight, S), *db = tu_dev_from(wt.b[i], (size_t)L->n_bias, S);
+        float *dwork = tu_linear_work(L, n, S);  // the GEMM configurations of a split linear layer use it
         ff_rows rows = ff_rows_full(L);
         float *ref = NULL;
         const int ntiles = ff_gpu_debug_tile_count();
@@ -153,10 +164,19 @@ static void tiles_give_identical_bits(void **state) {
         for (int tile = 0; tile < ntiles; tile++) {
             ff_gpu_debug_force_tile(tile);
             assert_int_equal(ff_gpu_fill(dy, NAN, nout, S), FF_OK);
-            assert_int_equal(ff_gpu_layer_forward(dy, dx, dw, db, L, true, &rows, n, S), FF_OK);
+            assert_int_equal(ff_gpu_layer_forward(dy, dx, dw, db, L, true, &rows, n, dwork, S), FF_OK);
             float *y = tu_host_from(dy, nout, S);
             if (!ref) {
                 ref = y;
+                if (L->op == FF_OP_LINEAR) {  // tile 0 (a split GEMM for fc6, fc8) = the emulation
+                    float *emu = malloc(nout * sizeof(float));
+                    const int split = ff_linear_split(ff_shape_numel(L->in));
+                    assert_int_equal(ff_linear_split_cpu(emu, x, wt.w[i], wt.b[i], L, split, true, n), FF_OK);
+                    char what[64];
+                    snprintf(what, sizeof what, "%s tile 0 vs emulation, S=%d", L->name, split);
+                    bad += tu_check_ulp(what, y, emu, nout, 0);
+                    free(emu);
+                }
                 continue;
             }
             char what[64];
@@ -166,10 +186,122 @@ static void tiles_give_identical_bits(void **state) {
         }
         ff_gpu_debug_force_tile(-1);
         free(ref), free(x);
-        ff_gpu_free(dx), ff_gpu_free(dy), ff_gpu_free(dw), ff_gpu_free(db);
+        ff_gpu_free(dx), ff_gpu_free(dy), ff_gpu_free(dw), ff_gpu_free(db), ff_gpu_free(dwork);
     }
     ff_weights_free(&wt);
     assert_int_equal(bad, 0);
+}
+
+// A linear layer of in_features K and out_features J (shapes only; weights come from the caller).
+static ff_layer linear_layer(const char *name, int64_t K, int64_t J) {
+    ff_layer L;
+    memset(&L, 0, sizeof L);
+    L.name = name, L.op = FF_OP_LINEAR, L.out_c = J, L.kh = L.kw = L.stride = 1;
+    L.in = (ff_shape){K, 1, 1}, L.out = (ff_shape){J, 1, 1};
+    L.param_index = 0, L.n_weight = J * K, L.n_bias = J, L.fan_in = K, L.flops = 2 * J * K;
+    return L;
+}
+
+// The split-K order (linear_split.h) on the GPU equals ff_linear_split_cpu bit for bit, for a layer
+// that is not split (S = 1: K = 128 as mnist fc2; K = 1030, not a multiple of 4, so that even n <= 8
+// runs the GEMM) and split ones (K = 3072: 2 x 1536 with J = 200, a multiple of no tile; fc6's
+// K = 9216: 8 x 1152, with J = 1000), at n = 1 and 7 (the GEMV path) and 20 (the GEMM), automatic
+// and under forced tile configurations (3 is the GEMV where it applies), with and without relu.
+// Every image of every batch equals the emulation, so image i alone equals image i of a batch.
+// Then the negative checks: the emulation with a wrong split (S/2, 1) or a wrong order (bias added
+// after the chunk sums instead of starting chunk 0's chain) differs from the GPU's bits in most
+// elements, so the bit comparison catches a kernel that does either.
+static void linear_split_equals_cpu_emulation(void **state) {
+    (void)state;
+    assert_int_equal(ff_linear_split(128), 1);
+    assert_int_equal(ff_linear_split(1030), 1);
+    assert_int_equal(ff_linear_split(3072), 2);
+    assert_int_equal(ff_linear_split(4096), 4);
+    assert_int_equal(ff_linear_split(9216), 8);
+    const struct {
+        const char *name;
+        int64_t K, J;
+    } cases[] = {{"lin128", 128, 10}, {"lin1030", 1030, 96}, {"lin3072", 3072, 200}, {"lin9216", 9216, 1000}};
+    const int64_t ns[] = {1, 7, 20}, nmax = 20;
+    const int tiles[] = {-1, 0, 2, 10, 3};
+    size_t bad = 0;
+    for (int c = 0; c < 4; c++) {
+        const int64_t K = cases[c].K, J = cases[c].J;
+        const ff_layer L = linear_layer(cases[c].name, K, J);
+        const int split = ff_linear_split(K);
+        float *w = tu_rand((size_t)(J * K), 40 + (uint64_t)c, 1.0f), *b = tu_rand((size_t)J, 50 + (uint64_t)c, 1.0f);
+        float *x = tu_rand((size_t)(nmax * K), 60 + (uint64_t)c, 1.0f);
+        float *dw = tu_dev_from(w, (size_t)(J * K), S), *db = tu_dev_from(b, (size_t)J, S);
+        float *dx = tu_dev_from(x, (size_t)(nmax * K), S), *dy = tu_dev_from(NULL, (size_t)(nmax * J), S);
+        float *dwork = tu_linear_work(&L, nmax, S);
+        assert_true((split > 1) == (dwork != NULL));
+        float *emu = malloc((size_t)(nmax * J) * sizeof(float)), *emu_r = malloc((size_t)(nmax * J) * sizeof(float));
+        for (int ni = 0; ni < 3; ni++) {
+            const int64_t n = ns[ni], count = n * J;
+            assert_int_equal(ff_linear_split_cpu(emu, x, w, b, &L, split, false, n), FF_OK);
+            for (int64_t k = 0; k < count; k++) emu_r[k] = emu[k] < 0.0f ? 0.0f : emu[k];  // relu's rule
+            for (int relu = 0; relu < 2; relu++)
+                for (int t = 0; t < 5; t++) {
+                    ff_gpu_debug_force_tile(tiles[t]);
+                    assert_int_equal(ff_gpu_fill(dy, NAN, (size_t)count, S), FF_OK);
+                    assert_int_equal(ff_gpu_linear(dy, dx, dw, db, &L, relu, n, dwork, S), FF_OK);
+                    const int ran = ff_gpu_debug_last_tile();
+                    float *y = tu_host_from(dy, (size_t)count, S);
+                    char what[96];
+                    snprintf(what, sizeof what, "K=%lld S=%d N=%lld relu=%d tile %d (ran %d) = emu", (long long)K,
+                             split, (long long)n, relu, tiles[t], ran);
+                    bad += tu_check_ulp(what, y, relu ? emu_r : emu, (size_t)count, 0);
+                    free(y);
+                }
+            ff_gpu_debug_force_tile(-1);
+        }
+        if (split > 1) {  // negative checks at n = 7 (GEMV) and n = 20 (GEMM), automatic choice
+            float *zero = calloc((size_t)J, sizeof(float));
+            for (int ni = 1; ni < 3; ni++) {
+                const int64_t n = ns[ni], count = n * J;
+                assert_int_equal(ff_gpu_linear(dy, dx, dw, db, &L, false, n, dwork, S), FF_OK);
+                float *y = tu_host_from(dy, (size_t)count, S);
+                const int wrong[] = {split / 2, 1};
+                for (int v = 0; v < 3; v++) {
+                    if (v < 2) {
+                        assert_int_equal(ff_linear_split_cpu(emu, x, w, b, &L, wrong[v], false, n), FF_OK);
+                    } else {  // bias last: chains all from +0, then (sum of chunks) + b
+                        assert_int_equal(ff_linear_split_cpu(emu, x, w, zero, &L, split, false, n), FF_OK);
+                        for (int64_t k = 0; k < count; k++) emu[k] = emu[k] + b[k % J];
+                    }
+                    char what[96];
+                    snprintf(what, sizeof what, "K=%lld N=%lld vs %s", (long long)K, (long long)n,
+                             v == 0 ? "split S/2" : v == 1 ? "split 1" : "bias added last");
+                    printf("  (negative: the next check must FAIL in most elements)\n");
+                    const size_t diff = tu_check_ulp(what, y, emu, (size_t)count, 0);
+                    assert_true(diff > (size_t)count / 2);
+                }
+                free(y);
+            }
+            free(zero);
+        }
+        free(w), free(b), free(x), free(emu), free(emu_r);
+        ff_gpu_free(dw), ff_gpu_free(db), ff_gpu_free(dx), ff_gpu_free(dy), ff_gpu_free(dwork);
+    }
+    assert_int_equal(bad, 0);
+}
+
+// A split linear layer without its workspace is refused on the GEMM path (clear error, no launch);
+// the GEMV path (n <= 8) needs none.
+static void linear_split_needs_workspace(void **state) {
+    (void)state;
+    const ff_layer L = linear_layer("lin4096", 4096, 64);
+    const int64_t n = 16;
+    float *dw = tu_dev_from(NULL, 4096 * 64, S), *db = tu_dev_from(NULL, 64, S);
+    float *dx = tu_dev_from(NULL, (size_t)(n * 4096), S), *dy = tu_dev_from(NULL, (size_t)(n * 64), S);
+    assert_int_equal(ff_gpu_linear_workspace_floats(&L, n), 4 * n * 64);
+    assert_int_equal(ff_gpu_linear(dy, dx, dw, db, &L, false, n, NULL, S), FF_ERR_INPUT);
+    printf("  no workspace: %s\n", ff_last_error());
+    assert_non_null(strstr(ff_last_error(), "workspace"));
+    ff_clear_error();
+    assert_int_equal(ff_gpu_linear(dy, dx, dw, db, &L, false, 4, NULL, S), FF_OK);
+    assert_int_equal(ff_gpu_stream_sync(S), FF_OK);
+    ff_gpu_free(dw), ff_gpu_free(db), ff_gpu_free(dx), ff_gpu_free(dy);
 }
 
 // Winograd (winograd.h) on the GPU equals the CPU emulation bit for bit (same transforms, same
@@ -272,7 +404,7 @@ static void bands_and_subbatches_give_identical_bits(void **state) {
         float *dw = L->n_weight ? tu_dev_from(wt.w[i], (size_t)L->n_weight, S) : NULL;
         float *db = L->n_weight ? tu_dev_from(wt.b[i], (size_t)L->n_bias, S) : NULL;
         ff_rows full = ff_rows_full(L);
-        assert_int_equal(ff_gpu_layer_forward(dy, dx, dw, db, L, false, &full, n, S), FF_OK);
+        assert_int_equal(ff_gpu_layer_forward(dy, dx, dw, db, L, false, &full, n, NULL, S), FF_OK);
         float *y = tu_host_from(dy, nout, S);
 
         // band: output rows [o0, o1) from input rows ff_layer_input_rows
@@ -286,7 +418,7 @@ static void bands_and_subbatches_give_identical_bits(void **state) {
             memcpy(xb + p * brow * W, x + (p * H + ir.lo) * W, (size_t)(brow * W) * sizeof(float));
         float *dxb = tu_dev_from(xb, (size_t)(n * C * brow * W), S);
         float *dyb = tu_dev_from(NULL, (size_t)(n * K * orow * Wo), S);
-        assert_int_equal(ff_gpu_layer_forward(dyb, dxb, dw, db, L, false, &band, n, S), FF_OK);
+        assert_int_equal(ff_gpu_layer_forward(dyb, dxb, dw, db, L, false, &band, n, NULL, S), FF_OK);
         float *yb = tu_host_from(dyb, (size_t)(n * K * orow * Wo), S);
         float *yref = malloc((size_t)(n * K * orow * Wo) * sizeof(float));
         const int64_t Ho = L->out.h;
@@ -298,7 +430,7 @@ static void bands_and_subbatches_give_identical_bits(void **state) {
 
         // sub-batch: image 1 alone equals image 1 of the batch of 3
         float *y1 = tu_dev_from(NULL, numel(L->out, 1), S);
-        assert_int_equal(ff_gpu_layer_forward(y1, dx + numel(L->in, 1), dw, db, L, false, &full, 1, S), FF_OK);
+        assert_int_equal(ff_gpu_layer_forward(y1, dx + numel(L->in, 1), dw, db, L, false, &full, 1, NULL, S), FF_OK);
         float *h1 = tu_host_from(y1, numel(L->out, 1), S);
         snprintf(what, sizeof what, "%s image 1 alone vs in N=3", L->name);
         bad += tu_check_ulp(what, h1, y + numel(L->out, 1), numel(L->out, 1), 0);
@@ -438,6 +570,8 @@ int main(void) {
         cmocka_unit_test(mnist_layers_match_cpu),
         cmocka_unit_test(alexnet_layers_match_cpu),
         cmocka_unit_test(tiles_give_identical_bits),
+        cmocka_unit_test(linear_split_equals_cpu_emulation),
+        cmocka_unit_test(linear_split_needs_workspace),
         cmocka_unit_test(bands_and_subbatches_give_identical_bits),
         cmocka_unit_test(winograd_equals_cpu_emulation),
         cmocka_unit_test(fused_relu_and_fault_rule),

@@ -12,10 +12,15 @@
 //   conv2d: acc = b[k]; then for (c, r, s) ascending: acc = fma(w[k,c,r,s], x, acc), where a
 //           padding tap contributes x = +0 (adding fma(w, +0, acc) = acc except for the sign of a
 //           zero sum); then relu if fused.
-//   linear: acc = b[j]; then for i ascending: acc = fma(w[j,i], x[i], acc); then relu if fused.
+//   linear: the reduction over i is cut into S = ff_linear_split(in_features) fixed chunks
+//           (linear_split.h: a function of in_features alone); chunk 0's chain starts at b[j], the
+//           others' at +0, each i ascending: acc = fma(w[j,i], x[i], acc); then the chunk sums are
+//           added in chunk order, ((p_0 + p_1) + ...) + p_{S-1}; then relu if fused. S = 1 (short
+//           layers, e.g. in_features < 2048) is the single chain acc = b[j], i ascending.
 // Every kernel (whatever its tile shape, batch size, band, or the small-batch GEMV path) computes
-// each output element with exactly that chain in one thread: no split-K, no atomics, so the value
-// of an element never depends on the batch size, the band, the tile alignment or the launch shape.
+// each output element with exactly that order, each chain in one thread: no atomics and no split
+// that depends on the launch, so the value of an element never depends on the batch size, the
+// band, the tile alignment or the launch shape.
 // Element-wise layers (relu, maxpool, lrn, softmax, flatten) do the same float operations as the
 // CPU reference and give the same bits as it.
 // Winograd conv layers (ff_gpu_conv2d_winograd; the cuda executor's default for stride-1 3x3 and
@@ -35,6 +40,7 @@
 #include <stdint.h>
 
 #include "fivefold/layers_cpu.h"
+#include "fivefold/linear_split.h"
 #include "fivefold/model.h"
 #include "fivefold/status.h"
 
@@ -120,8 +126,10 @@ ff_status ff_gpu_maxpool(float *out, const float *in, const ff_layer *L, const f
 // out, in: (n, C, rows, W): PyTorch's local response norm, the CPU's float operations.
 ff_status ff_gpu_lrn(float *out, const float *in, const ff_layer *L, int64_t rows, int64_t n, ff_gpu_stream s);
 // out: (n, out_features); in: (n, in_features); w: (out_features, in_features); b: (out_features).
+// work: ff_gpu_linear_workspace_floats(L, n) floats of device memory (linear_split.h; the partial
+// sums of a split layer), NULL allowed where that is 0; a split layer without one: FF_ERR_INPUT.
 ff_status ff_gpu_linear(float *out, const float *in, const float *w, const float *b, const ff_layer *L, bool relu,
-                        int64_t n, ff_gpu_stream s);
+                        int64_t n, float *work, ff_gpu_stream s);
 // The same through cuBLAS SGEMM (then bias and relu): a different summation order, tolerance only.
 ff_status ff_gpu_linear_vendor(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
                                bool relu, int64_t n, ff_gpu_blas h, ff_gpu_stream s);
@@ -130,9 +138,10 @@ ff_status ff_gpu_softmax(float *out, const float *in, int64_t classes, int64_t n
 // x[0] = ff_fault_value(x[0]) (x + 1 + 2|x|, the executor's fault rule) on the device.
 ff_status ff_gpu_fault(float *x, ff_gpu_stream s);
 // Any layer on a band, as ff_cpu_layer_forward (flatten: a device copy unless out == in).
-// relu is honoured by conv2d and linear only.
+// relu is honoured by conv2d and linear only; work is the linear layers' workspace (ff_gpu_linear),
+// unused by the others (NULL is fine for them).
 ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
-                               bool relu, const ff_rows *rows, int64_t n, ff_gpu_stream s);
+                               bool relu, const ff_rows *rows, int64_t n, float *work, ff_gpu_stream s);
 
 // Kernel configuration. conv2d and linear have several tile configurations (gpu.h's order holds
 // in all of them; the tests show they give identical bits). While tuning is on, the first launch
