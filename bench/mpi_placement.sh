@@ -59,7 +59,7 @@ for place in $PLACEMENTS; do
 done
 unset IFS
 cat > "$OUT" <<EOF
-{"benchmark": "mpi_placement", "model": "$MODEL", "batch": $BATCH, "split": "$SPLIT", "ranks": $P,
+{"benchmark": "mpi_placement", "commit": "${FF_SOURCE_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}", "model": "$MODEL", "batch": $BATCH, "split": "$SPLIT", "ranks": $P,
  "iters": $ITERS, "cpus": $(nproc), "serial_median_ms": $serial_ms, "serial_digest": "$serial_dg",
  "results": [
 $rows

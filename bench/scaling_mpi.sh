@@ -70,7 +70,7 @@ for split in $SPLITS; do
 }$row"
   done
 done
-commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+commit=${FF_SOURCE_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
 mpiver=$($MPIEXEC --version 2>&1 | head -n 2 | tr '\n' ' ' | sed 's/"/\\"/g')
 cpus=$(nproc 2>/dev/null || echo 0)
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1 | sed 's/"/\\"/g')
