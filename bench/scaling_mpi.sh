@@ -37,10 +37,16 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
 # run LABEL CMD...: prints "ms digest" from the command's "time:" and "output digest:" lines.
+# cpu_snap: "total steal" jiffies of all CPUs from /proc/stat (steal: time the hypervisor ran
+# someone else on our vCPUs; "0 0" where there is no /proc/stat).
+cpu_snap() {
+  awk '/^cpu / {t = 0; for (i = 2; i <= NF; i++) t += $i; print t, $9; exit}' /proc/stat 2>/dev/null || echo "0 0"
+}
 run() {
   label=$1
   shift
   echo "== $label: $*" >&2
+  snap0=$(cpu_snap)
   if ! "$@" > "$log" 2>&1; then
     cat "$log" >&2
     echo "run failed: $label" >&2
@@ -49,7 +55,9 @@ run() {
   ms=$(sed -n 's/^time: \([0-9.]*\) ms.*/\1/p' "$log" | head -n 1)
   dg=$(sed -n 's/^output digest: \([0-9a-f]*\)$/\1/p' "$log" | head -n 1)
   [ -n "$ms" ] && [ -n "$dg" ] || { cat "$log" >&2; echo "no time/digest in output: $label" >&2; exit 1; }
-  echo "$ms $dg"
+  steal=$(echo "$snap0 $(cpu_snap)" | awk '{dt = $3 - $1; printf "%.1f", (dt > 0 ? 100 * ($4 - $2) / dt : 0)}')
+  echo "   $ms ms, steal $steal % of all CPU time during the launch" >&2
+  echo "$ms $dg $steal"
 }
 
 # repeat LABEL CMD...: REPEATS launches of run; prints "median_ms digest runs" (digest "mixed" when
@@ -57,23 +65,26 @@ run() {
 repeat() {
   label=$1
   shift
-  all="" dgs=""
+  all="" dgs="" steals=""
   k=0
   while [ "$k" -lt "$REPEATS" ]; do
     out=$(run "$label (launch $((k + 1)) of $REPEATS)" "$@") || exit 1
-    all="$all ${out% *}"
-    d=${out#* }
-    [ -z "$dgs" ] && dgs=$d
-    [ "$d" = "$dgs" ] || dgs=mixed
+    read -r l_ms l_dg l_st <<EOF
+$out
+EOF
+    all="$all $l_ms"
+    steals="$steals $l_st"
+    [ -z "$dgs" ] && dgs=$l_dg
+    [ "$l_dg" = "$dgs" ] || dgs=mixed
     k=$((k + 1))
   done
   med=$(echo $all | tr ' ' '\n' | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
-  echo "$med $dgs$(echo $all | tr ' ' ',' | sed 's/^/ /')"
+  echo "$med $dgs $(echo $all | tr ' ' ',') $(echo $steals | tr ' ' ',')"
 }
 
 common="--model $MODEL --batch $BATCH --iters $ITERS"
 set -- $(repeat serial "$FIVEFOLD" infer $common)
-serial_ms=$1 serial_dg=$2 serial_runs=$3
+serial_ms=$1 serial_dg=$2 serial_runs=$3 serial_steal=$4
 bad=0
 rows=""
 for split in $SPLITS; do
@@ -81,13 +92,13 @@ for split in $SPLITS; do
   for P in $RANKS; do
     # shellcheck disable=SC2086  # MPIEXEC may carry several words
     set -- $(repeat "$split P=$P" $MPIEXEC "$NP_FLAG" "$P" "$FIVEFOLD" infer $common --mode mpi --split "$split")
-    ms=$1 dg=$2 runs=$3
+    ms=$1 dg=$2 runs=$3 steal=$4
     [ -z "$base_ms" ] && base_ms=$ms
     ok=true
     [ "$dg" = "$serial_dg" ] || { ok=false; bad=1; }
-    row=$(awk -v s="$split" -v p="$P" -v ms="$ms" -v b="$base_ms" -v ser="$serial_ms" -v ok="$ok" -v dg="$dg" -v runs="$runs" 'BEGIN {
+    row=$(awk -v s="$split" -v p="$P" -v ms="$ms" -v b="$base_ms" -v ser="$serial_ms" -v ok="$ok" -v dg="$dg" -v runs="$runs" -v steal="$steal" 'BEGIN {
       sp = b / ms; sps = ser / ms;
-      printf "    {\"split\": \"%s\", \"ranks\": %d, \"median_ms\": %.3f, \"launch_medians_ms\": [%s], \"speedup\": %.3f, \"efficiency\": %.3f, \"speedup_vs_serial\": %.3f, \"efficiency_vs_serial\": %.3f, \"digest\": \"%s\", \"digest_ok\": %s}", s, p, ms, runs, sp, sp / p, sps, sps / p, dg, ok }')
+      printf "    {\"split\": \"%s\", \"ranks\": %d, \"median_ms\": %.3f, \"launch_medians_ms\": [%s], \"launch_steal_pct\": [%s], \"speedup\": %.3f, \"efficiency\": %.3f, \"speedup_vs_serial\": %.3f, \"efficiency_vs_serial\": %.3f, \"digest\": \"%s\", \"digest_ok\": %s}", s, p, ms, runs, steal, sp, sp / p, sps, sps / p, dg, ok }')
     echo "$row" >&2
     rows="${rows:+$rows,
 }$row"
@@ -112,8 +123,9 @@ cat > "$OUT" <<JSON
   "mpi": "$mpiver",
   "serial_median_ms": $serial_ms,
   "serial_launch_medians_ms": [$serial_runs],
+  "serial_launch_steal_pct": [$serial_steal],
   "serial_digest": "$serial_dg",
-  "note": "median_ms = median over REPEATS launches of each launch's median of ITERS forwards; speedup = same split at P=1 / P ranks; efficiency = speedup / P; *_vs_serial use the serial mode instead",
+  "note": "median_ms = median over REPEATS launches of each launch's median of ITERS forwards; launch_steal_pct = the hypervisor's steal time over all CPUs during each launch (/proc/stat); speedup = same split at P=1 / P ranks; efficiency = speedup / P; *_vs_serial use the serial mode instead",
   "results": [
 $rows
   ]
