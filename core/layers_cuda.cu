@@ -794,22 +794,30 @@ __global__ void k_wg_output(float *__restrict__ out, const float *__restrict__ M
 }
 
 // Space-to-depth (winograd.h): X'[img][c*s*s + i*s + j][h'][w'] = x[img][c][s*h' + i][s*w' + j], +0
-// outside the input. One thread per X' element, w' fastest: a warp writes 32 consecutive floats of
-// one X' row (the reads are s floats apart; the other j of the same input lines hit L2).
+// outside the input. One warp per X' row (img, c', h') (its index arithmetic done once per row), its
+// lanes along w': a warp writes 32 consecutive floats (the reads are s floats apart; the other j of
+// the same input lines are read by the neighbouring rows' warps, from L2). blockDim (32, 8).
 __global__ void k_space_to_depth(float *__restrict__ xp, const float *__restrict__ x, int C, int H, int W, int s,
-                                 int Hs, int Ws, long long total) {
+                                 int Hs, int Ws, long long rows) {
     const int Cs = C * s * s;
-    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < total;
-         e += (long long)gridDim.x * blockDim.x) {
-        const int ws = (int)(e % Ws);
-        long long t = e / Ws;
-        const int hs = (int)(t % Hs);
-        t /= Hs;
+    for (long long row = (long long)blockIdx.x * blockDim.y + threadIdx.y; row < rows;
+         row += (long long)gridDim.x * blockDim.y) {
+        const int hs = (int)(row % Hs);
+        const long long t = row / Hs;
         const int cs = (int)(t % Cs);
         const long long img = t / Cs;
         const int c = cs / (s * s), ij = cs - c * (s * s), i = ij / s, j = ij - i * s;
-        const int ih = s * hs + i, iw = s * ws + j;
-        xp[e] = ih < H && iw < W ? x[((img * C + c) * H + ih) * (long long)W + iw] : 0.0f;
+        const int ih = s * hs + i;
+        float *o = xp + row * Ws;
+        if (ih >= H) {  // below the input: a row of +0
+            for (int ws = threadIdx.x; ws < Ws; ws += blockDim.x) o[ws] = 0.0f;
+            continue;
+        }
+        const float *xr = x + ((img * C + c) * H + ih) * (long long)W;
+        for (int ws = threadIdx.x; ws < Ws; ws += blockDim.x) {
+            const int iw = s * ws + j;
+            o[ws] = iw < W ? xr[iw] : 0.0f;
+        }
     }
 }
 
@@ -884,9 +892,9 @@ extern "C" ff_status ff_gpu_conv2d_winograd(float *out, const float *in, const f
     FF_TRY(check_int(wg.P, "Winograd tiles (GEMM columns)"));
     const cudaStream_t cs = ff_cu_stream(s);
     if (sd > 1) {
-        const long long total = n * ff_shape_numel(E.in);
-        k_space_to_depth<<<grid_for(total, 256), 256, 0, cs>>>(work, in, (int)L->in.c, (int)L->in.h, (int)L->in.w, sd,
-                                                               (int)E.in.h, (int)E.in.w, total);
+        const long long xrows = n * E.in.c * E.in.h;  // X' rows of Ws floats
+        k_space_to_depth<<<grid_for(xrows, 8), dim3(32, 8), 0, cs>>>(work, in, (int)L->in.c, (int)L->in.h, (int)L->in.w,
+                                                                     sd, (int)E.in.h, (int)E.in.w, xrows);
         FF_LAUNCH_CHECK("k_space_to_depth");
         in = work;
         work += ff_winograd_s2d_floats(L, n);  // V and M after X' (256-byte aligned)
