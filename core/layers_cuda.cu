@@ -685,7 +685,10 @@ static unsigned grid_for(long long count, int threads) {
 // Three launches: input transform -> alpha^2 batched GEMMs (k_gemm, bias +0, so each transform
 // position's chain over the channels is the one fixed chain of winograd.h) -> output transform with
 // bias and relu. The transforms are core/winograd_tf.h with _rn intrinsics (no FMA contraction), the
-// same code the CPU emulation runs, so the GPU's bits equal ff_winograd_conv_cpu's.
+// same code the CPU emulation runs, so the GPU's bits equal ff_winograd_conv_cpu's. A space-to-depth
+// layer (AlexNet's conv1) has one more launch first: k_space_to_depth copies x into X' (n, C', H',
+// W') at the start of the workspace (ff_winograd_s2d_floats), and the three run on L' (stride 1,
+// 3x3, winograd.h) with the rest of the workspace.
 #define FF_WG_FN static __device__ __forceinline__
 #define FF_WG_ADD(a, b) __fadd_rn((a), (b))
 #define FF_WG_SUB(a, b) __fsub_rn((a), (b))
@@ -790,6 +793,34 @@ __global__ void k_wg_output(float *__restrict__ out, const float *__restrict__ M
     }
 }
 
+// Space-to-depth (winograd.h): X'[img][c*s*s + i*s + j][h'][w'] = x[img][c][s*h' + i][s*w' + j], +0
+// outside the input. One warp per X' row (img, c', h') (its index arithmetic done once per row), its
+// lanes along w': a warp writes 32 consecutive floats (the reads are s floats apart; the other j of
+// the same input lines are read by the neighbouring rows' warps, from L2). blockDim (32, 8).
+__global__ void k_space_to_depth(float *__restrict__ xp, const float *__restrict__ x, int C, int H, int W, int s,
+                                 int Hs, int Ws, long long rows) {
+    const int Cs = C * s * s;
+    for (long long row = (long long)blockIdx.x * blockDim.y + threadIdx.y; row < rows;
+         row += (long long)gridDim.x * blockDim.y) {
+        const int hs = (int)(row % Hs);
+        const long long t = row / Hs;
+        const int cs = (int)(t % Cs);
+        const long long img = t / Cs;
+        const int c = cs / (s * s), ij = cs - c * (s * s), i = ij / s, j = ij - i * s;
+        const int ih = s * hs + i;
+        float *o = xp + row * Ws;
+        if (ih >= H) {  // below the input: a row of +0
+            for (int ws = threadIdx.x; ws < Ws; ws += blockDim.x) o[ws] = 0.0f;
+            continue;
+        }
+        const float *xr = x + ((img * C + c) * H + ih) * (long long)W;
+        for (int ws = threadIdx.x; ws < Ws; ws += blockDim.x) {
+            const int iw = s * ws + j;
+            o[ws] = iw < W ? xr[iw] : 0.0f;
+        }
+    }
+}
+
 template <int M, int R>
 static ff_status launch_wg(float *out, const float *in, const float *u, const float *b, const WgGeom &wg, bool relu,
                            float *work, cudaStream_t s) {
@@ -824,31 +855,53 @@ extern "C" ff_status ff_gpu_conv2d_winograd(float *out, const float *in, const f
     const int64_t out_rows = rows->out_hi - rows->out_lo;
     if (out_rows <= 0 || n <= 0) return FF_OK;
     if (ff_winograd_m(L, m) != m || m == 0)
-        return FF_FAIL(FF_ERR_INPUT, "%s: no Winograd F(%dx%d, %dx%d) (stride %d)", L->name, m, m, L->kh, L->kw,
-                       L->stride);
-    const ff_range need = ff_winograd_input_rows(L, m, rows->out_lo, rows->out_hi);
-    if (need.lo < rows->in_lo || need.hi > rows->in_hi)
+        return FF_FAIL(FF_ERR_INPUT, "%s: no Winograd F(%dx%d, %dx%d) (stride %d, %lld channels)", L->name, m, m, L->kh,
+                       L->kw, L->stride, (long long)L->in.c);
+    // E: the stride-1 layer the pipeline runs on: L itself, or L' of a space-to-depth layer (whole
+    // layer only), whose input X' k_space_to_depth writes at the start of the workspace.
+    ff_layer E;
+    const int sd = ff_winograd_equiv(&E, L);
+    ff_rows r = *rows;
+    if (sd > 1) {
+        if (rows->out_lo != 0 || rows->out_hi != L->out.h || rows->in_lo != 0 || rows->in_hi != L->in.h)
+            return FF_FAIL(FF_ERR_INPUT,
+                           "%s: space-to-depth Winograd computes the whole layer only (output rows [0, %lld) "
+                           "from input rows [0, %lld)); got output rows [%lld, %lld) from [%lld, %lld)",
+                           L->name, (long long)L->out.h, (long long)L->in.h, (long long)rows->out_lo,
+                           (long long)rows->out_hi, (long long)rows->in_lo, (long long)rows->in_hi);
+        r = ff_rows_full(&E);
+    }
+    const ff_range need = ff_winograd_input_rows(&E, m, r.out_lo, r.out_hi);
+    if (need.lo < r.in_lo || need.hi > r.in_hi)
         return FF_FAIL(FF_ERR_INPUT,
                        "%s: Winograd band of output rows [%lld, %lld) needs input rows [%lld, %lld) (whole "
                        "tiles); got [%lld, %lld)",
-                       L->name, (long long)rows->out_lo, (long long)rows->out_hi, (long long)need.lo,
-                       (long long)need.hi, (long long)rows->in_lo, (long long)rows->in_hi);
-    const ff_wg_tiles t = ff_winograd_tiles(L, m, rows->out_lo, rows->out_hi);
+                       L->name, (long long)r.out_lo, (long long)r.out_hi, (long long)need.lo, (long long)need.hi,
+                       (long long)r.in_lo, (long long)r.in_hi);
+    const ff_wg_tiles t = ff_winograd_tiles(&E, m, r.out_lo, r.out_hi);
     WgGeom wg;
     memset(&wg, 0, sizeof wg);
-    wg.C = (int)L->in.c, wg.K = (int)L->out_c, wg.H = (int)L->in.h, wg.W = (int)L->in.w;
-    wg.Wo = (int)L->out.w, wg.pad = L->pad;
-    wg.in_lo = (int)rows->in_lo, wg.in_rows = (int)(rows->in_hi - rows->in_lo);
-    wg.out_lo = (int)rows->out_lo, wg.out_rows = (int)out_rows;
+    wg.C = (int)E.in.c, wg.K = (int)E.out_c, wg.H = (int)E.in.h, wg.W = (int)E.in.w;
+    wg.Wo = (int)E.out.w, wg.pad = E.pad;
+    wg.in_lo = (int)r.in_lo, wg.in_rows = (int)(r.in_hi - r.in_lo);
+    wg.out_lo = (int)r.out_lo, wg.out_rows = (int)out_rows;
     wg.th_lo = (int)t.th_lo, wg.tw = (int)t.tw, wg.tiles = (int)((t.th_hi - t.th_lo) * t.tw);
     wg.P = n * wg.tiles;
-    wg.in_img = (long long)L->in.c * wg.in_rows * L->in.w;
-    wg.out_img = (long long)L->out_c * out_rows * L->out.w;
+    wg.in_img = (long long)E.in.c * wg.in_rows * E.in.w;
+    wg.out_img = (long long)E.out_c * out_rows * E.out.w;
     FF_TRY(check_int(wg.P, "Winograd tiles (GEMM columns)"));
     const cudaStream_t cs = ff_cu_stream(s);
-    if (m == 2 && L->kh == 3) return launch_wg<2, 3>(out, in, u, b, wg, relu, work, cs);
-    if (m == 4 && L->kh == 3) return launch_wg<4, 3>(out, in, u, b, wg, relu, work, cs);
-    if (m == 2 && L->kh == 5) return launch_wg<2, 5>(out, in, u, b, wg, relu, work, cs);
+    if (sd > 1) {
+        const long long xrows = n * E.in.c * E.in.h;  // X' rows of Ws floats
+        k_space_to_depth<<<grid_for(xrows, 8), dim3(32, 8), 0, cs>>>(work, in, (int)L->in.c, (int)L->in.h, (int)L->in.w,
+                                                                     sd, (int)E.in.h, (int)E.in.w, xrows);
+        FF_LAUNCH_CHECK("k_space_to_depth");
+        in = work;
+        work += ff_winograd_s2d_floats(L, n);  // V and M after X' (256-byte aligned)
+    }
+    if (m == 2 && E.kh == 3) return launch_wg<2, 3>(out, in, u, b, wg, relu, work, cs);
+    if (m == 4 && E.kh == 3) return launch_wg<4, 3>(out, in, u, b, wg, relu, work, cs);
+    if (m == 2 && E.kh == 5) return launch_wg<2, 5>(out, in, u, b, wg, relu, work, cs);
     return launch_wg<4, 5>(out, in, u, b, wg, relu, work, cs);
 }
 

@@ -137,7 +137,7 @@ static ff_status e2e_bound(double **bound_out, double **sigma_out, double **A, c
                 if (L->op == FF_OP_CONV2D) {
                     ff_tol_absdot_conv(tmp, NULL, d, wt->w[i], NULL, L, n, 1);
                     if (wino)
-                        ff_tol_prop_winograd(dn, A[i], tmp, nround, L->fan_in + 1, (int64_t)count);
+                        ff_tol_prop_winograd(dn, A[i], tmp, nround, ff_winograd_ref_terms(L), (int64_t)count);
                     else
                         ff_tol_prop_dot(dn, A[i], tmp, L->fan_in + 1, (int64_t)count, prod_rel);
                     ff_tol_absdot_conv(tmp, NULL, tmp2, wt->w[i], NULL, L, n, 2);
@@ -270,9 +270,13 @@ static ff_status run_layer(run_ctx *c, int i) {
                 free(out);
                 return st;
             }
+            // The Winograd rule's K is the float64 reference's own dot length (the direct conv of L:
+            // fan_in + 1 terms); for a space-to-depth layer ff_winograd_ref_terms takes the larger
+            // count of L' (C'*9 + 1), which only loosens gamma_K(2^-53) and keeps the bound valid
+            // whichever way the reference was summed. nround and Ybar are L''s (winograd.h).
             if (L->op == FF_OP_CONV2D && c->wg[i])
                 ff_tol_check_winograd(&r->tol, out, gl->out_f64, c->A[i], (int64_t)count,
-                                      ff_winograd_roundings(L, c->wg[i]), L->fan_in + 1);
+                                      ff_winograd_roundings(L, c->wg[i]), ff_winograd_ref_terms(L));
             else
                 ff_tol_check_dot(&r->tol, out, gl->out_f64, c->A[i], (int64_t)count, L->fan_in + 1, c->prod_rel);
             break;

@@ -40,26 +40,104 @@ static bool variant_of(wg_variant *v, int m, int r) {
     return true;
 }
 
+static int64_t ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
+int ff_winograd_equiv(ff_layer *E, const ff_layer *L) {
+    if (L->op != FF_OP_CONV2D || L->kh != L->kw || L->stride < 1) return 0;
+    const int s = L->stride;
+    if (s == 1) {
+        if (L->kh != 3 && L->kh != 5) return 0;
+        if (E) *E = *L;
+        return 1;
+    }
+    const int64_t C = L->in.c * s * s, H = ceil_div(L->in.h, s), W = ceil_div(L->in.w, s);
+    if (L->pad != 0 || ceil_div(L->kh, s) != 3 || H - 2 != L->out.h || W - 2 != L->out.w) return 0;
+    if (E) {
+        *E = *L;
+        E->kh = E->kw = 3;
+        E->stride = 1;
+        E->pad = 0;
+        E->in = (ff_shape){C, H, W};
+        E->fan_in = C * 9;
+        E->n_weight = L->out_c * C * 9;
+        E->flops = 2 * E->n_weight * L->out.h * L->out.w;
+    }
+    return s;
+}
+
+// L' of a layer with a Winograd formulation; false (E zeroed: a 0 alpha) for any other.
+static bool equiv(ff_layer *E, const ff_layer *L) {
+    if (ff_winograd_equiv(E, L)) return true;
+    memset(E, 0, sizeof *E);
+    return false;
+}
+
+static bool is_s2d(const ff_layer *L) {
+    return ff_winograd_equiv(NULL, L) > 1;
+}
+
 int ff_winograd_m(const ff_layer *L, int m) {
-    if (L->op != FF_OP_CONV2D || L->stride != 1 || L->kh != L->kw || (L->kh != 3 && L->kh != 5)) return 0;
+    ff_layer E;
+    if (!equiv(&E, L) || E.in.c < 16) return 0;
     return m == 2 ? 2 : 4;
 }
 
 int ff_winograd_alpha(const ff_layer *L, int m) {
-    return m ? m + L->kh - 1 : 0;
+    ff_layer E;
+    return m && equiv(&E, L) ? m + E.kh - 1 : 0;
 }
 
 int64_t ff_winograd_weight_floats(const ff_layer *L, int m) {
+    ff_layer E;
+    equiv(&E, L);
     const int64_t a = ff_winograd_alpha(L, m);
-    return a * a * L->out_c * L->in.c;
+    return a * a * L->out_c * E.in.c;
 }
 
-ff_status ff_winograd_weights(float *u, const float *w, const ff_layer *L, int m) {
-    wg_variant v;
-    if (!variant_of(&v, m, L->kh) || L->kh != L->kw)
-        return FF_FAIL(FF_ERR_INPUT, "%s: no Winograd F(%dx%d, %dx%d) variant", L->name, m, m, L->kh, L->kw);
-    const int a = v.alpha, r = v.r;
-    const int64_t K = L->out_c, C = L->in.c;
+void ff_winograd_s2d_input(float *xp, const float *x, const ff_layer *L, int64_t n) {
+    const int64_t s = L->stride, C = L->in.c, H = L->in.h, W = L->in.w;
+    const int64_t Hs = ceil_div(H, s), Ws = ceil_div(W, s);
+    for (int64_t img = 0; img < n; img++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < s; i++)
+                for (int64_t j = 0; j < s; j++) {
+                    float *o = xp + ((img * C + c) * s * s + i * s + j) * Hs * Ws;
+                    const float *xc = x + (img * C + c) * H * W;
+                    for (int64_t h = 0; h < Hs; h++)
+                        for (int64_t w = 0; w < Ws; w++) {
+                            const int64_t ih = s * h + i, iw = s * w + j;
+                            o[h * Ws + w] = ih < H && iw < W ? xc[ih * W + iw] : 0.0f;
+                        }
+                }
+}
+
+void ff_winograd_s2d_weights(float *wp, const float *w, const ff_layer *L) {
+    const int64_t s = L->stride, C = L->in.c, K = L->out_c, k = L->kh;
+    for (int64_t o = 0; o < K; o++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t i = 0; i < s; i++)
+                for (int64_t j = 0; j < s; j++)
+                    for (int64_t a = 0; a < 3; a++)
+                        for (int64_t b = 0; b < 3; b++) {
+                            const int64_t p = s * a + i, q = s * b + j;
+                            wp[(((o * C + c) * s * s + i * s + j) * 3 + a) * 3 + b] =
+                                p < k && q < k ? w[((o * C + c) * k + p) * k + q] : 0.0f;
+                        }
+}
+
+int64_t ff_winograd_s2d_floats(const ff_layer *L, int64_t n) {
+    ff_layer E;
+    if (!is_s2d(L) || n <= 0) return 0;
+    equiv(&E, L);
+    return (n * ff_shape_numel(E.in) + 63) / 64 * 64;
+}
+
+// U = G g G^T for the stride-1 layer E: u (alpha^2, K, C), w (K, C, r, r).
+static void transform_weights(float *u, const float *w, const ff_layer *E, const wg_variant *v) {
+    const int a = v->alpha, r = v->r;
+    const int64_t K = E->out_c, C = E->in.c;
     for (int64_t k = 0; k < K; k++)
         for (int64_t c = 0; c < C; c++) {
             const float *g = w + (k * C + c) * r * r;
@@ -67,22 +145,40 @@ ff_status ff_winograd_weights(float *u, const float *w, const ff_layer *L, int m
             for (int i = 0; i < a; i++)
                 for (int j = 0; j < r; j++) {
                     double s = 0;
-                    for (int q = 0; q < r; q++) s += v.G[i * r + q] * (double)g[q * r + j];
+                    for (int q = 0; q < r; q++) s += v->G[i * r + q] * (double)g[q * r + j];
                     t[i * r + j] = s;
                 }
             for (int i = 0; i < a; i++)
                 for (int j = 0; j < a; j++) {  // (G g) G^T, rounded once to float32
                     double s = 0;
-                    for (int q = 0; q < r; q++) s += t[i * r + q] * v.G[j * r + q];
+                    for (int q = 0; q < r; q++) s += t[i * r + q] * v->G[j * r + q];
                     u[((int64_t)(i * a + j) * K + k) * C + c] = (float)s;
                 }
         }
+}
+
+ff_status ff_winograd_weights(float *u, const float *w, const ff_layer *L, int m) {
+    wg_variant v;
+    ff_layer E;
+    if (!equiv(&E, L) || !variant_of(&v, m, E.kh))
+        return FF_FAIL(FF_ERR_INPUT, "%s: no Winograd F(%dx%d, %dx%d) variant (stride %d)", L->name, m, m, L->kh, L->kw,
+                       L->stride);
+    if (!is_s2d(L)) {
+        transform_weights(u, w, &E, &v);
+        return FF_OK;
+    }
+    float *wp = malloc((size_t)E.n_weight * sizeof(float));
+    if (!wp) return FF_FAIL(FF_ERR_OOM, "%s: %lld floats for the s2d weights", L->name, (long long)E.n_weight);
+    ff_winograd_s2d_weights(wp, w, L);
+    transform_weights(u, wp, &E, &v);
+    free(wp);
     return FF_OK;
 }
 
 ff_wg_tiles ff_winograd_tiles(const ff_layer *L, int m, int64_t out_lo, int64_t out_hi) {
     ff_wg_tiles t = {0, 0, 0};
     if (m <= 0 || out_hi <= out_lo) return t;
+    if (is_s2d(L)) out_lo = 0, out_hi = L->out.h;  // only the whole layer (winograd.h)
     t.th_lo = out_lo / m;
     t.th_hi = (out_hi + m - 1) / m;
     t.tw = (L->out.w + m - 1) / m;
@@ -93,6 +189,10 @@ ff_range ff_winograd_input_rows(const ff_layer *L, int m, int64_t out_lo, int64_
     ff_range r = {0, 0};
     ff_wg_tiles t = ff_winograd_tiles(L, m, out_lo, out_hi);
     if (t.th_hi <= t.th_lo) return r;
+    if (is_s2d(L)) {  // the whole input (X' is made of all of it)
+        r.hi = L->in.h;
+        return r;
+    }
     const int64_t lo = t.th_lo * m - L->pad, hi = (t.th_hi - 1) * m - L->pad + ff_winograd_alpha(L, m);
     r.lo = lo < 0 ? 0 : lo;
     r.hi = hi > L->in.h ? L->in.h : hi;
@@ -101,9 +201,11 @@ ff_range ff_winograd_input_rows(const ff_layer *L, int m, int64_t out_lo, int64_
 }
 
 int64_t ff_winograd_workspace_floats(const ff_layer *L, int m, int64_t out_lo, int64_t out_hi, int64_t n) {
+    ff_layer E;
+    equiv(&E, L);
     ff_wg_tiles t = ff_winograd_tiles(L, m, out_lo, out_hi);
     const int64_t a = ff_winograd_alpha(L, m), P = n * (t.th_hi - t.th_lo) * t.tw;
-    return a * a * P * (L->in.c + L->out_c);
+    return ff_winograd_s2d_floats(L, n) + a * a * P * (E.in.c + L->out_c);
 }
 
 // d (alpha x alpha) of tile (th, tw) of channel plane x (rows [in_lo, in_lo + in_rows) held).
@@ -116,8 +218,9 @@ static void gather(float *d, const float *x, const ff_layer *L, int m, int a, in
         }
 }
 
-ff_status ff_winograd_conv_cpu(float *out, const float *in, const float *u, const float *b, const ff_layer *L, int m,
-                               bool relu, const ff_rows *rows, int64_t n) {
+// The emulation on the stride-1 layer L (L' of a s2d layer, fed X').
+static ff_status conv_cpu(float *out, const float *in, const float *u, const float *b, const ff_layer *L, int m,
+                          bool relu, const ff_rows *rows, int64_t n) {
     wg_variant v;
     if (!variant_of(&v, m, L->kh)) return FF_FAIL(FF_ERR_INPUT, "%s: no Winograd variant m=%d", L->name, m);
     const ff_range need = ff_winograd_input_rows(L, m, rows->out_lo, rows->out_hi);
@@ -163,16 +266,69 @@ ff_status ff_winograd_conv_cpu(float *out, const float *in, const float *u, cons
     return FF_OK;
 }
 
+ff_status ff_winograd_conv_cpu(float *out, const float *in, const float *u, const float *b, const ff_layer *L, int m,
+                               bool relu, const ff_rows *rows, int64_t n) {
+    ff_layer E;
+    if (!equiv(&E, L)) return FF_FAIL(FF_ERR_INPUT, "%s: no Winograd variant m=%d", L->name, m);
+    if (!is_s2d(L)) return conv_cpu(out, in, u, b, L, m, relu, rows, n);
+    if (rows->out_lo != 0 || rows->out_hi != L->out.h || rows->in_lo != 0 || rows->in_hi != L->in.h)
+        return FF_FAIL(FF_ERR_INPUT,
+                       "%s: space-to-depth Winograd computes the whole layer only (output rows [0, %lld) from "
+                       "input rows [0, %lld)); got output rows [%lld, %lld) from [%lld, %lld)",
+                       L->name, (long long)L->out.h, (long long)L->in.h, (long long)rows->out_lo,
+                       (long long)rows->out_hi, (long long)rows->in_lo, (long long)rows->in_hi);
+    const int64_t nx = ff_winograd_s2d_floats(L, n);
+    float *xp = malloc((size_t)nx * sizeof(float));
+    if (!xp) return FF_FAIL(FF_ERR_OOM, "%s: %lld floats for the s2d input", L->name, (long long)nx);
+    ff_winograd_s2d_input(xp, in, L, n);
+    const ff_rows full = ff_rows_full(&E);
+    ff_status st = conv_cpu(out, xp, u, b, &E, m, relu, &full, n);
+    free(xp);
+    return st;
+}
+
 int64_t ff_winograd_roundings(const ff_layer *L, int m) {
     // U: float64 then one rounding (the float64 error is far below one float32 rounding): 2;
     // V: two stages of at most alpha roundings each (one product, alpha - 1 additions);
-    // the channel chain: C fmas; Y: two stages of at most alpha; the bias: 1 (winograd.h).
+    // the channel chain: C' fmas; Y: two stages of at most alpha; the bias: 1 (winograd.h).
+    // (The s2d copies are exact: no rounding.)
+    ff_layer E;
+    equiv(&E, L);
     const int64_t a = ff_winograd_alpha(L, m);
-    return 2 + 2 * a + L->in.c + 2 * a + 1;
+    return 2 + 2 * a + E.in.c + 2 * a + 1;
 }
+
+int64_t ff_winograd_ref_terms(const ff_layer *L) {
+    ff_layer E;
+    const int64_t k = equiv(&E, L) && E.fan_in > L->fan_in ? E.fan_in : L->fan_in;
+    return k + 1;
+}
+
+static ff_status absdot(double *out, const float *x, const float *w, const float *b, const ff_layer *L, int m,
+                        int64_t n);
 
 ff_status ff_winograd_absdot(double *out, const float *x, const float *w, const float *b, const ff_layer *L, int m,
                              int64_t n) {
+    ff_layer E;
+    if (!equiv(&E, L)) return FF_FAIL(FF_ERR_INPUT, "%s: no Winograd variant m=%d", L->name, m);
+    if (!is_s2d(L)) return absdot(out, x, w, b, L, m, n);
+    const int64_t nx = ff_winograd_s2d_floats(L, n);
+    float *xp = malloc((size_t)nx * sizeof(float)), *wp = malloc((size_t)E.n_weight * sizeof(float));
+    if (!xp || !wp) {
+        free(xp), free(wp);
+        return FF_FAIL(FF_ERR_OOM, "%s: %lld floats for the s2d input and weights", L->name,
+                       (long long)(nx + E.n_weight));
+    }
+    ff_winograd_s2d_input(xp, x, L, n);
+    ff_winograd_s2d_weights(wp, w, L);
+    ff_status st = absdot(out, xp, wp, b, &E, m, n);
+    free(xp), free(wp);
+    return st;
+}
+
+// Ybar of the stride-1 layer L (L' of a s2d layer, with X' and W').
+static ff_status absdot(double *out, const float *x, const float *w, const float *b, const ff_layer *L, int m,
+                        int64_t n) {
     wg_variant v;
     if (!variant_of(&v, m, L->kh)) return FF_FAIL(FF_ERR_INPUT, "%s: no Winograd variant m=%d", L->name, m);
     const int a = v.alpha, a2 = a * a, r = v.r;

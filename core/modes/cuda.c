@@ -43,7 +43,7 @@ typedef struct {
     // Winograd layers (winograd.h): tile size m (0: the direct kernel), transformed weights, and
     // one workspace shared by all of them (sized for max_batch).
     int wg_m[FF_MAX_LAYERS];
-    float *d_wg[FF_MAX_LAYERS];  // (alpha^2, K, C)
+    float *d_wg[FF_MAX_LAYERS];  // (alpha^2, K, C') (C' = C*s*s for a space-to-depth layer)
     float *d_work;
     // The split-K linear layers' partial sums (linear_split.h), one buffer shared by all of them,
     // sized for max_batch; NULL when no linear layer is split.
@@ -80,8 +80,9 @@ static ff_status make_events(cuda_exec *c) {
     return FF_OK;
 }
 
-// The conv algorithm: Winograd (winograd.h) for every stride-1 3x3/5x5 conv with at least 16 input
-// channels (fewer: the transforms cost more than they save), the direct kernel for the rest.
+// The conv algorithm: Winograd (winograd.h) for every layer ff_winograd_m accepts (stride-1 3x3/5x5
+// convs, and strided convs that space-to-depth makes stride-1 3x3 ones, such as AlexNet's conv1,
+// with at least 16 channels after the rewrite), the direct kernel for the rest.
 // FF_CUDA_CONV=direct keeps the direct kernel everywhere; FF_WINOGRAD_M=2 picks F(2x2, r x r)
 // instead of the default F(4x4, r x r) (smaller tiles: fewer wasted outputs on 13x13 maps, but 1.8x
 // (3x3) and 2.25x (5x5) more multiplications). The choice is per layer and never depends on the
@@ -98,7 +99,7 @@ static ff_status winograd_setup(cuda_exec *c, const ff_model *m, const ff_weight
     for (int i = 0; i < m->n_layers; i++) {
         const ff_layer *L = &m->layers[i];
         snprintf(c->alg[i], sizeof c->alg[i], "direct");
-        const int wm = direct_only || L->in.c < 16 ? 0 : ff_winograd_m(L, wmm);
+        const int wm = direct_only ? 0 : ff_winograd_m(L, wmm);
         if (!wm) continue;
         const int64_t nf = ff_winograd_weight_floats(L, wm);
         float *u = malloc((size_t)nf * sizeof(float));

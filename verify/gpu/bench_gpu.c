@@ -41,9 +41,10 @@ typedef struct {
     float *lin_work;  // the split-K linear layers' partial sums (linear_split.h), sized for nmax
 } ctx;
 
-// The variant enqueue runs for layer L: as the executor chooses (C >= 16), F(m x m) with m = c->wg.
+// The variant enqueue runs for layer L: as the executor chooses (ff_winograd_m's eligibility rule),
+// F(m x m) with m = c->wg.
 static int wg_of(const ctx *c, const ff_layer *L) {
-    return c->wg && L->in.c >= 16 ? ff_winograd_m(L, c->wg) : 0;
+    return c->wg ? ff_winograd_m(L, c->wg) : 0;
 }
 
 // Enqueues layers [first, last] with the executor's fusion rule; returns the output buffer.

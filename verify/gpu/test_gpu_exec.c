@@ -228,9 +228,10 @@ static void errors_are_clear(void **state) {
 
 // --backend vendor (cuBLAS for the linear layers): same top-1, logits within float32 rounding.
 // The conv algorithm the executor reports (and verify picks its rule by): Winograd for AlexNet's
-// conv2..conv5 by default, the direct kernel everywhere with FF_CUDA_CONV=direct; both give batch-
-// independent bits and close logits. Resident timing replays the graph on the device-resident
-// batch and its output equals the host-to-host forward's bit for bit.
+// conv1 (space-to-depth) and conv2..conv5 by default, the direct kernel everywhere with
+// FF_CUDA_CONV=direct; both give batch-independent bits and close logits. Resident timing replays
+// the graph on the device-resident batch and its output equals the host-to-host forward's bit for
+// bit.
 static void algorithms_and_resident_timing(void **state) {
     (void)state;
     fixture f;
@@ -240,7 +241,7 @@ static void algorithms_and_resident_timing(void **state) {
     float *x = malloc((size_t)(n * per_img) * sizeof(float));
     ff_input_generate(x, &f.m, n, 8);
     ff_executor *e = make(&f, FF_MODE_CUDA, n, false, -1);
-    const char *expect[] = {"direct", "winograd-4", "winograd-4", "winograd-4", "winograd-4"};
+    const char *expect[] = {"winograd-4", "winograd-4", "winograd-4", "winograd-4", "winograd-4"};
     int j = 0;
     for (int i = 0; i < f.m.n_layers; i++)
         if (f.m.layers[i].op == FF_OP_CONV2D) assert_string_equal(ff_exec_layer_algorithm(e, i), expect[j++]);

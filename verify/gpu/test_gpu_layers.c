@@ -305,10 +305,11 @@ static void linear_split_needs_workspace(void **state) {
 }
 
 // Winograd (winograd.h) on the GPU equals the CPU emulation bit for bit (same transforms, same
-// chains) for AlexNet's conv2..conv5, with and without the fused relu, under several forced GEMM
-// tile configurations; a band starting mid-tile (fed ff_winograd_input_rows) equals those rows of
-// the full result; one image alone equals its row of the batch; a band without the tile halo is
-// refused. Then the rule of tolerance.h holds against a float64 direct reference.
+// chains) for AlexNet's conv1 (space-to-depth: k_space_to_depth, then F(m x m, 3x3) on L') and
+// conv2..conv5, with and without the fused relu, under several forced GEMM tile configurations; a
+// band starting mid-tile (fed ff_winograd_input_rows) equals those rows of the full result (conv1:
+// any band that is not the whole layer is refused instead); one image alone equals its row of the
+// batch; a band without the tile halo is refused.
 static void winograd_equals_cpu_emulation(void **state) {
     (void)state;
     ff_model m;
@@ -316,11 +317,11 @@ static void winograd_equals_cpu_emulation(void **state) {
     assert_int_equal(ff_model_init(&m, "alexnet"), FF_OK);
     assert_int_equal(ff_weights_alloc(&wt, &m), FF_OK);
     ff_weights_generate(&wt, &m, 9);
-    const char *names[] = {"conv2", "conv3", "conv4", "conv5", "conv2", "conv3", "conv4", "conv5"};
-    const int ms[] = {2, 2, 2, 2, 4, 4, 4, 4};
+    const char *names[] = {"conv2", "conv3", "conv4", "conv5", "conv2", "conv3", "conv4", "conv5", "conv1", "conv1"};
+    const int ms[] = {2, 2, 2, 2, 4, 4, 4, 4, 4, 2};
     const int tiles[] = {-1, 0, 2, 10, 16};
     size_t bad = 0;
-    for (int t = 0; t < 8; t++) {
+    for (int t = 0; t < 10; t++) {
         const int i = ff_model_find_layer(&m, names[t]);
         const ff_layer *L = &m.layers[i];
         const int wm = ff_winograd_m(L, ms[t]);
@@ -348,6 +349,25 @@ static void winograd_equals_cpu_emulation(void **state) {
             }
             ff_gpu_debug_force_tile(-1);
         }
+        const size_t per_in = numel(L->in, 1), per_out = numel(L->out, 1);
+        if (ff_winograd_equiv(NULL, L) > 1) {
+            // Space-to-depth: the whole layer only. A band (its input rows given in full) is refused,
+            // and so is the whole output from fewer input rows; image 1 alone equals its batch row.
+            const ff_rows refused[] = {
+                {0, L->in.h, 3, 9}, {0, L->in.h, 0, L->out.h - 1}, {0, L->in.h - 1, 0, L->out.h}};
+            for (int k = 0; k < 3; k++) {
+                assert_int_equal(ff_gpu_conv2d_winograd(dy, dx, du, db, L, wm, true, &refused[k], n, dwork, S),
+                                 FF_ERR_INPUT);
+                assert_non_null(strstr(ff_last_error(), "whole layer"));
+                ff_clear_error();
+            }
+            assert_int_equal(ff_gpu_conv2d_winograd(dy, dx + per_in, du, db, L, wm, true, &rows, 1, dwork, S), FF_OK);
+            float *y1 = tu_host_from(dy, per_out, S);
+            bad += tu_check_ulp("winograd s2d image 1 alone vs in the batch", y1, cpu + per_out, per_out, 0);
+            free(y1), free(x), free(u), free(cpu);
+            ff_gpu_free(dx), ff_gpu_free(dy), ff_gpu_free(du), ff_gpu_free(db), ff_gpu_free(dwork);
+            continue;
+        }
         // cpu now holds the relu'd full result. The band [3, 9) starts mid-tile for m = 2 and m = 4.
         const int64_t o0 = 3, o1 = 9, C = L->in.c, H = L->in.h, W = L->in.w, K = L->out_c, Wo = L->out.w;
         ff_range ir = ff_winograd_input_rows(L, wm, o0, o1);
@@ -371,7 +391,6 @@ static void winograd_equals_cpu_emulation(void **state) {
             ff_clear_error();
         }
         // image 1 alone
-        const size_t per_in = numel(L->in, 1), per_out = numel(L->out, 1);
         assert_int_equal(ff_gpu_conv2d_winograd(dy, dx + per_in, du, db, L, wm, true, &rows, 1, dwork, S), FF_OK);
         float *y1 = tu_host_from(dy, per_out, S);
         bad += tu_check_ulp("winograd image 1 alone vs in the batch", y1, cpu + per_out, per_out, 0);

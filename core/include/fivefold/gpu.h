@@ -23,8 +23,10 @@
 // band, the tile alignment or the launch shape.
 // Element-wise layers (relu, maxpool, lrn, softmax, flatten) do the same float operations as the
 // CPU reference and give the same bits as it.
-// Winograd conv layers (ff_gpu_conv2d_winograd; the cuda executor's default for stride-1 3x3 and
-// 5x5 convs with >= 16 input channels, ff_exec_layer_algorithm says "winograd-m"): a different,
+// Winograd conv layers (ff_gpu_conv2d_winograd; the cuda executor's default for the layers
+// ff_winograd_m accepts: stride-1 3x3 and 5x5 convs with >= 16 input channels, and strided convs
+// that space-to-depth rewrites exactly as stride-1 3x3 ones, such as AlexNet's conv1;
+// ff_exec_layer_algorithm says "winograd-m"): a different,
 // equally fixed order, stated in winograd.h: per output tile anchored at ABSOLUTE output
 // coordinates (tile rows th*m .. th*m+m-1), the input transform, one fma chain over the channels
 // per transform position (the GEMM kernel above with the bias replaced by +0: again one chain in
@@ -113,9 +115,11 @@ ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float
                         const ff_rows *rows, int64_t n, ff_gpu_stream s);
 // Winograd F(m x m, r x r) (winograd.h states the order of operations and the tile anchoring):
 // out: (n, K, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W) holding at least the rows
-// ff_winograd_input_rows names (FF_ERR_INPUT otherwise); u: (alpha^2, K, C) from
+// ff_winograd_input_rows names (FF_ERR_INPUT otherwise); u: (alpha^2, K, C') from
 // ff_winograd_weights, uploaded; b: (K); work: ff_winograd_workspace_floats(L, m, out_lo, out_hi, n)
-// floats of device memory (the transformed input, then the GEMM outputs).
+// floats of device memory (for a space-to-depth layer X' first, ff_winograd_s2d_floats; then the
+// transformed input, then the GEMM outputs). A space-to-depth layer takes the whole layer only
+// (rows = ff_rows_full(L); FF_ERR_INPUT otherwise).
 ff_status ff_gpu_conv2d_winograd(float *out, const float *in, const float *u, const float *b, const ff_layer *L,
                                  int m, bool relu, const ff_rows *rows, int64_t n, float *work, ff_gpu_stream s);
 // out, in: (count): out = in < 0 ? +0 : in (keeps -0.0 and NaN, as PyTorch and the CPU do).
