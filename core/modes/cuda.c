@@ -86,7 +86,8 @@ static ff_status make_events(cuda_exec *c) {
 // FF_CUDA_CONV=direct keeps the direct kernel everywhere; FF_WINOGRAD_M=2 picks F(2x2, r x r)
 // instead of the default F(4x4, r x r) (smaller tiles: fewer wasted outputs on 13x13 maps, but 1.8x
 // (3x3) and 2.25x (5x5) more multiplications). The choice is per layer and never depends on the
-// batch, so image i's bits are the same at every N.
+// batch, so image i's bits are the same at every N. FF_CUDA_S2D=0 keeps strided convs (conv1) on
+// the direct kernel (the space-to-depth rewrite is on by default: see verify/gpu/PERF.md).
 static ff_status winograd_setup(cuda_exec *c, const ff_model *m, const ff_weights *w, const ff_exec_options *o) {
     const char *conv = getenv("FF_CUDA_CONV");
     const char *ms = getenv("FF_WINOGRAD_M");
@@ -95,11 +96,15 @@ static ff_status winograd_setup(cuda_exec *c, const ff_model *m, const ff_weight
         return FF_FAIL(FF_ERR_INPUT, "FF_CUDA_CONV=%s: expected direct or winograd", conv);
     const int wmm = ms ? atoi(ms) : 4;
     if (wmm != 2 && wmm != 4) return FF_FAIL(FF_ERR_INPUT, "FF_WINOGRAD_M=%s: expected 2 or 4", ms);
+    const char *s2d = getenv("FF_CUDA_S2D");
+    if (s2d && strcmp(s2d, "0") != 0 && strcmp(s2d, "1") != 0)
+        return FF_FAIL(FF_ERR_INPUT, "FF_CUDA_S2D=%s: expected 0 or 1", s2d);
+    const bool s2d_on = !s2d || strcmp(s2d, "1") == 0;
     int64_t work = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const ff_layer *L = &m->layers[i];
         snprintf(c->alg[i], sizeof c->alg[i], "direct");
-        const int wm = direct_only ? 0 : ff_winograd_m(L, wmm);
+        const int wm = direct_only || (L->stride > 1 && !s2d_on) ? 0 : ff_winograd_m(L, wmm);
         if (!wm) continue;
         const int64_t nf = ff_winograd_weight_floats(L, wm);
         float *u = malloc((size_t)nf * sizeof(float));
