@@ -16,9 +16,12 @@
 #   MODEL      model                           (default: alexnet)
 #   BATCH      images per forward              (default: 16)
 #   ITERS      timed forwards (median taken)   (default: 5)
-#   REPEATS    separate launches per configuration; the median of their medians is reported
-#              (default: 1). On a shared VM one launch can land on a slow core and stay there:
-#              repeats measure the configuration, not the luck of one placement.
+#   REPEATS    rounds (default: 1). Each round launches every configuration once, in the same
+#              order, so all configurations see the same (drifting) machine; a configuration's
+#              figure is the median over rounds of each launch's median, and the paired efficiency
+#              is the median over rounds of (P=1 launch / (P x P-rank launch)) of the same round.
+#              On a shared VM one launch can land on a slow core and stay there, and the machine's
+#              speed drifts within minutes: rounds measure the configuration, not that luck.
 #   OUT        JSON path                       (default: bench/results/scaling_mpi_<host>.json)
 set -eu
 FIVEFOLD=${FIVEFOLD:-build/fivefold}
@@ -34,7 +37,6 @@ host=$(hostname -s 2>/dev/null || echo host)
 OUT=${OUT:-bench/results/scaling_mpi_${host}.json}
 mkdir -p "$(dirname "$OUT")"
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
 
 # run LABEL CMD...: prints "ms digest" from the command's "time:" and "output digest:" lines.
 # cpu_snap: "total steal" jiffies of all CPUs from /proc/stat (steal: time the hypervisor ran
@@ -60,45 +62,63 @@ run() {
   echo "$ms $dg $steal"
 }
 
-# repeat LABEL CMD...: REPEATS launches of run; prints "median_ms digest runs" (digest "mixed" when
-# the launches disagree: a wrong run then fails the digest check below).
-repeat() {
-  label=$1
-  shift
-  all="" dgs="" steals=""
-  k=0
-  while [ "$k" -lt "$REPEATS" ]; do
-    out=$(run "$label (launch $((k + 1)) of $REPEATS)" "$@") || exit 1
-    read -r l_ms l_dg l_st <<EOF
-$out
-EOF
-    all="$all $l_ms"
-    steals="$steals $l_st"
-    [ -z "$dgs" ] && dgs=$l_dg
-    [ "$l_dg" = "$dgs" ] || dgs=mixed
-    k=$((k + 1))
-  done
-  med=$(echo $all | tr ' ' '\n' | sort -g | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}')
-  echo "$med $dgs $(echo $all | tr ' ' ',') $(echo $steals | tr ' ' ',')"
+# summary FILE: "median digest launches steals" over the lines "ms digest steal" of FILE (digest
+# "mixed" when the launches disagree: the digest check below then fails).
+summary() {
+  awk '{ms[NR] = $1; st[NR] = $3; if (NR == 1) d = $2; else if ($2 != d) d = "mixed"}
+       END {n = NR; for (i = 1; i <= n; i++) s[i] = ms[i];
+            for (i = 2; i <= n; i++) {v = s[i]; j = i - 1; while (j > 0 && s[j] > v) {s[j + 1] = s[j]; j--} s[j + 1] = v}
+            med = (n % 2) ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2;
+            l = ""; t = ""; for (i = 1; i <= n; i++) {l = l (i > 1 ? "," : "") ms[i]; t = t (i > 1 ? "," : "") st[i]}
+            print med, d, l, t}' "$1"
+}
+# paired_eff BASEFILE FILE P: median over rounds of base_ms / (P * ms).
+paired_eff() {
+  paste -d ' ' "$1" "$2" | awk -v p="$3" '{r[NR] = $1 / (p * $4)}
+       END {n = NR; for (i = 2; i <= n; i++) {v = r[i]; j = i - 1; while (j > 0 && r[j] > v) {r[j + 1] = r[j]; j--} r[j + 1] = v}
+            printf "%.3f", (n % 2) ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2}'
 }
 
 common="--model $MODEL --batch $BATCH --iters $ITERS"
-set -- $(repeat serial "$FIVEFOLD" infer $common)
+tmp=$(mktemp -d)
+trap 'rm -f "$log"; rm -rf "$tmp"' EXIT
+configs=serial
+for split in $SPLITS; do
+  for P in $RANKS; do configs="$configs $split:$P"; done
+done
+k=1
+while [ "$k" -le "$REPEATS" ]; do
+  for c in $configs; do
+    if [ "$c" = serial ]; then
+      out=$(run "serial (round $k of $REPEATS)" "$FIVEFOLD" infer $common) || exit 1
+    else
+      split=${c%:*} P=${c#*:}
+      # shellcheck disable=SC2086  # MPIEXEC may carry several words
+      out=$(run "$split P=$P (round $k of $REPEATS)" $MPIEXEC "$NP_FLAG" "$P" "$FIVEFOLD" infer $common --mode mpi \
+        --split "$split") || exit 1
+    fi
+    echo "$out" >> "$tmp/$(echo "$c" | tr ':' '_')"
+  done
+  k=$((k + 1))
+done
+
+set -- $(summary "$tmp/serial")
 serial_ms=$1 serial_dg=$2 serial_runs=$3 serial_steal=$4
 bad=0
 rows=""
 for split in $SPLITS; do
-  base_ms=""
+  base_ms="" base_file=""
   for P in $RANKS; do
-    # shellcheck disable=SC2086  # MPIEXEC may carry several words
-    set -- $(repeat "$split P=$P" $MPIEXEC "$NP_FLAG" "$P" "$FIVEFOLD" infer $common --mode mpi --split "$split")
+    f="$tmp/${split}_$P"
+    set -- $(summary "$f")
     ms=$1 dg=$2 runs=$3 steal=$4
-    [ -z "$base_ms" ] && base_ms=$ms
+    [ -z "$base_ms" ] && base_ms=$ms base_file=$f base_p=$P
+    peff=$(paired_eff "$base_file" "$f" "$((P / base_p))")
     ok=true
     [ "$dg" = "$serial_dg" ] || { ok=false; bad=1; }
-    row=$(awk -v s="$split" -v p="$P" -v ms="$ms" -v b="$base_ms" -v ser="$serial_ms" -v ok="$ok" -v dg="$dg" -v runs="$runs" -v steal="$steal" 'BEGIN {
+    row=$(awk -v s="$split" -v p="$P" -v ms="$ms" -v b="$base_ms" -v ser="$serial_ms" -v ok="$ok" -v dg="$dg" -v runs="$runs" -v steal="$steal" -v peff="$peff" 'BEGIN {
       sp = b / ms; sps = ser / ms;
-      printf "    {\"split\": \"%s\", \"ranks\": %d, \"median_ms\": %.3f, \"launch_medians_ms\": [%s], \"launch_steal_pct\": [%s], \"speedup\": %.3f, \"efficiency\": %.3f, \"speedup_vs_serial\": %.3f, \"efficiency_vs_serial\": %.3f, \"digest\": \"%s\", \"digest_ok\": %s}", s, p, ms, runs, steal, sp, sp / p, sps, sps / p, dg, ok }')
+      printf "    {\"split\": \"%s\", \"ranks\": %d, \"median_ms\": %.3f, \"launch_medians_ms\": [%s], \"launch_steal_pct\": [%s], \"speedup\": %.3f, \"efficiency\": %.3f, \"efficiency_paired\": %s, \"speedup_vs_serial\": %.3f, \"efficiency_vs_serial\": %.3f, \"digest\": \"%s\", \"digest_ok\": %s}", s, p, ms, runs, steal, sp, sp / p, peff, sps, sps / p, dg, ok }')
     echo "$row" >&2
     rows="${rows:+$rows,
 }$row"
@@ -125,7 +145,7 @@ cat > "$OUT" <<JSON
   "serial_launch_medians_ms": [$serial_runs],
   "serial_launch_steal_pct": [$serial_steal],
   "serial_digest": "$serial_dg",
-  "note": "median_ms = median over REPEATS launches of each launch's median of ITERS forwards; launch_steal_pct = the hypervisor's steal time over all CPUs during each launch (/proc/stat); speedup = same split at P=1 / P ranks; efficiency = speedup / P; *_vs_serial use the serial mode instead",
+  "note": "REPEATS rounds, each launching every configuration once in the same order; median_ms = median over the rounds of each launch's median of ITERS forwards; efficiency_paired = median over rounds of (P=1 launch / (P x this launch)) within one round; launch_steal_pct = the hypervisor's steal time over all CPUs during each launch (/proc/stat); speedup = same split at P=1 / P ranks; efficiency = speedup / P; *_vs_serial use the serial mode instead",
   "results": [
 $rows
   ]
