@@ -455,6 +455,59 @@ static void test_conv_band_and_batch_identity(void **state) {
     band_identity(&e, &g, 2);
 }
 
+// ff_cpu_conv2d_segments (the mpi rows split's image groups, each with its own band): every
+// segment equals ff_cpu_conv2d of that segment alone, bit for bit, for bands of different heights
+// and images from different places in the batch; a segment fed another image's band does not.
+static void test_conv_segments_equal_single_calls(void **state) {
+    (void)state;
+    trng g = {17};
+    const ff_layer Ls[2] = {make_conv(6, 13, 13, 11, 3, 3, 1, 1), make_conv(3, 27, 27, 9, 5, 5, 1, 2)};
+    for (int li = 0; li < 2; li++) {
+        const ff_layer *L = &Ls[li];
+        const int64_t n = 5, C = L->in.c, H = L->in.h, W = L->in.w, K = L->out.c, Ho = L->out.h, Wo = L->out.w;
+        float *in = rand_buf(&g, n * C * H * W, 1.0f);
+        float *w = rand_buf(&g, L->n_weight, 0.5f), *b = rand_buf(&g, L->n_bias, 0.5f);
+        // three groups: images [0, 2) rows [0, 4), image 2 rows [4, 9), images [3, 5) rows [9, Ho)
+        const int64_t img0[3] = {0, 2, 3}, nimg[3] = {2, 1, 2}, o0[3] = {0, 4, 9}, o1[3] = {4, 9, Ho};
+        ff_conv_segment seg[3];
+        float *want[3], *inb[3];
+        for (int q = 0; q < 3; q++) {
+            ff_rows r = band_for(L, o0[q], o1[q]);
+            const int64_t ib = r.in_hi - r.in_lo, ob = o1[q] - o0[q];
+            inb[q] = malloc((size_t)(nimg[q] * C * ib * W) * sizeof(float));
+            want[q] = malloc((size_t)(nimg[q] * K * ob * Wo) * sizeof(float));
+            assert_non_null(inb[q]);
+            assert_non_null(want[q]);
+            for (int64_t p = 0; p < nimg[q] * C; p++)
+                memcpy(inb[q] + p * ib * W, in + ((img0[q] * C + p) * H + r.in_lo) * W, (size_t)(ib * W) * sizeof(float));
+            ff_cpu_conv2d(want[q], inb[q], w, b, L, &r, nimg[q]);
+            seg[q].out = malloc((size_t)(nimg[q] * K * ob * Wo) * sizeof(float));
+            assert_non_null(seg[q].out);
+            seg[q].in = inb[q];
+            seg[q].rows = r;
+            seg[q].n = nimg[q];
+        }
+        ff_cpu_conv2d_segments(seg, 3, w, b, L);
+        for (int q = 0; q < 3; q++)
+            check_bits("segment vs single call", seg[q].out, want[q], nimg[q] * K * (o1[q] - o0[q]) * Wo);
+        // negative: segment 1's band cut from another image (image 3) gives other bits
+        ff_conv_segment wrong = seg[1];
+        const int64_t ib1 = seg[1].rows.in_hi - seg[1].rows.in_lo;
+        float *other = malloc((size_t)(C * ib1 * W) * sizeof(float));
+        assert_non_null(other);
+        for (int64_t p = 0; p < C; p++)
+            memcpy(other + p * ib1 * W, in + ((3 * C + p) * H + seg[1].rows.in_lo) * W, (size_t)(ib1 * W) * sizeof(float));
+        wrong.in = other;
+        ff_cpu_conv2d_segments(&wrong, 1, w, b, L);
+        free(other);
+        int64_t diff = 0;
+        for (int64_t i = 0; i < nimg[1] * K * (o1[1] - o0[1]) * Wo; i++) diff += fbits(wrong.out[i]) != fbits(want[1][i]);
+        assert_true(diff > 0);
+        for (int q = 0; q < 3; q++) free(seg[q].out), free(want[q]), free(inb[q]);
+        free(in), free(w), free(b);
+    }
+}
+
 static void test_pool_band_and_batch_identity(void **state) {
     (void)state;
     trng g = {8};
@@ -923,6 +976,7 @@ static void test_layer_forward_dispatch(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_conv_hand_simple),
+        cmocka_unit_test(test_conv_segments_equal_single_calls),
         cmocka_unit_test(test_conv_hand_pad_stride),
         cmocka_unit_test(test_conv_summation_order),
         cmocka_unit_test(test_conv_vs_float64),
