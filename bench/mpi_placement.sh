@@ -19,6 +19,11 @@ MODEL=${MODEL:-alexnet}
 BATCH=${BATCH:-16}
 ITERS=${ITERS:-5}
 OUT=${OUT:-bench/results/mpi_placement.json}
+for v in "P=$P" "ITERS=$ITERS" "BATCH=$BATCH"; do
+  case ${v#*=} in
+    '' | *[!0-9]* | 0) echo "mpi_placement.sh: $v: expected a positive integer" >&2; exit 2 ;;
+  esac
+done
 PLACEMENTS=${PLACEMENTS:-"--bind-to core;--map-by slot:PE=2 --bind-to core;--map-by numa --bind-to core;--bind-to none"}
 mkdir -p "$(dirname "$OUT")"
 log=$(mktemp)

@@ -33,6 +33,11 @@ MODEL=${MODEL:-alexnet}
 BATCH=${BATCH:-16}
 ITERS=${ITERS:-5}
 REPEATS=${REPEATS:-1}
+for v in "ITERS=$ITERS" "REPEATS=$REPEATS" "BATCH=$BATCH"; do
+  case ${v#*=} in
+    '' | *[!0-9]* | 0) echo "scaling_mpi.sh: $v: expected a positive integer" >&2; exit 2 ;;
+  esac
+done
 host=$(hostname -s 2>/dev/null || echo host)
 OUT=${OUT:-bench/results/scaling_mpi_${host}.json}
 mkdir -p "$(dirname "$OUT")"
