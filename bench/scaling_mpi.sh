@@ -63,23 +63,31 @@ run() {
   dg=$(sed -n 's/^output digest: \([0-9a-f]*\)$/\1/p' "$log" | head -n 1)
   [ -n "$ms" ] && [ -n "$dg" ] || { cat "$log" >&2; echo "no time/digest in output: $label" >&2; exit 1; }
   steal=$(echo "$snap0 $(cpu_snap)" | awk '{dt = $3 - $1; printf "%.1f", (dt > 0 ? 100 * ($4 - $2) / dt : 0)}')
-  echo "   $ms ms, steal $steal % of all CPU time during the launch" >&2
-  echo "$ms $dg $steal"
+  # fastest and slowest rank's compute per forward (from --trace; "-" for serial): ranks given
+  # the same work that differ a lot are a slow core, not the code
+  comp=$(awk '/^trace \(rank/ {r = $3} /^  [a-z]/ && $2 ~ /^[0-9.]+$/ {s[r] += $2}
+              END {n = 0; for (k in s) {if (n == 0 || s[k] < lo) lo = s[k]; if (n == 0 || s[k] > hi) hi = s[k]; n++}
+                   if (n > 1) printf "%.1f/%.1f", lo, hi; else print "-"}' "$log")
+  echo "   $ms ms, steal $steal % of all CPU time during the launch, rank compute min/max $comp ms" >&2
+  echo "$ms $dg $steal $comp"
 }
 
-# summary FILE: "median digest launches steals" over the lines "ms digest steal" of FILE (digest
+# summary FILE: "median digest launches steals computes" over the lines "ms digest steal comp" of FILE (digest
 # "mixed" when the launches disagree: the digest check below then fails).
 summary() {
-  awk '{ms[NR] = $1; st[NR] = $3; if (NR == 1) d = $2; else if ($2 != d) d = "mixed"}
+  awk '{ms[NR] = $1; st[NR] = $3; cp[NR] = $4; if (NR == 1) d = $2; else if ($2 != d) d = "mixed"}
        END {n = NR; for (i = 1; i <= n; i++) s[i] = ms[i];
             for (i = 2; i <= n; i++) {v = s[i]; j = i - 1; while (j > 0 && s[j] > v) {s[j + 1] = s[j]; j--} s[j + 1] = v}
             med = (n % 2) ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2;
-            l = ""; t = ""; for (i = 1; i <= n; i++) {l = l (i > 1 ? "," : "") ms[i]; t = t (i > 1 ? "," : "") st[i]}
-            print med, d, l, t}' "$1"
+            l = ""; t = ""; c = "";
+            for (i = 1; i <= n; i++) {l = l (i > 1 ? "," : "") ms[i]; t = t (i > 1 ? "," : "") st[i];
+                                      split(cp[i], mm, "/"); c = c (i > 1 ? "," : "") (cp[i] == "-" ? "null" : "[" mm[1] "," mm[2] "]")}
+            print med, d, l, t, c}' "$1"
 }
 # paired_eff BASEFILE FILE P: median over rounds of base_ms / (P * ms).
 paired_eff() {
-  paste -d ' ' "$1" "$2" | awk -v p="$3" '{r[NR] = $1 / (p * $4)}
+  # each line is "ms digest steal comp": the pasted line's field 5 is FILE's ms
+  paste -d ' ' "$1" "$2" | awk -v p="$3" '{r[NR] = $1 / (p * $5)}
        END {n = NR; for (i = 2; i <= n; i++) {v = r[i]; j = i - 1; while (j > 0 && r[j] > v) {r[j + 1] = r[j]; j--} r[j + 1] = v}
             printf "%.3f", (n % 2) ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2}'
 }
@@ -100,7 +108,7 @@ while [ "$k" -le "$REPEATS" ]; do
       split=${c%:*} P=${c#*:}
       # shellcheck disable=SC2086  # MPIEXEC may carry several words
       out=$(run "$split P=$P (round $k of $REPEATS)" $MPIEXEC "$NP_FLAG" "$P" "$FIVEFOLD" infer $common --mode mpi \
-        --split "$split") || exit 1
+        --split "$split" --trace) || exit 1
     fi
     echo "$out" >> "$tmp/$(echo "$c" | tr ':' '_')"
   done
@@ -116,14 +124,14 @@ for split in $SPLITS; do
   for P in $RANKS; do
     f="$tmp/${split}_$P"
     set -- $(summary "$f")
-    ms=$1 dg=$2 runs=$3 steal=$4
+    ms=$1 dg=$2 runs=$3 steal=$4 comps=$5
     [ -z "$base_ms" ] && base_ms=$ms base_file=$f base_p=$P
     peff=$(paired_eff "$base_file" "$f" "$((P / base_p))")
     ok=true
     [ "$dg" = "$serial_dg" ] || { ok=false; bad=1; }
-    row=$(awk -v s="$split" -v p="$P" -v ms="$ms" -v b="$base_ms" -v ser="$serial_ms" -v ok="$ok" -v dg="$dg" -v runs="$runs" -v steal="$steal" -v peff="$peff" 'BEGIN {
+    row=$(awk -v s="$split" -v p="$P" -v ms="$ms" -v b="$base_ms" -v ser="$serial_ms" -v ok="$ok" -v dg="$dg" -v runs="$runs" -v steal="$steal" -v peff="$peff" -v comps="$comps" 'BEGIN {
       sp = b / ms; sps = ser / ms;
-      printf "    {\"split\": \"%s\", \"ranks\": %d, \"median_ms\": %.3f, \"launch_medians_ms\": [%s], \"launch_steal_pct\": [%s], \"speedup\": %.3f, \"efficiency\": %.3f, \"efficiency_paired\": %s, \"speedup_vs_serial\": %.3f, \"efficiency_vs_serial\": %.3f, \"digest\": \"%s\", \"digest_ok\": %s}", s, p, ms, runs, steal, sp, sp / p, peff, sps, sps / p, dg, ok }')
+      printf "    {\"split\": \"%s\", \"ranks\": %d, \"median_ms\": %.3f, \"launch_medians_ms\": [%s], \"launch_steal_pct\": [%s], \"launch_rank_compute_min_max_ms\": [%s], \"speedup\": %.3f, \"efficiency\": %.3f, \"efficiency_paired\": %s, \"speedup_vs_serial\": %.3f, \"efficiency_vs_serial\": %.3f, \"digest\": \"%s\", \"digest_ok\": %s}", s, p, ms, runs, steal, comps, sp, sp / p, peff, sps, sps / p, dg, ok }')
     echo "$row" >&2
     rows="${rows:+$rows,
 }$row"
@@ -150,7 +158,7 @@ cat > "$OUT" <<JSON
   "serial_launch_medians_ms": [$serial_runs],
   "serial_launch_steal_pct": [$serial_steal],
   "serial_digest": "$serial_dg",
-  "note": "REPEATS rounds, each launching every configuration once in the same order; median_ms = median over the rounds of each launch's median of ITERS forwards; efficiency_paired = median over rounds of (P=1 launch / (P x this launch)) within one round; launch_steal_pct = the hypervisor's steal time over all CPUs during each launch (/proc/stat); speedup = same split at P=1 / P ranks; efficiency = speedup / P; *_vs_serial use the serial mode instead",
+  "note": "REPEATS rounds, each launching every configuration once in the same order; median_ms = median over the rounds of each launch's median of ITERS forwards; efficiency_paired = median over rounds of (P=1 launch / (P x this launch)) within one round; launch_rank_compute_min_max_ms = the fastest and slowest rank's compute per forward in each launch (--trace; a wide gap with equal work is a slow core); launch_steal_pct = the hypervisor's steal time over all CPUs during each launch (/proc/stat); speedup = same split at P=1 / P ranks; efficiency = speedup / P; *_vs_serial use the serial mode instead",
   "results": [
 $rows
   ]
