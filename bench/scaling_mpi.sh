@@ -60,6 +60,7 @@ run() {
     exit 1
   fi
   ms=$(sed -n 's/^time: \([0-9.]*\) ms.*/\1/p' "$log" | head -n 1)
+  fastest=$(sed -n 's/^time: .*(min \([0-9.]*\),.*/\1/p' "$log" | head -n 1)
   dg=$(sed -n 's/^output digest: \([0-9a-f]*\)$/\1/p' "$log" | head -n 1)
   [ -n "$ms" ] && [ -n "$dg" ] || { cat "$log" >&2; echo "no time/digest in output: $label" >&2; exit 1; }
   steal=$(echo "$snap0 $(cpu_snap)" | awk '{dt = $3 - $1; printf "%.1f", (dt > 0 ? 100 * ($4 - $2) / dt : 0)}')
@@ -69,25 +70,26 @@ run() {
               END {n = 0; for (k in s) {if (n == 0 || s[k] < lo) lo = s[k]; if (n == 0 || s[k] > hi) hi = s[k]; n++}
                    if (n > 1) printf "%.1f/%.1f", lo, hi; else print "-"}' "$log")
   echo "   $ms ms, steal $steal % of all CPU time during the launch, rank compute min/max $comp ms" >&2
-  echo "$ms $dg $steal $comp"
+  echo "$ms $dg $steal $comp ${fastest:-$ms}"
 }
 
-# summary FILE: "median digest launches steals computes" over the lines "ms digest steal comp" of FILE (digest
+# summary FILE: "median digest launches steals computes best" over the lines "ms digest steal comp
+# fastest" of FILE (best: the fastest single forward of all launches) (digest
 # "mixed" when the launches disagree: the digest check below then fails).
 summary() {
-  awk '{ms[NR] = $1; st[NR] = $3; cp[NR] = $4; if (NR == 1) d = $2; else if ($2 != d) d = "mixed"}
+  awk '{ms[NR] = $1; st[NR] = $3; cp[NR] = $4; if (NR == 1 || $5 < best) best = $5; if (NR == 1) d = $2; else if ($2 != d) d = "mixed"}
        END {n = NR; for (i = 1; i <= n; i++) s[i] = ms[i];
             for (i = 2; i <= n; i++) {v = s[i]; j = i - 1; while (j > 0 && s[j] > v) {s[j + 1] = s[j]; j--} s[j + 1] = v}
             med = (n % 2) ? s[(n + 1) / 2] : (s[n / 2] + s[n / 2 + 1]) / 2;
             l = ""; t = ""; c = "";
             for (i = 1; i <= n; i++) {l = l (i > 1 ? "," : "") ms[i]; t = t (i > 1 ? "," : "") st[i];
                                       split(cp[i], mm, "/"); c = c (i > 1 ? "," : "") (cp[i] == "-" ? "null" : "[" mm[1] "," mm[2] "]")}
-            print med, d, l, t, c}' "$1"
+            print med, d, l, t, c, best}' "$1"
 }
 # paired_eff BASEFILE FILE P: median over rounds of base_ms / (P * ms).
 paired_eff() {
-  # each line is "ms digest steal comp": the pasted line's field 5 is FILE's ms
-  paste -d ' ' "$1" "$2" | awk -v p="$3" '{r[NR] = $1 / (p * $5)}
+  # each line is "ms digest steal comp fastest": the pasted line's field 6 is FILE's ms
+  paste -d ' ' "$1" "$2" | awk -v p="$3" '{r[NR] = $1 / (p * $6)}
        END {n = NR; for (i = 2; i <= n; i++) {v = r[i]; j = i - 1; while (j > 0 && r[j] > v) {r[j + 1] = r[j]; j--} r[j + 1] = v}
             printf "%.3f", (n % 2) ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2}'
 }
@@ -116,7 +118,7 @@ while [ "$k" -le "$REPEATS" ]; do
 done
 
 set -- $(summary "$tmp/serial")
-serial_ms=$1 serial_dg=$2 serial_runs=$3 serial_steal=$4
+serial_ms=$1 serial_dg=$2 serial_runs=$3 serial_steal=$4 serial_best=$6
 bad=0
 rows=""
 for split in $SPLITS; do
@@ -124,14 +126,14 @@ for split in $SPLITS; do
   for P in $RANKS; do
     f="$tmp/${split}_$P"
     set -- $(summary "$f")
-    ms=$1 dg=$2 runs=$3 steal=$4 comps=$5
-    [ -z "$base_ms" ] && base_ms=$ms base_file=$f base_p=$P
+    ms=$1 dg=$2 runs=$3 steal=$4 comps=$5 best=$6
+    [ -z "$base_ms" ] && base_ms=$ms base_file=$f base_p=$P base_best=$best
     peff=$(paired_eff "$base_file" "$f" "$((P / base_p))")
     ok=true
     [ "$dg" = "$serial_dg" ] || { ok=false; bad=1; }
-    row=$(awk -v s="$split" -v p="$P" -v ms="$ms" -v b="$base_ms" -v ser="$serial_ms" -v ok="$ok" -v dg="$dg" -v runs="$runs" -v steal="$steal" -v peff="$peff" -v comps="$comps" 'BEGIN {
+    row=$(awk -v s="$split" -v p="$P" -v ms="$ms" -v b="$base_ms" -v ser="$serial_ms" -v ok="$ok" -v dg="$dg" -v runs="$runs" -v steal="$steal" -v peff="$peff" -v comps="$comps" -v best="$best" -v bb="$base_best" 'BEGIN {
       sp = b / ms; sps = ser / ms;
-      printf "    {\"split\": \"%s\", \"ranks\": %d, \"median_ms\": %.3f, \"launch_medians_ms\": [%s], \"launch_steal_pct\": [%s], \"launch_rank_compute_min_max_ms\": [%s], \"speedup\": %.3f, \"efficiency\": %.3f, \"efficiency_paired\": %s, \"speedup_vs_serial\": %.3f, \"efficiency_vs_serial\": %.3f, \"digest\": \"%s\", \"digest_ok\": %s}", s, p, ms, runs, steal, comps, sp, sp / p, peff, sps, sps / p, dg, ok }')
+      printf "    {\"split\": \"%s\", \"ranks\": %d, \"median_ms\": %.3f, \"launch_medians_ms\": [%s], \"launch_steal_pct\": [%s], \"launch_rank_compute_min_max_ms\": [%s], \"speedup\": %.3f, \"efficiency\": %.3f, \"efficiency_paired\": %s, \"best_ms\": %.3f, \"efficiency_best\": %.3f, \"speedup_vs_serial\": %.3f, \"efficiency_vs_serial\": %.3f, \"digest\": \"%s\", \"digest_ok\": %s}", s, p, ms, runs, steal, comps, sp, sp / p, peff, best, bb / (p * best), sps, sps / p, dg, ok }')
     echo "$row" >&2
     rows="${rows:+$rows,
 }$row"
@@ -156,9 +158,10 @@ cat > "$OUT" <<JSON
   "mpi": "$mpiver",
   "serial_median_ms": $serial_ms,
   "serial_launch_medians_ms": [$serial_runs],
+  "serial_best_ms": $serial_best,
   "serial_launch_steal_pct": [$serial_steal],
   "serial_digest": "$serial_dg",
-  "note": "REPEATS rounds, each launching every configuration once in the same order; median_ms = median over the rounds of each launch's median of ITERS forwards; efficiency_paired = median over rounds of (P=1 launch / (P x this launch)) within one round; launch_rank_compute_min_max_ms = the fastest and slowest rank's compute per forward in each launch (--trace; a wide gap with equal work is a slow core); launch_steal_pct = the hypervisor's steal time over all CPUs during each launch (/proc/stat); speedup = same split at P=1 / P ranks; efficiency = speedup / P; *_vs_serial use the serial mode instead",
+  "note": "REPEATS rounds, each launching every configuration once in the same order; median_ms = median over the rounds of each launch's median of ITERS forwards; efficiency_paired = median over rounds of (P=1 launch / (P x this launch)) within one round; best_ms = the fastest single forward over all launches, efficiency_best = the same split's best at P=1 / (P x best): what the code does when no rank's core is slowed by a neighbour (a multi-rank forward is only fast when every rank is); launch_rank_compute_min_max_ms = the fastest and slowest rank's compute per forward in each launch (--trace; a wide gap with equal work is a slow core); launch_steal_pct = the hypervisor's steal time over all CPUs during each launch (/proc/stat); speedup = same split at P=1 / P ranks; efficiency = speedup / P; *_vs_serial use the serial mode instead",
   "results": [
 $rows
   ]
