@@ -22,7 +22,8 @@
 #              is the median over rounds of (P=1 launch / (P x P-rank launch)) of the same round.
 #              On a shared VM one launch can land on a slow core and stay there, and the machine's
 #              speed drifts within minutes: rounds measure the configuration, not that luck.
-#   OUT        JSON path                       (default: bench/results/scaling_mpi_<host>.json)
+#   OUT        JSON path                       (default: bench/results/scaling_mpi_<host>.json),
+#              rewritten after every round ("repeats": rounds done), so a run cut short keeps them
 set -eu
 FIVEFOLD=${FIVEFOLD:-build/fivefold}
 MPIEXEC=${MPIEXEC:-mpiexec}
@@ -101,55 +102,45 @@ configs=serial
 for split in $SPLITS; do
   for P in $RANKS; do configs="$configs $split:$P"; done
 done
-k=1
-while [ "$k" -le "$REPEATS" ]; do
-  for c in $configs; do
-    if [ "$c" = serial ]; then
-      out=$(run "serial (round $k of $REPEATS)" "$FIVEFOLD" infer $common) || exit 1
-    else
-      split=${c%:*} P=${c#*:}
-      # shellcheck disable=SC2086  # MPIEXEC may carry several words
-      out=$(run "$split P=$P (round $k of $REPEATS)" $MPIEXEC "$NP_FLAG" "$P" "$FIVEFOLD" infer $common --mode mpi \
-        --split "$split" --trace) || exit 1
-    fi
-    echo "$out" >> "$tmp/$(echo "$c" | tr ':' '_')"
-  done
-  k=$((k + 1))
-done
-
-set -- $(summary "$tmp/serial")
-serial_ms=$1 serial_dg=$2 serial_runs=$3 serial_steal=$4 serial_best=$6
-bad=0
-rows=""
-for split in $SPLITS; do
-  base_ms="" base_file=""
-  for P in $RANKS; do
-    f="$tmp/${split}_$P"
-    set -- $(summary "$f")
-    ms=$1 dg=$2 runs=$3 steal=$4 comps=$5 best=$6
-    [ -z "$base_ms" ] && base_ms=$ms base_file=$f base_p=$P base_best=$best
-    peff=$(paired_eff "$base_file" "$f" "$((P / base_p))")
-    ok=true
-    [ "$dg" = "$serial_dg" ] || { ok=false; bad=1; }
-    row=$(awk -v s="$split" -v p="$P" -v ms="$ms" -v b="$base_ms" -v ser="$serial_ms" -v ok="$ok" -v dg="$dg" -v runs="$runs" -v steal="$steal" -v peff="$peff" -v comps="$comps" -v best="$best" -v bb="$base_best" 'BEGIN {
-      sp = b / ms; sps = ser / ms;
-      printf "    {\"split\": \"%s\", \"ranks\": %d, \"median_ms\": %.3f, \"launch_medians_ms\": [%s], \"launch_steal_pct\": [%s], \"launch_rank_compute_min_max_ms\": [%s], \"speedup\": %.3f, \"efficiency\": %.3f, \"efficiency_paired\": %s, \"best_ms\": %.3f, \"efficiency_best\": %.3f, \"speedup_vs_serial\": %.3f, \"efficiency_vs_serial\": %.3f, \"digest\": \"%s\", \"digest_ok\": %s}", s, p, ms, runs, steal, comps, sp, sp / p, peff, best, bb / (p * best), sps, sps / p, dg, ok }')
-    echo "$row" >&2
-    rows="${rows:+$rows,
+# write_json ROUNDS: the JSON of the rounds done so far (written after every round, through a
+# temporary file, so a run cut short by a time limit keeps its finished rounds); sets bad=1 when
+# a configuration's digest differs from serial's.
+write_json() {
+  rounds_done=$1
+  set -- $(summary "$tmp/serial")
+  serial_ms=$1 serial_dg=$2 serial_runs=$3 serial_steal=$4 serial_best=$6
+  bad=0
+  rows=""
+  for split in $SPLITS; do
+    base_ms="" base_file=""
+    for P in $RANKS; do
+      f="$tmp/${split}_$P"
+      set -- $(summary "$f")
+      ms=$1 dg=$2 runs=$3 steal=$4 comps=$5 best=$6
+      [ -z "$base_ms" ] && base_ms=$ms base_file=$f base_p=$P base_best=$best
+      peff=$(paired_eff "$base_file" "$f" "$((P / base_p))")
+      ok=true
+      [ "$dg" = "$serial_dg" ] || { ok=false; bad=1; }
+      row=$(awk -v s="$split" -v p="$P" -v ms="$ms" -v b="$base_ms" -v ser="$serial_ms" -v ok="$ok" -v dg="$dg" -v runs="$runs" -v steal="$steal" -v peff="$peff" -v comps="$comps" -v best="$best" -v bb="$base_best" 'BEGIN {
+        sp = b / ms; sps = ser / ms;
+        printf "    {\"split\": \"%s\", \"ranks\": %d, \"median_ms\": %.3f, \"launch_medians_ms\": [%s], \"launch_steal_pct\": [%s], \"launch_rank_compute_min_max_ms\": [%s], \"speedup\": %.3f, \"efficiency\": %.3f, \"efficiency_paired\": %s, \"best_ms\": %.3f, \"efficiency_best\": %.3f, \"speedup_vs_serial\": %.3f, \"efficiency_vs_serial\": %.3f, \"digest\": \"%s\", \"digest_ok\": %s}", s, p, ms, runs, steal, comps, sp, sp / p, peff, best, bb / (p * best), sps, sps / p, dg, ok }')
+      [ "$rounds_done" -lt "$REPEATS" ] || echo "$row" >&2
+      rows="${rows:+$rows,
 }$row"
+    done
   done
-done
-commit=${FF_SOURCE_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
-mpiver=$($MPIEXEC --version 2>&1 | head -n 2 | tr '\n' ' ' | sed 's/"/\\"/g')
-cpus=$(nproc 2>/dev/null || echo 0)
-cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1 | sed 's/"/\\"/g')
-cat > "$OUT" <<JSON
+  commit=${FF_SOURCE_COMMIT:-$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)}
+  mpiver=$($MPIEXEC --version 2>&1 | head -n 2 | tr '\n' ' ' | sed 's/"/\\"/g')
+  cpus=$(nproc 2>/dev/null || echo 0)
+  cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo 2>/dev/null | head -n 1 | sed 's/"/\\"/g')
+  cat > "$OUT.part" <<JSON
 {
   "benchmark": "scaling_mpi",
   "model": "$MODEL",
   "batch": $BATCH,
   "iters": $ITERS,
-  "repeats": $REPEATS,
+  "repeats": $rounds_done,
+  "repeats_planned": $REPEATS,
   "commit": "$commit",
   "host": "$host",
   "cpu": "$cpu",
@@ -167,5 +158,26 @@ $rows
   ]
 }
 JSON
+  mv "$OUT.part" "$OUT"
+}
+
+k=1
+while [ "$k" -le "$REPEATS" ]; do
+  for c in $configs; do
+    if [ "$c" = serial ]; then
+      out=$(run "serial (round $k of $REPEATS)" "$FIVEFOLD" infer $common) || exit 1
+    else
+      split=${c%:*} P=${c#*:}
+      # shellcheck disable=SC2086  # MPIEXEC may carry several words
+      out=$(run "$split P=$P (round $k of $REPEATS)" $MPIEXEC "$NP_FLAG" "$P" "$FIVEFOLD" infer $common --mode mpi \
+        --split "$split" --trace) || exit 1
+    fi
+    echo "$out" >> "$tmp/$(echo "$c" | tr ':' '_')"
+  done
+  write_json "$k"
+  echo "-- round $k of $REPEATS done: $OUT" >&2
+  k=$((k + 1))
+done
+
 echo "wrote $OUT" >&2
 exit $bad
