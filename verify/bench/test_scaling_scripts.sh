@@ -42,6 +42,22 @@ else
     bad "scaling_mpi.sh: exit $rc or a missing/wrong field"
 fi
 
+# 1b. bench/plot_scaling.py reads it (table only here) and refuses a file of another benchmark.
+python3 "$src/bench/plot_scaling.py" --no-plot "$tmp/s.json" > "$tmp/out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && [ "$(grep -c '^  \(batch\|rows\) .* ok$' "$tmp/out")" -eq 4 ]; then
+    ok "plot_scaling.py: a table row per configuration"
+else
+    bad "plot_scaling.py: exit $rc or not 4 rows"
+fi
+python3 "$src/bench/plot_scaling.py" --no-plot "$src/bench/testdata/serial_alexnet_b1.json" > "$tmp/out" 2>&1
+rc=$?
+if [ $rc -eq 2 ] && grep -q "expected a bench/scaling_mpi.sh result" "$tmp/out"; then
+    ok "plot_scaling.py: another benchmark's JSON is exit 2"
+else
+    bad "plot_scaling.py on a fivefold-bench file: exit $rc (expected 2)"
+fi
+
 # 2. A multi-rank run that computes something else (a fault injected into mode mpi's conv1, serial
 #    untouched): exit 1 and digest_ok false for the mpi rows, true for none of them.
 cat > "$tmp/faulty" <<EOF
