@@ -8,25 +8,27 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
-// Register blocking (issue 4 §6). The kernel vectorises over FF_KB = 8 output channels k (one
-// vector of 8 floats) and keeps FF_PB output pixels of one output row in registers, so every
-// loaded weight vector is used FF_PB times and every loaded input value FF_KB times, whatever the
-// band height or Wo. Each lane of each accumulator is one output element, and it receives exactly
-// the scalar sequence the header documents: bias (or the value stored after the previous channel
+// Register blocking (issue 4 §6). The kernel (conv_cpu_kernel.h) vectorises over FF_KB = 8 output
+// channels k and keeps a block of output pixels of one output row in registers, so every loaded
+// weight vector is used once per pixel and every loaded input value FF_KB times, whatever the band
+// height or Wo. Each lane of each accumulator is one output element, and it receives exactly the
+// scalar sequence the header documents: bias (or the value stored after the previous channel
 // chunk), then w*x for c, r, s ascending, each a separate float multiply and add (vector lanes do
-// IEEE single operations; -ffp-contract=off keeps mul and add apart); padding taps are skipped per
-// pixel. So the bits are those of the plain loop nest, for any band, batch slice or block edge.
+// IEEE single operations; -ffp-contract=off keeps mul and add apart, and no FMA target is ever
+// enabled); padding taps are skipped per pixel. So the bits are those of the plain loop nest, for
+// any band, batch slice, block edge or vector width.
 #define FF_KB 8
-#define FF_PB 4
 // Weights of one k block and a chunk of channels are repacked as (c, r, s, 8 lanes) so that the 8
 // k of one tap are one contiguous vector; 16 KiB on the stack (callers own memory, no malloc).
 #define FF_PACK_FLOATS 4096
 // Largest kernel width handled with the per-s valid-column table on the stack.
 #define FF_MAX_S 64
 
-typedef float ff_v4 __attribute__((vector_size(4 * sizeof(float))));  // FF_KB = 2 of them
+typedef float ff_v4 __attribute__((vector_size(4 * sizeof(float))));
+typedef float ff_v8 __attribute__((vector_size(8 * sizeof(float))));
 
 static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
@@ -53,60 +55,62 @@ typedef struct {
     const int64_t *lo, *hi;  // (S): valid output columns of tap s
 } conv_geom;
 
-// Updates pb (a compile-time constant after inlining) pixels ow0 .. ow0+pb-1 of output row oh
-// (local row ol) for the kl valid lanes of one k block, over channels [c0, c1).
-// y: (K, out_rows, Wo) of one image, already offset to channel k0; x: (C, in_rows, W) of one
-// image; wp: packed (c1-c0, R, S, FF_KB); bias: (kl) or NULL to continue from y.
-static inline __attribute__((always_inline)) void conv_block(
-    float *y, const float *x, const float *wp, const float *bias, const conv_geom *g, int kl,
-    int64_t c0, int64_t c1, int64_t oh, int64_t ol, int64_t ow0, const int pb) {
-    const int64_t ystride = g->out_rows * g->Wo;  // floats between channels k and k+1
-    float *yp = y + ol * g->Wo + ow0;
-    // Lanes 0-3 and 4-7 of the k block as two 4-float vectors (the width every x86-64 has), each
-    // pixel's accumulators named by a constant index after unrolling so that they live in
-    // registers; lanes are moved in and out only through the float array t.
-    ff_v4 a0[FF_PB], a1[FF_PB];
-    for (int p = 0; p < pb; p++) {
-        float t[FF_KB] = {0};
-        for (int l = 0; l < kl; l++) t[l] = bias ? bias[l] : yp[l * ystride + p];
-        memcpy(&a0[p], t, sizeof a0[p]);
-        memcpy(&a1[p], t + 4, sizeof a1[p]);
+// Two copies of the kernel, chosen at run time (conv_wide): where the CPU has AVX2, one 256-bit
+// vector per pixel and 8 pixels per block (8 independent add chains, the latency of one add
+// hidden); otherwise the 128-bit baseline every x86-64 has, two vectors per pixel and 4 pixels (8
+// accumulators in the 16 SSE registers). Same bits (test_layers_cpu compares them on every layer
+// geometry it tests); FF_CPU_VECTOR=128 in the environment forces the baseline.
+#define CK_SUFFIX 128
+#define CK_VEC ff_v4
+#define CK_LANES 4
+#define CK_PB 4
+#define CK_TARGET
+#include "conv_cpu_kernel.h"
+#undef CK_SUFFIX
+#undef CK_VEC
+#undef CK_LANES
+#undef CK_PB
+#undef CK_TARGET
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define FF_HAVE_WIDE 1
+#define CK_SUFFIX 256
+#define CK_VEC ff_v8
+#define CK_LANES 8
+#define CK_PB 8
+#define CK_TARGET __attribute__((target("avx2")))
+#include "conv_cpu_kernel.h"
+#undef CK_SUFFIX
+#undef CK_VEC
+#undef CK_LANES
+#undef CK_PB
+#undef CK_TARGET
+#endif
+
+#ifdef FF_HAVE_WIDE
+static int conv_wide = -1;  // -1: not decided yet; decided once (a race writes the same value)
+static bool cpu_has_wide(void) { return __builtin_cpu_supports("avx2"); }
+#endif
+
+bool ff_cpu_conv_wide(void) {
+#ifdef FF_HAVE_WIDE
+    if (conv_wide < 0) {
+        const char *e = getenv("FF_CPU_VECTOR");
+        conv_wide = !(e && strcmp(e, "128") == 0) && cpu_has_wide();
     }
-    for (int64_t c = c0; c < c1; c++) {
-        for (int64_t r = 0; r < g->R; r++) {
-            const int64_t ih = oh * g->st - g->pad + r;
-            if (ih < 0 || ih >= g->H) continue;  // padding row: skipped
-            const float *xr = x + (c * g->in_rows + (ih - g->in_lo)) * g->W;  // (W)
-            const float *wr = wp + ((c - c0) * g->R + r) * g->S * FF_KB;     // (S, FF_KB)
-            for (int64_t s = 0; s < g->S; s++) {
-                ff_v4 w0, w1;
-                memcpy(&w0, wr + s * FF_KB, sizeof w0);
-                memcpy(&w1, wr + s * FF_KB + 4, sizeof w1);
-                const int64_t iw0 = ow0 * g->st - g->pad + s;  // input column of pixel ow0
-                const int64_t lo = g->lo[s], hi = g->hi[s];
-                if (lo <= ow0 && ow0 + pb <= hi) {
-                    for (int p = 0; p < pb; p++) {
-                        const float xv = xr[iw0 + p * g->st];
-                        a0[p] += w0 * xv;
-                        a1[p] += w1 * xv;
-                    }
-                } else {
-                    for (int p = 0; p < pb; p++)
-                        if (ow0 + p >= lo && ow0 + p < hi) {
-                            const float xv = xr[iw0 + p * g->st];
-                            a0[p] += w0 * xv;
-                            a1[p] += w1 * xv;
-                        }
-                }
-            }
-        }
-    }
-    for (int p = 0; p < pb; p++) {
-        float t[FF_KB];
-        memcpy(t, &a0[p], sizeof a0[p]);
-        memcpy(t + 4, &a1[p], sizeof a1[p]);
-        for (int l = 0; l < kl; l++) yp[l * ystride + p] = t[l];
-    }
+    return conv_wide != 0;
+#else
+    return false;
+#endif
+}
+
+bool ff_cpu_conv_set_wide(bool on) {
+#ifdef FF_HAVE_WIDE
+    conv_wide = on && cpu_has_wide();
+    return conv_wide != 0;
+#else
+    (void)on;
+    return false;
+#endif
 }
 
 // The plain loop nest (kernels too wide for the packed path): the order the header documents.
@@ -159,50 +163,13 @@ void ff_cpu_conv2d_segments(const ff_conv_segment *segs, int n_segs, const float
         return;
     }
     const int64_t cb = min64(C, FF_PACK_FLOATS / taps);  // channels per packed chunk
-    float wp[FF_PACK_FLOATS];  // (cb, R, S, FF_KB)
-
-    for (int64_t k0 = 0; k0 < K; k0 += FF_KB) {
-        const int kl = (int)min64(FF_KB, K - k0);
-        for (int64_t c0 = 0; c0 < C; c0 += cb) {
-            const int64_t c1 = min64(C, c0 + cb);
-            // Pack w[k0 .. k0+kl, c0 .. c1, :, :] as (c, r, s, lane); absent lanes are 0 and never stored.
-            // Packed once per chunk for every segment: a rank's several row bands cost one packing.
-            for (int64_t c = c0; c < c1; c++)
-                for (int64_t rs = 0; rs < R * S; rs++)
-                    for (int64_t l = 0; l < FF_KB; l++)
-                        wp[((c - c0) * R * S + rs) * FF_KB + l] =
-                            l < kl ? w[((k0 + l) * C + c) * R * S + rs] : 0.0f;
-            // The first chunk starts each element from its bias; later chunks continue from the
-            // value stored in out (a float store and reload is exact).
-            const float *bias = c0 == 0 ? b + k0 : NULL;
-            for (int q = 0; q < n_segs; q++) {
-                const ff_rows *rows = &segs[q].rows;
-                const int64_t in_rows = rows->in_hi - rows->in_lo;
-                const int64_t out_rows = rows->out_hi - rows->out_lo;
-                if (out_rows <= 0 || segs[q].n <= 0) continue;
-                const int64_t in_img = C * in_rows * W;     // floats per image in the input band
-                const int64_t out_img = K * out_rows * Wo;  // floats per image in the output band
-                const conv_geom g = {C, L->in.h, W, Wo, R, S, L->stride, L->pad,
-                                     rows->in_lo, in_rows, out_rows, lo, hi};
-                for (int64_t img = 0; img < segs[q].n; img++) {
-                    const float *x = segs[q].in + img * in_img;                  // (C, in_rows, W)
-                    float *y = segs[q].out + img * out_img + k0 * out_rows * Wo;  // (K - k0, out_rows, Wo)
-                    for (int64_t ol = 0; ol < out_rows; ol++) {
-                        const int64_t oh = rows->out_lo + ol;
-                        int64_t ow0 = 0;
-                        for (; ow0 + FF_PB <= Wo; ow0 += FF_PB)
-                            conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, FF_PB);
-                        switch (Wo - ow0) {  // the last Wo % FF_PB pixels, constant block sizes
-                        case 3: conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 3); break;
-                        case 2: conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 2); break;
-                        case 1: conv_block(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 1); break;
-                        default: break;
-                        }
-                    }
-                }
-            }
-        }
+#ifdef FF_HAVE_WIDE
+    if (ff_cpu_conv_wide()) {
+        conv_run_256(segs, n_segs, w, b, L, lo, hi, cb);
+        return;
     }
+#endif
+    conv_run_128(segs, n_segs, w, b, L, lo, hi, cb);
 }
 
 // PyTorch's relu keeps -0.0 as -0.0 and NaN as NaN (torch.relu(tensor([-0., nan])) is

@@ -442,6 +442,43 @@ static void band_identity(const ff_layer *L, trng *g, int64_t n) {
     free(in), free(w), free(b), free(out), free(sub);
 }
 
+// The AVX2 copy of the conv kernel (8 pixels per block, one 256-bit vector per pixel) and the
+// 128-bit baseline (4 pixels, two vectors) give the same bits on every geometry above and on
+// partial k blocks (K = 9, 17) and rows whose width leaves every remainder 1-7 of the 8-pixel
+// block; a one-bit difference is caught by the same comparison.
+static void test_conv_wide_equals_baseline(void **state) {
+    (void)state;
+    if (!ff_cpu_conv_set_wide(true)) {
+        ff_cpu_conv_set_wide(false);
+        skip();  // no AVX2 here: only the baseline exists (reported as skipped, not passed)
+    }
+    trng g = {11};
+    conv_case extra[] = {{2, 3, 6, 15, 9, 3, 3, 1, 1}, {1, 2, 5, 23, 17, 5, 5, 1, 2}, {1, 3, 9, 31, 9, 3, 3, 2, 0}};
+    const int n_main = (int)(sizeof conv_cases / sizeof conv_cases[0]);
+    for (int i = 0; i < n_main + 3; i++) {
+        const conv_case *cc = i < n_main ? &conv_cases[i] : &extra[i - n_main];
+        ff_layer L = make_conv(cc->C, cc->H, cc->W, cc->K, cc->kh, cc->kw, cc->stride, cc->pad);
+        const int64_t nin = cc->n * ff_shape_numel(L.in), nout = cc->n * ff_shape_numel(L.out);
+        float *in = rand_buf(&g, nin, 1.0f), *w = rand_buf(&g, L.n_weight, 0.5f), *b = rand_buf(&g, L.n_bias, 0.25f);
+        float *wide = malloc((size_t)nout * sizeof(float)), *base = malloc((size_t)nout * sizeof(float));
+        assert_non_null(wide);
+        assert_non_null(base);
+        ff_rows r = ff_rows_full(&L);
+        assert_true(ff_cpu_conv_set_wide(true));
+        ff_cpu_conv2d(wide, in, w, b, &L, &r, cc->n);
+        assert_false(ff_cpu_conv_set_wide(false));
+        ff_cpu_conv2d(base, in, w, b, &L, &r, cc->n);
+        assert_memory_equal(wide, base, (size_t)nout * sizeof(float));
+        uint32_t u;
+        memcpy(&u, &base[nout - 1], sizeof u);
+        u ^= 1u;  // the last element one ulp off: the comparison must see it
+        memcpy(&base[nout - 1], &u, sizeof u);
+        assert_true(memcmp(wide, base, (size_t)nout * sizeof(float)) != 0);
+        free(in), free(w), free(b), free(wide), free(base);
+    }
+    ff_cpu_conv_set_wide(true);
+}
+
 static void test_conv_band_and_batch_identity(void **state) {
     (void)state;
     trng g = {7};
@@ -981,6 +1018,7 @@ int main(void) {
         cmocka_unit_test(test_conv_summation_order),
         cmocka_unit_test(test_conv_vs_float64),
         cmocka_unit_test(test_conv_band_and_batch_identity),
+        cmocka_unit_test(test_conv_wide_equals_baseline),
         cmocka_unit_test(test_pool_band_and_batch_identity),
         cmocka_unit_test(test_lrn_band_and_batch_identity),
         cmocka_unit_test(test_real_models_row_split),

@@ -10,6 +10,7 @@
 // Every output element's value depends only on its own inputs: computing a band of rows, a
 // sub-batch, or the whole tensor gives identical bits for the elements computed.
 #pragma once
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "fivefold/model.h"
@@ -45,6 +46,12 @@ typedef struct {
 } ff_conv_segment;
 void ff_cpu_conv2d_segments(const ff_conv_segment *segs, int n_segs, const float *w, const float *b,
                             const ff_layer *L);
+// Whether conv2d runs its AVX2 copy (the CPU has AVX2 and FF_CPU_VECTOR is not "128"); the
+// baseline copy gives the same bits. Decided at the first call.
+bool ff_cpu_conv_wide(void);
+// Chooses the copy (tests compare the two): on = AVX2 where the CPU has it. Returns the choice in
+// effect (false when asked for AVX2 on a CPU without it). Not for use while convs run.
+bool ff_cpu_conv_set_wide(bool on);
 // out, in: (n, C, out_hi-out_lo, W) — rows must be an identity band (in_lo == out_lo, ...)
 void ff_cpu_relu(float *out, const float *in, int64_t count);
 // out: (n, C, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W). Max over the window, first max wins;
