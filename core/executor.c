@@ -1,5 +1,6 @@
 // The executor front door: mode registry, option parsing, dispatch (see executor.h).
 #include "fivefold/executor.h"
+#include "fivefold/layers_cpu.h"
 
 #include <math.h>
 #include <string.h>
@@ -76,6 +77,8 @@ ff_status ff_exec_create(ff_executor **out, const ff_model *m, const ff_weights 
     if (o->fault_layer >= m->n_layers)
         return FF_FAIL(FF_ERR_INPUT, "fault layer %d: model %s has layers 0..%d", o->fault_layer, m->name,
                        m->n_layers - 1);
+    bool wide;
+    FF_TRY(ff_cpu_vector_choose(&wide));  // FF_CPU_VECTOR: refused here, before any work, when bad
     FF_TRY(impl->create(out, m, w, o));
     (*out)->impl = impl;
     (*out)->model = m;

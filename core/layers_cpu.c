@@ -5,6 +5,7 @@
 // multiply and add the plain loop nest would (no FMA: -ffp-contract=off), so an element's value
 // never depends on where a band, a batch slice, a k block or a vector boundary falls.
 #include "fivefold/layers_cpu.h"
+#include "fivefold/status.h"
 
 #include <math.h>
 #include <stddef.h>
@@ -89,13 +90,35 @@ typedef struct {
 #ifdef FF_HAVE_WIDE
 static int conv_wide = -1;  // -1: not decided yet; decided once (a race writes the same value)
 static bool cpu_has_wide(void) { return __builtin_cpu_supports("avx2"); }
+#else
+static bool cpu_has_wide(void) { return false; }
 #endif
+
+ff_status ff_cpu_vector_choose(bool *wide) {
+    const char *e = getenv("FF_CPU_VECTOR");
+    if (!e || !*e) {
+        *wide = cpu_has_wide();
+        return FF_OK;
+    }
+    if (strcmp(e, "128") == 0) {
+        *wide = false;
+        return FF_OK;
+    }
+    if (strcmp(e, "256") == 0) {
+        if (!cpu_has_wide())
+            return FF_FAIL(FF_ERR_INPUT, "FF_CPU_VECTOR=256: this CPU (or build) has no AVX2; expected 128 or unset");
+        *wide = true;
+        return FF_OK;
+    }
+    return FF_FAIL(FF_ERR_INPUT, "FF_CPU_VECTOR=%s: expected 128 or 256 (or unset: AVX2 where the CPU has it)", e);
+}
 
 bool ff_cpu_conv_wide(void) {
 #ifdef FF_HAVE_WIDE
     if (conv_wide < 0) {
-        const char *e = getenv("FF_CPU_VECTOR");
-        conv_wide = !(e && strcmp(e, "128") == 0) && cpu_has_wide();
+        bool w = false;
+        // A bad value was already refused by ff_exec_create; a direct caller gets the baseline.
+        conv_wide = ff_cpu_vector_choose(&w) == FF_OK && w;
     }
     return conv_wide != 0;
 #else

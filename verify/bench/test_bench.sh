@@ -5,12 +5,7 @@
 # $FIVEFOLD is the binary; $MPIEXEC (optional) runs the multi-rank case.
 set -u
 ff=${FIVEFOLD:?set FIVEFOLD to the fivefold binary}
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "PASS  $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL  $*"; sed 's/^/      /' "$tmp/out"; }
+. "$(dirname "$0")/lib.sh"
 
 # 1. A fault injected into any checked layer: refused, exit 3, nothing timed, no JSON.
 for layer in conv1 pool1 fc1 softmax; do

@@ -10,12 +10,7 @@ ff=${FIVEFOLD:?set FIVEFOLD to the fivefold binary}
 src=${FF_SOURCE_DIR:?set FF_SOURCE_DIR to the repository}
 mpiexec=${MPIEXEC:-mpiexec}
 command -v python3 > /dev/null || { echo "SKIP  no python3 to read the JSON"; exit 77; }
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "PASS  $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL  $*"; sed 's/^/      /' "$tmp/out"; }
+. "$(dirname "$0")/lib.sh"
 # json FILE EXPR: evaluates a Python expression over the parsed file as d (exit 0 when true)
 json() { python3 -c "import json, sys; d = json.load(open(sys.argv[1])); sys.exit(0 if ($2) else 1)" "$1"; }
 

@@ -48,6 +48,12 @@ expect 2 "weights/conv1/w' has shape \(32, 1, 3, 3\): expected \(96, 3, 11, 11\)
 expect 2 "dataset 'input' is missing" -- infer --model mnist-cnn --input "$tmp/mnist.h5"
 expect 2 -- "--inject-fault 'conv9': model mnist-cnn has no such layer" -- infer --model mnist-cnn --inject-fault conv9
 expect 2 -- "--precision 'fp16': expected fp32\|tf32" -- infer --model mnist-cnn --precision fp16
+# The CPU conv copy: a value other than 128/256 is refused naming it.
+export FF_CPU_VECTOR=512
+expect 2 "FF_CPU_VECTOR=512: expected 128 or 256" -- infer --model mnist-cnn
+export FF_CPU_VECTOR=128
+expect 0 "output digest: [0-9a-f]{16}" -- infer --model mnist-cnn
+unset FF_CPU_VECTOR
 # No GPU (hidden from the CUDA runtime where one exists): exit 77 with a clear message.
 export CUDA_VISIBLE_DEVICES=
 expect 77 "(built without CUDA|no CUDA device)" -- infer --model mnist-cnn --mode cuda

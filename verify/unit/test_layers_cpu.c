@@ -448,6 +448,7 @@ static void band_identity(const ff_layer *L, trng *g, int64_t n) {
 // block; a one-bit difference is caught by the same comparison.
 static void test_conv_wide_equals_baseline(void **state) {
     (void)state;
+    const bool was_wide = ff_cpu_conv_wide();  // restored at the end (FF_CPU_VECTOR may have chosen)
     if (!ff_cpu_conv_set_wide(true)) {
         ff_cpu_conv_set_wide(false);
         skip();  // no AVX2 here: only the baseline exists (reported as skipped, not passed)
@@ -476,7 +477,7 @@ static void test_conv_wide_equals_baseline(void **state) {
         assert_true(memcmp(wide, base, (size_t)nout * sizeof(float)) != 0);
         free(in), free(w), free(b), free(wide), free(base);
     }
-    ff_cpu_conv_set_wide(true);
+    ff_cpu_conv_set_wide(was_wide);
 }
 
 static void test_conv_band_and_batch_identity(void **state) {

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "fivefold/model.h"
+#include "fivefold/status.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,6 +50,10 @@ void ff_cpu_conv2d_segments(const ff_conv_segment *segs, int n_segs, const float
 // Whether conv2d runs its AVX2 copy (the CPU has AVX2 and FF_CPU_VECTOR is not "128"); the
 // baseline copy gives the same bits. Decided at the first call.
 bool ff_cpu_conv_wide(void);
+// The copy FF_CPU_VECTOR asks for (unset: AVX2 where the CPU has it; 128; 256), or
+// FF_ERR_INPUT naming the value when it is something else or asks for AVX2 the CPU lacks.
+// ff_exec_create calls it, so a bad value stops every command before anything runs.
+ff_status ff_cpu_vector_choose(bool *wide);
 // Chooses the copy (tests compare the two): on = AVX2 where the CPU has it. Returns the choice in
 // effect (false when asked for AVX2 on a CPU without it). Not for use while convs run.
 bool ff_cpu_conv_set_wide(bool on);
