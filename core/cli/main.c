@@ -28,7 +28,7 @@ static void usage(FILE *f) {
                "  FF_WINOGRAD_M=2       Winograd F(2x2, r x r) instead of the default F(4x4, r x r)\n"
                "  FF_CUDA_S2D=0         strided convs (conv1) direct instead of space-to-depth Winograd\n"
                "environment (CPU modes; same bits either way):\n"
-               "  FF_CPU_VECTOR=128     the conv kernel's 128-bit baseline copy instead of AVX2\n");
+               "  FF_CPU_VECTOR=128|256 the conv kernel's 128-bit baseline or AVX2 copy (default: AVX2 if present)\n");
 }
 
 int main(int argc, char **argv) {
