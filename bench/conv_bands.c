@@ -57,12 +57,14 @@ int main(int argc, char **argv) {
         float *b = malloc(sizeof(float) * L->n_bias), *full = malloc(sizeof(float) * n * out_img);
         float *band_in = malloc(sizeof(float) * n * in_img), *band_out = malloc(sizeof(float) * n * out_img);
         uint32_t s = 12345;
-        for (int64_t i = 0; i < n * in_img; i++) x[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
-        for (int64_t i = 0; i < L->n_weight; i++) w[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+        for (int64_t i = 0; i < n * in_img; i++)
+            x[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
+        for (int64_t i = 0; i < L->n_weight; i++)
+            w[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
         for (int64_t i = 0; i < L->n_bias; i++) b[i] = (float)i * 0.01f;
         const int64_t Ho = L->out.h, Wo = L->out.w, K = L->out.c, C = L->in.c, H = L->in.h, W = L->in.w;
-        printf("%s  C=%ld H=%ld W=%ld -> K=%ld Ho=%ld Wo=%ld  n=%ld\n", L->name, (long)C, (long)H, (long)W,
-               (long)K, (long)Ho, (long)Wo, (long)n);
+        printf("%s  C=%ld H=%ld W=%ld -> K=%ld Ho=%ld Wo=%ld  n=%ld\n", L->name, (long)C, (long)H, (long)W, (long)K,
+               (long)Ho, (long)Wo, (long)n);
         ff_rows fr = ff_rows_full(L);
         ff_cpu_conv2d(full, x, w, b, L, &fr, n);
         uint64_t h = 1469598103934665603ull;  // FNV-1a of the full map's bytes, to compare builds
@@ -100,8 +102,7 @@ int main(int argc, char **argv) {
                 if (best > worst) worst = best;
             }
             printf("  P=%d  bands of %ld..%ld rows: %.3f ns/MAC (sum %.1f ms, slowest band %.1f ms)\n", P,
-                   (long)(Ho / P), (long)(Ho / P + (Ho % P != 0)), 1e9 * total / total_macs, 1e3 * total,
-                   1e3 * worst);
+                   (long)(Ho / P), (long)(Ho / P + (Ho % P != 0)), 1e9 * total / total_macs, 1e3 * total, 1e3 * worst);
         }
         free(x), free(w), free(b), free(full), free(band_in), free(band_out);
     }

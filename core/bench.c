@@ -13,8 +13,8 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-ff_status ff_bench_time(ff_bench_timing *t, ff_executor *e, float *y, const float *x, int64_t n, int iters,
-                        int warmup, uint64_t expect_digest) {
+ff_status ff_bench_time(ff_bench_timing *t, ff_executor *e, float *y, const float *x, int64_t n, int iters, int warmup,
+                        uint64_t expect_digest) {
     memset(t, 0, sizeof *t);
     if (iters < 1) return FF_FAIL(FF_ERR_INPUT, "--iters %d: expected at least 1", iters);
     const ff_model *m = e->model;

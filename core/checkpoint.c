@@ -33,8 +33,7 @@ static uint64_t mix_i64(uint64_t h, int64_t v) {
 }
 
 // Digest of the float32 values as little-endian bytes (x86-64 and every supported host is LE).
-uint64_t ff_checkpoint_digest(const ff_model *m, const ff_weights *w, const ff_weights *mom,
-                              const ff_ckpt_meta *meta) {
+uint64_t ff_checkpoint_digest(const ff_model *m, const ff_weights *w, const ff_weights *mom, const ff_ckpt_meta *meta) {
     uint64_t h = FF_FNV_OFFSET;
     h = mix_i64(h, FF_CKPT_VERSION);
     h = mix_i64(h, meta->step);
@@ -109,23 +108,24 @@ static ff_status fsync_path(const char *path, int dir) {
     return FF_OK;
 }
 
-static ff_status write_file(const char *tmp, const ff_model *m, const ff_weights *w,
-                            const ff_weights *mom, const ff_ckpt_meta *meta) {
+static ff_status write_file(const char *tmp, const ff_model *m, const ff_weights *w, const ff_weights *mom,
+                            const ff_ckpt_meta *meta) {
     int64_t f;
     FF_TRY(ff_h5_create(&f, tmp));
     ff_status st = FF_OK;
     char buf[64];
-#define TRYW(expr)                     \
-    do {                               \
-        st = (expr);                   \
-        if (st != FF_OK) goto done;    \
+#define TRYW(expr)                  \
+    do {                            \
+        st = (expr);                \
+        if (st != FF_OK) goto done; \
     } while (0)
     TRYW(write_params(f, "weights", m, w));
-    if (getenv("FF_TEST_CRASH_IN_CHECKPOINT_WRITE") &&
-        strcmp(getenv("FF_TEST_CRASH_IN_CHECKPOINT_WRITE"), "1") == 0) {
+    if (getenv("FF_TEST_CRASH_IN_CHECKPOINT_WRITE") && strcmp(getenv("FF_TEST_CRASH_IN_CHECKPOINT_WRITE"), "1") == 0) {
         // Test hook: die with a half-written temporary file on disk (weights only, no metadata).
-        fprintf(stderr, "FF_TEST_CRASH_IN_CHECKPOINT_WRITE=1: killing the process in the middle of "
-                        "writing %s\n", tmp);
+        fprintf(stderr,
+                "FF_TEST_CRASH_IN_CHECKPOINT_WRITE=1: killing the process in the middle of "
+                "writing %s\n",
+                tmp);
         fflush(stderr);
         raise(SIGKILL);
     }
@@ -150,29 +150,30 @@ static ff_status write_file(const char *tmp, const ff_model *m, const ff_weights
     TRYW(ff_h5_write_attr_str(f, "/", "momentum", buf));
     snprintf(buf, sizeof buf, "%.9g", meta->weight_decay);
     TRYW(ff_h5_write_attr_str(f, "/", "weight_decay", buf));
-    TRYW(ff_h5_write_attr_str(f, "/", "digest",
-                              ff_digest_hex(buf, ff_checkpoint_digest(m, w, mom, meta))));
+    TRYW(ff_h5_write_attr_str(f, "/", "digest", ff_digest_hex(buf, ff_checkpoint_digest(m, w, mom, meta))));
 #undef TRYW
 done:
     ff_h5_close(f);
     return st;
 }
 
-ff_status ff_checkpoint_save(const char *path, const ff_model *m, const ff_weights *w,
-                             const ff_weights *mom, const ff_ckpt_meta *meta) {
+ff_status ff_checkpoint_save(const char *path, const ff_model *m, const ff_weights *w, const ff_weights *mom,
+                             const ff_ckpt_meta *meta) {
     char tmp[4096], dir[4096];
     if (snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof tmp)
         return FF_FAIL(FF_ERR_INPUT, "checkpoint path too long: '%s'", path);
     snprintf(dir, sizeof dir, "%s", path);
     char *slash = strrchr(dir, '/');
-    if (slash == dir) slash[1] = '\0';       // "/file" -> "/"
-    else if (slash) *slash = '\0';
-    else snprintf(dir, sizeof dir, ".");
+    if (slash == dir)
+        slash[1] = '\0';  // "/file" -> "/"
+    else if (slash)
+        *slash = '\0';
+    else
+        snprintf(dir, sizeof dir, ".");
     ff_status st = write_file(tmp, m, w, mom, meta);
     if (st == FF_OK) st = fsync_path(tmp, 0);
     if (st == FF_OK && rename(tmp, path) != 0)
-        st = FF_FAIL(FF_ERR_IO, "checkpoint: rename '%s' -> '%s' failed: %s", tmp, path,
-                     strerror(errno));
+        st = FF_FAIL(FF_ERR_IO, "checkpoint: rename '%s' -> '%s' failed: %s", tmp, path, strerror(errno));
     if (st != FF_OK) {
         unlink(tmp);
         return ff_fail_context(st, "writing checkpoint '%s'", path);
@@ -180,25 +181,26 @@ ff_status ff_checkpoint_save(const char *path, const ff_model *m, const ff_weigh
     return fsync_path(dir, 1);
 }
 
-ff_status ff_checkpoint_load(ff_weights *w, ff_weights *mom, ff_ckpt_meta *meta, const ff_model *m,
-                             const char *path) {
+ff_status ff_checkpoint_load(ff_weights *w, ff_weights *mom, ff_ckpt_meta *meta, const ff_model *m, const char *path) {
     if (access(path, R_OK) != 0)
         return FF_FAIL(FF_ERR_IO, "checkpoint '%s': cannot read it (%s)", path, strerror(errno));
     int64_t f;
     if (ff_h5_open_read(&f, path) != FF_OK) {
         char why[512];
         snprintf(why, sizeof why, "%s", ff_last_error());  // FF_FAIL rewrites the message buffer
-        return FF_FAIL(FF_ERR_INTEGRITY, "checkpoint '%s' is not a readable HDF5 file (truncated or "
-                       "corrupted?): refused (%s)", path, why);
+        return FF_FAIL(FF_ERR_INTEGRITY,
+                       "checkpoint '%s' is not a readable HDF5 file (truncated or "
+                       "corrupted?): refused (%s)",
+                       path, why);
     }
     ff_status st = FF_OK;
     char s[256];
     int64_t v;
     int wrong_model = 0;
-#define TRYR(expr)                  \
-    do {                            \
-        st = (expr);                \
-        if (st != FF_OK) goto bad;  \
+#define TRYR(expr)                 \
+    do {                           \
+        st = (expr);               \
+        if (st != FF_OK) goto bad; \
     } while (0)
     TRYR(ff_h5_read_attr_str(s, sizeof s, f, "/", "format"));
     if (strcmp(s, FORMAT) != 0) {
@@ -207,8 +209,8 @@ ff_status ff_checkpoint_load(ff_weights *w, ff_weights *mom, ff_ckpt_meta *meta,
     }
     TRYR(ff_h5_read_attr_i64(&v, f, "/", "format_version"));
     if (v != FF_CKPT_VERSION) {
-        st = FF_FAIL(FF_ERR_INTEGRITY, "format_version %lld, this build reads version %d",
-                     (long long)v, FF_CKPT_VERSION);
+        st = FF_FAIL(FF_ERR_INTEGRITY, "format_version %lld, this build reads version %d", (long long)v,
+                     FF_CKPT_VERSION);
         goto bad;
     }
     TRYR(ff_h5_read_attr_str(s, sizeof s, f, "/", "model"));
@@ -239,8 +241,10 @@ ff_status ff_checkpoint_load(ff_weights *w, ff_weights *mom, ff_ckpt_meta *meta,
     char got[17];
     ff_digest_hex(got, ff_checkpoint_digest(m, w, mom, meta));
     if (strcmp(s, got) != 0) {
-        st = FF_FAIL(FF_ERR_INTEGRITY, "content digest %s does not match the stored digest %s "
-                     "(the file was corrupted)", got, s);
+        st = FF_FAIL(FF_ERR_INTEGRITY,
+                     "content digest %s does not match the stored digest %s "
+                     "(the file was corrupted)",
+                     got, s);
         goto bad;
     }
 #undef TRYR
@@ -300,8 +304,8 @@ ff_status ff_ckpt_writer_wait(ff_ckpt_writer *wr) {
     return FF_OK;
 }
 
-ff_status ff_ckpt_writer_submit(ff_ckpt_writer *wr, const char *path, const ff_weights *w,
-                                const ff_weights *mom, const ff_ckpt_meta *meta) {
+ff_status ff_ckpt_writer_submit(ff_ckpt_writer *wr, const char *path, const ff_weights *w, const ff_weights *mom,
+                                const ff_ckpt_meta *meta) {
     FF_TRY(ff_ckpt_writer_wait(wr));
     if (snprintf(wr->path, sizeof wr->path, "%s", path) >= (int)sizeof wr->path)
         return FF_FAIL(FF_ERR_INPUT, "checkpoint path too long: '%s'", path);

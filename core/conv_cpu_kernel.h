@@ -17,8 +17,8 @@
 // y: (K, out_rows, Wo) of one image, already offset to channel k0; x: (C, in_rows, W) of one
 // image; wp: packed (c1-c0, R, S, FF_KB); bias: (kl) or NULL to continue from y.
 static inline __attribute__((always_inline)) CK_TARGET void CK_CAT(conv_block_, CK_SUFFIX)(
-    float *y, const float *x, const float *wp, const float *bias, const conv_geom *g, int kl,
-    int64_t c0, int64_t c1, int64_t oh, int64_t ol, int64_t ow0, const int pb) {
+    float *y, const float *x, const float *wp, const float *bias, const conv_geom *g, int kl, int64_t c0, int64_t c1,
+    int64_t oh, int64_t ol, int64_t ow0, const int pb) {
     const int64_t ystride = g->out_rows * g->Wo;  // floats between channels k and k+1
     float *yp = y + ol * g->Wo + ow0;
     // acc0[p] (and acc1[p] where a pixel's 8 k take two vectors): pixel p's k block, in separate
@@ -44,9 +44,9 @@ static inline __attribute__((always_inline)) CK_TARGET void CK_CAT(conv_block_, 
     for (int64_t c = c0; c < c1; c++) {
         for (int64_t r = 0; r < g->R; r++) {
             const int64_t ih = oh * g->st - g->pad + r;
-            if (ih < 0 || ih >= g->H) continue;  // padding row: skipped
+            if (ih < 0 || ih >= g->H) continue;                               // padding row: skipped
             const float *xr = x + (c * g->in_rows + (ih - g->in_lo)) * g->W;  // (W)
-            const float *wr = wp + ((c - c0) * g->R + r) * g->S * FF_KB;     // (S, FF_KB)
+            const float *wr = wp + ((c - c0) * g->R + r) * g->S * FF_KB;      // (S, FF_KB)
             for (int64_t s = 0; s < g->S; s++) {
                 CK_VEC w0;
                 memcpy(&w0, wr + s * FF_KB, sizeof w0);
@@ -92,8 +92,7 @@ static CK_TARGET void CK_CAT(conv_run_, CK_SUFFIX)(const ff_conv_segment *segs, 
             for (int64_t c = c0; c < c1; c++)
                 for (int64_t rs = 0; rs < R * S; rs++)
                     for (int64_t l = 0; l < FF_KB; l++)
-                        wp[((c - c0) * R * S + rs) * FF_KB + l] =
-                            l < kl ? w[((k0 + l) * C + c) * R * S + rs] : 0.0f;
+                        wp[((c - c0) * R * S + rs) * FF_KB + l] = l < kl ? w[((k0 + l) * C + c) * R * S + rs] : 0.0f;
             // The first chunk starts each element from its bias; later chunks continue from the
             // value stored in out (a float store and reload is exact).
             const float *bias = c0 == 0 ? b + k0 : NULL;
@@ -104,9 +103,10 @@ static CK_TARGET void CK_CAT(conv_run_, CK_SUFFIX)(const ff_conv_segment *segs, 
                 if (out_rows <= 0 || segs[q].n <= 0) continue;
                 const int64_t in_img = C * in_rows * W;     // floats per image in the input band
                 const int64_t out_img = K * out_rows * Wo;  // floats per image in the output band
-                const conv_geom g = {C, L->in.h, W, Wo, R, S, L->stride, L->pad, rows->in_lo, in_rows, out_rows, lo, hi};
+                const conv_geom g = {C,      L->in.h,     W,       Wo,       R,  S, L->stride,
+                                     L->pad, rows->in_lo, in_rows, out_rows, lo, hi};
                 for (int64_t img = 0; img < segs[q].n; img++) {
-                    const float *x = segs[q].in + img * in_img;                  // (C, in_rows, W)
+                    const float *x = segs[q].in + img * in_img;                   // (C, in_rows, W)
                     float *y = segs[q].out + img * out_img + k0 * out_rows * Wo;  // (K - k0, out_rows, Wo)
                     for (int64_t ol = 0; ol < out_rows; ol++) {
                         const int64_t oh = rows->out_lo + ol;
@@ -116,9 +116,12 @@ static CK_TARGET void CK_CAT(conv_run_, CK_SUFFIX)(const ff_conv_segment *segs, 
                         // the last Wo % CK_PB pixels, in blocks of constant size (halving)
                         for (int pb = CK_PB / 2; pb >= 1; pb /= 2)
                             if (Wo - ow0 >= pb) {
-                                if (pb == 4) CK_CAT(conv_block_, CK_SUFFIX)(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 4);
-                                else if (pb == 2) CK_CAT(conv_block_, CK_SUFFIX)(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 2);
-                                else CK_CAT(conv_block_, CK_SUFFIX)(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 1);
+                                if (pb == 4)
+                                    CK_CAT(conv_block_, CK_SUFFIX)(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 4);
+                                else if (pb == 2)
+                                    CK_CAT(conv_block_, CK_SUFFIX)(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 2);
+                                else
+                                    CK_CAT(conv_block_, CK_SUFFIX)(y, x, wp, bias, &g, kl, c0, c1, oh, ol, ow0, 1);
                                 ow0 += pb;
                             }
                     }

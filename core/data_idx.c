@@ -31,8 +31,10 @@ static ff_status read_all(uint8_t **out, size_t *len, const char *path) {
             if (cap >= FF_IDX_MAX_BYTES) {
                 free(buf);
                 gzclose(f);
-                return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': more than %zu bytes uncompressed; "
-                               "refusing (not an MNIST-size data set?)", path, (size_t)FF_IDX_MAX_BYTES);
+                return FF_FAIL(FF_ERR_INPUT,
+                               "IDX file '%s': more than %zu bytes uncompressed; "
+                               "refusing (not an MNIST-size data set?)",
+                               path, (size_t)FF_IDX_MAX_BYTES);
             }
             size_t ncap = cap * 2;
             uint8_t *nb = realloc(buf, ncap);
@@ -53,8 +55,10 @@ static ff_status read_all(uint8_t **out, size_t *len, const char *path) {
             snprintf(msg, sizeof msg, "%s", gzerror(f, &zerr));  // owned by f: copy before gzclose
             free(buf);
             gzclose(f);
-            return FF_FAIL(FF_ERR_IO, "IDX file '%s': read failed after %zu bytes: %s "
-                           "(truncated or damaged gzip stream?)", path, n, msg);
+            return FF_FAIL(FF_ERR_IO,
+                           "IDX file '%s': read failed after %zu bytes: %s "
+                           "(truncated or damaged gzip stream?)",
+                           path, n, msg);
         }
         if (got == 0) break;
         n += (size_t)got;
@@ -66,8 +70,10 @@ static ff_status read_all(uint8_t **out, size_t *len, const char *path) {
     if (zerr != Z_OK && zerr != Z_STREAM_END) {
         free(buf);
         gzclose(f);
-        return FF_FAIL(FF_ERR_IO, "IDX file '%s': gzip stream ends early or is damaged after %zu "
-                       "bytes (zlib: %s)", path, n, *msg ? msg : "unexpected end of file");
+        return FF_FAIL(FF_ERR_IO,
+                       "IDX file '%s': gzip stream ends early or is damaged after %zu "
+                       "bytes (zlib: %s)",
+                       path, n, *msg ? msg : "unexpected end of file");
     }
     gzclose(f);
     *out = buf;
@@ -79,25 +85,28 @@ static uint32_t be32(const uint8_t *p) {
     return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
 }
 
-ff_status ff_idx_parse(size_t *offset, int64_t *dims, const uint8_t *buf, size_t len,
-                       const char *path, int ndims) {
+ff_status ff_idx_parse(size_t *offset, int64_t *dims, const uint8_t *buf, size_t len, const char *path, int ndims) {
     *offset = 0;
-    if (len < 4)
-        return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': %zu bytes, too short for the 4-byte magic", path,
-                       len);
+    if (len < 4) return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': %zu bytes, too short for the 4-byte magic", path, len);
     if (buf[0] != 0 || buf[1] != 0)
-        return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': bad magic %02x %02x %02x %02x: the first two "
-                       "bytes must be 00 00 (not an IDX file)", path, buf[0], buf[1], buf[2], buf[3]);
+        return FF_FAIL(FF_ERR_INPUT,
+                       "IDX file '%s': bad magic %02x %02x %02x %02x: the first two "
+                       "bytes must be 00 00 (not an IDX file)",
+                       path, buf[0], buf[1], buf[2], buf[3]);
     if (buf[2] != 0x08)
-        return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': element type 0x%02x, expected 0x08 (unsigned "
-                       "byte)", path, buf[2]);
+        return FF_FAIL(FF_ERR_INPUT,
+                       "IDX file '%s': element type 0x%02x, expected 0x08 (unsigned "
+                       "byte)",
+                       path, buf[2]);
     if (buf[3] != ndims)
-        return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': %d dimensions, expected %d (%s)", path, buf[3],
-                       ndims, ndims == 3 ? "images: count, rows, cols" : "labels: count");
+        return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': %d dimensions, expected %d (%s)", path, buf[3], ndims,
+                       ndims == 3 ? "images: count, rows, cols" : "labels: count");
     const size_t header = 4 + 4 * (size_t)ndims;
     if (len < header)
-        return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': %zu bytes, shorter than its %zu-byte header "
-                       "(truncated)", path, len, header);
+        return FF_FAIL(FF_ERR_INPUT,
+                       "IDX file '%s': %zu bytes, shorter than its %zu-byte header "
+                       "(truncated)",
+                       path, len, header);
     uint64_t count = 1;
     for (int d = 0; d < ndims; d++) {
         uint32_t e = be32(buf + 4 + 4 * d);
@@ -109,9 +118,10 @@ ff_status ff_idx_parse(size_t *offset, int64_t *dims, const uint8_t *buf, size_t
                            (size_t)FF_IDX_MAX_BYTES);
     }
     if (len != header + count)
-        return FF_FAIL(FF_ERR_INPUT, "IDX file '%s': %zu bytes, but the header announces %zu + %llu "
-                       "= %llu (%s)", path, len, header, (unsigned long long)count,
-                       (unsigned long long)(header + count),
+        return FF_FAIL(FF_ERR_INPUT,
+                       "IDX file '%s': %zu bytes, but the header announces %zu + %llu "
+                       "= %llu (%s)",
+                       path, len, header, (unsigned long long)count, (unsigned long long)(header + count),
                        len < header + count ? "truncated" : "trailing bytes");
     *offset = header;
     return FF_OK;
@@ -119,8 +129,7 @@ ff_status ff_idx_parse(size_t *offset, int64_t *dims, const uint8_t *buf, size_t
 
 ff_status ff_idx_read(uint8_t **data, int64_t *dims, const char *path, int ndims) {
     *data = NULL;
-    if (ndims < 1 || ndims > 3)
-        return FF_FAIL(FF_ERR_INPUT, "IDX read: %d dimensions asked, expected 1..3", ndims);
+    if (ndims < 1 || ndims > 3) return FF_FAIL(FF_ERR_INPUT, "IDX read: %d dimensions asked, expected 1..3", ndims);
     uint8_t *buf;
     size_t len, header;
     FF_TRY(read_all(&buf, &len, path));
@@ -147,9 +156,10 @@ ff_status ff_dataset_load(ff_dataset *ds, const char *images_path, const char *l
     if (ldims[0] != idims[0]) {
         free(px);
         free(lb);
-        return FF_FAIL(FF_ERR_INPUT, "IDX data: '%s' has %lld images but '%s' has %lld labels; "
-                       "expected equal counts", images_path, (long long)idims[0], labels_path,
-                       (long long)ldims[0]);
+        return FF_FAIL(FF_ERR_INPUT,
+                       "IDX data: '%s' has %lld images but '%s' has %lld labels; "
+                       "expected equal counts",
+                       images_path, (long long)idims[0], labels_path, (long long)ldims[0]);
     }
     int64_t maxl = 0;
     for (int64_t i = 0; i < ldims[0]; i++)
@@ -168,9 +178,10 @@ static ff_status find_file(char *out, size_t cap, const char *dir, const char *b
     if (access(out, R_OK) == 0) return FF_OK;
     snprintf(out, cap, "%s/%s", dir, base);
     if (access(out, R_OK) == 0) return FF_OK;
-    return FF_FAIL(FF_ERR_IO, "data folder '%s': neither %s.gz nor %s is readable; expected an "
-                   "MNIST-format folder (Debian: apt-get install dataset-fashion-mnist)", dir, base,
-                   base);
+    return FF_FAIL(FF_ERR_IO,
+                   "data folder '%s': neither %s.gz nor %s is readable; expected an "
+                   "MNIST-format folder (Debian: apt-get install dataset-fashion-mnist)",
+                   dir, base, base);
 }
 
 ff_status ff_dataset_load_dir(ff_dataset *ds, const char *dir, const char *split, int64_t limit) {
@@ -216,8 +227,8 @@ static void normalize_image(float *restrict dst, const uint8_t *restrict src, in
     for (int64_t k = 0; k < per; k++) dst[k] = ((float)src[k] / 255.0f - FF_IDX_MEAN) / FF_IDX_STD;
 }
 
-void ff_dataset_batch(float *out, int32_t *labels, const ff_dataset *ds, const int64_t *order,
-                      int64_t first, int64_t count) {
+void ff_dataset_batch(float *out, int32_t *labels, const ff_dataset *ds, const int64_t *order, int64_t first,
+                      int64_t count) {
     const int64_t per = ds->rows * ds->cols;
     // Small batches are cheaper on one thread than waking a team (below ~16k pixels: 20 MNIST
     // images); a batch of 64 already gains from a second thread.

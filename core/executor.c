@@ -13,12 +13,12 @@ static const struct {
 
 static const ff_mode_impl *impl_of(ff_mode m) {
     switch (m) {
-    case FF_MODE_SERIAL: return &ff_mode_serial_impl;
-    case FF_MODE_MPI: return &ff_mode_mpi_impl;
-    case FF_MODE_CUDA: return &ff_mode_cuda_impl;
-    case FF_MODE_HYBRID:
-    case FF_MODE_DIRECT:
-    case FF_N_MODES: break;
+        case FF_MODE_SERIAL: return &ff_mode_serial_impl;
+        case FF_MODE_MPI: return &ff_mode_mpi_impl;
+        case FF_MODE_CUDA: return &ff_mode_cuda_impl;
+        case FF_MODE_HYBRID:
+        case FF_MODE_DIRECT:
+        case FF_N_MODES: break;
     }
     return NULL;
 }
@@ -34,7 +34,9 @@ ff_status ff_mode_parse(ff_mode *out, const char *s) {
                    s ? s : "(none)");
 }
 
-const char *ff_mode_name(ff_mode m) { return (unsigned)m < FF_N_MODES ? mode_names[m].name : "?"; }
+const char *ff_mode_name(ff_mode m) {
+    return (unsigned)m < FF_N_MODES ? mode_names[m].name : "?";
+}
 
 static const char *split_names[] = {"none", "batch", "rows", "replicate"};
 
@@ -48,9 +50,13 @@ ff_status ff_split_parse(ff_split *out, const char *s) {
     return FF_FAIL(FF_ERR_INPUT, "unknown split '%s': expected batch|rows|replicate", s ? s : "(none)");
 }
 
-const char *ff_split_name(ff_split s) { return (unsigned)s < 4 ? split_names[s] : "?"; }
+const char *ff_split_name(ff_split s) {
+    return (unsigned)s < 4 ? split_names[s] : "?";
+}
 
-bool ff_mode_is_multirank(ff_mode m) { return m == FF_MODE_MPI || m == FF_MODE_HYBRID || m == FF_MODE_DIRECT; }
+bool ff_mode_is_multirank(ff_mode m) {
+    return m == FF_MODE_MPI || m == FF_MODE_HYBRID || m == FF_MODE_DIRECT;
+}
 
 void ff_exec_options_default(ff_exec_options *o) {
     memset(o, 0, sizeof *o);
@@ -64,10 +70,11 @@ ff_status ff_exec_create(ff_executor **out, const ff_model *m, const ff_weights 
     *out = NULL;
     const ff_mode_impl *impl = impl_of(o->mode);
     if (!impl)
-        return FF_FAIL(FF_ERR_INPUT, "mode '%s' is not implemented in this version of fivefold "
-                                     "(available: serial, mpi, cuda)", ff_mode_name(o->mode));
-    if (o->max_batch < 1)
-        return FF_FAIL(FF_ERR_INPUT, "max batch %lld: expected at least 1", (long long)o->max_batch);
+        return FF_FAIL(FF_ERR_INPUT,
+                       "mode '%s' is not implemented in this version of fivefold "
+                       "(available: serial, mpi, cuda)",
+                       ff_mode_name(o->mode));
+    if (o->max_batch < 1) return FF_FAIL(FF_ERR_INPUT, "max batch %lld: expected at least 1", (long long)o->max_batch);
     if (ff_mode_is_multirank(o->mode) && !o->comm)
         return FF_FAIL(FF_ERR_INPUT, "mode '%s' needs a communicator (run it through the CLI or pass opt.comm)",
                        ff_mode_name(o->mode));
@@ -99,7 +106,8 @@ ff_status ff_exec_forward(ff_executor *e, float *out, const float *in, int64_t n
     if (n < 1 || n > e->opt.max_batch)
         return FF_FAIL(FF_ERR_INPUT, "batch %lld: this executor was created for 1..%lld images", (long long)n,
                        (long long)e->opt.max_batch);
-    if (e->rank == 0 && (!out || !in)) return FF_FAIL(FF_ERR_INPUT, "forward: input and output buffers are required on rank 0");
+    if (e->rank == 0 && (!out || !in))
+        return FF_FAIL(FF_ERR_INPUT, "forward: input and output buffers are required on rank 0");
     ff_status st = e->impl->forward(e, out, in, n, first, last);
     if (st == FF_OK && e->opt.trace) e->trace.calls++;
     return st;
@@ -127,8 +135,16 @@ ff_status ff_exec_resident_output(ff_executor *e, float *out, int64_t n) {
     return e->ext->resident_output(e, out, n);
 }
 
-ff_trace *ff_exec_trace(ff_executor *e) { return e->opt.trace ? &e->trace : NULL; }
-int ff_exec_rank(const ff_executor *e) { return e->rank; }
-int ff_exec_ranks(const ff_executor *e) { return e->ranks; }
+ff_trace *ff_exec_trace(ff_executor *e) {
+    return e->opt.trace ? &e->trace : NULL;
+}
+int ff_exec_rank(const ff_executor *e) {
+    return e->rank;
+}
+int ff_exec_ranks(const ff_executor *e) {
+    return e->ranks;
+}
 
-float ff_fault_value(float x) { return x + 1.0f + 2.0f * fabsf(x); }
+float ff_fault_value(float x) {
+    return x + 1.0f + 2.0f * fabsf(x);
+}

@@ -74,8 +74,10 @@ ff_status ff_gate_run(ff_gate_result *r, ff_gate_state *s, const ff_gate_config 
     int64_t G = 0;
     if (rank == 0) {
         char path[1024];
-        if (c->golden) snprintf(path, sizeof path, "%s", c->golden);
-        else ff_golden_default_path(path, sizeof path, m->name);
+        if (c->golden)
+            snprintf(path, sizeof path, "%s", c->golden);
+        else
+            ff_golden_default_path(path, sizeof path, m->name);
         ff_golden_options go = {.trust = c->trust, .manifest = NULL};
         st = ff_golden_load(&g, m, path, &go);
         if (st == FF_OK) st = ff_weights_alloc(&s->weights, m);
@@ -115,8 +117,8 @@ ff_status ff_gate_run(ff_gate_result *r, ff_gate_state *s, const ff_gate_config 
         r->checks++;
         if (verified_output && ff_digest_f32(yg, (size_t)(G * m->classes)) != verified_output) {
             ok = false;
-            fail_with(r, "%s%s: the executor built for timing does not reproduce the verified output digest",
-                      m->name, "");
+            fail_with(r, "%s%s: the executor built for timing does not reproduce the verified output digest", m->name,
+                      "");
         }
         for (int64_t i = 0; i < n; i++)
             memcpy(s->x + i * in_el, g.input + (i % G) * in_el, (size_t)in_el * sizeof(float));
@@ -127,8 +129,7 @@ ff_status ff_gate_run(ff_gate_result *r, ff_gate_state *s, const ff_gate_config 
         r->checks++;
         int64_t bad = -1;
         for (int64_t i = 0; i < n && bad < 0; i++)
-            if (memcmp(s->y + i * m->classes, yg + (i % G) * m->classes, (size_t)m->classes * sizeof(float)))
-                bad = i;
+            if (memcmp(s->y + i * m->classes, yg + (i % G) * m->classes, (size_t)m->classes * sizeof(float))) bad = i;
         if (bad >= 0) {
             char what[64];
             snprintf(what, sizeof what, "N=%lld, image %lld", (long long)n, (long long)bad);

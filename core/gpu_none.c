@@ -119,8 +119,8 @@ ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float
     (void)out, (void)in, (void)w, (void)b, (void)L, (void)relu, (void)rows, (void)n, (void)s;
     return FF_NO_CUDA();
 }
-ff_status ff_gpu_conv2d_winograd(float *out, const float *in, const float *u, const float *b, const ff_layer *L,
-                                 int m, bool relu, const ff_rows *rows, int64_t n, float *work, ff_gpu_stream s) {
+ff_status ff_gpu_conv2d_winograd(float *out, const float *in, const float *u, const float *b, const ff_layer *L, int m,
+                                 bool relu, const ff_rows *rows, int64_t n, float *work, ff_gpu_stream s) {
     (void)out, (void)in, (void)u, (void)b, (void)L, (void)m, (void)relu, (void)rows, (void)n, (void)work, (void)s;
     return FF_NO_CUDA();
 }

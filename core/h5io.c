@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <string.h>
 
-static void quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+static void quiet(void) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
 
 ff_status ff_h5_open_read(int64_t *file, const char *path) {
     quiet();
@@ -13,8 +15,10 @@ ff_status ff_h5_open_read(int64_t *file, const char *path) {
     if (!f) return FF_FAIL(FF_ERR_IO, "cannot open '%s' for reading", path);
     fclose(f);
     if (H5Fis_hdf5(path) <= 0)
-        return FF_FAIL(FF_ERR_INPUT, "'%s' is not an HDF5 file (expected an HDF5 file written by fivefold "
-                                     "or golden/make_golden.py)", path);
+        return FF_FAIL(FF_ERR_INPUT,
+                       "'%s' is not an HDF5 file (expected an HDF5 file written by fivefold "
+                       "or golden/make_golden.py)",
+                       path);
     hid_t id = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (id < 0) return FF_FAIL(FF_ERR_INPUT, "'%s': HDF5 could not open it (corrupted or truncated?)", path);
     *file = id;
@@ -38,7 +42,7 @@ int ff_h5_exists(int64_t loc, const char *name) {
     // H5Lexists needs each intermediate link to exist: walk the path.
     char buf[512];
     snprintf(buf, sizeof buf, "%s", name);
-    for (char *p = buf + (buf[0] == '/'); ; p++) {
+    for (char *p = buf + (buf[0] == '/');; p++) {
         char c = *p;
         if (c == '/' || c == 0) {
             *p = 0;
@@ -51,11 +55,11 @@ int ff_h5_exists(int64_t loc, const char *name) {
 
 static hid_t mem_type(ff_h5_type t) {
     switch (t) {
-    case FF_H5_F32: return H5T_NATIVE_FLOAT;
-    case FF_H5_F64: return H5T_NATIVE_DOUBLE;
-    case FF_H5_U8: return H5T_NATIVE_UINT8;
-    case FF_H5_I64: return H5T_NATIVE_INT64;
-    case FF_H5_I32: return H5T_NATIVE_INT32;
+        case FF_H5_F32: return H5T_NATIVE_FLOAT;
+        case FF_H5_F64: return H5T_NATIVE_DOUBLE;
+        case FF_H5_U8: return H5T_NATIVE_UINT8;
+        case FF_H5_I64: return H5T_NATIVE_INT64;
+        case FF_H5_I32: return H5T_NATIVE_INT32;
     }
     return H5T_NATIVE_FLOAT;
 }
@@ -69,11 +73,11 @@ static int file_type_matches(hid_t ftype, ff_h5_type t) {
     H5T_class_t cls = H5Tget_class(ftype);
     size_t size = H5Tget_size(ftype);
     switch (t) {
-    case FF_H5_F32: return cls == H5T_FLOAT && size == 4;
-    case FF_H5_F64: return cls == H5T_FLOAT && size == 8;
-    case FF_H5_U8: return cls == H5T_INTEGER && size == 1 && H5Tget_sign(ftype) == H5T_SGN_NONE;
-    case FF_H5_I64: return cls == H5T_INTEGER && size == 8;
-    case FF_H5_I32: return cls == H5T_INTEGER && size == 4;
+        case FF_H5_F32: return cls == H5T_FLOAT && size == 4;
+        case FF_H5_F64: return cls == H5T_FLOAT && size == 8;
+        case FF_H5_U8: return cls == H5T_INTEGER && size == 1 && H5Tget_sign(ftype) == H5T_SGN_NONE;
+        case FF_H5_I64: return cls == H5T_INTEGER && size == 8;
+        case FF_H5_I32: return cls == H5T_INTEGER && size == 4;
     }
     return 0;
 }
@@ -107,8 +111,7 @@ ff_status ff_h5_shape(int *rank, int64_t dims[FF_H5_MAX_RANK], int64_t loc, cons
     return st;
 }
 
-ff_status ff_h5_read(void *out, int64_t loc, const char *name, ff_h5_type type, int rank,
-                     const int64_t *dims) {
+ff_status ff_h5_read(void *out, int64_t loc, const char *name, ff_h5_type type, int rank, const int64_t *dims) {
     int r;
     int64_t d[FF_H5_MAX_RANK];
     FF_TRY(ff_h5_shape(&r, d, loc, name));
@@ -134,8 +137,7 @@ ff_status ff_h5_read(void *out, int64_t loc, const char *name, ff_h5_type type, 
     return FF_OK;
 }
 
-ff_status ff_h5_write(int64_t loc, const char *name, ff_h5_type type, const void *data, int rank,
-                      const int64_t *dims) {
+ff_status ff_h5_write(int64_t loc, const char *name, ff_h5_type type, const void *data, int rank, const int64_t *dims) {
     quiet();
     hsize_t d[FF_H5_MAX_RANK];
     size_t numel = 1;
@@ -243,7 +245,8 @@ ff_status ff_h5_read_attr_str(char *out, size_t cap, int64_t loc, const char *ob
     } else {
         size_t size = H5Tget_size(ft);
         if (size + 1 > cap) {
-            st = FF_FAIL(FF_ERR_INPUT, "attribute '%s' on '%s' is %zu bytes: expected at most %zu", attr, path, size, cap - 1);
+            st = FF_FAIL(FF_ERR_INPUT, "attribute '%s' on '%s' is %zu bytes: expected at most %zu", attr, path, size,
+                         cap - 1);
         } else {
             hid_t mt = H5Tcopy(H5T_C_S1);
             H5Tset_size(mt, size + 1);

@@ -20,11 +20,16 @@ static void escaped(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c == '\n') fputs("\\n", f);
-        else if (c == '\t') fputs("\\t", f);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
+        if (c == '"' || c == '\\')
+            fprintf(f, "\\%c", c);
+        else if (c == '\n')
+            fputs("\\n", f);
+        else if (c == '\t')
+            fputs("\\t", f);
+        else if (c < 0x20)
+            fprintf(f, "\\u%04x", c);
+        else
+            fputc(c, f);
     }
     fputc('"', f);
 }
@@ -56,15 +61,25 @@ static void close_container(ff_json *j, char c) {
     if (j->depth == 0) fputc('\n', j->f);
 }
 
-void ff_json_begin_object(ff_json *j, const char *key) { open_container(j, key, '{'); }
-void ff_json_end_object(ff_json *j) { close_container(j, '}'); }
-void ff_json_begin_array(ff_json *j, const char *key) { open_container(j, key, '['); }
-void ff_json_end_array(ff_json *j) { close_container(j, ']'); }
+void ff_json_begin_object(ff_json *j, const char *key) {
+    open_container(j, key, '{');
+}
+void ff_json_end_object(ff_json *j) {
+    close_container(j, '}');
+}
+void ff_json_begin_array(ff_json *j, const char *key) {
+    open_container(j, key, '[');
+}
+void ff_json_end_array(ff_json *j) {
+    close_container(j, ']');
+}
 
 void ff_json_str(ff_json *j, const char *key, const char *value) {
     key_prefix(j, key);
-    if (value) escaped(j->f, value);
-    else fputs("null", j->f);
+    if (value)
+        escaped(j->f, value);
+    else
+        fputs("null", j->f);
 }
 
 void ff_json_int(ff_json *j, const char *key, int64_t value) {
@@ -74,8 +89,10 @@ void ff_json_int(ff_json *j, const char *key, int64_t value) {
 
 void ff_json_num(ff_json *j, const char *key, double value) {
     key_prefix(j, key);
-    if (isfinite(value)) fprintf(j->f, "%.6g", value);
-    else fputs("null", j->f);
+    if (isfinite(value))
+        fprintf(j->f, "%.6g", value);
+    else
+        fputs("null", j->f);
 }
 
 void ff_json_bool(ff_json *j, const char *key, bool value) {

@@ -31,13 +31,16 @@
 typedef float ff_v4 __attribute__((vector_size(4 * sizeof(float))));
 typedef float ff_v8 __attribute__((vector_size(8 * sizeof(float))));
 
-static int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max64(int64_t a, int64_t b) {
+    return a > b ? a : b;
+}
+static int64_t min64(int64_t a, int64_t b) {
+    return a < b ? a : b;
+}
 
 // Output columns ow whose input column ow*stride + tap - pad lies inside [0, W): [lo, hi).
 // Columns outside are padding taps and are skipped (not added as zeros).
-static void valid_cols(int64_t *lo, int64_t *hi, int64_t W, int64_t Wo, int64_t stride, int64_t pad,
-                       int64_t tap) {
+static void valid_cols(int64_t *lo, int64_t *hi, int64_t W, int64_t Wo, int64_t stride, int64_t pad, int64_t tap) {
     // ow*stride + tap - pad >= 0  <=>  ow >= ceil((pad - tap) / stride)
     int64_t need = pad - tap;
     int64_t l = need <= 0 ? 0 : (need + stride - 1) / stride;
@@ -89,9 +92,13 @@ typedef struct {
 
 #ifdef FF_HAVE_WIDE
 static int conv_wide = -1;  // -1: not decided yet; decided once (a race writes the same value)
-static bool cpu_has_wide(void) { return __builtin_cpu_supports("avx2"); }
+static bool cpu_has_wide(void) {
+    return __builtin_cpu_supports("avx2");
+}
 #else
-static bool cpu_has_wide(void) { return false; }
+static bool cpu_has_wide(void) {
+    return false;
+}
 #endif
 
 ff_status ff_cpu_vector_choose(bool *wide) {
@@ -163,8 +170,8 @@ static void conv2d_plain(float *out, const float *in, const float *w, const floa
                 }
 }
 
-void ff_cpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
-                   const ff_rows *rows, int64_t n) {
+void ff_cpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L, const ff_rows *rows,
+                   int64_t n) {
     const ff_conv_segment seg = {out, in, *rows, n};
     ff_cpu_conv2d_segments(&seg, 1, w, b, L);
 }
@@ -270,12 +277,11 @@ void ff_cpu_lrn(float *out, const float *in, const ff_layer *L, int64_t rows, in
 // vectorised without reassociating it, so instead 8 output rows j are computed together: 8
 // independent chains that the CPU overlaps, with x[i] loaded once for all 8.
 #define FF_LINEAR_BLOCK 8
-void ff_cpu_linear(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
-                   int64_t n) {
+void ff_cpu_linear(float *out, const float *in, const float *w, const float *b, const ff_layer *L, int64_t n) {
     const int64_t I = L->in.c * L->in.h * L->in.w, J = L->out.c;
     int64_t j = 0;
     for (; j + FF_LINEAR_BLOCK <= J; j += FF_LINEAR_BLOCK) {
-        const float *w0 = w + j * I;  // rows j .. j+7 of (J, I)
+        const float *w0 = w + j * I;             // rows j .. j+7 of (J, I)
         for (int64_t img = 0; img < n; img++) {  // the 8 weight rows stay in cache across images
             const float *x = in + img * I;
             float a0 = b[j], a1 = b[j + 1], a2 = b[j + 2], a3 = b[j + 3];
@@ -326,31 +332,19 @@ void ff_cpu_softmax(float *out, const float *in, int64_t classes, int64_t n) {
     }
 }
 
-void ff_cpu_layer_forward(float *out, const float *in, const float *w, const float *b,
-                          const ff_layer *L, const ff_rows *rows, int64_t n) {
+void ff_cpu_layer_forward(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
+                          const ff_rows *rows, int64_t n) {
     const int64_t band = rows->out_hi - rows->out_lo;
     switch (L->op) {
-    case FF_OP_CONV2D:
-        ff_cpu_conv2d(out, in, w, b, L, rows, n);
-        break;
-    case FF_OP_RELU:
-        ff_cpu_relu(out, in, n * L->in.c * band * L->in.w);
-        break;
-    case FF_OP_MAXPOOL:
-        ff_cpu_maxpool(out, in, L, rows, n);
-        break;
-    case FF_OP_LRN:
-        ff_cpu_lrn(out, in, L, band, n);
-        break;
-    case FF_OP_FLATTEN:
-        // (n, C, H, W) -> (n, C*H*W): the memory layout is already the flattened one.
-        if (out != in) memmove(out, in, (size_t)(n * ff_shape_numel(L->in)) * sizeof(float));
-        break;
-    case FF_OP_LINEAR:
-        ff_cpu_linear(out, in, w, b, L, n);
-        break;
-    case FF_OP_SOFTMAX:
-        ff_cpu_softmax(out, in, ff_shape_numel(L->in), n);
-        break;
+        case FF_OP_CONV2D: ff_cpu_conv2d(out, in, w, b, L, rows, n); break;
+        case FF_OP_RELU: ff_cpu_relu(out, in, n * L->in.c * band * L->in.w); break;
+        case FF_OP_MAXPOOL: ff_cpu_maxpool(out, in, L, rows, n); break;
+        case FF_OP_LRN: ff_cpu_lrn(out, in, L, band, n); break;
+        case FF_OP_FLATTEN:
+            // (n, C, H, W) -> (n, C*H*W): the memory layout is already the flattened one.
+            if (out != in) memmove(out, in, (size_t)(n * ff_shape_numel(L->in)) * sizeof(float));
+            break;
+        case FF_OP_LINEAR: ff_cpu_linear(out, in, w, b, L, n); break;
+        case FF_OP_SOFTMAX: ff_cpu_softmax(out, in, ff_shape_numel(L->in), n); break;
     }
 }

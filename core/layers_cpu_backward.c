@@ -30,8 +30,7 @@ static void im2col_t(float *colT, const float *x, const ff_layer *L) {
                     int64_t ih = oh * st - pad + r;
                     for (int64_t s = 0; s < S; s++) {
                         int64_t iw = ow * st - pad + s;
-                        *row++ = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? x[(c * H + ih) * W + iw]
-                                                                          : 0.0f;
+                        *row++ = (ih >= 0 && ih < H && iw >= 0 && iw < W) ? x[(c * H + ih) * W + iw] : 0.0f;
                     }
                 }
         }
@@ -39,8 +38,8 @@ static void im2col_t(float *colT, const float *x, const ff_layer *L) {
 
 #define FF_BWD_BLOCK 32
 
-void ff_cpu_conv2d_backward_weights(float *dw, float *db, const float *dy, const float *x,
-                                    const ff_layer *L, int64_t n, float *scratch) {
+void ff_cpu_conv2d_backward_weights(float *dw, float *db, const float *dy, const float *x, const ff_layer *L, int64_t n,
+                                    float *scratch) {
     const int64_t K = L->out_c, C = L->in.c, H = L->in.h, W = L->in.w;
     const int64_t P = L->out.h * L->out.w, CRS = C * L->kh * L->kw;
     memset(dw, 0, (size_t)(K * CRS) * sizeof *dw);
@@ -81,8 +80,7 @@ void ff_cpu_conv2d_backward_weights(float *dw, float *db, const float *dy, const
     }
 }
 
-void ff_cpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L,
-                                 int64_t n) {
+void ff_cpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n) {
     const int64_t K = L->out_c, C = L->in.c, H = L->in.h, W = L->in.w, R = L->kh, S = L->kw;
     const int64_t Ho = L->out.h, Wo = L->out.w, st = L->stride, pad = L->pad;
     memset(dx, 0, (size_t)(n * C * H * W) * sizeof *dx);
@@ -122,8 +120,7 @@ void ff_cpu_relu_backward(float *dx, const float *dy, const float *y, int64_t co
     for (int64_t i = 0; i < count; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 
-void ff_cpu_maxpool_backward(float *dx, const float *dy, const float *x, const ff_layer *L,
-                             int64_t n) {
+void ff_cpu_maxpool_backward(float *dx, const float *dy, const float *x, const ff_layer *L, int64_t n) {
     const int64_t C = L->in.c, H = L->in.h, W = L->in.w, R = L->kh, S = L->kw;
     const int64_t Ho = L->out.h, Wo = L->out.w, st = L->stride, pad = L->pad;
     memset(dx, 0, (size_t)(n * C * H * W) * sizeof *dx);
@@ -154,8 +151,8 @@ void ff_cpu_maxpool_backward(float *dx, const float *dy, const float *x, const f
     }
 }
 
-void ff_cpu_linear_backward_weights(float *dw, float *db, const float *dy, const float *x,
-                                    const ff_layer *L, int64_t n) {
+void ff_cpu_linear_backward_weights(float *dw, float *db, const float *dy, const float *x, const ff_layer *L,
+                                    int64_t n) {
     const int64_t O = L->out_c, I = L->in.c * L->in.h * L->in.w;
     for (int64_t j = 0; j < O; j++) {
         float *dwj = dw + j * I;
@@ -172,8 +169,7 @@ void ff_cpu_linear_backward_weights(float *dw, float *db, const float *dy, const
     }
 }
 
-void ff_cpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L,
-                                 int64_t n) {
+void ff_cpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n) {
     const int64_t O = L->out_c, I = L->in.c * L->in.h * L->in.w;
     memset(dx, 0, (size_t)(n * I) * sizeof *dx);
     // j outside the image loop so that row j of w is reused from cache by every image; each dx
@@ -189,8 +185,8 @@ void ff_cpu_linear_backward_data(float *dx, const float *dy, const float *w, con
     }
 }
 
-void ff_cpu_softmax_xent_backward(float *dz, float *loss, const float *z, const int32_t *labels,
-                                  float scale, int64_t classes, int64_t n) {
+void ff_cpu_softmax_xent_backward(float *dz, float *loss, const float *z, const int32_t *labels, float scale,
+                                  int64_t classes, int64_t n) {
     for (int64_t s = 0; s < n; s++) {
         const float *zs = z + s * classes;
         float *ds = dz + s * classes;

@@ -467,7 +467,8 @@ static ff_status launch_gemm(float *out, const float *in, const float *w, const 
                        "at most %d supported",
                        g.Kd, smem, 200 * 1024);
     k_gemm<BM, BN, TM, TN, BK, STAGES, LIN>
-        <<<dim3((unsigned)gx, (unsigned)gy, (unsigned)gz), (BM / TM) * (BN / TN), smem, s>>>(out, in, w, b, g, relu ? 1 : 0);
+        <<<dim3((unsigned)gx, (unsigned)gy, (unsigned)gz), (BM / TM) * (BN / TN), smem, s>>>(out, in, w, b, g,
+                                                                                             relu ? 1 : 0);
     FF_LAUNCH_CHECK("k_gemm");
     return FF_OK;
 }
@@ -649,8 +650,8 @@ extern "C" ff_status ff_gpu_linear(float *out, const float *in, const float *w, 
     // S chunks as a batch of S GEMMs into the workspace: problem z reads columns [z chunk, (z+1) chunk)
     // of the I-long rows of w and in, and writes p_z: (n, J) at work + z n J (the bias starts p_0 only).
     if (!work)
-        return FF_FAIL(FF_ERR_INPUT, "%s: split-K linear (%d chunks of %lld) needs a workspace of %lld floats",
-                       L->name, S, (long long)chunk, (long long)ff_gpu_linear_workspace_floats(L, n));
+        return FF_FAIL(FF_ERR_INPUT, "%s: split-K linear (%d chunks of %lld) needs a workspace of %lld floats", L->name,
+                       S, (long long)chunk, (long long)ff_gpu_linear_workspace_floats(L, n));
     g.batch = S;
     g.ld = (int)I;
     g.zA = chunk;

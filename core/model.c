@@ -3,29 +3,52 @@
 
 #include <string.h>
 
-#define CONV(nm, k, r, st, pd) {.name = nm, .op = FF_OP_CONV2D, .out_c = k, .kh = r, .kw = r, .stride = st, .pad = pd}
-#define POOL(nm, r, st) {.name = nm, .op = FF_OP_MAXPOOL, .kh = r, .kw = r, .stride = st, .pad = 0}
-#define RELU(nm) {.name = nm, .op = FF_OP_RELU}
-#define FC(nm, n) {.name = nm, .op = FF_OP_LINEAR, .out_c = n}
+#define CONV(nm, k, r, st, pd) \
+    { .name = nm, .op = FF_OP_CONV2D, .out_c = k, .kh = r, .kw = r, .stride = st, .pad = pd }
+#define POOL(nm, r, st) \
+    { .name = nm, .op = FF_OP_MAXPOOL, .kh = r, .kw = r, .stride = st, .pad = 0 }
+#define RELU(nm) \
+    { .name = nm, .op = FF_OP_RELU }
+#define FC(nm, n) \
+    { .name = nm, .op = FF_OP_LINEAR, .out_c = n }
 
 // AlexNet as the seed tabulates it (no channel groups), LRN after pool2 with PyTorch's definition.
 static const ff_layer alexnet_table[] = {
-    CONV("conv1", 96, 11, 4, 0), RELU("relu1"), POOL("pool1", 3, 2),
-    CONV("conv2", 256, 5, 1, 2), RELU("relu2"), POOL("pool2", 3, 2),
+    CONV("conv1", 96, 11, 4, 0),
+    RELU("relu1"),
+    POOL("pool1", 3, 2),
+    CONV("conv2", 256, 5, 1, 2),
+    RELU("relu2"),
+    POOL("pool2", 3, 2),
     {.name = "lrn2", .op = FF_OP_LRN, .lrn_size = 5, .lrn_alpha = 1e-4f, .lrn_beta = 0.75f, .lrn_k = 2.0f},
-    CONV("conv3", 384, 3, 1, 1), RELU("relu3"),
-    CONV("conv4", 384, 3, 1, 1), RELU("relu4"),
-    CONV("conv5", 256, 3, 1, 1), RELU("relu5"), POOL("pool5", 3, 2),
+    CONV("conv3", 384, 3, 1, 1),
+    RELU("relu3"),
+    CONV("conv4", 384, 3, 1, 1),
+    RELU("relu4"),
+    CONV("conv5", 256, 3, 1, 1),
+    RELU("relu5"),
+    POOL("pool5", 3, 2),
     {.name = "flatten", .op = FF_OP_FLATTEN},
-    FC("fc6", 4096), RELU("relu6"), FC("fc7", 4096), RELU("relu7"), FC("fc8", 1000),
+    FC("fc6", 4096),
+    RELU("relu6"),
+    FC("fc7", 4096),
+    RELU("relu7"),
+    FC("fc8", 1000),
     {.name = "softmax", .op = FF_OP_SOFTMAX},
 };
 
 // PyTorch's classic MNIST example without dropout.
 static const ff_layer mnist_table[] = {
-    CONV("conv1", 32, 3, 1, 0), RELU("relu1"), CONV("conv2", 64, 3, 1, 0), RELU("relu2"),
-    POOL("pool1", 2, 2), {.name = "flatten", .op = FF_OP_FLATTEN},
-    FC("fc1", 128), RELU("relu3"), FC("fc2", 10), {.name = "softmax", .op = FF_OP_SOFTMAX},
+    CONV("conv1", 32, 3, 1, 0),
+    RELU("relu1"),
+    CONV("conv2", 64, 3, 1, 0),
+    RELU("relu2"),
+    POOL("pool1", 2, 2),
+    {.name = "flatten", .op = FF_OP_FLATTEN},
+    FC("fc1", 128),
+    RELU("relu3"),
+    FC("fc2", 10),
+    {.name = "softmax", .op = FF_OP_SOFTMAX},
 };
 
 typedef struct {
@@ -40,17 +63,19 @@ static const model_def models[] = {
     {"mnist-cnn", {1, 28, 28}, mnist_table, (int)(sizeof mnist_table / sizeof mnist_table[0])},
 };
 
-const char *ff_model_names(void) { return "alexnet, mnist-cnn"; }
+const char *ff_model_names(void) {
+    return "alexnet, mnist-cnn";
+}
 
 const char *ff_op_name(ff_op op) {
     switch (op) {
-    case FF_OP_CONV2D: return "conv2d";
-    case FF_OP_RELU: return "relu";
-    case FF_OP_MAXPOOL: return "maxpool";
-    case FF_OP_LRN: return "lrn";
-    case FF_OP_FLATTEN: return "flatten";
-    case FF_OP_LINEAR: return "linear";
-    case FF_OP_SOFTMAX: return "softmax";
+        case FF_OP_CONV2D: return "conv2d";
+        case FF_OP_RELU: return "relu";
+        case FF_OP_MAXPOOL: return "maxpool";
+        case FF_OP_LRN: return "lrn";
+        case FF_OP_FLATTEN: return "flatten";
+        case FF_OP_LINEAR: return "linear";
+        case FF_OP_SOFTMAX: return "softmax";
     }
     return "?";
 }
@@ -72,36 +97,36 @@ static ff_status derive(ff_model *m) {
         L->param_index = -1;
         L->n_weight = L->n_bias = L->fan_in = L->flops = 0;
         switch (L->op) {
-        case FF_OP_CONV2D:
-        case FF_OP_MAXPOOL: {
-            if (s.h + 2 * L->pad < L->kh || s.w + 2 * L->pad < L->kw)
-                return FF_FAIL(FF_ERR_INTERNAL, "%s: %dx%d window larger than padded input %lldx%lld",
-                               L->name, L->kh, L->kw, (long long)s.h, (long long)s.w);
-            ff_shape o = {L->op == FF_OP_CONV2D ? L->out_c : s.c, window_out(s.h, L->kh, L->stride, L->pad),
-                          window_out(s.w, L->kw, L->stride, L->pad)};
-            if (L->op == FF_OP_CONV2D) {
-                L->fan_in = s.c * L->kh * L->kw;
-                L->n_weight = L->out_c * L->fan_in;
-                L->n_bias = L->out_c;
-                L->flops = 2 * L->n_weight * o.h * o.w;
+            case FF_OP_CONV2D:
+            case FF_OP_MAXPOOL: {
+                if (s.h + 2 * L->pad < L->kh || s.w + 2 * L->pad < L->kw)
+                    return FF_FAIL(FF_ERR_INTERNAL, "%s: %dx%d window larger than padded input %lldx%lld", L->name,
+                                   L->kh, L->kw, (long long)s.h, (long long)s.w);
+                ff_shape o = {L->op == FF_OP_CONV2D ? L->out_c : s.c, window_out(s.h, L->kh, L->stride, L->pad),
+                              window_out(s.w, L->kw, L->stride, L->pad)};
+                if (L->op == FF_OP_CONV2D) {
+                    L->fan_in = s.c * L->kh * L->kw;
+                    L->n_weight = L->out_c * L->fan_in;
+                    L->n_bias = L->out_c;
+                    L->flops = 2 * L->n_weight * o.h * o.w;
+                }
+                s = o;
+                break;
             }
-            s = o;
-            break;
-        }
-        case FF_OP_FLATTEN: s = (ff_shape){ff_shape_numel(s), 1, 1}; break;
-        case FF_OP_LINEAR:
-            if (s.h != 1 || s.w != 1)
-                return FF_FAIL(FF_ERR_INTERNAL, "%s: linear layer needs a flat input, got %lldx%lldx%lld",
-                               L->name, (long long)s.c, (long long)s.h, (long long)s.w);
-            L->fan_in = s.c;
-            L->n_weight = L->out_c * s.c;
-            L->n_bias = L->out_c;
-            L->flops = 2 * L->n_weight;
-            s = (ff_shape){L->out_c, 1, 1};
-            break;
-        case FF_OP_RELU:
-        case FF_OP_LRN:
-        case FF_OP_SOFTMAX: break;
+            case FF_OP_FLATTEN: s = (ff_shape){ff_shape_numel(s), 1, 1}; break;
+            case FF_OP_LINEAR:
+                if (s.h != 1 || s.w != 1)
+                    return FF_FAIL(FF_ERR_INTERNAL, "%s: linear layer needs a flat input, got %lldx%lldx%lld", L->name,
+                                   (long long)s.c, (long long)s.h, (long long)s.w);
+                L->fan_in = s.c;
+                L->n_weight = L->out_c * s.c;
+                L->n_bias = L->out_c;
+                L->flops = 2 * L->n_weight;
+                s = (ff_shape){L->out_c, 1, 1};
+                break;
+            case FF_OP_RELU:
+            case FF_OP_LRN:
+            case FF_OP_SOFTMAX: break;
         }
         L->out = s;
         if (L->n_weight) {
@@ -126,8 +151,7 @@ ff_status ff_model_init(ff_model *m, const char *name) {
             return derive(m);
         }
     }
-    return FF_FAIL(FF_ERR_INPUT, "unknown model '%s': expected one of %s", name ? name : "(none)",
-                   ff_model_names());
+    return FF_FAIL(FF_ERR_INPUT, "unknown model '%s': expected one of %s", name ? name : "(none)", ff_model_names());
 }
 
 int ff_model_find_layer(const ff_model *m, const char *name) {
@@ -136,7 +160,9 @@ int ff_model_find_layer(const ff_model *m, const char *name) {
     return -1;
 }
 
-bool ff_layer_is_windowed(const ff_layer *L) { return L->op == FF_OP_CONV2D || L->op == FF_OP_MAXPOOL; }
+bool ff_layer_is_windowed(const ff_layer *L) {
+    return L->op == FF_OP_CONV2D || L->op == FF_OP_MAXPOOL;
+}
 
 bool ff_layer_is_spatial(const ff_layer *L) {
     return ff_layer_is_windowed(L) || L->op == FF_OP_RELU || L->op == FF_OP_LRN;

@@ -22,9 +22,9 @@ ff_range ff_band_rotated(int64_t n, int P, int r, int rot) {
     // Sizes differ by at most one, so the prefix sum is r*(n/P) plus the extra rows before r.
     // extra(k): rows beyond n/P in balanced bands 0..k-1 = floor(k*n/P) - k*(n/P).
     const int64_t base = n / P;
-#define FF_EXTRA(k) ((int64_t)(k) * n / P - (int64_t)(k) * base)
-    const int64_t before = rot + r <= P ? FF_EXTRA(rot + r) - FF_EXTRA(rot)
-                                        : FF_EXTRA(P) - FF_EXTRA(rot) + FF_EXTRA(rot + r - P);
+#define FF_EXTRA(k) ((int64_t)(k)*n / P - (int64_t)(k)*base)
+    const int64_t before =
+        rot + r <= P ? FF_EXTRA(rot + r) - FF_EXTRA(rot) : FF_EXTRA(P) - FF_EXTRA(rot) + FF_EXTRA(rot + r - P);
 #undef FF_EXTRA
     b.lo = (int64_t)r * base + before;
     b.hi = b.lo + ff_range_len(ff_band(n, P, (r + rot) % P));
@@ -105,8 +105,8 @@ ff_status ff_partition_build(ff_partition **out, const ff_model *m, int first, i
     return ff_partition_build_rotated(out, m, first, last, P, split, batch, 0);
 }
 
-ff_status ff_partition_build_rotated(ff_partition **out, const ff_model *m, int first, int last, int P,
-                                     ff_split split, int64_t batch, int rot) {
+ff_status ff_partition_build_rotated(ff_partition **out, const ff_model *m, int first, int last, int P, ff_split split,
+                                     int64_t batch, int rot) {
     *out = NULL;
     if (P < 1 || P > FF_PART_MAX_RANKS)
         return FF_FAIL(FF_ERR_INPUT, "rank count %d: expected 1..%d", P, FF_PART_MAX_RANKS);

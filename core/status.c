@@ -39,33 +39,37 @@ ff_status ff_fail_context(ff_status code, const char *fmt, ...) {
     return code;
 }
 
-const char *ff_last_error(void) { return ff_msg; }
-void ff_clear_error(void) { ff_msg[0] = 0; }
+const char *ff_last_error(void) {
+    return ff_msg;
+}
+void ff_clear_error(void) {
+    ff_msg[0] = 0;
+}
 
 const char *ff_status_name(ff_status s) {
     switch (s) {
-    case FF_OK: return "ok";
-    case FF_ERR_INPUT: return "bad input";
-    case FF_ERR_IO: return "I/O error";
-    case FF_ERR_INTEGRITY: return "integrity check failed";
-    case FF_ERR_NO_CUDA: return "no CUDA";
-    case FF_ERR_OOM: return "out of memory";
-    case FF_ERR_CUDA: return "CUDA error";
-    case FF_ERR_MPI: return "MPI error";
-    case FF_ERR_NCCL: return "NCCL error";
-    case FF_ERR_HDF5: return "HDF5 error";
-    case FF_ERR_INTERNAL: return "internal error";
+        case FF_OK: return "ok";
+        case FF_ERR_INPUT: return "bad input";
+        case FF_ERR_IO: return "I/O error";
+        case FF_ERR_INTEGRITY: return "integrity check failed";
+        case FF_ERR_NO_CUDA: return "no CUDA";
+        case FF_ERR_OOM: return "out of memory";
+        case FF_ERR_CUDA: return "CUDA error";
+        case FF_ERR_MPI: return "MPI error";
+        case FF_ERR_NCCL: return "NCCL error";
+        case FF_ERR_HDF5: return "HDF5 error";
+        case FF_ERR_INTERNAL: return "internal error";
     }
     return "unknown status";
 }
 
 int ff_exit_code(ff_status s) {
     switch (s) {
-    case FF_OK: return FF_EXIT_OK;
-    case FF_ERR_INPUT:
-    case FF_ERR_IO:
-    case FF_ERR_INTEGRITY: return FF_EXIT_USAGE;
-    case FF_ERR_NO_CUDA: return FF_EXIT_UNAVAILABLE;
-    default: return FF_EXIT_FAILURE;
+        case FF_OK: return FF_EXIT_OK;
+        case FF_ERR_INPUT:
+        case FF_ERR_IO:
+        case FF_ERR_INTEGRITY: return FF_EXIT_USAGE;
+        case FF_ERR_NO_CUDA: return FF_EXIT_UNAVAILABLE;
+        default: return FF_EXIT_FAILURE;
     }
 }

@@ -15,7 +15,9 @@ double ff_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-void ff_trace_reset(ff_trace *t) { memset(t, 0, sizeof *t); }
+void ff_trace_reset(ff_trace *t) {
+    memset(t, 0, sizeof *t);
+}
 
 double ff_trace_phase_total(const ff_trace *t, ff_phase p) {
     double s = 0;

@@ -38,9 +38,12 @@ struct ff_trainer {
 };
 
 ff_status ff_reduce_parse(ff_reduce *out, const char *s) {
-    if (strcmp(s, "deterministic") == 0) *out = FF_REDUCE_DETERMINISTIC;
-    else if (strcmp(s, "allreduce") == 0) *out = FF_REDUCE_ALLREDUCE;
-    else return FF_FAIL(FF_ERR_INPUT, "--reduce '%s': expected 'deterministic' or 'allreduce'", s);
+    if (strcmp(s, "deterministic") == 0)
+        *out = FF_REDUCE_DETERMINISTIC;
+    else if (strcmp(s, "allreduce") == 0)
+        *out = FF_REDUCE_ALLREDUCE;
+    else
+        return FF_FAIL(FF_ERR_INPUT, "--reduce '%s': expected 'deterministic' or 'allreduce'", s);
     return FF_OK;
 }
 
@@ -59,8 +62,7 @@ void ff_train_options_default(ff_train_options *o) {
 
 static void *xcalloc(size_t n, size_t sz, ff_status *st, const char *what) {
     void *p = calloc(n ? n : 1, sz);
-    if (!p && *st == FF_OK)
-        *st = FF_FAIL(FF_ERR_OOM, "trainer: cannot allocate %zu bytes for %s", n * sz, what);
+    if (!p && *st == FF_OK) *st = FF_FAIL(FF_ERR_OOM, "trainer: cannot allocate %zu bytes for %s", n * sz, what);
     return p;
 }
 
@@ -85,27 +87,28 @@ void ff_trainer_destroy(ff_trainer *t) {
     free(t);
 }
 
-ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w,
-                            const ff_train_options *o, ff_comm *comm) {
+ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, const ff_train_options *o,
+                            ff_comm *comm) {
     *out = NULL;
     if (o->batch < 1) return FF_FAIL(FF_ERR_INPUT, "--batch %lld: expected >= 1", (long long)o->batch);
     if (o->microbatch < 1 || o->microbatch > o->batch)
-        return FF_FAIL(FF_ERR_INPUT, "--microbatch %lld: expected 1..batch (%lld)",
-                       (long long)o->microbatch, (long long)o->batch);
+        return FF_FAIL(FF_ERR_INPUT, "--microbatch %lld: expected 1..batch (%lld)", (long long)o->microbatch,
+                       (long long)o->batch);
     if ((o->batch + o->microbatch - 1) / o->microbatch > FF_MAX_MICROBATCHES)
-        return FF_FAIL(FF_ERR_INPUT, "--batch %lld / --microbatch %lld makes more than %d "
-                       "micro-batches (raise --microbatch)", (long long)o->batch,
-                       (long long)o->microbatch, FF_MAX_MICROBATCHES);
+        return FF_FAIL(FF_ERR_INPUT,
+                       "--batch %lld / --microbatch %lld makes more than %d "
+                       "micro-batches (raise --microbatch)",
+                       (long long)o->batch, (long long)o->microbatch, FF_MAX_MICROBATCHES);
     int last = m->n_layers - 1;
     if (last >= 0 && m->layers[last].op == FF_OP_SOFTMAX) last--;
     if (last < 0) return FF_FAIL(FF_ERR_INPUT, "model %s: no layers to train", m->name);
     for (int l = 0; l <= last; l++) {
         ff_op op = m->layers[l].op;
-        if (op != FF_OP_CONV2D && op != FF_OP_RELU && op != FF_OP_MAXPOOL && op != FF_OP_FLATTEN &&
-            op != FF_OP_LINEAR)
-            return FF_FAIL(FF_ERR_INPUT, "model %s: layer %s is %s; training supports conv2d, relu, "
-                           "maxpool, flatten and linear (then softmax cross-entropy)", m->name,
-                           m->layers[l].name, ff_op_name(op));
+        if (op != FF_OP_CONV2D && op != FF_OP_RELU && op != FF_OP_MAXPOOL && op != FF_OP_FLATTEN && op != FF_OP_LINEAR)
+            return FF_FAIL(FF_ERR_INPUT,
+                           "model %s: layer %s is %s; training supports conv2d, relu, "
+                           "maxpool, flatten and linear (then softmax cross-entropy)",
+                           m->name, m->layers[l].name, ff_op_name(op));
     }
     ff_status st = FF_OK;
     ff_trainer *t = xcalloc(1, sizeof *t, &st, "the trainer");
@@ -141,8 +144,7 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w,
         slot *sl = &t->slots[s];
         sl->act[0] = xcalloc((size_t)(M * ff_shape_numel(m->input)), sizeof(float), &st, "input");
         for (int l = 0; l <= last; l++)
-            sl->act[l + 1] = xcalloc((size_t)(M * ff_shape_numel(m->layers[l].out)), sizeof(float),
-                                     &st, "activations");
+            sl->act[l + 1] = xcalloc((size_t)(M * ff_shape_numel(m->layers[l].out)), sizeof(float), &st, "activations");
         sl->ga = xcalloc((size_t)(M * m->max_act), sizeof(float), &st, "gradients");
         sl->gb = xcalloc((size_t)(M * m->max_act), sizeof(float), &st, "gradients");
         sl->scratch = xcalloc((size_t)scratch, sizeof(float), &st, "im2col scratch");
@@ -152,8 +154,7 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w,
     }
     if (st == FF_OK && P > 1) {
         t->sendbuf = xcalloc((size_t)(t->nslots * t->N), sizeof(float), &st, "reduce send buffer");
-        t->recvbuf = xcalloc((size_t)(nmb_max * (t->N / P + 1)), sizeof(float), &st,
-                             "reduce receive buffer");
+        t->recvbuf = xcalloc((size_t)(nmb_max * (t->N / P + 1)), sizeof(float), &st, "reduce receive buffer");
     }
     if (st != FF_OK) {
         ff_trainer_destroy(t);
@@ -163,10 +164,18 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w,
     return FF_OK;
 }
 
-const float *ff_trainer_grad(const ff_trainer *t) { return t->grad; }
-ff_weights *ff_trainer_momentum(ff_trainer *t) { return &t->mom; }
-int64_t ff_trainer_steps(const ff_trainer *t) { return t->steps; }
-void ff_trainer_set_steps(ff_trainer *t, int64_t steps) { t->steps = steps; }
+const float *ff_trainer_grad(const ff_trainer *t) {
+    return t->grad;
+}
+ff_weights *ff_trainer_momentum(ff_trainer *t) {
+    return &t->mom;
+}
+int64_t ff_trainer_steps(const ff_trainer *t) {
+    return t->steps;
+}
+void ff_trainer_set_steps(ff_trainer *t, int64_t steps) {
+    t->steps = steps;
+}
 
 // ---------------------------------------------------------------- one micro-batch
 
@@ -190,29 +199,27 @@ static void backward(const ff_trainer *t, slot *sl, int64_t n, float scale) {
         const int need_dx = l > 0;  // the data's own gradient is never needed
         float *tmp;
         switch (L->op) {
-        case FF_OP_CONV2D:
-        case FF_OP_LINEAR: {
-            float *gw = sl->g + (t->w->w[l] - t->w->data);
-            float *gbias = sl->g + (t->w->b[l] - t->w->data);
-            if (L->op == FF_OP_CONV2D) {
-                ff_cpu_conv2d_backward_weights(gw, gbias, cur, x, L, n, sl->scratch);
-                if (need_dx) ff_cpu_conv2d_backward_data(other, cur, t->w->w[l], L, n);
-            } else {
-                ff_cpu_linear_backward_weights(gw, gbias, cur, x, L, n);
-                if (need_dx) ff_cpu_linear_backward_data(other, cur, t->w->w[l], L, n);
+            case FF_OP_CONV2D:
+            case FF_OP_LINEAR: {
+                float *gw = sl->g + (t->w->w[l] - t->w->data);
+                float *gbias = sl->g + (t->w->b[l] - t->w->data);
+                if (L->op == FF_OP_CONV2D) {
+                    ff_cpu_conv2d_backward_weights(gw, gbias, cur, x, L, n, sl->scratch);
+                    if (need_dx) ff_cpu_conv2d_backward_data(other, cur, t->w->w[l], L, n);
+                } else {
+                    ff_cpu_linear_backward_weights(gw, gbias, cur, x, L, n);
+                    if (need_dx) ff_cpu_linear_backward_data(other, cur, t->w->w[l], L, n);
+                }
+                break;
             }
-            break;
-        }
-        case FF_OP_RELU:
-            if (need_dx) ff_cpu_relu_backward(other, cur, y, n * ff_shape_numel(L->out));
-            break;
-        case FF_OP_MAXPOOL:
-            if (need_dx) ff_cpu_maxpool_backward(other, cur, x, L, n);
-            break;
-        case FF_OP_FLATTEN:
-            continue;  // same memory layout: the gradient passes through unchanged
-        default:
-            continue;  // excluded by ff_trainer_create
+            case FF_OP_RELU:
+                if (need_dx) ff_cpu_relu_backward(other, cur, y, n * ff_shape_numel(L->out));
+                break;
+            case FF_OP_MAXPOOL:
+                if (need_dx) ff_cpu_maxpool_backward(other, cur, x, L, n);
+                break;
+            case FF_OP_FLATTEN: continue;  // same memory layout: the gradient passes through unchanged
+            default: continue;             // excluded by ff_trainer_create
         }
         tmp = cur;
         cur = other;
@@ -262,8 +269,7 @@ static void fetch(const ff_trainer *t, slot *sl, const batch_source *src, int64_
 static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src, int64_t b) {
     const int64_t B = t->o.batch, M = t->o.microbatch, P = t->P, N = t->N;
     if (b < 1 || b > B)
-        return FF_FAIL(FF_ERR_INPUT, "train step: batch of %lld images, expected 1..%lld",
-                       (long long)b, (long long)B);
+        return FF_FAIL(FF_ERR_INPUT, "train step: batch of %lld images, expected 1..%lld", (long long)b, (long long)B);
     const int64_t nmb = (b + M - 1) / M;
     const int64_t j0 = nmb * t->rank / P, j1 = nmb * (t->rank + 1) / P, nloc = j1 - j0;
     const float scale = 1.0f / (float)b;
@@ -332,8 +338,8 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
             scount[q] = (size_t)(nloc * len) * sizeof(float);
             sdispl[q] = off;
             for (int64_t jj = 0; jj < nloc; jj++)
-                memcpy((char *)t->sendbuf + off + (size_t)(jj * len) * sizeof(float),
-                       t->slots[jj].g + lo, (size_t)len * sizeof(float));
+                memcpy((char *)t->sendbuf + off + (size_t)(jj * len) * sizeof(float), t->slots[jj].g + lo,
+                       (size_t)len * sizeof(float));
             off += scount[q];
         }
         off = 0;
@@ -352,8 +358,7 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
             gcount[q] = (size_t)len * sizeof(float);
             gdispl[q] = (size_t)lo * sizeof(float);
         }
-        FF_TRY(ff_comm_allgatherv(t->comm, t->grad, gcount, gdispl, rows[0],
-                                  (size_t)my_len * sizeof(float)));
+        FF_TRY(ff_comm_allgatherv(t->comm, t->grad, gcount, gdispl, rows[0], (size_t)my_len * sizeof(float)));
     }
 
     // ---- SGD with momentum (PyTorch's rule), element-wise
@@ -380,39 +385,36 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
 
 static ff_status check_ranks(const ff_trainer *t) {
     if (t->P > FF_MAX_RANKS_TRAIN)
-        return FF_FAIL(FF_ERR_INPUT, "training on %d ranks: at most %d supported", t->P,
-                       FF_MAX_RANKS_TRAIN);
+        return FF_FAIL(FF_ERR_INPUT, "training on %d ranks: at most %d supported", t->P, FF_MAX_RANKS_TRAIN);
     return FF_OK;
 }
 
-ff_status ff_train_step(ff_trainer *t, double *loss, const ff_dataset *ds, const int64_t *idx,
-                        int64_t b) {
+ff_status ff_train_step(ff_trainer *t, double *loss, const ff_dataset *ds, const int64_t *idx, int64_t b) {
     FF_TRY(check_ranks(t));
     const ff_shape in = t->m->input;
     if (in.c != 1 || in.h != ds->rows || in.w != ds->cols)
         return FF_FAIL(FF_ERR_INPUT, "data set images are 1x%lldx%lld, model %s expects %lldx%lldx%lld",
-                       (long long)ds->rows, (long long)ds->cols, t->m->name, (long long)in.c,
-                       (long long)in.h, (long long)in.w);
+                       (long long)ds->rows, (long long)ds->cols, t->m->name, (long long)in.c, (long long)in.h,
+                       (long long)in.w);
     const int64_t classes = ff_shape_numel(t->m->layers[t->last].out);
     if (ds->classes > classes)
         return FF_FAIL(FF_ERR_INPUT, "data set has labels up to %lld, model %s has %lld classes",
                        (long long)ds->classes - 1, t->m->name, (long long)classes);
     for (int64_t i = 0; i < b; i++)
         if (idx[i] < 0 || idx[i] >= ds->n)
-            return FF_FAIL(FF_ERR_INPUT, "train step: sample index %lld out of range [0, %lld)",
-                           (long long)idx[i], (long long)ds->n);
+            return FF_FAIL(FF_ERR_INPUT, "train step: sample index %lld out of range [0, %lld)", (long long)idx[i],
+                           (long long)ds->n);
     batch_source src = {ds, idx, NULL, NULL};
     return step_core(t, loss, &src, b);
 }
 
-ff_status ff_train_step_tensor(ff_trainer *t, double *loss, const float *x, const int32_t *labels,
-                               int64_t b) {
+ff_status ff_train_step_tensor(ff_trainer *t, double *loss, const float *x, const int32_t *labels, int64_t b) {
     FF_TRY(check_ranks(t));
     const int64_t classes = ff_shape_numel(t->m->layers[t->last].out);
     for (int64_t i = 0; i < b; i++)
         if (labels[i] < 0 || labels[i] >= classes)
-            return FF_FAIL(FF_ERR_INPUT, "train step: label %d of image %lld, expected 0..%lld",
-                           labels[i], (long long)i, (long long)classes - 1);
+            return FF_FAIL(FF_ERR_INPUT, "train step: label %d of image %lld, expected 0..%lld", labels[i],
+                           (long long)i, (long long)classes - 1);
     batch_source src = {NULL, NULL, x, labels};
     return step_core(t, loss, &src, b);
 }

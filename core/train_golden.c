@@ -30,8 +30,8 @@ typedef struct {
 
 // ---------------------------------------------------------------- rows
 
-static ff_status add_row(ctx *c, const char *case_str, const char *check, int layer,
-                         const ff_tol_result *tol, const float *ours, int64_t n, const char *note) {
+static ff_status add_row(ctx *c, const char *case_str, const char *check, int layer, const ff_tol_result *tol,
+                         const float *ours, int64_t n, const char *note) {
     ff_verify_report *rep = c->rep;
     if (rep->n_rows == rep->cap) {
         int cap = rep->cap ? 2 * rep->cap : 64;
@@ -45,13 +45,17 @@ static ff_status add_row(ctx *c, const char *case_str, const char *check, int la
     snprintf(r->case_str, sizeof r->case_str, "%s", case_str);
     snprintf(r->check, sizeof r->check, "%s", check);
     r->layer = layer;
-    if (tol) r->tol = *tol;
-    else r->tol.worst = -1;
+    if (tol)
+        r->tol = *tol;
+    else
+        r->tol.worst = -1;
     r->digest = ours ? ff_digest_f32(ours, (size_t)n) : 0;
     r->pass = tol ? tol->pass : false;
     if (note) snprintf(r->note, sizeof r->note, "%s", note);
-    if (r->pass) rep->passed++;
-    else rep->failed++;
+    if (r->pass)
+        rep->passed++;
+    else
+        rep->failed++;
     if (c->cfg->progress) {
         ff_verify_print_row(c->cfg->progress, r);
         fflush(c->cfg->progress);
@@ -73,8 +77,11 @@ static void *xmalloc(size_t n, ff_status *st) {
 
 static ff_status open_checked(ctx *c) {
     FILE *f = fopen(c->path, "rb");
-    if (!f) return FF_FAIL(FF_ERR_IO, "training golden '%s': cannot open it (regenerate with "
-                           "golden/make_golden_train.py)", c->path);
+    if (!f)
+        return FF_FAIL(FF_ERR_IO,
+                       "training golden '%s': cannot open it (regenerate with "
+                       "golden/make_golden_train.py)",
+                       c->path);
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
     fseek(f, 0, SEEK_SET);
@@ -93,8 +100,10 @@ static ff_status open_checked(ctx *c) {
     char have[65], want[65], manifest[1100];
     ff_sha256(dg, buf, (size_t)size);
     ff_sha256_hex(have, dg);
-    if (c->cfg->manifest) snprintf(manifest, sizeof manifest, "%s", c->cfg->manifest);
-    else ff_manifest_default(manifest, sizeof manifest, c->path);
+    if (c->cfg->manifest)
+        snprintf(manifest, sizeof manifest, "%s", c->cfg->manifest);
+    else
+        ff_manifest_default(manifest, sizeof manifest, c->path);
     ff_status st = ff_manifest_lookup(want, manifest, c->path);
     if (st != FF_OK && !c->cfg->trust) {
         free(buf);
@@ -102,15 +111,15 @@ static ff_status open_checked(ctx *c) {
     }
     if (st == FF_OK && strcmp(want, have) != 0) {
         free(buf);
-        return FF_FAIL(FF_ERR_INTEGRITY, "training golden '%s' has SHA-256 %s: %s lists %s (file "
+        return FF_FAIL(FF_ERR_INTEGRITY,
+                       "training golden '%s' has SHA-256 %s: %s lists %s (file "
                        "modified or corrupted; regenerate with golden/make_golden_train.py)",
                        c->path, have, manifest, want);
     }
     ff_clear_error();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    if (fapl < 0 || H5Pset_fapl_core(fapl, 1 << 20, 0) < 0 ||
-        H5Pset_file_image(fapl, buf, (size_t)size) < 0) {
+    if (fapl < 0 || H5Pset_fapl_core(fapl, 1 << 20, 0) < 0 || H5Pset_file_image(fapl, buf, (size_t)size) < 0) {
         if (fapl >= 0) H5Pclose(fapl);
         free(buf);
         return FF_FAIL(FF_ERR_HDF5, "training golden '%s': cannot set up an HDF5 file image", c->path);
@@ -158,14 +167,16 @@ static void check_rel(ff_tol_result *r, char *note, size_t cap, const float *our
     int64_t allowed = n / 200 > FF_TRAIN_GOLDEN_FLIPS ? n / 200 : FF_TRAIN_GOLDEN_FLIPS;
     if (outside > 0 && outside <= allowed && far == 0 && r->n_nan == 0) {
         r->pass = true;
-        snprintf(note, cap, "%lld of %lld elements beyond %.0fx torch32's deviation %.3g: routing "
-                 "flips allowed (<= %lld, each within %.0f%% of max|g| %.3g)", (long long)outside,
-                 (long long)n, FF_TRAIN_GOLDEN_FACTOR, dev, (long long)allowed,
+        snprintf(note, cap,
+                 "%lld of %lld elements beyond %.0fx torch32's deviation %.3g: routing "
+                 "flips allowed (<= %lld, each within %.0f%% of max|g| %.3g)",
+                 (long long)outside, (long long)n, FF_TRAIN_GOLDEN_FACTOR, dev, (long long)allowed,
                  100 * FF_TRAIN_GOLDEN_FLIP_FRAC, big);
     } else {
-        snprintf(note, cap, "tolerance %.0fx torch32's deviation %.3g; %lld beyond it, %lld beyond "
-                 "%.0f%% of max|g|", FF_TRAIN_GOLDEN_FACTOR, dev, (long long)outside, (long long)far,
-                 100 * FF_TRAIN_GOLDEN_FLIP_FRAC);
+        snprintf(note, cap,
+                 "tolerance %.0fx torch32's deviation %.3g; %lld beyond it, %lld beyond "
+                 "%.0f%% of max|g|",
+                 FF_TRAIN_GOLDEN_FACTOR, dev, (long long)outside, (long long)far, 100 * FF_TRAIN_GOLDEN_FLIP_FRAC);
     }
     free(bound);
 }
@@ -198,15 +209,23 @@ static ff_status iso_param_layer(ctx *c, const ff_weights *w, int l) {
     if (st != FF_OK) goto done;
     snprintf(g, sizeof g, "isolation/%s", L->name);
     if (conv) {
-        dims4[0] = n; dims4[1] = L->in.c; dims4[2] = L->in.h; dims4[3] = L->in.w;
+        dims4[0] = n;
+        dims4[1] = L->in.c;
+        dims4[2] = L->in.h;
+        dims4[3] = L->in.w;
         snprintf(name, sizeof name, "%s/x", g);
         if ((st = rd(c, x, name, FF_H5_F32, 4, dims4)) != FF_OK) goto done;
         snprintf(name, sizeof name, "%s/dx_f64", g);
         if ((st = rd(c, rdx, name, FF_H5_F64, 4, dims4)) != FF_OK) goto done;
-        dims4[1] = L->out.c; dims4[2] = L->out.h; dims4[3] = L->out.w;
+        dims4[1] = L->out.c;
+        dims4[2] = L->out.h;
+        dims4[3] = L->out.w;
         snprintf(name, sizeof name, "%s/dy", g);
         if ((st = rd(c, dy, name, FF_H5_F32, 4, dims4)) != FF_OK) goto done;
-        dims4[0] = K; dims4[1] = L->in.c; dims4[2] = L->kh; dims4[3] = L->kw;
+        dims4[0] = K;
+        dims4[1] = L->in.c;
+        dims4[2] = L->kh;
+        dims4[3] = L->kw;
         snprintf(name, sizeof name, "%s/dw_f64", g);
         if ((st = rd(c, rdw, name, FF_H5_F64, 4, dims4)) != FF_OK) goto done;
         ff_cpu_conv2d_backward_weights(dw, db, dy, x, L, n, scratch);
@@ -230,8 +249,10 @@ static ff_status iso_param_layer(ctx *c, const ff_weights *w, int l) {
     int64_t d1[1] = {K};
     snprintf(name, sizeof name, "%s/db_f64", g);
     if ((st = rd(c, rdb, name, FF_H5_F64, 1, d1)) != FF_OK) goto done;
-    if (rowsel) take_rows(dwsel, dw, CRS, c->fc1_rows, c->n_fc1_rows);
-    else memcpy(dwsel, dw, (size_t)(K * CRS) * 4);
+    if (rowsel)
+        take_rows(dwsel, dw, CRS, c->fc1_rows, c->n_fc1_rows);
+    else
+        memcpy(dwsel, dw, (size_t)(K * CRS) * 4);
     // A = sum |terms| of every element, in float64; K terms = images x positions (dw, db) or
     // filters x taps (dx; padding taps counted as terms).
     const int64_t P = conv ? L->out.h * L->out.w : 1;
@@ -281,7 +302,8 @@ static ff_status iso_param_layer(ctx *c, const ff_weights *w, int l) {
     ff_tol_check_bound(&r, dwsel, rdw, bound, nr * CRS);
     snprintf(cs, sizeof cs, "mnist-cnn train iso %s dw(N=%d%s)", L->name, n, rowsel ? ",rows" : "");
     if ((st = add_row(c, cs, "train-iso", l, &r, dwsel, nr * CRS,
-                      fault_note(c, l == ff_model_find_layer(&c->m, "conv2")))) != FF_OK) goto done;
+                      fault_note(c, l == ff_model_find_layer(&c->m, "conv2")))) != FF_OK)
+        goto done;
     for (int64_t i = 0; i < K; i++) bound[i] = ff_tol_dot_bound(adb[i], kdb);
     ff_tol_check_bound(&r, db, rdb, bound, K);
     snprintf(cs, sizeof cs, "mnist-cnn train iso %s db(N=%d)", L->name, n);
@@ -291,8 +313,20 @@ static ff_status iso_param_layer(ctx *c, const ff_weights *w, int l) {
     snprintf(cs, sizeof cs, "mnist-cnn train iso %s dx(N=%d)", L->name, n);
     st = add_row(c, cs, "train-iso", l, &r, dx, n * nin, NULL);
 done:
-    free(x); free(dy); free(dw); free(db); free(dx); free(dwsel); free(rdw); free(rdb); free(rdx);
-    free(adw); free(adb); free(adx); free(bound); free(scratch);
+    free(x);
+    free(dy);
+    free(dw);
+    free(db);
+    free(dx);
+    free(dwsel);
+    free(rdw);
+    free(rdb);
+    free(rdx);
+    free(adw);
+    free(adb);
+    free(adx);
+    free(bound);
+    free(scratch);
     return st;
 }
 
@@ -329,7 +363,11 @@ static ff_status iso_exact_layer(ctx *c, int l) {
     snprintf(cs, sizeof cs, "mnist-cnn train iso %s dx(N=1)", L->name);
     st = add_row(c, cs, "train-iso", l, &r, dx, nin, NULL);
 done:
-    free(x); free(dy); free(dx); free(ref); free(y);
+    free(x);
+    free(dy);
+    free(dx);
+    free(ref);
+    free(y);
     return st;
 }
 
@@ -365,7 +403,10 @@ static ff_status read_param(ctx *c, float *w32, double *w64, const char *group32
         d[0] = L->n_bias;
         rank = 1;
     } else if (L->op == FF_OP_CONV2D) {
-        d[0] = L->out_c; d[1] = L->in.c; d[2] = L->kh; d[3] = L->kw;
+        d[0] = L->out_c;
+        d[1] = L->in.c;
+        d[2] = L->kh;
+        d[3] = L->kw;
         rank = 4;
     } else {
         d[0] = rowsel ? c->n_fc1_rows : L->out_c;
@@ -380,8 +421,8 @@ static ff_status read_param(ctx *c, float *w32, double *w64, const char *group32
 }
 
 // Compares the parameter-shaped tensor ours (full layout of layer L) with the golden pair.
-static ff_status param_rows(ctx *c, const char *what, const float *all, const ff_weights *layout,
-                            const char *g32, const char *g64, const char *suffix, int fault_layer) {
+static ff_status param_rows(ctx *c, const char *what, const float *all, const ff_weights *layout, const char *g32,
+                            const char *g64, const char *suffix, int fault_layer) {
     ff_status st = FF_OK;
     for (int l = 0; l < c->m.n_layers && st == FF_OK; l++) {
         const ff_layer *L = &c->m.layers[l];
@@ -395,18 +436,19 @@ static ff_status param_rows(ctx *c, const char *what, const float *all, const ff
             if (st == FF_OK) st = read_param(c, t32, r64, g32, g64, suffix, L, bias);
             if (st == FF_OK) {
                 const float *src = all + ((bias ? layout->b[l] : layout->w[l]) - layout->data);
-                if (rowsel) take_rows(ours, src, I, c->fc1_rows, c->n_fc1_rows);
-                else memcpy(ours, src, (size_t)n * 4);
+                if (rowsel)
+                    take_rows(ours, src, I, c->fc1_rows, c->n_fc1_rows);
+                else
+                    memcpy(ours, src, (size_t)n * 4);
                 const bool inj = c->cfg->inject_fault && l == fault_layer && (bias == (strcmp(what, "step1") == 0));
                 if (inj) ours[0] += 1e-2f;  // beyond both the tolerance and the flip allowance
                 ff_tol_result r;
                 char cs[200], note[320];
                 check_rel(&r, note, sizeof note, ours, r64, t32, n);
                 if (inj) snprintf(note + strlen(note), sizeof note - strlen(note), "; fault injected");
-                snprintf(cs, sizeof cs, "mnist-cnn train %s %s %s(B=16,M=8%s)", what, L->name,
-                         bias ? "b" : "w", rowsel ? ",rows" : "");
-                st = add_row(c, cs, strcmp(what, "step1") == 0 ? "train-step1" : "train-final", l, &r,
-                             ours, n, note);
+                snprintf(cs, sizeof cs, "mnist-cnn train %s %s %s(B=16,M=8%s)", what, L->name, bias ? "b" : "w",
+                         rowsel ? ",rows" : "");
+                st = add_row(c, cs, strcmp(what, "step1") == 0 ? "train-step1" : "train-final", l, &r, ours, n, note);
             }
             free(t32);
             free(ours);
@@ -446,7 +488,8 @@ static ff_status trajectory(ctx *c, ff_weights *w, int64_t K, int64_t B, float l
         if (k == 0) memcpy(grad1, ff_trainer_grad(t), (size_t)w->n_total * 4);
     }
     if ((st = param_rows(c, "step1", grad1, w, "step1_grad", "step1_grad", "_f32",
-                         ff_model_find_layer(&c->m, "fc2"))) != FF_OK) goto done;
+                         ff_model_find_layer(&c->m, "fc2"))) != FF_OK)
+        goto done;
     {
         // losses: the same relative rule, in float64 (ours are float64 means of float32 losses)
         double dev = 0;
@@ -478,16 +521,24 @@ static ff_status trajectory(ctx *c, ff_weights *w, int64_t K, int64_t B, float l
             }
         }
         char note[160];
-        snprintf(note, sizeof note, "loss %.6f -> %.6f (torch f32 %.6f -> %.6f)%s", ours[0], ours[K - 1],
-                 l32[0], l32[K - 1], c->cfg->inject_fault ? "; fault injected" : "");
-        if ((st = add_row(c, "mnist-cnn train loss trajectory(K=10,B=16,M=8)", "train-loss", -1, &r,
-                          oursf, K < 64 ? K : 64, note)) != FF_OK) goto done;
+        snprintf(note, sizeof note, "loss %.6f -> %.6f (torch f32 %.6f -> %.6f)%s", ours[0], ours[K - 1], l32[0],
+                 l32[K - 1], c->cfg->inject_fault ? "; fault injected" : "");
+        if ((st = add_row(c, "mnist-cnn train loss trajectory(K=10,B=16,M=8)", "train-loss", -1, &r, oursf,
+                          K < 64 ? K : 64, note)) != FF_OK)
+            goto done;
     }
     st = param_rows(c, "final", w->data, w, "trajectory/final_f32", "trajectory/final_f64", NULL,
                     ff_model_find_layer(&c->m, "fc2"));
 done:
     ff_trainer_destroy(t);
-    free(img); free(lab); free(x); free(grad1); free(labels); free(l32); free(l64); free(ours);
+    free(img);
+    free(lab);
+    free(x);
+    free(grad1);
+    free(labels);
+    free(l32);
+    free(l64);
+    free(ours);
     return st;
 }
 
@@ -500,8 +551,10 @@ ff_status ff_train_verify_golden(ff_verify_report *rep, const ff_train_golden_co
     c.cfg = cfg;
     c.file = -1;
     char path[1100];
-    if (cfg->golden) snprintf(path, sizeof path, "%s", cfg->golden);
-    else ff_golden_default_path(path, sizeof path, "train-mnist-cnn");
+    if (cfg->golden)
+        snprintf(path, sizeof path, "%s", cfg->golden);
+    else
+        ff_golden_default_path(path, sizeof path, "train-mnist-cnn");
     c.path = path;
     FF_TRY(ff_model_init(&c.m, "mnist-cnn"));
     FF_TRY(open_checked(&c));
@@ -509,40 +562,44 @@ ff_status ff_train_verify_golden(ff_verify_report *rep, const ff_train_golden_co
     ff_status st = FF_OK;
     char s[64];
     int64_t K = 0, B = 0, seed = 0, ver = 0;
-#define TRY(expr)                    \
-    do {                             \
-        st = (expr);                 \
-        if (st != FF_OK) goto done;  \
+#define TRY(expr)                   \
+    do {                            \
+        st = (expr);                \
+        if (st != FF_OK) goto done; \
     } while (0)
     TRY(ff_h5_read_attr_i64(&ver, c.file, "/", "format_version"));
     TRY(ff_h5_read_attr_str(s, sizeof s, c.file, "/", "kind"));
     if (ver != 1 || strcmp(s, "train") != 0) {
-        st = FF_FAIL(FF_ERR_INPUT, "training golden '%s': kind '%s' version %lld, expected 'train' "
-                     "version 1", path, s, (long long)ver);
+        st = FF_FAIL(FF_ERR_INPUT,
+                     "training golden '%s': kind '%s' version %lld, expected 'train' "
+                     "version 1",
+                     path, s, (long long)ver);
         goto done;
     }
     TRY(ff_h5_read_attr_i64(&K, c.file, "/", "steps"));
     TRY(ff_h5_read_attr_i64(&B, c.file, "/", "batch"));
     TRY(ff_h5_read_attr_i64(&seed, c.file, "/", "seed"));
     if (K < 1 || K > 64 || B < 1 || B > 256) {
-        st = FF_FAIL(FF_ERR_INPUT, "training golden '%s': steps %lld, batch %lld; expected 1..64, "
-                     "1..256", path, (long long)K, (long long)B);
+        st = FF_FAIL(FF_ERR_INPUT,
+                     "training golden '%s': steps %lld, batch %lld; expected 1..64, "
+                     "1..256",
+                     path, (long long)K, (long long)B);
         goto done;
     }
     int rank;
     int64_t dims[FF_H5_MAX_RANK];
     TRY(ff_h5_shape(&rank, dims, c.file, "fc1_rows"));
     if (rank != 1 || dims[0] < 1 || dims[0] > 128) {
-        st = FF_FAIL(FF_ERR_INPUT, "training golden '%s': fc1_rows has %lld entries, expected 1..128",
-                     path, rank == 1 ? (long long)dims[0] : -1LL);
+        st = FF_FAIL(FF_ERR_INPUT, "training golden '%s': fc1_rows has %lld entries, expected 1..128", path,
+                     rank == 1 ? (long long)dims[0] : -1LL);
         goto done;
     }
     c.n_fc1_rows = (int)dims[0];
     TRY(ff_h5_read(c.fc1_rows, c.file, "fc1_rows", FF_H5_I64, 1, dims));
     for (int i = 0; i < c.n_fc1_rows; i++)
         if (c.fc1_rows[i] < 0 || c.fc1_rows[i] >= 128) {
-            st = FF_FAIL(FF_ERR_INPUT, "training golden '%s': fc1_rows[%d] = %lld, expected 0..127",
-                         path, i, (long long)c.fc1_rows[i]);
+            st = FF_FAIL(FF_ERR_INPUT, "training golden '%s': fc1_rows[%d] = %lld, expected 0..127", path, i,
+                         (long long)c.fc1_rows[i]);
             goto done;
         }
     // The lr and momentum are stored as float64 attributes by h5py; the recipe is fixed here and
@@ -564,8 +621,10 @@ ff_status ff_train_verify_golden(ff_verify_report *rep, const ff_train_golden_co
     }
     for (int l = 0; l < c.m.n_layers; l++) {
         const ff_layer *L = &c.m.layers[l];
-        if (L->op == FF_OP_CONV2D || L->op == FF_OP_LINEAR) TRY(iso_param_layer(&c, &w, l));
-        else if (L->op == FF_OP_RELU || L->op == FF_OP_MAXPOOL) TRY(iso_exact_layer(&c, l));
+        if (L->op == FF_OP_CONV2D || L->op == FF_OP_LINEAR)
+            TRY(iso_param_layer(&c, &w, l));
+        else if (L->op == FF_OP_RELU || L->op == FF_OP_MAXPOOL)
+            TRY(iso_exact_layer(&c, l));
     }
     TRY(iso_loss(&c, 10));
     TRY(trajectory(&c, &w, K, B, 0.01f, 0.9f));

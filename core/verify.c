@@ -108,8 +108,7 @@ static ff_status absdot_for(double **A, const int *wg, const ff_golden *g, const
 //          evaluating the derivatives at the float32 activations): guaranteed for any correct code;
 //   sigma: standard deviation of the error when roundings are independent and zero-mean.
 static ff_status e2e_bound(double **bound_out, double **sigma_out, double **A, const int *wg, double prod_rel,
-                           const ff_golden *g,
-                           const ff_model *m, const ff_weights *wt, int upto, int64_t n) {
+                           const ff_golden *g, const ff_model *m, const ff_weights *wt, int upto, int64_t n) {
     size_t n0 = (size_t)(n * ff_shape_numel(m->input));
     double *d = calloc(n0, sizeof(double)), *sg = calloc(n0, sizeof(double));
     double *dn = NULL, *sn = NULL, *tmp = NULL, *tmp2 = NULL;
@@ -229,7 +228,7 @@ typedef struct {
     bool full_batch, root;
     char prefix[96], tail[96];
     double **A;
-    double prod_rel;  // extra relative error per product (--precision tf32), 0 for float32
+    double prod_rel;        // extra relative error per product (--precision tf32), 0 for float32
     int wg[FF_MAX_LAYERS];  // Winograd tile size m per layer (0: a direct dot product), from the executor
     uint64_t rec[FF_GOLDEN_N_SLOTS];
     bool rec_set[FF_GOLDEN_N_SLOTS];

@@ -34,8 +34,12 @@ void ff_weights_free(ff_weights *wt) {
     memset(wt, 0, sizeof *wt);
 }
 
-float ff_weight_scale(const ff_layer *L) { return (float)sqrt(6.0 / (double)L->fan_in); }
-float ff_bias_scale(const ff_layer *L) { return (float)(1.0 / sqrt((double)L->fan_in)); }
+float ff_weight_scale(const ff_layer *L) {
+    return (float)sqrt(6.0 / (double)L->fan_in);
+}
+float ff_bias_scale(const ff_layer *L) {
+    return (float)(1.0 / sqrt((double)L->fan_in));
+}
 
 void ff_weights_generate(ff_weights *wt, const ff_model *m, uint64_t seed) {
     for (int i = 0; i < m->n_layers; i++) {
@@ -117,4 +121,6 @@ ff_status ff_weights_save_h5(const ff_weights *wt, const ff_model *m, const char
     return st;
 }
 
-uint64_t ff_weights_digest(const ff_weights *wt) { return ff_digest_f32(wt->data, (size_t)wt->n_total); }
+uint64_t ff_weights_digest(const ff_weights *wt) {
+    return ff_digest_f32(wt->data, (size_t)wt->n_total);
+}

@@ -26,19 +26,20 @@
 #define MAX_BATCHES 16
 
 static void help(void) {
-    printf("usage: fivefold bench --model alexnet|mnist-cnn --mode MODE [--split S] [--batch N[,N...]]\n"
-           "                      [--iters K] [--warmup W] [--json OUT.json|DIR] [--peer pytorch]\n"
-           "                      [--golden F.h5 [--trust]] [--backend own|vendor] [--precision fp32|tf32]\n"
-           "                      [--inject-fault LAYER]\n\n"
-           "Runs the verification checks for exactly this configuration first and times nothing unless\n"
-           "they pass (exit 3 naming the failed check). Then times --iters forwards per batch size after\n"
-           "--warmup ones, checks that every timed output equals the gated output (#wrong), and prints\n"
-           "median, spread, images/s, GFLOP/s and the phase split (compute, h2d, d2h, comm, host).\n"
-           "  --json OUT       result file (schema fivefold-bench/1); a directory gets one file per batch\n"
-           "                   named <model>-<mode>[-<split>]-p<ranks>-n<batch>.json (default: none)\n"
-           "  --peer pytorch   also run bench/peer_pytorch.py on the same configuration (python from\n"
-           "                   $FF_PYTHON, default python3) and report speedup = peer median / ours\n"
-           "Defaults: --batch 1, --iters 20, --warmup 3. Multi-rank modes run under mpiexec.\n");
+    printf(
+        "usage: fivefold bench --model alexnet|mnist-cnn --mode MODE [--split S] [--batch N[,N...]]\n"
+        "                      [--iters K] [--warmup W] [--json OUT.json|DIR] [--peer pytorch]\n"
+        "                      [--golden F.h5 [--trust]] [--backend own|vendor] [--precision fp32|tf32]\n"
+        "                      [--inject-fault LAYER]\n\n"
+        "Runs the verification checks for exactly this configuration first and times nothing unless\n"
+        "they pass (exit 3 naming the failed check). Then times --iters forwards per batch size after\n"
+        "--warmup ones, checks that every timed output equals the gated output (#wrong), and prints\n"
+        "median, spread, images/s, GFLOP/s and the phase split (compute, h2d, d2h, comm, host).\n"
+        "  --json OUT       result file (schema fivefold-bench/1); a directory gets one file per batch\n"
+        "                   named <model>-<mode>[-<split>]-p<ranks>-n<batch>.json (default: none)\n"
+        "  --peer pytorch   also run bench/peer_pytorch.py on the same configuration (python from\n"
+        "                   $FF_PYTHON, default python3) and report speedup = peer median / ours\n"
+        "Defaults: --batch 1, --iters 20, --warmup 3. Multi-rank modes run under mpiexec.\n");
 }
 
 typedef struct {
@@ -69,34 +70,41 @@ static int parse(bench_args *a, int argc, char **argv) {
     a->n_batches = 1;
     a->iters = 20;
     a->warmup = 3;
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},  {"mode", required_argument, 0, 'M'},
-        {"split", required_argument, 0, 's'},  {"batch", required_argument, 0, 'n'},
-        {"iters", required_argument, 0, 'k'},  {"warmup", required_argument, 0, 'W'},
-        {"json", required_argument, 0, 'j'},   {"peer", required_argument, 0, 'p'},
-        {"golden", required_argument, 0, 'g'}, {"trust", no_argument, 0, 'T'},
-        {"backend", required_argument, 0, 'b'}, {"precision", required_argument, 0, 'P'},
-        {"inject-fault", required_argument, 0, 'f'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"mode", required_argument, 0, 'M'},
+                                         {"split", required_argument, 0, 's'},
+                                         {"batch", required_argument, 0, 'n'},
+                                         {"iters", required_argument, 0, 'k'},
+                                         {"warmup", required_argument, 0, 'W'},
+                                         {"json", required_argument, 0, 'j'},
+                                         {"peer", required_argument, 0, 'p'},
+                                         {"golden", required_argument, 0, 'g'},
+                                         {"trust", no_argument, 0, 'T'},
+                                         {"backend", required_argument, 0, 'b'},
+                                         {"precision", required_argument, 0, 'P'},
+                                         {"inject-fault", required_argument, 0, 'f'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         ff_status st = FF_OK;
         switch (c) {
-        case 'm': a->model = optarg; break;
-        case 'M': a->mode = optarg; break;
-        case 's': a->split = optarg; break;
-        case 'n': st = parse_batches(a, optarg); break;
-        case 'k': st = ff_cli_parse_i64(&a->iters, "--iters", optarg, 1, 100000); break;
-        case 'W': st = ff_cli_parse_i64(&a->warmup, "--warmup", optarg, 0, 1000); break;
-        case 'j': a->json = optarg; break;
-        case 'p': a->peer = optarg; break;
-        case 'g': a->golden = optarg; break;
-        case 'T': a->trust = true; break;
-        case 'b': a->backend = optarg; break;
-        case 'P': a->precision = optarg; break;
-        case 'f': a->fault = optarg; break;
-        case 'h': help(); return -1;
-        default: return ff_cli_usage("bench", "unknown or incomplete option '%s'", argv[optind - 1]);
+            case 'm': a->model = optarg; break;
+            case 'M': a->mode = optarg; break;
+            case 's': a->split = optarg; break;
+            case 'n': st = parse_batches(a, optarg); break;
+            case 'k': st = ff_cli_parse_i64(&a->iters, "--iters", optarg, 1, 100000); break;
+            case 'W': st = ff_cli_parse_i64(&a->warmup, "--warmup", optarg, 0, 1000); break;
+            case 'j': a->json = optarg; break;
+            case 'p': a->peer = optarg; break;
+            case 'g': a->golden = optarg; break;
+            case 'T': a->trust = true; break;
+            case 'b': a->backend = optarg; break;
+            case 'P': a->precision = optarg; break;
+            case 'f': a->fault = optarg; break;
+            case 'h': help(); return -1;
+            default: return ff_cli_usage("bench", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
         if (st != FF_OK) return ff_cli_fail("bench", st);
     }
@@ -170,8 +178,10 @@ static ff_status run_peer(peer_result *r, const ff_exec_options *o, const char *
     int rc = pclose(p);
     rc = WIFEXITED(rc) ? WEXITSTATUS(rc) : 128 + (WIFSIGNALED(rc) ? WTERMSIG(rc) : 0);
     if (rc != 0 || !json_number(&r->median_ms, text, "median_ms"))
-        return FF_FAIL(FF_ERR_INPUT, "the PyTorch peer failed (exit %d): %s\n  hint: it needs torch for %s (set FF_PYTHON "
-                       "to a python3 that has it)", rc, cmd, py);
+        return FF_FAIL(FF_ERR_INPUT,
+                       "the PyTorch peer failed (exit %d): %s\n  hint: it needs torch for %s (set FF_PYTHON "
+                       "to a python3 that has it)",
+                       rc, cmd, py);
     json_string(r->name, sizeof r->name, text, "name");
     json_string(r->torch, sizeof r->torch, text, "torch");
     json_string(r->device, sizeof r->device, text, "device");
@@ -362,16 +372,18 @@ int ff_cmd_bench(int argc, char **argv) {
             printf("%-44s %10.3f %10.3f %10.3f %12.1f %10.2f %7lld\n", case_str, t.median_ms, t.min_ms, t.max_ms,
                    t.images_per_s, t.gflops, (long long)t.wrong);
             if (t.has_resident)
-                printf("  device-resident (input already on the device, event-timed replays): median %.3f ms, "
-                       "min %.3f, max %.3f; host->host above%s\n",
-                       t.resident_median_ms, t.resident_min_ms, t.resident_max_ms, pinned ? " (pinned buffers)" : "");
+                printf(
+                    "  device-resident (input already on the device, event-timed replays): median %.3f ms, "
+                    "min %.3f, max %.3f; host->host above%s\n",
+                    t.resident_median_ms, t.resident_min_ms, t.resident_max_ms, pinned ? " (pinned buffers)" : "");
             printf("  phases (ms per forward, rank 0):");
             for (int p = 0; p < FF_N_PHASES; p++) printf(" %s %.3f", ff_phase_name(p), t.phase_ms[p]);
             if (t.comm_bytes) printf("; sent %lld bytes, %.4f GB/s", (long long)t.comm_bytes, t.comm_busbw_gbs);
             printf("\n");
             if (a.peer) {
                 st = run_peer(&peer, &o, m.name, n, ranks, a.iters);
-                if (st != FF_OK) fprintf(stderr, "fivefold bench: warning: %s\n", ff_last_error());
+                if (st != FF_OK)
+                    fprintf(stderr, "fivefold bench: warning: %s\n", ff_last_error());
                 else {
                     const bool res = t.has_resident;  // GPU mode: the peer ran with --device cuda
                     printf("  peer %s (torch %s, %s): %.3f ms median -> speedup %.2fx (vs our %s figure)\n", peer.name,
@@ -387,7 +399,8 @@ int ff_cmd_bench(int argc, char **argv) {
                         (long long)t.wrong);
             if (pinned) ff_gpu_host_unregister(x), ff_gpu_host_unregister(y);
             ff_gate_release(&gs);
-            return ff_cli_fail("bench", FF_FAIL(FF_ERR_INTERNAL, "post-timing check failed: #wrong = %lld", (long long)t.wrong));
+            return ff_cli_fail("bench",
+                               FF_FAIL(FF_ERR_INTERNAL, "post-timing check failed: #wrong = %lld", (long long)t.wrong));
         }
         if (rank == 0 && a.json) {
             char path[1024];
@@ -397,8 +410,8 @@ int ff_cmd_bench(int argc, char **argv) {
                          o.split != FF_SPLIT_NONE ? "-" : "", o.split != FF_SPLIT_NONE ? ff_split_name(o.split) : "",
                          ranks, (long long)n);
             else if (a.n_batches > 1)
-                snprintf(path, sizeof path, "%.*s-n%lld.json", (int)(strlen(a.json) > 5 ? strlen(a.json) - 5 : strlen(a.json)),
-                         a.json, (long long)n);
+                snprintf(path, sizeof path, "%.*s-n%lld.json",
+                         (int)(strlen(a.json) > 5 ? strlen(a.json) - 5 : strlen(a.json)), a.json, (long long)n);
             else
                 snprintf(path, sizeof path, "%s", a.json);
             st = write_json(path, &a, &m, &o, ranks, n, &g, &t, &peer);

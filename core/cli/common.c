@@ -37,7 +37,8 @@ int ff_cli_fail(const char *cmd, ff_status st) {
     // Input errors are the same on every rank: print once. Others may be rank-specific.
     if (ff_cli_rank() == 0 || code != FF_EXIT_USAGE) {
         if (ff_cli_ranks() > 1)
-            fprintf(stderr, "fivefold %s: rank %d: error (%s): %s\n", cmd, ff_cli_rank(), ff_status_name(st), ff_last_error());
+            fprintf(stderr, "fivefold %s: rank %d: error (%s): %s\n", cmd, ff_cli_rank(), ff_status_name(st),
+                    ff_last_error());
         else
             fprintf(stderr, "fivefold %s: error (%s): %s\n", cmd, ff_status_name(st), ff_last_error());
     }
@@ -61,12 +62,15 @@ int ff_cli_usage(const char *cmd, const char *fmt, ...) {
 }
 
 ff_status ff_cli_parse_i64(int64_t *out, const char *flag, const char *s, int64_t lo, int64_t hi) {
-    if (!s || !*s) return FF_FAIL(FF_ERR_INPUT, "%s needs a value: expected an integer in %lld..%lld", flag, (long long)lo, (long long)hi);
+    if (!s || !*s)
+        return FF_FAIL(FF_ERR_INPUT, "%s needs a value: expected an integer in %lld..%lld", flag, (long long)lo,
+                       (long long)hi);
     errno = 0;
     char *end;
     long long v = strtoll(s, &end, 10);
     if (errno || *end)
-        return FF_FAIL(FF_ERR_INPUT, "%s '%s': expected an integer in %lld..%lld", flag, s, (long long)lo, (long long)hi);
+        return FF_FAIL(FF_ERR_INPUT, "%s '%s': expected an integer in %lld..%lld", flag, s, (long long)lo,
+                       (long long)hi);
     if (v < lo || v > hi)
         return FF_FAIL(FF_ERR_INPUT, "%s %lld: expected %lld..%lld", flag, v, (long long)lo, (long long)hi);
     *out = v;
@@ -76,7 +80,8 @@ ff_status ff_cli_parse_i64(int64_t *out, const char *flag, const char *s, int64_
 ff_status ff_cli_parse_u64(uint64_t *out, const char *flag, const char *s) {
     errno = 0;
     char *end;
-    if (!s || !*s || *s == '-') return FF_FAIL(FF_ERR_INPUT, "%s '%s': expected a non-negative integer", flag, s ? s : "");
+    if (!s || !*s || *s == '-')
+        return FF_FAIL(FF_ERR_INPUT, "%s '%s': expected a non-negative integer", flag, s ? s : "");
     unsigned long long v = strtoull(s, &end, 0);
     if (errno || *end) return FF_FAIL(FF_ERR_INPUT, "%s '%s': expected a non-negative integer", flag, s);
     *out = v;
@@ -128,14 +133,20 @@ ff_status ff_cli_exec_options(ff_exec_options *o, const ff_model *m, const char 
                        ff_mode_name(o->mode));
     if (ff_mode_is_multirank(o->mode) && o->split == FF_SPLIT_NONE) o->split = FF_SPLIT_BATCH;
     if (backend) {
-        if (!strcmp(backend, "own")) o->backend = FF_BACKEND_OWN;
-        else if (!strcmp(backend, "vendor")) o->backend = FF_BACKEND_VENDOR;
-        else return FF_FAIL(FF_ERR_INPUT, "--backend '%s': expected own|vendor", backend);
+        if (!strcmp(backend, "own"))
+            o->backend = FF_BACKEND_OWN;
+        else if (!strcmp(backend, "vendor"))
+            o->backend = FF_BACKEND_VENDOR;
+        else
+            return FF_FAIL(FF_ERR_INPUT, "--backend '%s': expected own|vendor", backend);
     }
     if (precision) {
-        if (!strcmp(precision, "fp32")) o->precision = FF_PRECISION_FP32;
-        else if (!strcmp(precision, "tf32")) o->precision = FF_PRECISION_TF32;
-        else return FF_FAIL(FF_ERR_INPUT, "--precision '%s': expected fp32|tf32", precision);
+        if (!strcmp(precision, "fp32"))
+            o->precision = FF_PRECISION_FP32;
+        else if (!strcmp(precision, "tf32"))
+            o->precision = FF_PRECISION_TF32;
+        else
+            return FF_FAIL(FF_ERR_INPUT, "--precision '%s': expected fp32|tf32", precision);
     }
     if (fault) {
         o->fault_layer = ff_model_find_layer(m, fault);

@@ -9,22 +9,23 @@
 #include "fivefold/h5io.h"
 
 static void help(void) {
-    printf("usage: fivefold infer --model alexnet|mnist-cnn [--mode serial|mpi|cuda|hybrid|direct]\n"
-           "                      [--split batch|rows|replicate] [--batch N] [--seed S]\n"
-           "                      [--weights W.h5] [--input X.h5] [--output Y.h5] [--iters K] [--trace]\n"
-           "                      [--backend own|vendor] [--precision fp32|tf32] [--inject-fault LAYER]\n\n"
-           "Runs a forward pass and prints the output digest (FNV-1a-64 of the float32 output), the\n"
-           "top-5 classes of the first images and the time (median of --iters runs after one warm-up).\n"
-           "  --batch N        images (1..%d; default 1, or the input file's batch)\n"
-           "  --seed S         generator seed for weights and input when no file is given (default 1)\n"
-           "  --weights W.h5   datasets /weights/<layer>/w and /b (golden/export_torch.py writes them)\n"
-           "  --input X.h5     dataset /input, float32 (N, C, H, W)\n"
-           "  --output Y.h5    writes /output (N, classes) and its digest\n"
-           "  --save-weights W.h5  writes the weights used (e.g. the generator's) as a weights file\n"
-           "  --trace          per-layer compute / communication time and bytes\n"
-           "  --inject-fault L test hook: perturb layer L's first output element (verify must catch it)\n"
-           "Multi-rank modes run under mpiexec: mpiexec -n 4 fivefold infer --mode mpi --split rows ...\n",
-           FF_CLI_MAX_BATCH);
+    printf(
+        "usage: fivefold infer --model alexnet|mnist-cnn [--mode serial|mpi|cuda|hybrid|direct]\n"
+        "                      [--split batch|rows|replicate] [--batch N] [--seed S]\n"
+        "                      [--weights W.h5] [--input X.h5] [--output Y.h5] [--iters K] [--trace]\n"
+        "                      [--backend own|vendor] [--precision fp32|tf32] [--inject-fault LAYER]\n\n"
+        "Runs a forward pass and prints the output digest (FNV-1a-64 of the float32 output), the\n"
+        "top-5 classes of the first images and the time (median of --iters runs after one warm-up).\n"
+        "  --batch N        images (1..%d; default 1, or the input file's batch)\n"
+        "  --seed S         generator seed for weights and input when no file is given (default 1)\n"
+        "  --weights W.h5   datasets /weights/<layer>/w and /b (golden/export_torch.py writes them)\n"
+        "  --input X.h5     dataset /input, float32 (N, C, H, W)\n"
+        "  --output Y.h5    writes /output (N, classes) and its digest\n"
+        "  --save-weights W.h5  writes the weights used (e.g. the generator's) as a weights file\n"
+        "  --trace          per-layer compute / communication time and bytes\n"
+        "  --inject-fault L test hook: perturb layer L's first output element (verify must catch it)\n"
+        "Multi-rank modes run under mpiexec: mpiexec -n 4 fivefold infer --mode mpi --split rows ...\n",
+        FF_CLI_MAX_BATCH);
 }
 
 typedef struct {
@@ -41,38 +42,46 @@ static int parse(infer_args *a, int argc, char **argv) {
     a->batch = 1;
     a->iters = 1;
     a->seed = 1;
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},   {"mode", required_argument, 0, 'M'},
-        {"split", required_argument, 0, 's'},   {"batch", required_argument, 0, 'n'},
-        {"seed", required_argument, 0, 'S'},    {"weights", required_argument, 0, 'w'},
-        {"input", required_argument, 0, 'i'},   {"output", required_argument, 0, 'o'},
-        {"iters", required_argument, 0, 'k'},   {"trace", no_argument, 0, 't'},
-        {"inject-fault", required_argument, 0, 'f'}, {"backend", required_argument, 0, 'b'},
-        {"precision", required_argument, 0, 'p'}, {"save-weights", required_argument, 0, 'W'}, {"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"mode", required_argument, 0, 'M'},
+                                         {"split", required_argument, 0, 's'},
+                                         {"batch", required_argument, 0, 'n'},
+                                         {"seed", required_argument, 0, 'S'},
+                                         {"weights", required_argument, 0, 'w'},
+                                         {"input", required_argument, 0, 'i'},
+                                         {"output", required_argument, 0, 'o'},
+                                         {"iters", required_argument, 0, 'k'},
+                                         {"trace", no_argument, 0, 't'},
+                                         {"inject-fault", required_argument, 0, 'f'},
+                                         {"backend", required_argument, 0, 'b'},
+                                         {"precision", required_argument, 0, 'p'},
+                                         {"save-weights", required_argument, 0, 'W'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         ff_status st = FF_OK;
         switch (c) {
-        case 'm': a->model = optarg; break;
-        case 'M': a->mode = optarg; break;
-        case 's': a->split = optarg; break;
-        case 'n':
-            st = ff_cli_parse_i64(&a->batch, "--batch", optarg, 1, FF_CLI_MAX_BATCH);
-            a->batch_given = true;
-            break;
-        case 'S': st = ff_cli_parse_u64(&a->seed, "--seed", optarg); break;
-        case 'w': a->weights = optarg; break;
-        case 'i': a->input = optarg; break;
-        case 'o': a->output = optarg; break;
-        case 'k': st = ff_cli_parse_i64(&a->iters, "--iters", optarg, 1, 100000); break;
-        case 't': a->trace = true; break;
-        case 'f': a->fault = optarg; break;
-        case 'b': a->backend = optarg; break;
-        case 'p': a->precision = optarg; break;
-        case 'W': a->save_weights = optarg; break;
-        case 'h': help(); return -1;
-        default: return ff_cli_usage("infer", "unknown or incomplete option '%s'", argv[optind - 1]);
+            case 'm': a->model = optarg; break;
+            case 'M': a->mode = optarg; break;
+            case 's': a->split = optarg; break;
+            case 'n':
+                st = ff_cli_parse_i64(&a->batch, "--batch", optarg, 1, FF_CLI_MAX_BATCH);
+                a->batch_given = true;
+                break;
+            case 'S': st = ff_cli_parse_u64(&a->seed, "--seed", optarg); break;
+            case 'w': a->weights = optarg; break;
+            case 'i': a->input = optarg; break;
+            case 'o': a->output = optarg; break;
+            case 'k': st = ff_cli_parse_i64(&a->iters, "--iters", optarg, 1, 100000); break;
+            case 't': a->trace = true; break;
+            case 'f': a->fault = optarg; break;
+            case 'b': a->backend = optarg; break;
+            case 'p': a->precision = optarg; break;
+            case 'W': a->save_weights = optarg; break;
+            case 'h': help(); return -1;
+            default: return ff_cli_usage("infer", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
         if (st != FF_OK) return ff_cli_fail("infer", st);
     }
@@ -87,18 +96,23 @@ static ff_status read_input(float **x, int64_t *n, const ff_model *m, const char
     int64_t d[FF_H5_MAX_RANK];
     ff_status st = ff_h5_shape(&rank, d, f, "input");
     if (st == FF_OK && (rank != 4 || d[1] != m->input.c || d[2] != m->input.h || d[3] != m->input.w || d[0] < 1))
-        st = FF_FAIL(FF_ERR_INPUT, "dataset 'input' has %d dims (%lld, %lld, %lld, %lld): expected (N, %lld, %lld, %lld) for %s",
+        st = FF_FAIL(FF_ERR_INPUT,
+                     "dataset 'input' has %d dims (%lld, %lld, %lld, %lld): expected (N, %lld, %lld, %lld) for %s",
                      rank, (long long)d[0], (long long)(rank > 1 ? d[1] : 0), (long long)(rank > 2 ? d[2] : 0),
                      (long long)(rank > 3 ? d[3] : 0), (long long)m->input.c, (long long)m->input.h,
                      (long long)m->input.w, m->name);
     if (st == FF_OK && d[0] > FF_CLI_MAX_BATCH)
-        st = FF_FAIL(FF_ERR_INPUT, "dataset 'input' holds %lld images: expected at most %d", (long long)d[0], FF_CLI_MAX_BATCH);
+        st = FF_FAIL(FF_ERR_INPUT, "dataset 'input' holds %lld images: expected at most %d", (long long)d[0],
+                     FF_CLI_MAX_BATCH);
     if (st == FF_OK && n_given && want_n > d[0])
-        st = FF_FAIL(FF_ERR_INPUT, "--batch %lld: the input file holds only %lld images", (long long)want_n, (long long)d[0]);
+        st = FF_FAIL(FF_ERR_INPUT, "--batch %lld: the input file holds only %lld images", (long long)want_n,
+                     (long long)d[0]);
     if (st == FF_OK) {
         *x = malloc((size_t)(d[0] * ff_shape_numel(m->input)) * sizeof(float));
-        if (!*x) st = FF_FAIL(FF_ERR_OOM, "input of %lld images", (long long)d[0]);
-        else st = ff_h5_read(*x, f, "input", FF_H5_F32, 4, d);
+        if (!*x)
+            st = FF_FAIL(FF_ERR_OOM, "input of %lld images", (long long)d[0]);
+        else
+            st = ff_h5_read(*x, f, "input", FF_H5_F32, 4, d);
         *n = n_given ? want_n : d[0];
     }
     ff_h5_close(f);
@@ -135,7 +149,8 @@ static void print_top5(const float *y, int64_t n, int64_t classes) {
 static void print_trace(const ff_trace *t, const ff_model *m, int rank, int ranks) {
     if (!t || t->calls == 0) return;
     printf("trace (rank %d of %d, mean per forward over %lld):\n", rank, ranks, (long long)t->calls);
-    printf("  %-8s %10s %10s %10s %10s %10s %12s\n", "layer", "compute ms", "h2d ms", "d2h ms", "comm ms", "host ms", "sent bytes");
+    printf("  %-8s %10s %10s %10s %10s %10s %12s\n", "layer", "compute ms", "h2d ms", "d2h ms", "comm ms", "host ms",
+           "sent bytes");
     for (int l = 0; l <= m->n_layers; l++) {
         int row = l == m->n_layers ? FF_MAX_LAYERS : l;
         double s = 0;
@@ -170,12 +185,15 @@ int ff_cmd_infer(int argc, char **argv) {
             st = read_input(&x, &n, &m, a.input, a.batch, a.batch_given);
         } else {
             x = malloc((size_t)(n * ff_shape_numel(m.input)) * sizeof(float));
-            if (!x) st = FF_FAIL(FF_ERR_OOM, "input of %lld images", (long long)n);
-            else ff_input_generate(x, &m, n, a.seed);
+            if (!x)
+                st = FF_FAIL(FF_ERR_OOM, "input of %lld images", (long long)n);
+            else
+                ff_input_generate(x, &m, n, a.seed);
         }
         if (st == FF_OK) st = ff_cli_load_weights(&wt, &m, a.weights, a.seed);
         if (st == FF_OK && a.save_weights && (st = ff_weights_save_h5(&wt, &m, a.save_weights)) == FF_OK)
-            printf("weights written to %s (digest %016llx)\n", a.save_weights, (unsigned long long)ff_weights_digest(&wt));
+            printf("weights written to %s (digest %016llx)\n", a.save_weights,
+                   (unsigned long long)ff_weights_digest(&wt));
         if (st == FF_OK && !(y = malloc((size_t)(n * m.classes) * sizeof(float))))
             st = FF_FAIL(FF_ERR_OOM, "output of %lld images", (long long)n);
     }  // other ranks get the weights from rank 0 inside the executor (mpi mode broadcasts them)

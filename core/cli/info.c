@@ -7,13 +7,14 @@
 #include "fivefold/partition.h"
 
 static void help(void) {
-    printf("usage: fivefold info [--model alexnet|mnist-cnn] [--ranks P --split rows|batch|replicate] [--batch N]\n\n"
-           "Prints every layer: output shape, parameters, MFLOP per image, and for conv/pool layers the\n"
-           "halo rows a rank needs beyond its own band in a row split:\n"
-           "  output rows [o0, o1) read input rows [o0*s - p, (o1-1)*s - p + k)   (k kernel, s stride, p pad),\n"
-           "  a rank's own input band for those outputs is [o0*s, o1*s), so it needs\n"
-           "  p rows above and k - s - p rows below its band (conv1 11x11/s4/p0: 0 and 7; conv2 5x5/s1/p2: 2 and 2).\n"
-           "With --ranks and --split it also prints each rank's bands and the bytes exchanged.\n");
+    printf(
+        "usage: fivefold info [--model alexnet|mnist-cnn] [--ranks P --split rows|batch|replicate] [--batch N]\n\n"
+        "Prints every layer: output shape, parameters, MFLOP per image, and for conv/pool layers the\n"
+        "halo rows a rank needs beyond its own band in a row split:\n"
+        "  output rows [o0, o1) read input rows [o0*s - p, (o1-1)*s - p + k)   (k kernel, s stride, p pad),\n"
+        "  a rank's own input band for those outputs is [o0*s, o1*s), so it needs\n"
+        "  p rows above and k - s - p rows below its band (conv1 11x11/s4/p0: 0 and 7; conv2 5x5/s1/p2: 2 and 2).\n"
+        "With --ranks and --split it also prints each rank's bands and the bytes exchanged.\n");
 }
 
 // Halo rows above and below a rank's own stride-aligned input band (see help text).
@@ -28,18 +29,18 @@ int ff_cmd_info(int argc, char **argv) {
     const char *split = NULL;
     static const struct option opts[] = {{"model", required_argument, 0, 'm'}, {"ranks", required_argument, 0, 'P'},
                                          {"split", required_argument, 0, 's'}, {"batch", required_argument, 0, 'n'},
-                                         {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
+                                         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
         ff_status st = FF_OK;
         switch (c) {
-        case 'm': model = optarg; break;
-        case 'P': st = ff_cli_parse_i64(&ranks, "--ranks", optarg, 1, 4096); break;
-        case 's': split = optarg; break;
-        case 'n': st = ff_cli_parse_i64(&batch, "--batch", optarg, 1, FF_CLI_MAX_BATCH); break;
-        case 'h': help(); return FF_EXIT_OK;
-        default: return ff_cli_usage("info", "unknown or incomplete option '%s'", argv[optind - 1]);
+            case 'm': model = optarg; break;
+            case 'P': st = ff_cli_parse_i64(&ranks, "--ranks", optarg, 1, 4096); break;
+            case 's': split = optarg; break;
+            case 'n': st = ff_cli_parse_i64(&batch, "--batch", optarg, 1, FF_CLI_MAX_BATCH); break;
+            case 'h': help(); return FF_EXIT_OK;
+            default: return ff_cli_usage("info", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
         if (st != FF_OK) return ff_cli_fail("info", st);
     }
@@ -48,23 +49,26 @@ int ff_cmd_info(int argc, char **argv) {
     ff_status st = ff_model_init(&m, model);
     if (st != FF_OK) return ff_cli_fail("info", st);
 
-    printf("model %s: input %lldx%lldx%lld, %d layers, %.2f M parameters (%.1f MB), %.3f GFLOP per image\n\n",
-           m.name, (long long)m.input.c, (long long)m.input.h, (long long)m.input.w, m.n_layers,
+    printf("model %s: input %lldx%lldx%lld, %d layers, %.2f M parameters (%.1f MB), %.3f GFLOP per image\n\n", m.name,
+           (long long)m.input.c, (long long)m.input.h, (long long)m.input.w, m.n_layers,
            (double)m.n_weights_total / 1e6, (double)m.n_weights_total * 4 / 1e6, (double)m.flops_total / 1e9);
-    printf("%-8s %-8s %-26s %-12s %12s %10s  %s\n", "layer", "op", "spec", "output", "params", "MFLOP", "halo rows above/below");
+    printf("%-8s %-8s %-26s %-12s %12s %10s  %s\n", "layer", "op", "spec", "output", "params", "MFLOP",
+           "halo rows above/below");
     for (int i = 0; i < m.n_layers; i++) {
         const ff_layer *L = &m.layers[i];
         char spec[64] = "", out[32], halo[32] = "";
         switch (L->op) {
-        case FF_OP_CONV2D:
-            snprintf(spec, sizeof spec, "%lld@%dx%d s%d p%d", (long long)L->out_c, L->kh, L->kw, L->stride, L->pad);
-            break;
-        case FF_OP_MAXPOOL: snprintf(spec, sizeof spec, "max %dx%d s%d", L->kh, L->kw, L->stride); break;
-        case FF_OP_LRN:
-            snprintf(spec, sizeof spec, "size %d a%g b%g k%g", L->lrn_size, L->lrn_alpha, L->lrn_beta, L->lrn_k);
-            break;
-        case FF_OP_LINEAR: snprintf(spec, sizeof spec, "%lld->%lld", (long long)L->fan_in, (long long)L->out_c); break;
-        default: break;
+            case FF_OP_CONV2D:
+                snprintf(spec, sizeof spec, "%lld@%dx%d s%d p%d", (long long)L->out_c, L->kh, L->kw, L->stride, L->pad);
+                break;
+            case FF_OP_MAXPOOL: snprintf(spec, sizeof spec, "max %dx%d s%d", L->kh, L->kw, L->stride); break;
+            case FF_OP_LRN:
+                snprintf(spec, sizeof spec, "size %d a%g b%g k%g", L->lrn_size, L->lrn_alpha, L->lrn_beta, L->lrn_k);
+                break;
+            case FF_OP_LINEAR:
+                snprintf(spec, sizeof spec, "%lld->%lld", (long long)L->fan_in, (long long)L->out_c);
+                break;
+            default: break;
         }
         if (ff_layer_is_windowed(L)) {
             int a, b;

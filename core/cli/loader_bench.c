@@ -46,21 +46,30 @@ int ff_loader_bench(int argc, char **argv) {
         ff_status st = FF_OK;
         if (!strcmp(f, "--loader")) continue;
         if (!strcmp(f, "--help")) {
-            printf("usage: fivefold bench --loader [--data DIR] [--batch B] [--train-limit N] [--epochs E]\n"
-                   "                       [--peer pytorch] [--json OUT.json]\n"
-                   "  samples/s of fivefold's IDX loader (shuffle, gather, normalise) over E epochs,\n"
-                   "  and with --peer pytorch PyTorch's DataLoader (0 and 4 workers) in the same run\n"
-                   "  (python from $FF_PYTHON, default: the python3 with torch that CMake found). Goal: >= 100 x the 4-worker DataLoader.\n");
+            printf(
+                "usage: fivefold bench --loader [--data DIR] [--batch B] [--train-limit N] [--epochs E]\n"
+                "                       [--peer pytorch] [--json OUT.json]\n"
+                "  samples/s of fivefold's IDX loader (shuffle, gather, normalise) over E epochs,\n"
+                "  and with --peer pytorch PyTorch's DataLoader (0 and 4 workers) in the same run\n"
+                "  (python from $FF_PYTHON, default: the python3 with torch that CMake found). Goal: >= 100 x the "
+                "4-worker DataLoader.\n");
             return FF_EXIT_OK;
         }
         if (!v) return ff_cli_usage("bench", "%s needs a value", f);
-        if (!strcmp(f, "--data")) data = v;
-        else if (!strcmp(f, "--json")) json = v;
-        else if (!strcmp(f, "--peer")) peer = v;
-        else if (!strcmp(f, "--batch")) st = ff_cli_parse_i64(&batch, f, v, 1, 1 << 20);
-        else if (!strcmp(f, "--train-limit")) st = ff_cli_parse_i64(&limit, f, v, 0, 1LL << 40);
-        else if (!strcmp(f, "--epochs")) st = ff_cli_parse_i64(&epochs, f, v, 1, 1000);
-        else return ff_cli_usage("bench", "--loader: unknown option '%s'", f);
+        if (!strcmp(f, "--data"))
+            data = v;
+        else if (!strcmp(f, "--json"))
+            json = v;
+        else if (!strcmp(f, "--peer"))
+            peer = v;
+        else if (!strcmp(f, "--batch"))
+            st = ff_cli_parse_i64(&batch, f, v, 1, 1 << 20);
+        else if (!strcmp(f, "--train-limit"))
+            st = ff_cli_parse_i64(&limit, f, v, 0, 1LL << 40);
+        else if (!strcmp(f, "--epochs"))
+            st = ff_cli_parse_i64(&epochs, f, v, 1, 1000);
+        else
+            return ff_cli_usage("bench", "--loader: unknown option '%s'", f);
         if (st != FF_OK) return ff_cli_fail("bench", st);
         i++;
     }
@@ -76,7 +85,9 @@ int ff_loader_bench(int argc, char **argv) {
     int32_t *labels = malloc((size_t)batch * sizeof(int32_t));
     int64_t *order = malloc((size_t)n * sizeof(int64_t));
     if (!x || !labels || !order) {
-        free(x); free(labels); free(order);
+        free(x);
+        free(labels);
+        free(order);
         ff_dataset_free(&ds);
         return ff_cli_fail("bench", FF_FAIL(FF_ERR_OOM, "loader bench: buffers"));
     }
@@ -114,8 +125,10 @@ int ff_loader_bench(int argc, char **argv) {
         if (!py || !*py) py = FF_DEFAULT_PYTHON[0] ? FF_DEFAULT_PYTHON : "python3";  // the one CMake found
         char cmd[2048], lim[48] = "";
         if (limit > 0) snprintf(lim, sizeof lim, " --train-limit %lld", (long long)limit);
-        snprintf(cmd, sizeof cmd, "%s %s/bench/peer_pytorch.py --task loader --data '%s' --workers 0,4 "
-                 "--batch %lld%s 2>/dev/null", py, FF_SOURCE_DIR, data, (long long)batch, lim);
+        snprintf(cmd, sizeof cmd,
+                 "%s %s/bench/peer_pytorch.py --task loader --data '%s' --workers 0,4 "
+                 "--batch %lld%s 2>/dev/null",
+                 py, FF_SOURCE_DIR, data, (long long)batch, lim);
         FILE *p = popen(cmd, "r");
         char text[8192] = "";
         size_t len = p ? fread(text, 1, sizeof text - 1, p) : 0;
@@ -126,19 +139,25 @@ int ff_loader_bench(int argc, char **argv) {
         const char *tv = strstr(text, "\"torch\": \"");
         if (tv) sscanf(tv + 10, "%63[^\"]", torch_ver);
         if (rc != 0 || p0 <= 0 || p4 <= 0) {
-            free(x); free(labels); free(order);
+            free(x);
+            free(labels);
+            free(order);
             ff_dataset_free(&ds);
-            return ff_cli_fail("bench", FF_FAIL(FF_ERR_INPUT, "the PyTorch loader peer failed (exit %d): %s\n"
-                               "  hint: set FF_PYTHON to a python3 that has torch", rc, cmd));
+            return ff_cli_fail("bench", FF_FAIL(FF_ERR_INPUT,
+                                                "the PyTorch loader peer failed (exit %d): %s\n"
+                                                "  hint: set FF_PYTHON to a python3 that has torch",
+                                                rc, cmd));
         }
         printf("loader: PyTorch DataLoader workers=0 %12.0f samples/s  -> fivefold is %.0f x\n", p0, ours / p0);
-        printf("loader: PyTorch DataLoader workers=4 %12.0f samples/s  -> fivefold is %.0f x (goal >= 100 x: %s)\n",
-               p4, ours / p4, ours / p4 >= 100.0 ? "met" : "NOT met");
+        printf("loader: PyTorch DataLoader workers=4 %12.0f samples/s  -> fivefold is %.0f x (goal >= 100 x: %s)\n", p4,
+               ours / p4, ours / p4 >= 100.0 ? "met" : "NOT met");
     }
     if (json) {
         FILE *f = fopen(json, "w");
         if (!f) {
-            free(x); free(labels); free(order);
+            free(x);
+            free(labels);
+            free(order);
             ff_dataset_free(&ds);
             return ff_cli_fail("bench", FF_FAIL(FF_ERR_IO, "--json '%s': cannot write", json));
         }

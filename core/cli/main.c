@@ -20,15 +20,17 @@ static void usage(FILE *f) {
             "AlexNet inference and MNIST-CNN training in five execution modes (serial, mpi, cuda,\n"
             "hybrid, direct), each verified against PyTorch before anything is timed.\n\ncommands:\n");
     for (int i = 0; i < n_commands; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
-    fprintf(f, "\nexit codes: 0 ok, 1 internal failure, 2 bad usage or input, 3 bench gate refused,\n"
-               "            4 verification failed, 77 mode unavailable on this machine (no GPU / no CUDA)\n");
-    fprintf(f, "\nenvironment (mode cuda; each choice changes the cuda digest class, so goldens recorded\n"
-               "with the defaults then report a digest mismatch, while the tolerance checks still apply):\n"
-               "  FF_CUDA_CONV=direct   direct conv kernels everywhere (default: Winograd where it applies)\n"
-               "  FF_WINOGRAD_M=2       Winograd F(2x2, r x r) instead of the default F(4x4, r x r)\n"
-               "  FF_CUDA_S2D=0         strided convs (conv1) direct instead of space-to-depth Winograd\n"
-               "environment (CPU modes; same bits either way):\n"
-               "  FF_CPU_VECTOR=128|256 the conv kernel's 128-bit baseline or AVX2 copy (default: AVX2 if present)\n");
+    fprintf(f,
+            "\nexit codes: 0 ok, 1 internal failure, 2 bad usage or input, 3 bench gate refused,\n"
+            "            4 verification failed, 77 mode unavailable on this machine (no GPU / no CUDA)\n");
+    fprintf(f,
+            "\nenvironment (mode cuda; each choice changes the cuda digest class, so goldens recorded\n"
+            "with the defaults then report a digest mismatch, while the tolerance checks still apply):\n"
+            "  FF_CUDA_CONV=direct   direct conv kernels everywhere (default: Winograd where it applies)\n"
+            "  FF_WINOGRAD_M=2       Winograd F(2x2, r x r) instead of the default F(4x4, r x r)\n"
+            "  FF_CUDA_S2D=0         strided convs (conv1) direct instead of space-to-depth Winograd\n"
+            "environment (CPU modes; same bits either way):\n"
+            "  FF_CPU_VECTOR=128|256 the conv kernel's 128-bit baseline or AVX2 copy (default: AVX2 if present)\n");
 }
 
 int main(int argc, char **argv) {

@@ -100,26 +100,43 @@ static int parse_args(train_args *a, int argc, char **argv) {
         const char *v = argv[++i];
         int rc = 0;
         int64_t tmp;
-        if (!strcmp(f, "--model")) a->model = v;
-        else if (!strcmp(f, "--mode")) a->mode = v;
-        else if (!strcmp(f, "--data")) a->data = v;
-        else if (!strcmp(f, "--weights")) a->weights = v;
-        else if (!strcmp(f, "--checkpoint-dir")) a->ckpt_dir = v;
-        else if (!strcmp(f, "--epochs")) rc = parse_i64(&a->epochs, f, v, 1);
-        else if (!strcmp(f, "--steps")) rc = parse_i64(&a->steps, f, v, 1);
-        else if (!strcmp(f, "--train-limit")) rc = parse_i64(&a->train_limit, f, v, 1);
-        else if (!strcmp(f, "--test-limit")) rc = parse_i64(&a->test_limit, f, v, 0);
-        else if (!strcmp(f, "--checkpoint-every")) rc = parse_i64(&a->ckpt_every, f, v, 0);
-        else if (!strcmp(f, "--checkpoint-every-epochs")) rc = parse_i64(&a->ckpt_every_epochs, f, v, 0);
-        else if (!strcmp(f, "--log-every")) rc = parse_i64(&a->log_every, f, v, 0);
-        else if (!strcmp(f, "--batch")) rc = parse_i64(&a->o.batch, f, v, 1);
-        else if (!strcmp(f, "--microbatch")) rc = parse_i64(&a->o.microbatch, f, v, 1);
+        if (!strcmp(f, "--model"))
+            a->model = v;
+        else if (!strcmp(f, "--mode"))
+            a->mode = v;
+        else if (!strcmp(f, "--data"))
+            a->data = v;
+        else if (!strcmp(f, "--weights"))
+            a->weights = v;
+        else if (!strcmp(f, "--checkpoint-dir"))
+            a->ckpt_dir = v;
+        else if (!strcmp(f, "--epochs"))
+            rc = parse_i64(&a->epochs, f, v, 1);
+        else if (!strcmp(f, "--steps"))
+            rc = parse_i64(&a->steps, f, v, 1);
+        else if (!strcmp(f, "--train-limit"))
+            rc = parse_i64(&a->train_limit, f, v, 1);
+        else if (!strcmp(f, "--test-limit"))
+            rc = parse_i64(&a->test_limit, f, v, 0);
+        else if (!strcmp(f, "--checkpoint-every"))
+            rc = parse_i64(&a->ckpt_every, f, v, 0);
+        else if (!strcmp(f, "--checkpoint-every-epochs"))
+            rc = parse_i64(&a->ckpt_every_epochs, f, v, 0);
+        else if (!strcmp(f, "--log-every"))
+            rc = parse_i64(&a->log_every, f, v, 0);
+        else if (!strcmp(f, "--batch"))
+            rc = parse_i64(&a->o.batch, f, v, 1);
+        else if (!strcmp(f, "--microbatch"))
+            rc = parse_i64(&a->o.microbatch, f, v, 1);
         else if (!strcmp(f, "--seed")) {
             rc = parse_i64(&tmp, f, v, 0);
             a->seed = (uint64_t)tmp;
-        } else if (!strcmp(f, "--lr")) rc = parse_f32(&a->o.lr, f, v);
-        else if (!strcmp(f, "--momentum")) rc = parse_f32(&a->o.momentum, f, v);
-        else if (!strcmp(f, "--weight-decay")) rc = parse_f32(&a->o.weight_decay, f, v);
+        } else if (!strcmp(f, "--lr"))
+            rc = parse_f32(&a->o.lr, f, v);
+        else if (!strcmp(f, "--momentum"))
+            rc = parse_f32(&a->o.momentum, f, v);
+        else if (!strcmp(f, "--weight-decay"))
+            rc = parse_f32(&a->o.weight_decay, f, v);
         else if (!strcmp(f, "--reduce")) {
             if (ff_reduce_parse(&a->o.reduce, v) != FF_OK) {
                 fprintf(stderr, "fivefold train: %s\n", ff_last_error());
@@ -131,10 +148,8 @@ static int parse_args(train_args *a, int argc, char **argv) {
         }
         if (rc) return -1;
     }
-    if (strcmp(a->mode, "serial") && strcmp(a->mode, "v1") && strcmp(a->mode, "mpi") &&
-        strcmp(a->mode, "v2")) {
-        fprintf(stderr, "fivefold train: --mode '%s': training runs in serial (v1) or mpi (v2)\n",
-                a->mode);
+    if (strcmp(a->mode, "serial") && strcmp(a->mode, "v1") && strcmp(a->mode, "mpi") && strcmp(a->mode, "v2")) {
+        fprintf(stderr, "fivefold train: --mode '%s': training runs in serial (v1) or mpi (v2)\n", a->mode);
         return -1;
     }
     if (a->resume && !a->ckpt_dir) {
@@ -170,17 +185,19 @@ static ff_status run(const train_args *a, ff_comm *comm) {
     int64_t *order = NULL;
     ff_status st = FF_OK;
     char ckpt_path[4096] = "";
-#define TRY(expr)                    \
-    do {                             \
-        st = (expr);                 \
-        if (st != FF_OK) goto done;  \
+#define TRY(expr)                   \
+    do {                            \
+        st = (expr);                \
+        if (st != FF_OK) goto done; \
     } while (0)
     TRY(ff_dataset_load_dir(&train, a->data, "train", a->train_limit));
     TRY(ff_dataset_load_dir(&test, a->data, "t10k", 0));
     const int64_t n_test = a->test_limit > 0 && a->test_limit < test.n ? a->test_limit : test.n;
     TRY(ff_weights_alloc(&w, &m));
-    if (a->weights) TRY(ff_weights_load_h5(&w, &m, a->weights));
-    else ff_weights_generate(&w, &m, a->seed);
+    if (a->weights)
+        TRY(ff_weights_load_h5(&w, &m, a->weights));
+    else
+        ff_weights_generate(&w, &m, a->seed);
     ff_train_options o = a->o;
     TRY(ff_trainer_create(&tr, &m, &w, &o, comm));
 
@@ -189,14 +206,12 @@ static ff_status run(const train_args *a, ff_comm *comm) {
     int64_t e0 = 0, s0 = 0, step = 0;
     uint64_t loss_digest = FF_FNV_OFFSET;  // over every step's loss since the start of training
     if (a->ckpt_dir) {
-        if (snprintf(ckpt_path, sizeof ckpt_path, "%s/%s", a->ckpt_dir, FF_CKPT_FILE) >=
-            (int)sizeof ckpt_path) {
+        if (snprintf(ckpt_path, sizeof ckpt_path, "%s/%s", a->ckpt_dir, FF_CKPT_FILE) >= (int)sizeof ckpt_path) {
             st = FF_FAIL(FF_ERR_INPUT, "--checkpoint-dir too long");
             goto done;
         }
         if (out && mkdir(a->ckpt_dir, 0777) != 0 && errno != EEXIST) {
-            st = FF_FAIL(FF_ERR_IO, "--checkpoint-dir '%s': cannot create it: %s", a->ckpt_dir,
-                         strerror(errno));
+            st = FF_FAIL(FF_ERR_IO, "--checkpoint-dir '%s': cannot create it: %s", a->ckpt_dir, strerror(errno));
             goto done;
         }
         if (out) TRY(ff_ckpt_writer_create(&wr, &m));
@@ -209,18 +224,17 @@ static ff_status run(const train_args *a, ff_comm *comm) {
         ff_ckpt_meta cm;
         TRY(ff_checkpoint_load(&w, ff_trainer_momentum(tr), &cm, &m, ckpt_path));
         // A bit-identical continuation needs the same recipe: refuse a different one.
-        if (cm.batch != B || cm.microbatch != o.microbatch || cm.seed != a->seed ||
-            cm.train_limit != a->train_limit || cm.lr != o.lr || cm.momentum != o.momentum ||
-            cm.weight_decay != o.weight_decay) {
-            st = FF_FAIL(FF_ERR_INPUT, "--resume: checkpoint '%s' was made with batch %lld, "
+        if (cm.batch != B || cm.microbatch != o.microbatch || cm.seed != a->seed || cm.train_limit != a->train_limit ||
+            cm.lr != o.lr || cm.momentum != o.momentum || cm.weight_decay != o.weight_decay) {
+            st = FF_FAIL(FF_ERR_INPUT,
+                         "--resume: checkpoint '%s' was made with batch %lld, "
                          "microbatch %lld, seed %llu, train-limit %lld, lr %g, momentum %g, "
                          "weight-decay %g; this run asks for batch %lld, microbatch %lld, seed %llu, "
                          "train-limit %lld, lr %g, momentum %g, weight-decay %g (use the same flags)",
-                         ckpt_path, (long long)cm.batch, (long long)cm.microbatch,
-                         (unsigned long long)cm.seed, (long long)cm.train_limit, cm.lr, cm.momentum,
-                         cm.weight_decay, (long long)B, (long long)o.microbatch,
-                         (unsigned long long)a->seed, (long long)a->train_limit, o.lr, o.momentum,
-                         o.weight_decay);
+                         ckpt_path, (long long)cm.batch, (long long)cm.microbatch, (unsigned long long)cm.seed,
+                         (long long)cm.train_limit, cm.lr, cm.momentum, cm.weight_decay, (long long)B,
+                         (long long)o.microbatch, (unsigned long long)a->seed, (long long)a->train_limit, o.lr,
+                         o.momentum, o.weight_decay);
             goto done;
         }
         e0 = cm.epoch;
@@ -229,8 +243,8 @@ static ff_status run(const train_args *a, ff_comm *comm) {
         loss_digest = cm.loss_digest;
         ff_trainer_set_steps(tr, step);
         if (out)
-            printf("resumed from %s: step %lld, epoch %lld, step %lld of that epoch\n", ckpt_path,
-                   (long long)step, (long long)e0 + 1, (long long)s0);
+            printf("resumed from %s: step %lld, epoch %lld, step %lld of that epoch\n", ckpt_path, (long long)step,
+                   (long long)e0 + 1, (long long)s0);
     }
     order = malloc((size_t)n * sizeof *order);
     if (!order) {
@@ -239,12 +253,13 @@ static ff_status run(const train_args *a, ff_comm *comm) {
     }
     const int64_t total = a->steps > 0 && a->steps < a->epochs * spe ? a->steps : a->epochs * spe;
     if (out)
-        printf("train %s: mode %s, ranks %d, %lld train / %lld test images from %s, epochs %lld, "
-               "%lld steps/epoch, batch %lld, microbatch %lld, lr %g, momentum %g, weight-decay %g, "
-               "seed %llu, reduce %s\n",
-               m.name, a->mode, P, (long long)n, (long long)n_test, a->data, (long long)a->epochs,
-               (long long)spe, (long long)B, (long long)o.microbatch, o.lr, o.momentum,
-               o.weight_decay, (unsigned long long)a->seed, ff_reduce_name(o.reduce));
+        printf(
+            "train %s: mode %s, ranks %d, %lld train / %lld test images from %s, epochs %lld, "
+            "%lld steps/epoch, batch %lld, microbatch %lld, lr %g, momentum %g, weight-decay %g, "
+            "seed %llu, reduce %s\n",
+            m.name, a->mode, P, (long long)n, (long long)n_test, a->data, (long long)a->epochs, (long long)spe,
+            (long long)B, (long long)o.microbatch, o.lr, o.momentum, o.weight_decay, (unsigned long long)a->seed,
+            ff_reduce_name(o.reduce));
     fflush(stdout);
 
     const double t_start = now_s();
@@ -269,17 +284,18 @@ static ff_status run(const train_args *a, ff_comm *comm) {
                 double per_step = (t - t_start) / (double)steps_run;
                 char eta[32];
                 fmt_hms(eta, sizeof eta, per_step * (double)(total - step));
-                printf("epoch %lld/%lld step %lld/%lld (total %lld/%lld) loss %.6f samples/s %.1f "
-                       "ETA %s\n",
-                       (long long)e + 1, (long long)a->epochs, (long long)s + 1, (long long)spe,
-                       (long long)step, (long long)total, loss, rate, eta);
+                printf(
+                    "epoch %lld/%lld step %lld/%lld (total %lld/%lld) loss %.6f samples/s %.1f "
+                    "ETA %s\n",
+                    (long long)e + 1, (long long)a->epochs, (long long)s + 1, (long long)spe, (long long)step,
+                    (long long)total, loss, rate, eta);
                 fflush(stdout);
                 t_log = t;
                 samples_log = 0;
             }
             if (wr && a->ckpt_every > 0 && step % a->ckpt_every == 0 && step < total) {
-                ff_ckpt_meta cm = {step, e, s + 1, a->seed, B, o.microbatch, a->train_limit,
-                                   o.lr, o.momentum, o.weight_decay, loss_digest};
+                ff_ckpt_meta cm = {step,           e,    s + 1,      a->seed,        B,          o.microbatch,
+                                   a->train_limit, o.lr, o.momentum, o.weight_decay, loss_digest};
                 if (s + 1 == spe) {
                     cm.epoch = e + 1;
                     cm.step_in_epoch = 0;
@@ -287,8 +303,7 @@ static ff_status run(const train_args *a, ff_comm *comm) {
                 TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
             }
             if (kill_after >= 0 && step == kill_after) {
-                fprintf(stderr, "FF_TEST_KILL_AFTER_STEP=%lld: killing the process\n",
-                        (long long)kill_after);
+                fprintf(stderr, "FF_TEST_KILL_AFTER_STEP=%lld: killing the process\n", (long long)kill_after);
                 fflush(stderr);
                 raise(SIGKILL);
             }
@@ -297,23 +312,22 @@ static ff_status run(const train_args *a, ff_comm *comm) {
             int64_t correct;
             TRY(ff_train_evaluate(tr, &correct, &test, n_test));
             if (out) {
-                printf("epoch %lld/%lld done: test accuracy %.2f%% (%lld/%lld), %.1f s elapsed\n",
-                       (long long)e + 1, (long long)a->epochs,
-                       n_test ? 100.0 * (double)correct / (double)n_test : 0.0, (long long)correct,
-                       (long long)n_test, now_s() - t_start);
+                printf("epoch %lld/%lld done: test accuracy %.2f%% (%lld/%lld), %.1f s elapsed\n", (long long)e + 1,
+                       (long long)a->epochs, n_test ? 100.0 * (double)correct / (double)n_test : 0.0,
+                       (long long)correct, (long long)n_test, now_s() - t_start);
                 fflush(stdout);
             }
             if (wr && a->ckpt_every_epochs > 0 && (e + 1) % a->ckpt_every_epochs == 0 && step < total) {
-                ff_ckpt_meta cm = {step, e + 1, 0, a->seed, B, o.microbatch, a->train_limit,
-                                   o.lr, o.momentum, o.weight_decay, loss_digest};
+                ff_ckpt_meta cm = {step,           e + 1, 0,          a->seed,        B,          o.microbatch,
+                                   a->train_limit, o.lr,  o.momentum, o.weight_decay, loss_digest};
                 TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
             }
         }
     }
-    if (wr) {  // the final checkpoint, at the position training stopped
+    if (wr) {                                          // the final checkpoint, at the position training stopped
         const int64_t e = step / spe, s = step % spe;  // every epoch has spe steps
-        ff_ckpt_meta cm = {step, e, s, a->seed, B, o.microbatch, a->train_limit,
-                           o.lr, o.momentum, o.weight_decay, loss_digest};
+        ff_ckpt_meta cm = {step,           e,    s,          a->seed,        B,          o.microbatch,
+                           a->train_limit, o.lr, o.momentum, o.weight_decay, loss_digest};
         TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
         TRY(ff_ckpt_writer_wait(wr));
         if (out) printf("checkpoint: %s (step %lld)\n", ckpt_path, (long long)step);

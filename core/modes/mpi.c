@@ -415,11 +415,11 @@ static ff_status fetch_input(mpi_exec *x, ff_guarded *dst, const tensor_state *s
 // is computed from its inputs alone, whichever rank and group computes it.
 typedef struct {
     int G;
-    ff_partition **part;  // [G] partition of group g, rotation g
-    ff_range *images;     // [G] images of group g
-    tensor_state *s;      // [G] where group g's tensor is
-    const float **src;    // [G] scratch: the input rows of the layer being computed
-    ff_conv_segment *seg; // [G] scratch
+    ff_partition **part;   // [G] partition of group g, rotation g
+    ff_range *images;      // [G] images of group g
+    tensor_state *s;       // [G] where group g's tensor is
+    const float **src;     // [G] scratch: the input rows of the layer being computed
+    ff_conv_segment *seg;  // [G] scratch
 } row_groups;
 
 static void groups_free(row_groups *gr) {
@@ -518,7 +518,7 @@ static ff_status forward_rows(mpi_exec *x, float *out, const float *in, int64_t 
     row_groups gr;
     ff_status st = groups_build(x, &gr, n, first, last);
     tensor_state s = {AT_ROOT, in, m->layers[first].in, NULL};  // the whole tensor, when not banded
-    bool banded = false;                                       // the groups' states hold the data
+    bool banded = false;                                        // the groups' states hold the data
     for (int i = first; i <= last && st == FF_OK; i++) {
         const ff_layer *L = &m->layers[i];
         const ff_layer_part *lp = &gr.part[0]->layer[i - first];

@@ -205,9 +205,10 @@ int main(int argc, char **argv) {
                 char alg[16];
                 snprintf(alg, sizeof alg, wm ? "winograd-%d" : "direct", wm);
                 printf("  %-8s%-6s %10.4f %9.2f  %-11s %s\n", L->name, fuse ? "+relu" : "", t * 1e3, tf, alg, tile);
-                printf("JSON {\"kind\":\"layer\",\"model\":\"%s\",\"n\":%lld,\"layer\":\"%s\",\"alg\":\"%s\","
-                       "\"ms\":%.5f,\"tflops\":%.3f}\n",
-                       m.name, (long long)n, L->name, alg, t * 1e3, tf);
+                printf(
+                    "JSON {\"kind\":\"layer\",\"model\":\"%s\",\"n\":%lld,\"layer\":\"%s\",\"alg\":\"%s\","
+                    "\"ms\":%.5f,\"tflops\":%.3f}\n",
+                    m.name, (long long)n, L->name, alg, t * 1e3, tf);
             }
             c.wg = 0;
             sum += best;
@@ -239,7 +240,8 @@ int main(int argc, char **argv) {
         printf("  executor graph, device-resident input: %.4f ms (median of 9)\n", tr[4]);
         const double tflops = (double)m.flops_total * n / tg * 1e-12;
         printf(
-            "  sum of the fastest algorithm per layer %.4f ms; direct-only forward as one graph %.4f ms (%.2f TFLOP/s); executor "
+            "  sum of the fastest algorithm per layer %.4f ms; direct-only forward as one graph %.4f ms (%.2f "
+            "TFLOP/s); executor "
             "forward host->host %.4f ms pinned, %.4f ms pageable\n",
             sum * 1e3, tg * 1e3, tflops, te[1] * 1e3, te[0] * 1e3);
         printf(

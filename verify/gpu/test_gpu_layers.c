@@ -271,7 +271,9 @@ static void linear_split_equals_cpu_emulation(void **state) {
                     }
                     char what[96];
                     snprintf(what, sizeof what, "K=%lld N=%lld vs %s", (long long)K, (long long)n,
-                             v == 0 ? "split S/2" : v == 1 ? "split 1" : "bias added last");
+                             v == 0   ? "split S/2"
+                             : v == 1 ? "split 1"
+                                      : "bias added last");
                     printf("  (negative: the next check must FAIL in most elements)\n");
                     const size_t diff = tu_check_ulp(what, y, emu, (size_t)count, 0);
                     assert_true(diff > (size_t)count / 2);

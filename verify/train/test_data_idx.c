@@ -178,7 +178,7 @@ static void normalisation_is_the_documented_formula(void **state) {
         float want = ((float)v / 255.0f - 0.2860f) / 0.3530f;
         assert_memory_equal(&t[v], &want, sizeof want);
     }
-    assert_true(t[0] < -0.81f && t[0] > -0.82f);  // -0.2860/0.3530 = -0.8102
+    assert_true(t[0] < -0.81f && t[0] > -0.82f);    // -0.2860/0.3530 = -0.8102
     assert_true(t[255] > 2.02f && t[255] < 2.03f);  // 0.7140/0.3530 = 2.0227
     // batch gather follows the order and normalises every pixel
     ff_dataset ds = {0};

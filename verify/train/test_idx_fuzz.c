@@ -54,25 +54,29 @@ static void mutated_buffers_are_refused_or_consistent(void **st) {
         int muts = 1 + (int)(next() % 3);
         for (int m = 0; m < muts; m++) {
             switch (next() % 6) {
-            case 0: if (len) buf[next() % len] ^= (uint8_t)(1u << (next() % 8)); break;
-            case 1: if (len) buf[next() % 16 % len] = (uint8_t)next(); break;
-            case 2: {  // an extent rewritten
-                if (len < 4 + 4 * (size_t)nd) break;
-                int d = (int)(next() % (uint64_t)nd);
-                uint32_t v = (uint32_t[]){0, 1, 0xFFFFFFFFu, (uint32_t)next(), 60, 7}[next() % 6];
-                for (int k = 0; k < 4; k++) buf[4 + 4 * d + k] = (uint8_t)(v >> (24 - 8 * k));
-                break;
-            }
-            case 3: len = next() % (len + 1); break;  // truncated (possibly to nothing)
-            case 4: {                                 // extended
-                size_t add = next() % 16;
-                if (len + add <= sizeof buf) {
-                    for (size_t k = 0; k < add; k++) buf[len + k] = (uint8_t)next();
-                    len += add;
+                case 0:
+                    if (len) buf[next() % len] ^= (uint8_t)(1u << (next() % 8));
+                    break;
+                case 1:
+                    if (len) buf[next() % 16 % len] = (uint8_t)next();
+                    break;
+                case 2: {  // an extent rewritten
+                    if (len < 4 + 4 * (size_t)nd) break;
+                    int d = (int)(next() % (uint64_t)nd);
+                    uint32_t v = (uint32_t[]){0, 1, 0xFFFFFFFFu, (uint32_t)next(), 60, 7}[next() % 6];
+                    for (int k = 0; k < 4; k++) buf[4 + 4 * d + k] = (uint8_t)(v >> (24 - 8 * k));
+                    break;
                 }
-                break;
-            }
-            default: break;  // unchanged: must be accepted
+                case 3: len = next() % (len + 1); break;  // truncated (possibly to nothing)
+                case 4: {                                 // extended
+                    size_t add = next() % 16;
+                    if (len + add <= sizeof buf) {
+                        for (size_t k = 0; k < add; k++) buf[len + k] = (uint8_t)next();
+                        len += add;
+                    }
+                    break;
+                }
+                default: break;  // unchanged: must be accepted
             }
         }
         // The parser gets exactly len bytes (a heap copy, so a sanitizer sees any overread).
@@ -84,8 +88,9 @@ static void mutated_buffers_are_refused_or_consistent(void **st) {
         if (s == FF_OK) {
             uint64_t prod = 1;
             for (int d = 0; d < nd; d++) {
-                if (dims[d] <= 0) fail_msg("case %lld (seed %llu): accepted extent %lld", (long long)c,
-                                           (unsigned long long)SEED, (long long)dims[d]);
+                if (dims[d] <= 0)
+                    fail_msg("case %lld (seed %llu): accepted extent %lld", (long long)c, (unsigned long long)SEED,
+                             (long long)dims[d]);
                 prod *= (uint64_t)dims[d];
             }
             if (off != 4 + 4 * (size_t)nd || (uint64_t)len != off + prod)
@@ -94,8 +99,8 @@ static void mutated_buffers_are_refused_or_consistent(void **st) {
             accepted++;
         } else {
             if (s != FF_ERR_INPUT || !strstr(ff_last_error(), "IDX file 'fuzz'"))
-                fail_msg("case %lld (seed %llu): status %d message '%s'", (long long)c,
-                         (unsigned long long)SEED, (int)s, ff_last_error());
+                fail_msg("case %lld (seed %llu): status %d message '%s'", (long long)c, (unsigned long long)SEED,
+                         (int)s, ff_last_error());
             refused++;
         }
         free(copy);

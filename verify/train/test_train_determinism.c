@@ -82,8 +82,8 @@ static void serial_equals_every_rank_count(void **state) {
     run_ctx *ref = new_ctx(FF_REDUCE_DETERMINISTIC);
     assert_int_equal(body(NULL, ref), FF_OK);
     char hex[17];
-    printf("serial: losses %.9f %.9f %.9f, weights digest %s\n", ref->loss[0][0], ref->loss[0][1],
-           ref->loss[0][2], ff_digest_hex(hex, ref->digest[0]));
+    printf("serial: losses %.9f %.9f %.9f, weights digest %s\n", ref->loss[0][0], ref->loss[0][1], ref->loss[0][2],
+           ff_digest_hex(hex, ref->digest[0]));
     for (int P = 1; P <= MAX_P; P++) {
         run_ctx *r = new_ctx(FF_REDUCE_DETERMINISTIC);
         ff_status st = ff_comm_loopback_run(P, body, r);
@@ -119,8 +119,8 @@ static void allreduce_path_within_tolerance_but_not_bitwise(void **state) {
         double d = fabs((double)r->weights[0][i] - (double)ref->weights[0][i]);
         if (d > worst) worst = d;
     }
-    printf("allreduce P=4 vs deterministic: max |dw| = %.3g, losses %.9f %.9f %.9f\n", worst,
-           r->loss[0][0], r->loss[0][1], r->loss[0][2]);
+    printf("allreduce P=4 vs deterministic: max |dw| = %.3g, losses %.9f %.9f %.9f\n", worst, r->loss[0][0],
+           r->loss[0][1], r->loss[0][2]);
     assert_true(worst < 1e-6);
     assert_true(r->loss[0][0] == ref->loss[0][0]);
     for (int k = 1; k < K_STEPS; k++) assert_true(fabs(r->loss[0][k] - ref->loss[0][k]) < 1e-6 * ref->loss[0][k]);

@@ -57,8 +57,8 @@ static cmp compare(const float *got, const double *ref, const double *bound, int
 }
 
 static void report(const char *what, cmp c) {
-    printf("  %-28s %s  worst %.3g of bound at %lld\n", what, c.worst <= 1.0 ? "PASS" : "FAIL",
-           c.worst, (long long)c.idx);
+    printf("  %-28s %s  worst %.3g of bound at %lld\n", what, c.worst <= 1.0 ? "PASS" : "FAIL", c.worst,
+           (long long)c.idx);
 }
 
 // ================================================================ conv2d
@@ -100,9 +100,9 @@ static void conv_fwd64(double *y, const double *x, const double *w, const ff_lay
 }
 
 // float64 analytic gradients, with the bound sums sum|terms| and term counts.
-static void conv_bwd64(double *dw, double *dwabs, double *dwk, double *dx, double *dxabs, double *dxk,
-                       double *db, double *dbabs, double *dbk, const double *dy, const double *x,
-                       const double *w, const ff_layer *L, int64_t n) {
+static void conv_bwd64(double *dw, double *dwabs, double *dwk, double *dx, double *dxabs, double *dxk, double *db,
+                       double *dbabs, double *dbk, const double *dy, const double *x, const double *w,
+                       const ff_layer *L, int64_t n) {
     const int64_t C = L->in.c, H = L->in.h, W = L->in.w, K = L->out_c, R = L->kh, S = L->kw;
     const int64_t Ho = L->out.h, Wo = L->out.w;
     memset(dw, 0, sizeof(double) * (size_t)(K * C * R * S));
@@ -152,8 +152,8 @@ static double dot64(const double *a, const double *b, int64_t n) {
 }
 
 // Finite differences validate the float64 analytic gradient of L = <dy, conv(x, w)>.
-static double fd_check_conv(const ff_layer *L, const double *x, const double *w, const double *dy,
-                            const double *dw, const double *dx, int64_t n) {
+static double fd_check_conv(const ff_layer *L, const double *x, const double *w, const double *dy, const double *dw,
+                            const double *dx, int64_t n) {
     const int64_t nx = n * ff_shape_numel(L->in), nw = L->out_c * L->in.c * L->kh * L->kw;
     const int64_t ny = n * ff_shape_numel(L->out);
     double *y = malloc((size_t)ny * sizeof *y), worst = 0;
@@ -209,15 +209,13 @@ static conv_result run_conv(const ff_layer *L, int64_t n, int flip) {
         wf = malloc((size_t)nw * 4);
         for (int64_t kc = 0; kc < K * C; kc++)
             for (int64_t r = 0; r < R; r++)
-                for (int64_t s = 0; s < S; s++)
-                    wf[(kc * R + r) * S + s] = w[(kc * R + (R - 1 - r)) * S + (S - 1 - s)];
+                for (int64_t s = 0; s < S; s++) wf[(kc * R + r) * S + s] = w[(kc * R + (R - 1 - r)) * S + (S - 1 - s)];
         wuse = wf;
         float *t = malloc((size_t)nw * 4);
         memcpy(t, dw, (size_t)nw * 4);
         for (int64_t kc = 0; kc < K * C; kc++)
             for (int64_t r = 0; r < R; r++)
-                for (int64_t s = 0; s < S; s++)
-                    dw[(kc * R + r) * S + s] = t[(kc * R + (R - 1 - r)) * S + (S - 1 - s)];
+                for (int64_t s = 0; s < S; s++) dw[(kc * R + r) * S + s] = t[(kc * R + (R - 1 - r)) * S + (S - 1 - s)];
         free(t);
     }
     ff_cpu_conv2d_backward_data(dx, dy, wuse, L, n);
@@ -234,28 +232,48 @@ static conv_result run_conv(const ff_layer *L, int64_t n, int flip) {
     res.dw = compare(dw, rdw, adw, nw);
     res.db = compare(db, rdb, adb, K);
     res.dx = compare(dx, rdx, adx, nx);
-    free(x); free(w); free(dy); free(dw); free(db); free(dx); free(scratch); free(wf);
-    free(x6); free(w6); free(dy6); free(rdw); free(adw); free(kdw); free(rdx); free(adx); free(kdx);
-    free(rdb); free(adb); free(kdb);
+    free(x);
+    free(w);
+    free(dy);
+    free(dw);
+    free(db);
+    free(dx);
+    free(scratch);
+    free(wf);
+    free(x6);
+    free(w6);
+    free(dy6);
+    free(rdw);
+    free(adw);
+    free(kdw);
+    free(rdx);
+    free(adx);
+    free(kdx);
+    free(rdb);
+    free(adb);
+    free(kdb);
     return res;
 }
 
 static void conv_backward_within_bounds(void **state) {
     (void)state;
-    const struct { int64_t C, H, W, K; int R, S, st, pad; } cases[] = {
-        {1, 28, 28, 4, 3, 3, 1, 0},   // mnist conv1 geometry (fewer filters)
-        {5, 9, 8, 6, 3, 3, 1, 0},     // mnist conv2 style
-        {3, 11, 10, 4, 3, 3, 1, 1},   // padding
-        {2, 13, 13, 3, 5, 5, 2, 2},   // stride and padding (alexnet conv2 style)
-        {3, 15, 15, 2, 11, 11, 4, 0}, // alexnet conv1 geometry
-        {40, 6, 6, 3, 3, 3, 1, 0},    // C*R*S = 360: more than one 32-weight register block + tail
+    const struct {
+        int64_t C, H, W, K;
+        int R, S, st, pad;
+    } cases[] = {
+        {1, 28, 28, 4, 3, 3, 1, 0},    // mnist conv1 geometry (fewer filters)
+        {5, 9, 8, 6, 3, 3, 1, 0},      // mnist conv2 style
+        {3, 11, 10, 4, 3, 3, 1, 1},    // padding
+        {2, 13, 13, 3, 5, 5, 2, 2},    // stride and padding (alexnet conv2 style)
+        {3, 15, 15, 2, 11, 11, 4, 0},  // alexnet conv1 geometry
+        {40, 6, 6, 3, 3, 3, 1, 0},     // C*R*S = 360: more than one 32-weight register block + tail
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        ff_layer L = conv_layer(cases[c].C, cases[c].H, cases[c].W, cases[c].K, cases[c].R,
-                                cases[c].S, cases[c].st, cases[c].pad);
+        ff_layer L = conv_layer(cases[c].C, cases[c].H, cases[c].W, cases[c].K, cases[c].R, cases[c].S, cases[c].st,
+                                cases[c].pad);
         conv_result r = run_conv(&L, 2, 0);
-        printf("conv C=%lld H=%lld W=%lld K=%lld R=%d st=%d pad=%d: fd %.2e\n", (long long)L.in.c,
-               (long long)L.in.h, (long long)L.in.w, (long long)L.out_c, L.kh, L.stride, L.pad, r.fd);
+        printf("conv C=%lld H=%lld W=%lld K=%lld R=%d st=%d pad=%d: fd %.2e\n", (long long)L.in.c, (long long)L.in.h,
+               (long long)L.in.w, (long long)L.out_c, L.kh, L.stride, L.pad, r.fd);
         report("dw", r.dw);
         report("db", r.db);
         report("dx", r.dx);
@@ -344,8 +362,18 @@ static lin_result run_linear(int64_t I, int64_t O, int64_t n, int broken) {
     r.db = compare(db, rdb, adb, O);
     r.dx = compare(dx, rdx, adx, n * I);
     if (broken) free(dyb);
-    free(x); free(w); free(dy); free(dw); free(db); free(dx);
-    free(rdw); free(adw); free(rdb); free(adb); free(rdx); free(adx);
+    free(x);
+    free(w);
+    free(dy);
+    free(dw);
+    free(db);
+    free(dx);
+    free(rdw);
+    free(adw);
+    free(rdb);
+    free(adb);
+    free(rdx);
+    free(adx);
     return r;
 }
 
@@ -389,7 +417,11 @@ static void relu_backward_exact(void **state) {
     c = compare(dx, ref, bound, n);
     report("relu pass-through (broken)", c);
     assert_true(c.worst > 1.0);
-    free(y); free(dy); free(dx); free(ref); free(bound);
+    free(y);
+    free(dy);
+    free(dx);
+    free(ref);
+    free(bound);
 }
 
 static ff_layer pool_layer(int64_t C, int64_t H, int64_t W, int k, int st) {
@@ -436,8 +468,10 @@ static void pool_case(int k, int st, int broken, cmp *out) {
                             }
                         acc += dy[(p * L.out.h + oh) * L.out.w + ow] * m;
                     }
-            if (sign) lm = acc;
-            else lp = acc;
+            if (sign)
+                lm = acc;
+            else
+                lp = acc;
         }
         ref[i] = (lp - lm) / (2 * h);
         // The sums of at most ceil(k/st)^2 dy terms reach one element: float rounding of that sum,
@@ -447,7 +481,11 @@ static void pool_case(int k, int st, int broken, cmp *out) {
         bound[i] = gamma_k(4.0) * (fabs(ref[i]) + 1e-30) + sabs * ldexp(1.0, -52) / h * 4;
     }
     *out = compare(dx, ref, bound, nx);
-    free(x); free(dy); free(dx); free(ref); free(bound);
+    free(x);
+    free(dy);
+    free(dx);
+    free(ref);
+    free(bound);
 }
 
 static void maxpool_backward_matches_finite_differences(void **state) {
@@ -506,8 +544,10 @@ static void xent_case(float scale_used, cmp *cz, cmp *cl, double *fd) {
                 }
                 for (int64_t q = 0; q < C; q++) ss += exp(zp[q] - mm);
                 double l = log(ss) - (zp[labels[s]] - mm);
-                if (sign) lm = l;
-                else lp = l;
+                if (sign)
+                    lm = l;
+                else
+                    lp = l;
             }
             double e = fabs((lp - lm) / (2 * h) * scale - rz[s * C + c]);
             if (e > *fd) *fd = e;
@@ -515,7 +555,10 @@ static void xent_case(float scale_used, cmp *cz, cmp *cl, double *fd) {
     }
     *cz = compare(dz, rz, bz, n * C);
     *cl = compare(loss, rl, bl, n);
-    free(z); free(dz); free(rz); free(bz);
+    free(z);
+    free(dz);
+    free(rz);
+    free(bz);
 }
 
 static void softmax_xent_within_bounds(void **state) {

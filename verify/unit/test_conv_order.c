@@ -69,8 +69,8 @@ static ff_layer conv_layer(int64_t C, int64_t H, int64_t W, int64_t K, int kh, i
 }
 
 // Runs one shape on the full map and on a band [o0, o1); returns the number of differing elements.
-static int64_t check_shape(int64_t C, int64_t H, int64_t W, int64_t K, int kh, int kw, int st, int pad,
-                           int64_t n, int64_t o0, int64_t o1) {
+static int64_t check_shape(int64_t C, int64_t H, int64_t W, int64_t K, int kh, int kw, int st, int pad, int64_t n,
+                           int64_t o0, int64_t o1) {
     const ff_layer L = conv_layer(C, H, W, K, kh, kw, st, pad);
     const ff_range ir = ff_layer_input_rows(&L, o0, o1);
     const ff_rows rows = {ir.lo, ir.hi, o0, o1};
@@ -87,9 +87,8 @@ static int64_t check_shape(int64_t C, int64_t H, int64_t W, int64_t K, int kh, i
     int64_t bad = 0;
     for (int64_t i = 0; i < out_n; i++) bad += memcmp(&got[i], &want[i], sizeof(float)) != 0;
     if (bad)
-        fprintf(stderr, "C=%ld H=%ld W=%ld K=%ld %dx%d st=%d pad=%d n=%ld rows [%ld,%ld): %ld of %ld differ\n",
-                (long)C, (long)H, (long)W, (long)K, kh, kw, st, pad, (long)n, (long)o0, (long)o1, (long)bad,
-                (long)out_n);
+        fprintf(stderr, "C=%ld H=%ld W=%ld K=%ld %dx%d st=%d pad=%d n=%ld rows [%ld,%ld): %ld of %ld differ\n", (long)C,
+                (long)H, (long)W, (long)K, kh, kw, st, pad, (long)n, (long)o0, (long)o1, (long)bad, (long)out_n);
     free(in), free(w), free(b), free(got), free(want);
     return bad;
 }
@@ -113,11 +112,11 @@ static void test_conv_blocks_and_tails(void **state) {
 static void test_conv_channel_chunks_and_bands(void **state) {
     (void)state;
     int64_t bad = 0;
-    bad += check_shape(70, 13, 13, 24, 3, 3, 1, 1, 2, 0, 13);  // 56 channels per chunk: 2 chunks
-    bad += check_shape(70, 13, 13, 24, 3, 3, 1, 1, 2, 5, 8);   // band inside the map
+    bad += check_shape(70, 13, 13, 24, 3, 3, 1, 1, 2, 0, 13);   // 56 channels per chunk: 2 chunks
+    bad += check_shape(70, 13, 13, 24, 3, 3, 1, 1, 2, 5, 8);    // band inside the map
     bad += check_shape(70, 13, 13, 20, 3, 3, 1, 1, 1, 12, 13);  // last row only
-    bad += check_shape(40, 15, 15, 16, 5, 5, 1, 2, 2, 3, 7);   // 20 channels per chunk
-    bad += check_shape(5, 37, 37, 9, 11, 11, 4, 2, 1, 2, 6);   // conv1-like stride 4
+    bad += check_shape(40, 15, 15, 16, 5, 5, 1, 2, 2, 3, 7);    // 20 channels per chunk
+    bad += check_shape(5, 37, 37, 9, 11, 11, 4, 2, 1, 2, 6);    // conv1-like stride 4
     assert_int_equal(bad, 0);
 }
 

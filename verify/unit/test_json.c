@@ -36,8 +36,9 @@ static void writes_nested_compact_json(void **state) {
     ff_json_end_array(&j);
     ff_json_end_object(&j);
     fclose(f);
-    assert_string_equal(buf, "{\"schema\":\"fivefold-bench/1\",\"quote\":\"a\\\"b\\\\c\\n\\u0001\",\"n\":-42,"
-                             "\"ms\":1.5,\"nan\":null,\"ok\":true,\"none\":null,\"xs\":[1,{},[]]}\n");
+    assert_string_equal(buf,
+                        "{\"schema\":\"fivefold-bench/1\",\"quote\":\"a\\\"b\\\\c\\n\\u0001\",\"n\":-42,"
+                        "\"ms\":1.5,\"nan\":null,\"ok\":true,\"none\":null,\"xs\":[1,{},[]]}\n");
     free(buf);
 }
 

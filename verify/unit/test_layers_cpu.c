@@ -32,7 +32,9 @@
 
 static const double U = 1.0 / 16777216.0;  // unit roundoff of float32, 2^-24
 
-static double gamma_k(int64_t k) { return (double)k * U / (1.0 - (double)k * U); }
+static double gamma_k(int64_t k) {
+    return (double)k * U / (1.0 - (double)k * U);
+}
 
 static uint32_t fbits(float f) {
     uint32_t u;
@@ -42,10 +44,11 @@ static uint32_t fbits(float f) {
 
 // Layers built by hand (the test does not depend on model.c): the derived fields the layer code
 // reads (in, out, out_c, kernel, stride, pad, lrn parameters) are filled here.
-static int64_t out_dim(int64_t in, int k, int stride, int pad) { return (in + 2 * pad - k) / stride + 1; }
+static int64_t out_dim(int64_t in, int k, int stride, int pad) {
+    return (in + 2 * pad - k) / stride + 1;
+}
 
-static ff_layer make_conv(int64_t C, int64_t H, int64_t W, int64_t K, int kh, int kw, int stride,
-                          int pad) {
+static ff_layer make_conv(int64_t C, int64_t H, int64_t W, int64_t K, int kh, int kw, int stride, int pad) {
     ff_layer L;
     memset(&L, 0, sizeof L);
     L.name = "conv";
@@ -142,8 +145,8 @@ static float *rand_buf(trng *r, int64_t count, float scale) {
 
 // out64 and bound (per element) of a conv over the full tensor: every output visits every tap and
 // tests it for padding. Written directly from the definition, sharing no code with the layer.
-static void ref_conv(double *out64, double *bound, const float *in, const float *w, const float *b,
-                     const ff_layer *L, int64_t n) {
+static void ref_conv(double *out64, double *bound, const float *in, const float *w, const float *b, const ff_layer *L,
+                     int64_t n) {
     const int64_t C = L->in.c, H = L->in.h, W = L->in.w, K = L->out.c, Ho = L->out.h, Wo = L->out.w;
     for (int64_t i = 0; i < n; i++)
         for (int64_t k = 0; k < K; k++)
@@ -169,8 +172,8 @@ static void ref_conv(double *out64, double *bound, const float *in, const float 
                 }
 }
 
-static void ref_linear(double *out64, double *bound, const float *in, const float *w, const float *b,
-                       int64_t I, int64_t J, int64_t n) {
+static void ref_linear(double *out64, double *bound, const float *in, const float *w, const float *b, int64_t I,
+                       int64_t J, int64_t n) {
     for (int64_t i = 0; i < n; i++)
         for (int64_t j = 0; j < J; j++) {
             double s = b[j], a = fabs((double)b[j]);
@@ -185,8 +188,7 @@ static void ref_linear(double *out64, double *bound, const float *in, const floa
 }
 
 // Fails (naming the worst element) unless |got - ref| <= bound everywhere.
-static void check_bound(const char *what, const float *got, const double *ref, const double *bound,
-                        int64_t count) {
+static void check_bound(const char *what, const float *got, const double *ref, const double *bound, int64_t count) {
     double worst = -1.0;
     int64_t wi = -1;
     for (int64_t i = 0; i < count; i++) {
@@ -196,10 +198,10 @@ static void check_bound(const char *what, const float *got, const double *ref, c
         if (used > worst) worst = used, wi = i;
     }
     if (worst > 1.0) {
-        print_error("%s: element %lld = %.9g, float64 reference %.17g, |error| %.3g > bound %.3g "
-                    "(%.1f%% of bound)\n",
-                    what, (long long)wi, (double)got[wi], ref[wi], fabs((double)got[wi] - ref[wi]),
-                    bound[wi], 100.0 * worst);
+        print_error(
+            "%s: element %lld = %.9g, float64 reference %.17g, |error| %.3g > bound %.3g "
+            "(%.1f%% of bound)\n",
+            what, (long long)wi, (double)got[wi], ref[wi], fabs((double)got[wi] - ref[wi]), bound[wi], 100.0 * worst);
         fail();
     }
 }
@@ -207,8 +209,8 @@ static void check_bound(const char *what, const float *got, const double *ref, c
 static void check_bits(const char *what, const float *got, const float *want, int64_t count) {
     for (int64_t i = 0; i < count; i++)
         if (fbits(got[i]) != fbits(want[i])) {
-            print_error("%s: element %lld differs: %.9g (0x%08x) vs %.9g (0x%08x)\n", what,
-                        (long long)i, (double)got[i], fbits(got[i]), (double)want[i], fbits(want[i]));
+            print_error("%s: element %lld differs: %.9g (0x%08x) vs %.9g (0x%08x)\n", what, (long long)i,
+                        (double)got[i], fbits(got[i]), (double)want[i], fbits(want[i]));
             fail();
         }
 }
@@ -310,20 +312,20 @@ typedef struct {
 } conv_case;
 
 static const conv_case conv_cases[] = {
-    {1, 1, 1, 1, 1, 1, 1, 1, 0},     // 1x1 input, 1x1 kernel, C = K = 1
-    {2, 3, 1, 1, 4, 3, 3, 1, 1},     // 1x1 input, 3x3 kernel pad 1: only the centre tap is inside
-    {1, 2, 5, 5, 3, 5, 5, 1, 0},     // kernel = input size -> 1x1 output
-    {2, 3, 9, 10, 2, 2, 2, 3, 0},    // stride 3 > kernel 2: some inputs never read
-    {1, 1, 7, 7, 1, 3, 3, 1, 2},     // pad 2 >= kernel/2: output larger than input
-    {1, 2, 6, 5, 3, 2, 2, 1, 3},     // pad 3 > kernel 2: border outputs are the bias alone
-    {2, 4, 11, 9, 5, 3, 5, 2, 1},    // non-square kernel and input, odd pad, stride 2
-    {1, 3, 13, 13, 6, 3, 3, 1, 1},   // AlexNet conv3-5 geometry, small C/K
-    {1, 3, 35, 35, 4, 11, 11, 4, 0}, // AlexNet conv1 geometry
-    {1, 2, 17, 17, 3, 5, 5, 1, 2},   // AlexNet conv2 geometry
-    {1, 1, 3, 1100, 2, 3, 3, 4, 1},  // strided row wider than the 256-column gather chunk
-    {1, 2, 4, 600, 1, 1, 3, 2, 3},   // stride 2, odd pad 3, Wo = 302
-    {3, 1, 8, 8, 1, 4, 4, 4, 0},     // stride = kernel (non-overlapping), batch 3
-    {1, 5, 6, 7, 2, 1, 1, 1, 0},     // 1x1 convolution (channel mixing only)
+    {1, 1, 1, 1, 1, 1, 1, 1, 0},      // 1x1 input, 1x1 kernel, C = K = 1
+    {2, 3, 1, 1, 4, 3, 3, 1, 1},      // 1x1 input, 3x3 kernel pad 1: only the centre tap is inside
+    {1, 2, 5, 5, 3, 5, 5, 1, 0},      // kernel = input size -> 1x1 output
+    {2, 3, 9, 10, 2, 2, 2, 3, 0},     // stride 3 > kernel 2: some inputs never read
+    {1, 1, 7, 7, 1, 3, 3, 1, 2},      // pad 2 >= kernel/2: output larger than input
+    {1, 2, 6, 5, 3, 2, 2, 1, 3},      // pad 3 > kernel 2: border outputs are the bias alone
+    {2, 4, 11, 9, 5, 3, 5, 2, 1},     // non-square kernel and input, odd pad, stride 2
+    {1, 3, 13, 13, 6, 3, 3, 1, 1},    // AlexNet conv3-5 geometry, small C/K
+    {1, 3, 35, 35, 4, 11, 11, 4, 0},  // AlexNet conv1 geometry
+    {1, 2, 17, 17, 3, 5, 5, 1, 2},    // AlexNet conv2 geometry
+    {1, 1, 3, 1100, 2, 3, 3, 4, 1},   // strided row wider than the 256-column gather chunk
+    {1, 2, 4, 600, 1, 1, 3, 2, 3},    // stride 2, odd pad 3, Wo = 302
+    {3, 1, 8, 8, 1, 4, 4, 4, 0},      // stride = kernel (non-overlapping), batch 3
+    {1, 5, 6, 7, 2, 1, 1, 1, 0},      // 1x1 convolution (channel mixing only)
 };
 
 static void run_conv_case(const conv_case *cc, trng *g) {
@@ -341,9 +343,9 @@ static void run_conv_case(const conv_case *cc, trng *g) {
     ff_cpu_conv2d(out, in, w, b, &L, &r, cc->n);
     ref_conv(ref, bound, in, w, b, &L, cc->n);
     char what[160];
-    snprintf(what, sizeof what, "conv(n=%lld,C=%lld,H=%lld,W=%lld,K=%lld,k=%dx%d,s=%d,p=%d)",
-             (long long)cc->n, (long long)cc->C, (long long)cc->H, (long long)cc->W,
-             (long long)cc->K, cc->kh, cc->kw, cc->stride, cc->pad);
+    snprintf(what, sizeof what, "conv(n=%lld,C=%lld,H=%lld,W=%lld,K=%lld,k=%dx%d,s=%d,p=%d)", (long long)cc->n,
+             (long long)cc->C, (long long)cc->H, (long long)cc->W, (long long)cc->K, cc->kh, cc->kw, cc->stride,
+             cc->pad);
     check_bound(what, out, ref, bound, nout);
     free(in), free(w), free(b), free(out), free(ref), free(bound);
 }
@@ -375,8 +377,8 @@ static void test_conv_vs_float64(void **state) {
 // Computes a random output band [o0, o1) from an input buffer holding rows [i0, i1) (the rows the
 // band needs, or a wider range `extra` rows further out) and compares its bits with the rows of
 // the full computation.
-static void check_band(const ff_layer *L, const float *in_full, const float *w, const float *b,
-                       const float *out_full, int64_t n, int64_t o0, int64_t o1, int64_t extra) {
+static void check_band(const ff_layer *L, const float *in_full, const float *w, const float *b, const float *out_full,
+                       int64_t n, int64_t o0, int64_t o1, int64_t extra) {
     const int64_t C = L->in.c, H = L->in.h, W = L->in.w, Co = L->out.c, Ho = L->out.h, Wo = L->out.w;
     ff_rows r = band_for(L, o0, o1);
     r.in_lo = r.in_lo - extra < 0 ? 0 : r.in_lo - extra;
@@ -401,8 +403,8 @@ static void check_band(const ff_layer *L, const float *in_full, const float *w, 
     assert_true(fbits(outb[n * Co * ob * Wo + 1]) == fbits(guard));
     for (int64_t p = 0; p < n * Co; p++) {
         char what[128];
-        snprintf(what, sizeof what, "%s band [%lld,%lld) extra %lld plane %lld", L->name,
-                 (long long)o0, (long long)o1, (long long)extra, (long long)p);
+        snprintf(what, sizeof what, "%s band [%lld,%lld) extra %lld plane %lld", L->name, (long long)o0, (long long)o1,
+                 (long long)extra, (long long)p);
         check_bits(what, outb + 1 + p * ob * Wo, out_full + (p * Ho + o0) * Wo, ob * Wo);
     }
     free(in), free(outb);
@@ -517,7 +519,8 @@ static void test_conv_segments_equal_single_calls(void **state) {
             assert_non_null(inb[q]);
             assert_non_null(want[q]);
             for (int64_t p = 0; p < nimg[q] * C; p++)
-                memcpy(inb[q] + p * ib * W, in + ((img0[q] * C + p) * H + r.in_lo) * W, (size_t)(ib * W) * sizeof(float));
+                memcpy(inb[q] + p * ib * W, in + ((img0[q] * C + p) * H + r.in_lo) * W,
+                       (size_t)(ib * W) * sizeof(float));
             ff_cpu_conv2d(want[q], inb[q], w, b, L, &r, nimg[q]);
             seg[q].out = malloc((size_t)(nimg[q] * K * ob * Wo) * sizeof(float));
             assert_non_null(seg[q].out);
@@ -534,12 +537,14 @@ static void test_conv_segments_equal_single_calls(void **state) {
         float *other = malloc((size_t)(C * ib1 * W) * sizeof(float));
         assert_non_null(other);
         for (int64_t p = 0; p < C; p++)
-            memcpy(other + p * ib1 * W, in + ((3 * C + p) * H + seg[1].rows.in_lo) * W, (size_t)(ib1 * W) * sizeof(float));
+            memcpy(other + p * ib1 * W, in + ((3 * C + p) * H + seg[1].rows.in_lo) * W,
+                   (size_t)(ib1 * W) * sizeof(float));
         wrong.in = other;
         ff_cpu_conv2d_segments(&wrong, 1, w, b, L);
         free(other);
         int64_t diff = 0;
-        for (int64_t i = 0; i < nimg[1] * K * (o1[1] - o0[1]) * Wo; i++) diff += fbits(wrong.out[i]) != fbits(want[1][i]);
+        for (int64_t i = 0; i < nimg[1] * K * (o1[1] - o0[1]) * Wo; i++)
+            diff += fbits(wrong.out[i]) != fbits(want[1][i]);
         assert_true(diff > 0);
         for (int q = 0; q < 3; q++) free(seg[q].out), free(want[q]), free(inb[q]);
         free(in), free(w), free(b);
@@ -617,8 +622,8 @@ static void split_real_layer(const ff_layer *L, trng *g, int64_t n, const int64_
             ff_cpu_layer_forward(band, bin, w, b, L, &r, n);
             for (int64_t p = 0; p < n * Co; p++) {
                 char what[96];
-                snprintf(what, sizeof what, "%s P=%lld rank %lld plane %lld", L->name, (long long)P,
-                         (long long)rank, (long long)p);
+                snprintf(what, sizeof what, "%s P=%lld rank %lld plane %lld", L->name, (long long)P, (long long)rank,
+                         (long long)p);
                 check_bits(what, band + p * ob * Wo, out + (p * Ho + o0) * Wo, ob * Wo);
             }
         }
@@ -654,8 +659,8 @@ static void test_relu_hand(void **state) {
         if (isnan(want[i])) {
             assert_true(isnan(out[i]));
         } else if (fbits(out[i]) != fbits(want[i])) {
-            print_error("relu(%g) = %g (0x%08x), expected %g (0x%08x)\n", (double)in[i],
-                        (double)out[i], fbits(out[i]), (double)want[i], fbits(want[i]));
+            print_error("relu(%g) = %g (0x%08x), expected %g (0x%08x)\n", (double)in[i], (double)out[i], fbits(out[i]),
+                        (double)want[i], fbits(want[i]));
             fail();
         }
     }
@@ -748,8 +753,7 @@ static void test_maxpool_vs_reference(void **state) {
     for (int t = 0; t < 40; t++) {
         int kh = (int)trng_int(&g, 1, 4), kw = (int)trng_int(&g, 1, 4), st = (int)trng_int(&g, 1, 3);
         int pad = (int)trng_int(&g, 0, kh < kw ? kh / 2 : kw / 2);  // PyTorch: pad <= kernel/2
-        int64_t H = trng_int(&g, kh, 15), W = trng_int(&g, kw, 15), C = trng_int(&g, 1, 4),
-                n = trng_int(&g, 1, 2);
+        int64_t H = trng_int(&g, kh, 15), W = trng_int(&g, kw, 15), C = trng_int(&g, 1, 4), n = trng_int(&g, 1, 2);
         ff_layer L = make_pool(C, H, W, kh, kw, st, pad);
         const int64_t Ho = L.out.h, Wo = L.out.w, nout = n * C * Ho * Wo;
         float *in = rand_buf(&g, n * C * H * W, 2.0f), *out = malloc((size_t)nout * sizeof(float));
@@ -887,8 +891,7 @@ static void test_linear_summation_order(void **state) {
 static void test_linear_vs_float64(void **state) {
     (void)state;
     trng g = {13};
-    const int64_t shapes[][3] = {{1, 1, 1}, {7, 1, 1}, {1, 9, 2}, {300, 17, 3}, {64, 8, 1}, {5, 16, 4},
-                                 {1000, 23, 2}};
+    const int64_t shapes[][3] = {{1, 1, 1}, {7, 1, 1}, {1, 9, 2}, {300, 17, 3}, {64, 8, 1}, {5, 16, 4}, {1000, 23, 2}};
     for (size_t t = 0; t < sizeof shapes / sizeof shapes[0]; t++) {
         const int64_t I = shapes[t][0], J = shapes[t][1], n = shapes[t][2];
         ff_layer L = make_linear(I, J);
@@ -962,8 +965,7 @@ static void test_softmax_vs_float64(void **state) {
             for (int64_t c = 0; c < cls; c++) {
                 double d = m - x[i * cls + c];
                 ref[i * cls + c] = exp(-d) / s;
-                bound[i * cls + c] = ((d + 2) * U + gamma_k(cls) + (dmax + 1) * U + U) * 1.01 *
-                                     ref[i * cls + c];
+                bound[i * cls + c] = ((d + 2) * U + gamma_k(cls) + (dmax + 1) * U + U) * 1.01 * ref[i * cls + c];
             }
         }
         check_bound("softmax vs float64", y, ref, bound, cnt);

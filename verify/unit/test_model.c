@@ -14,10 +14,13 @@ static void alexnet_shapes(void **state) {
     (void)state;
     ff_model m;
     assert_int_equal(ff_model_init(&m, "alexnet"), FF_OK);
-    const struct { const char *name; int64_t c, h, w; } want[] = {
-        {"conv1", 96, 55, 55}, {"pool1", 96, 27, 27}, {"conv2", 256, 27, 27}, {"pool2", 256, 13, 13},
-        {"lrn2", 256, 13, 13}, {"conv3", 384, 13, 13}, {"conv4", 384, 13, 13}, {"conv5", 256, 13, 13},
-        {"pool5", 256, 6, 6},  {"flatten", 9216, 1, 1}, {"fc6", 4096, 1, 1}, {"fc7", 4096, 1, 1},
+    const struct {
+        const char *name;
+        int64_t c, h, w;
+    } want[] = {
+        {"conv1", 96, 55, 55}, {"pool1", 96, 27, 27},   {"conv2", 256, 27, 27}, {"pool2", 256, 13, 13},
+        {"lrn2", 256, 13, 13}, {"conv3", 384, 13, 13},  {"conv4", 384, 13, 13}, {"conv5", 256, 13, 13},
+        {"pool5", 256, 6, 6},  {"flatten", 9216, 1, 1}, {"fc6", 4096, 1, 1},    {"fc7", 4096, 1, 1},
         {"fc8", 1000, 1, 1},   {"softmax", 1000, 1, 1},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -58,7 +61,8 @@ static void unknown_model_is_input_error(void **state) {
 
 // Brute force: the input rows output rows [o0, o1) touch, by enumerating every tap.
 // ulo/uhi: the same without clipping to the input (padding rows count), for the halo formula.
-static void brute_rows(int64_t *lo, int64_t *hi, int64_t *ulo, int64_t *uhi, const ff_layer *L, int64_t o0, int64_t o1) {
+static void brute_rows(int64_t *lo, int64_t *hi, int64_t *ulo, int64_t *uhi, const ff_layer *L, int64_t o0,
+                       int64_t o1) {
     *lo = *ulo = INT64_MAX;
     *hi = *uhi = INT64_MIN;
     for (int64_t o = o0; o < o1; o++)

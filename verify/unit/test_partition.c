@@ -295,10 +295,15 @@ static void print_lists_every_layer(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(bands_tile_and_owner_agrees), cmocka_unit_test(rotated_bands_tile_and_balance),  cmocka_unit_test(input_rows_match_brute_force),
-        cmocka_unit_test(alexnet_conv1_halo),           cmocka_unit_test(thin_bands_fetch_from_far_ranks),
-        cmocka_unit_test(more_ranks_than_rows),         cmocka_unit_test(bad_arguments),
-        cmocka_unit_test(checker_rejects_broken_plans), cmocka_unit_test(print_lists_every_layer),
+        cmocka_unit_test(bands_tile_and_owner_agrees),
+        cmocka_unit_test(rotated_bands_tile_and_balance),
+        cmocka_unit_test(input_rows_match_brute_force),
+        cmocka_unit_test(alexnet_conv1_halo),
+        cmocka_unit_test(thin_bands_fetch_from_far_ranks),
+        cmocka_unit_test(more_ranks_than_rows),
+        cmocka_unit_test(bad_arguments),
+        cmocka_unit_test(checker_rejects_broken_plans),
+        cmocka_unit_test(print_lists_every_layer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,15 +12,15 @@ extern "C" {
 #endif
 
 typedef struct {
-    int iters;               // timed forwards
+    int iters;  // timed forwards
     double median_ms, min_ms, max_ms, mean_ms, stdev_ms;
-    double images_per_s;     // batch / median
-    double gflops;           // model FLOPs * batch / median
+    double images_per_s;           // batch / median
+    double gflops;                 // model FLOPs * batch / median
     double phase_ms[FF_N_PHASES];  // mean per forward, summed over layers (this rank)
-    int64_t comm_bytes;      // per forward, this rank
-    double comm_busbw_gbs;   // comm bytes / comm time, GB/s (0 when no communication)
-    int64_t wrong;           // timed runs whose output digest differed from the expected one
-    uint64_t digest;         // output digest of the last timed run (rank 0)
+    int64_t comm_bytes;            // per forward, this rank
+    double comm_busbw_gbs;         // comm bytes / comm time, GB/s (0 when no communication)
+    int64_t wrong;                 // timed runs whose output digest differed from the expected one
+    uint64_t digest;               // output digest of the last timed run (rank 0)
     // Device-resident figures (modes with ff_exec_time_resident, i.e. GPU modes; zero elsewhere):
     // the same forward replayed `iters` times on the batch already on the device, event-timed, no
     // host copies: what PyTorch's GPU figure measures. The output of the last replay is copied back
@@ -35,8 +35,8 @@ typedef struct {
 // modes start each run from a barrier). Every run's output digest (rank 0) is compared with
 // `expect_digest`; mismatches are counted in t->wrong (the benchmark's #wrong column). Collective.
 // x: (n, input) on rank 0; y: (n, classes) scratch on rank 0.
-ff_status ff_bench_time(ff_bench_timing *t, ff_executor *e, float *y, const float *x, int64_t n, int iters,
-                        int warmup, uint64_t expect_digest);
+ff_status ff_bench_time(ff_bench_timing *t, ff_executor *e, float *y, const float *x, int64_t n, int iters, int warmup,
+                        uint64_t expect_digest);
 
 #ifdef __cplusplus
 }

@@ -43,30 +43,28 @@ typedef struct {
     uint64_t seed;          // data-order (and weight generator) seed
     int64_t batch, microbatch, train_limit;
     float lr, momentum, weight_decay;
-    uint64_t loss_digest;   // FNV-1a over the float64 losses of steps 1..step (the CLI's running
-                            // 'loss digest', so a resumed run reports the whole trajectory's)
+    uint64_t loss_digest;  // FNV-1a over the float64 losses of steps 1..step (the CLI's running
+                           // 'loss digest', so a resumed run reports the whole trajectory's)
 } ff_ckpt_meta;
 
 // Synchronous atomic write (what the background writer runs).
-ff_status ff_checkpoint_save(const char *path, const ff_model *m, const ff_weights *w,
-                             const ff_weights *mom, const ff_ckpt_meta *meta);
+ff_status ff_checkpoint_save(const char *path, const ff_model *m, const ff_weights *w, const ff_weights *mom,
+                             const ff_ckpt_meta *meta);
 // Loads and verifies a checkpoint into already allocated w and mom (ff_weights_alloc for m).
 // FF_ERR_IO if it does not exist; FF_ERR_INTEGRITY if it is not a readable HDF5 file (truncated),
 // has the wrong format/version/model, or its digest does not match its contents.
-ff_status ff_checkpoint_load(ff_weights *w, ff_weights *mom, ff_ckpt_meta *meta, const ff_model *m,
-                             const char *path);
+ff_status ff_checkpoint_load(ff_weights *w, ff_weights *mom, ff_ckpt_meta *meta, const ff_model *m, const char *path);
 
 // The content digest described above.
-uint64_t ff_checkpoint_digest(const ff_model *m, const ff_weights *w, const ff_weights *mom,
-                              const ff_ckpt_meta *meta);
+uint64_t ff_checkpoint_digest(const ff_model *m, const ff_weights *w, const ff_weights *mom, const ff_ckpt_meta *meta);
 
 // Background writer: one write in flight at a time.
 typedef struct ff_ckpt_writer ff_ckpt_writer;
 ff_status ff_ckpt_writer_create(ff_ckpt_writer **out, const ff_model *m);
 // Waits for the previous write (returning its failure if it failed), snapshots w, mom and meta,
 // and starts writing them to path on the writer's thread. Returns as soon as the snapshot is taken.
-ff_status ff_ckpt_writer_submit(ff_ckpt_writer *wr, const char *path, const ff_weights *w,
-                                const ff_weights *mom, const ff_ckpt_meta *meta);
+ff_status ff_ckpt_writer_submit(ff_ckpt_writer *wr, const char *path, const ff_weights *w, const ff_weights *mom,
+                                const ff_ckpt_meta *meta);
 // Waits for the write in flight, if any; returns its status (with its message).
 ff_status ff_ckpt_writer_wait(ff_ckpt_writer *wr);
 void ff_ckpt_writer_destroy(ff_ckpt_writer *wr);  // waits, then frees

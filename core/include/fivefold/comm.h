@@ -28,24 +28,22 @@ typedef struct {
     void *buf;
     size_t bytes;
 } ff_comm_msg;
-ff_status ff_comm_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
-                           const ff_comm_msg *recvs, int n_recvs);
+ff_status ff_comm_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, const ff_comm_msg *recvs, int n_recvs);
 
 ff_status ff_comm_barrier(ff_comm *c);
 ff_status ff_comm_bcast(ff_comm *c, void *buf, size_t bytes, int root);
 // Root receives counts[r] bytes from rank r at recvbuf + displs[r]; counts/displs used on root.
-ff_status ff_comm_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
-                          const void *sendbuf, size_t sendbytes, int root);
+ff_status ff_comm_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs, const void *sendbuf,
+                          size_t sendbytes, int root);
 // Root sends counts[r] bytes from sendbuf + displs[r] to rank r.
-ff_status ff_comm_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf,
-                           const size_t *counts, const size_t *displs, int root);
+ff_status ff_comm_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf, const size_t *counts,
+                           const size_t *displs, int root);
 // Everyone receives everyone's block: counts/displs known on every rank.
-ff_status ff_comm_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
-                             const void *sendbuf, size_t sendbytes);
+ff_status ff_comm_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs, const void *sendbuf,
+                             size_t sendbytes);
 // Personalised all-to-all: send_counts[r] bytes at sendbuf + send_displs[r] go to rank r.
-ff_status ff_comm_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_counts,
-                            const size_t *recv_displs, const void *sendbuf,
-                            const size_t *send_counts, const size_t *send_displs);
+ff_status ff_comm_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_counts, const size_t *recv_displs,
+                            const void *sendbuf, const size_t *send_counts, const size_t *send_displs);
 // Sum of n doubles / int64 across ranks (in place, result on every rank). For losses, counters and
 // agreement checks; gradients use the deterministic scheme in train.c, not a float all-reduce.
 ff_status ff_comm_allreduce_sum_f64(ff_comm *c, double *buf, size_t n);

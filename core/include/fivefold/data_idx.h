@@ -42,8 +42,7 @@ ff_status ff_idx_read(uint8_t **data, int64_t *dims, const char *path, int ndims
 // The validation ff_idx_read applies, on bytes already in memory (the fuzz target): on success
 // *offset is the header size and dims (ndims of them, 1..3) the extents, with
 // len == *offset + prod(dims) exactly. `path` is only used in messages.
-ff_status ff_idx_parse(size_t *offset, int64_t *dims, const uint8_t *buf, size_t len,
-                       const char *path, int ndims);
+ff_status ff_idx_parse(size_t *offset, int64_t *dims, const uint8_t *buf, size_t len, const char *path, int ndims);
 
 // Loads images + labels from two files and checks they agree (same count, labels < 256 classes).
 ff_status ff_dataset_load(ff_dataset *ds, const char *images_path, const char *labels_path);
@@ -60,8 +59,8 @@ void ff_dataset_normalize(float *out, const ff_dataset *ds);
 
 // Gathers and normalises a batch: out (count, 1, rows, cols), labels (count) as int32, taking
 // samples order[first .. first+count). OpenMP over the images of the batch.
-void ff_dataset_batch(float *out, int32_t *labels, const ff_dataset *ds, const int64_t *order,
-                      int64_t first, int64_t count);
+void ff_dataset_batch(float *out, int32_t *labels, const ff_dataset *ds, const int64_t *order, int64_t first,
+                      int64_t count);
 
 // Deterministic shuffle: order (n) becomes a permutation of 0..n-1 that depends only on (seed,
 // epoch, n): Fisher-Yates from i = n-1 down to 1, swapping i with j = (bits(i) * (i+1)) >> 64 where

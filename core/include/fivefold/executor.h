@@ -16,7 +16,7 @@ extern "C" {
 
 typedef enum { FF_MODE_SERIAL, FF_MODE_MPI, FF_MODE_CUDA, FF_MODE_HYBRID, FF_MODE_DIRECT, FF_N_MODES } ff_mode;
 typedef enum { FF_SPLIT_NONE, FF_SPLIT_BATCH, FF_SPLIT_ROWS, FF_SPLIT_REPLICATE } ff_split;
-typedef enum { FF_BACKEND_OWN, FF_BACKEND_VENDOR } ff_backend;     // vendor: cuBLAS/cuDNN
+typedef enum { FF_BACKEND_OWN, FF_BACKEND_VENDOR } ff_backend;  // vendor: cuBLAS/cuDNN
 typedef enum { FF_PRECISION_FP32, FF_PRECISION_TF32 } ff_precision;
 
 // Parses "serial" or its alias "v1", ... ; FF_ERR_INPUT naming the accepted values otherwise.
@@ -30,14 +30,14 @@ struct ff_comm;  // comm.h
 
 typedef struct {
     ff_mode mode;
-    ff_split split;          // multi-rank modes; FF_SPLIT_NONE for single-process ones
-    int64_t max_batch;       // largest n forward() will be called with (buffers sized once)
+    ff_split split;     // multi-rank modes; FF_SPLIT_NONE for single-process ones
+    int64_t max_batch;  // largest n forward() will be called with (buffers sized once)
     ff_backend backend;
     ff_precision precision;
-    int fault_layer;         // test hook (--inject-fault): layer index whose output element 0 is
-                             // perturbed far beyond its tolerance; -1 for none
-    bool trace;              // fill the trace with phase timers
-    struct ff_comm *comm;    // multi-rank modes: the communicator (MPI or loopback); NULL otherwise
+    int fault_layer;       // test hook (--inject-fault): layer index whose output element 0 is
+                           // perturbed far beyond its tolerance; -1 for none
+    bool trace;            // fill the trace with phase timers
+    struct ff_comm *comm;  // multi-rank modes: the communicator (MPI or loopback); NULL otherwise
 } ff_exec_options;
 
 void ff_exec_options_default(ff_exec_options *o);
@@ -47,16 +47,14 @@ typedef struct ff_executor ff_executor;
 // Creates an executor for o->mode. The model and weights must outlive it (weights are copied to
 // the device by GPU modes; host modes may keep pointers). Multi-rank modes: collective; every rank
 // passes the same model/options; weights need only be valid on rank 0 (they are broadcast).
-ff_status ff_exec_create(ff_executor **out, const ff_model *m, const ff_weights *w,
-                         const ff_exec_options *o);
+ff_status ff_exec_create(ff_executor **out, const ff_model *m, const ff_weights *w, const ff_exec_options *o);
 void ff_exec_destroy(ff_executor *e);
 
 // Runs layers [first, last] (inclusive) on n images. `in` holds the input of layer `first`
 // (n, layers[first].in), `out` receives the output of layer `last` (n, layers[last].out); both are
 // host memory. Multi-rank modes: collective; in and out are only used on rank 0 (others may pass
 // NULL). Per-layer verification calls it with first == last; a full forward with 0, n_layers-1.
-ff_status ff_exec_forward(ff_executor *e, float *out, const float *in, int64_t n, int first,
-                          int last);
+ff_status ff_exec_forward(ff_executor *e, float *out, const float *in, int64_t n, int first, int last);
 
 // The trace accumulated since the last reset (NULL if tracing is off).
 ff_trace *ff_exec_trace(ff_executor *e);
@@ -67,8 +65,7 @@ int ff_exec_ranks(const ff_executor *e);
 // ---- for mode implementations (core/modes/*.c) ----
 typedef struct {
     const char *name;
-    ff_status (*create)(ff_executor **out, const ff_model *m, const ff_weights *w,
-                        const ff_exec_options *o);
+    ff_status (*create)(ff_executor **out, const ff_model *m, const ff_weights *w, const ff_exec_options *o);
     ff_status (*forward)(ff_executor *e, float *out, const float *in, int64_t n, int first, int last);
     void (*destroy)(ff_executor *e);
 } ff_mode_impl;

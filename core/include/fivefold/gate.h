@@ -14,18 +14,18 @@ extern "C" {
 
 typedef struct {
     const ff_model *model;
-    ff_exec_options opt;   // mode, split, backend, precision, fault hook, comm
-    int64_t batch;         // the batch size that will be timed
-    const char *golden;    // golden file; NULL = golden/data/<model>.h5 of the source tree
-    bool trust;            // accept a golden not listed in golden/MANIFEST.sha256
+    ff_exec_options opt;  // mode, split, backend, precision, fault hook, comm
+    int64_t batch;        // the batch size that will be timed
+    const char *golden;   // golden file; NULL = golden/data/<model>.h5 of the source tree
+    bool trust;           // accept a golden not listed in golden/MANIFEST.sha256
 } ff_gate_config;
 
 typedef struct {
     bool passed;
     int checks, failed;
     char first_failure[1024];  // the case string and figures of the first failed check
-    char golden[1024];        // the golden file the checks used
-    uint64_t batch_digest;    // digest of the gated batch-N output (the timed runs must equal it)
+    char golden[1024];         // the golden file the checks used
+    uint64_t batch_digest;     // digest of the gated batch-N output (the timed runs must equal it)
 } ff_gate_result;
 
 // What the gate hands to the timer (valid until ff_gate_release).

@@ -120,8 +120,8 @@ ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float
 // floats of device memory (for a space-to-depth layer X' first, ff_winograd_s2d_floats; then the
 // transformed input, then the GEMM outputs). A space-to-depth layer takes the whole layer only
 // (rows = ff_rows_full(L); FF_ERR_INPUT otherwise).
-ff_status ff_gpu_conv2d_winograd(float *out, const float *in, const float *u, const float *b, const ff_layer *L,
-                                 int m, bool relu, const ff_rows *rows, int64_t n, float *work, ff_gpu_stream s);
+ff_status ff_gpu_conv2d_winograd(float *out, const float *in, const float *u, const float *b, const ff_layer *L, int m,
+                                 bool relu, const ff_rows *rows, int64_t n, float *work, ff_gpu_stream s);
 // out, in: (count): out = in < 0 ? +0 : in (keeps -0.0 and NaN, as PyTorch and the CPU do).
 ff_status ff_gpu_relu(float *out, const float *in, int64_t count, ff_gpu_stream s);
 // out: (n, C, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W); first max wins, NaN propagates.

@@ -24,11 +24,9 @@ void ff_h5_close(int64_t file);
 ff_status ff_h5_shape(int *rank, int64_t dims[FF_H5_MAX_RANK], int64_t loc, const char *name);
 // Validates the dataset has exactly `rank` dims equal to `dims` and element class/size of `type`,
 // then reads it into out (which holds prod(dims) elements). Message names the dataset and both shapes.
-ff_status ff_h5_read(void *out, int64_t loc, const char *name, ff_h5_type type, int rank,
-                     const int64_t *dims);
+ff_status ff_h5_read(void *out, int64_t loc, const char *name, ff_h5_type type, int rank, const int64_t *dims);
 // Writes a dataset (creating intermediate groups: name may be "a/b/c").
-ff_status ff_h5_write(int64_t loc, const char *name, ff_h5_type type, const void *data, int rank,
-                      const int64_t *dims);
+ff_status ff_h5_write(int64_t loc, const char *name, ff_h5_type type, const void *data, int rank, const int64_t *dims);
 int ff_h5_exists(int64_t loc, const char *name);  // 1 if the link path exists
 
 // String and integer attributes on an object (path "/" or "meta" or a dataset name).

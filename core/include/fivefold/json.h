@@ -26,7 +26,7 @@ void ff_json_begin_array(ff_json *j, const char *key);
 void ff_json_end_array(ff_json *j);
 void ff_json_str(ff_json *j, const char *key, const char *value);  // NULL value writes null
 void ff_json_int(ff_json *j, const char *key, int64_t value);
-void ff_json_num(ff_json *j, const char *key, double value);       // non-finite writes null
+void ff_json_num(ff_json *j, const char *key, double value);  // non-finite writes null
 void ff_json_bool(ff_json *j, const char *key, bool value);
 
 #ifdef __cplusplus

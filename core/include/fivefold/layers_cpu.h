@@ -34,8 +34,8 @@ static inline ff_rows ff_rows_full(const ff_layer *L) {
 }
 
 // out: (n, K, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W); w: (K, C, R, S); b: (K)
-void ff_cpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
-                   const ff_rows *rows, int64_t n);
+void ff_cpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L, const ff_rows *rows,
+                   int64_t n);
 // One conv2d over several independent pieces of the same layer (the mpi rows split's image
 // groups, each with its own row band): segment q is ff_cpu_conv2d(out, in, w, b, L, &rows, n) and
 // gets exactly those bits; the weights are repacked once for all segments instead of once each.
@@ -45,8 +45,7 @@ typedef struct {
     ff_rows rows;
     int64_t n;
 } ff_conv_segment;
-void ff_cpu_conv2d_segments(const ff_conv_segment *segs, int n_segs, const float *w, const float *b,
-                            const ff_layer *L);
+void ff_cpu_conv2d_segments(const ff_conv_segment *segs, int n_segs, const float *w, const float *b, const ff_layer *L);
 // Whether conv2d runs its AVX2 copy (the CPU has AVX2 and FF_CPU_VECTOR is not "128"); the
 // baseline copy gives the same bits. Decided at the first call.
 bool ff_cpu_conv_wide(void);
@@ -65,16 +64,15 @@ void ff_cpu_maxpool(float *out, const float *in, const ff_layer *L, const ff_row
 // out, in: (n, C, rows, W): across channels, per pixel, in float32 with PyTorch's definition.
 void ff_cpu_lrn(float *out, const float *in, const ff_layer *L, int64_t rows, int64_t n);
 // out: (n, out_features); in: (n, in_features); w: (out_features, in_features); b: (out_features)
-void ff_cpu_linear(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
-                   int64_t n);
+void ff_cpu_linear(float *out, const float *in, const float *w, const float *b, const ff_layer *L, int64_t n);
 // out, in: (n, classes): max-subtracted (float32), exp computed in double and rounded once to float
 // (glibc's expf differs in the last bit between CPUs), sum ascending in float32, divide.
 void ff_cpu_softmax(float *out, const float *in, int64_t classes, int64_t n);
 
 // Runs one layer of any kind on a band (flatten is a copy). w/b may be NULL for layers without
 // parameters. For non-spatial layers rows must be ff_rows_full.
-void ff_cpu_layer_forward(float *out, const float *in, const float *w, const float *b,
-                          const ff_layer *L, const ff_rows *rows, int64_t n);
+void ff_cpu_layer_forward(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
+                          const ff_rows *rows, int64_t n);
 
 #ifdef __cplusplus
 }

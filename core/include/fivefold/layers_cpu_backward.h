@@ -37,27 +37,24 @@ extern "C" {
 int64_t ff_cpu_conv2d_backward_weights_scratch(const ff_layer *L);
 
 // dw: (K, C, R, S); db: (K); dy: (n, K, Ho, Wo); x: (n, C, H, W); scratch: (Ho*Wo, C*R*S)
-void ff_cpu_conv2d_backward_weights(float *dw, float *db, const float *dy, const float *x,
-                                    const ff_layer *L, int64_t n, float *scratch);
+void ff_cpu_conv2d_backward_weights(float *dw, float *db, const float *dy, const float *x, const ff_layer *L, int64_t n,
+                                    float *scratch);
 // dx: (n, C, H, W); dy: (n, K, Ho, Wo); w: (K, C, R, S)
-void ff_cpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L,
-                                 int64_t n);
+void ff_cpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n);
 // dx, dy, y: (count) — y is the relu's forward output
 void ff_cpu_relu_backward(float *dx, const float *dy, const float *y, int64_t count);
 // dx: (n, C, H, W); dy: (n, C, Ho, Wo); x: (n, C, H, W) the forward input
-void ff_cpu_maxpool_backward(float *dx, const float *dy, const float *x, const ff_layer *L,
-                             int64_t n);
+void ff_cpu_maxpool_backward(float *dx, const float *dy, const float *x, const ff_layer *L, int64_t n);
 // dw: (out, in); db: (out); dy: (n, out); x: (n, in)
-void ff_cpu_linear_backward_weights(float *dw, float *db, const float *dy, const float *x,
-                                    const ff_layer *L, int64_t n);
+void ff_cpu_linear_backward_weights(float *dw, float *db, const float *dy, const float *x, const ff_layer *L,
+                                    int64_t n);
 // dx: (n, in); dy: (n, out); w: (out, in)
-void ff_cpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L,
-                                 int64_t n);
+void ff_cpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n);
 // Softmax cross-entropy on logits. dz: (n, classes) gradient of (scale * sum of per-image losses);
 // loss: (n) per-image loss (may be NULL); z: (n, classes); labels: (n) in [0, classes).
 // For the mean over a global batch of B images, scale = 1.0f / B.
-void ff_cpu_softmax_xent_backward(float *dz, float *loss, const float *z, const int32_t *labels,
-                                  float scale, int64_t classes, int64_t n);
+void ff_cpu_softmax_xent_backward(float *dz, float *loss, const float *z, const int32_t *labels, float scale,
+                                  int64_t classes, int64_t n);
 
 #ifdef __cplusplus
 }

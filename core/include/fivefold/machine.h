@@ -9,14 +9,14 @@ extern "C" {
 #endif
 
 typedef struct {
-    char cpu[128];         // model name from /proc/cpuinfo
-    int cores;             // online logical CPUs
+    char cpu[128];  // model name from /proc/cpuinfo
+    int cores;      // online logical CPUs
     char hostname[64];
-    char gpu[128];         // name of device 0, "" if none
-    int gpus;              // usable CUDA devices (0 without a GPU or a CUDA build)
+    char gpu[128];                  // name of device 0, "" if none
+    int gpus;                       // usable CUDA devices (0 without a GPU or a CUDA build)
     int cuda_runtime, cuda_driver;  // 1000*major + 10*minor, 0 if none
-    char mpi[160];         // MPI library name and version (MPI_Get_library_version, first line)
-    char nccl[32];         // NCCL version compiled against, "" if none
+    char mpi[160];                  // MPI library name and version (MPI_Get_library_version, first line)
+    char nccl[32];                  // NCCL version compiled against, "" if none
 } ff_machine;
 
 // Fills m; never fails (unknown fields are left empty / zero).

@@ -25,7 +25,9 @@ typedef struct {
     int64_t c, h, w;
 } ff_shape;
 
-static inline int64_t ff_shape_numel(ff_shape s) { return s.c * s.h * s.w; }
+static inline int64_t ff_shape_numel(ff_shape s) {
+    return s.c * s.h * s.w;
+}
 
 typedef struct {
     const char *name;  // "conv1", "relu1", ... (also the HDF5 group name)
@@ -41,22 +43,22 @@ typedef struct {
     float lrn_alpha, lrn_beta, lrn_k;
 
     // ---- derived by ff_model_init ----
-    ff_shape in, out;     // per-image shapes
-    int param_index;      // index among parameterised layers (conv2d, linear), -1 otherwise
-    int64_t n_weight;     // conv: K*C*R*S, linear: out*in; 0 otherwise
-    int64_t n_bias;       // K or out; 0 otherwise
-    int64_t fan_in;       // conv: C*R*S, linear: in
-    int64_t flops;        // per image: 2*K*C*R*S*Ho*Wo (conv), 2*in*out (linear), 0 otherwise
+    ff_shape in, out;  // per-image shapes
+    int param_index;   // index among parameterised layers (conv2d, linear), -1 otherwise
+    int64_t n_weight;  // conv: K*C*R*S, linear: out*in; 0 otherwise
+    int64_t n_bias;    // K or out; 0 otherwise
+    int64_t fan_in;    // conv: C*R*S, linear: in
+    int64_t flops;     // per image: 2*K*C*R*S*Ho*Wo (conv), 2*in*out (linear), 0 otherwise
 } ff_layer;
 
 #define FF_MAX_LAYERS 32
 
 typedef struct {
-    const char *name;   // "alexnet", "mnist-cnn"
-    ff_shape input;     // per-image input shape
+    const char *name;  // "alexnet", "mnist-cnn"
+    ff_shape input;    // per-image input shape
     int n_layers;
     ff_layer layers[FF_MAX_LAYERS];
-    int n_params;       // number of parameterised layers
+    int n_params;             // number of parameterised layers
     int64_t n_weights_total;  // all weights + biases
     int64_t flops_total;      // per image
     int64_t max_act;          // largest per-image activation (elements) over every layer's in/out

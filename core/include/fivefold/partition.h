@@ -97,8 +97,8 @@ typedef struct {
 ff_status ff_partition_build(ff_partition **out, const ff_model *m, int first, int last, int P, ff_split split,
                              int64_t batch);
 // The same with the row bands of every spatial layer rotated by `rot` (ff_band_rotated).
-ff_status ff_partition_build_rotated(ff_partition **out, const ff_model *m, int first, int last, int P,
-                                     ff_split split, int64_t batch, int rot);
+ff_status ff_partition_build_rotated(ff_partition **out, const ff_model *m, int first, int last, int P, ff_split split,
+                                     int64_t batch, int rot);
 void ff_partition_free(ff_partition *p);
 
 // Bytes rank r sends in the halo exchange of layer part lp for n images.

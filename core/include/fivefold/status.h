@@ -26,11 +26,11 @@ typedef enum {
 // Process exit codes the command front end uses; scripts and CTest rely on them.
 enum {
     FF_EXIT_OK = 0,
-    FF_EXIT_FAILURE = 1,      // internal failure (CUDA, MPI, HDF5, out of memory, bug)
-    FF_EXIT_USAGE = 2,        // bad usage or bad input
-    FF_EXIT_GATE = 3,         // `bench` refused: a gating check failed, nothing was timed
-    FF_EXIT_CHECK_FAILED = 4, // `verify` ran and at least one check failed
-    FF_EXIT_UNAVAILABLE = 77, // the mode needs something this machine lacks (GPU): CTest SKIP code
+    FF_EXIT_FAILURE = 1,       // internal failure (CUDA, MPI, HDF5, out of memory, bug)
+    FF_EXIT_USAGE = 2,         // bad usage or bad input
+    FF_EXIT_GATE = 3,          // `bench` refused: a gating check failed, nothing was timed
+    FF_EXIT_CHECK_FAILED = 4,  // `verify` ran and at least one check failed
+    FF_EXIT_UNAVAILABLE = 77,  // the mode needs something this machine lacks (GPU): CTest SKIP code
 };
 
 // Records a message for the calling thread and returns `code`, so that error paths read
@@ -48,9 +48,9 @@ const char *ff_status_name(ff_status s);
 int ff_exit_code(ff_status s);  // FF_EXIT_* for a status
 
 // Propagate a failure unchanged.
-#define FF_TRY(expr)                         \
-    do {                                     \
-        ff_status ff_try_s_ = (expr);        \
+#define FF_TRY(expr)                              \
+    do {                                          \
+        ff_status ff_try_s_ = (expr);             \
         if (ff_try_s_ != FF_OK) return ff_try_s_; \
     } while (0)
 

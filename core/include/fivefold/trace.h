@@ -9,19 +9,12 @@
 extern "C" {
 #endif
 
-typedef enum {
-    FF_PHASE_COMPUTE,
-    FF_PHASE_H2D,
-    FF_PHASE_D2H,
-    FF_PHASE_COMM,
-    FF_PHASE_HOST,
-    FF_N_PHASES
-} ff_phase;
+typedef enum { FF_PHASE_COMPUTE, FF_PHASE_H2D, FF_PHASE_D2H, FF_PHASE_COMM, FF_PHASE_HOST, FF_N_PHASES } ff_phase;
 
 typedef struct {
     double seconds[FF_MAX_LAYERS + 1][FF_N_PHASES];  // last row: outside any layer (scatter, gather)
-    int64_t comm_bytes[FF_MAX_LAYERS + 1];            // bytes this rank sent
-    int64_t calls;                                    // forwards accumulated
+    int64_t comm_bytes[FF_MAX_LAYERS + 1];           // bytes this rank sent
+    int64_t calls;                                   // forwards accumulated
 } ff_trace;
 
 const char *ff_phase_name(ff_phase p);

@@ -33,7 +33,7 @@
 extern "C" {
 #endif
 
-#define FF_MAX_RANKS_TRAIN 256     // rank count a trainer supports (fixed-size count arrays)
+#define FF_MAX_RANKS_TRAIN 256    // rank count a trainer supports (fixed-size count arrays)
 #define FF_MAX_MICROBATCHES 1024  // micro-batches per global batch (ceil(B / M))
 
 typedef enum { FF_REDUCE_DETERMINISTIC, FF_REDUCE_ALLREDUCE } ff_reduce;
@@ -55,18 +55,16 @@ typedef struct ff_trainer ff_trainer;
 // collective over comm, and every rank must pass identical weights and options. The model must
 // consist of conv2d, relu, maxpool, flatten and linear layers, optionally ending with softmax
 // (training uses the logits before it with softmax cross-entropy).
-ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w,
-                            const ff_train_options *o, ff_comm *comm);
+ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, const ff_train_options *o,
+                            ff_comm *comm);
 void ff_trainer_destroy(ff_trainer *t);
 
 // One SGD step on the global batch made of dataset samples idx[0..b) (b <= B). Every rank passes
 // the same idx; each loads and normalises only the images of its own micro-batches. *loss gets
 // the mean loss of the global batch (identical bits on every rank). Collective.
-ff_status ff_train_step(ff_trainer *t, double *loss, const ff_dataset *ds, const int64_t *idx,
-                        int64_t b);
+ff_status ff_train_step(ff_trainer *t, double *loss, const ff_dataset *ds, const int64_t *idx, int64_t b);
 // Same from an already normalised batch: x (b, C, H, W) and labels (b), valid on every rank.
-ff_status ff_train_step_tensor(ff_trainer *t, double *loss, const float *x, const int32_t *labels,
-                               int64_t b);
+ff_status ff_train_step_tensor(ff_trainer *t, double *loss, const float *x, const int32_t *labels, int64_t b);
 // The reduced gradient of the last step, before the update (n_total floats, weights layout: same
 // offsets as ff_weights.data). For tests and the golden check.
 const float *ff_trainer_grad(const ff_trainer *t);
