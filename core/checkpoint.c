@@ -1,17 +1,21 @@
 // Training checkpoints: atomic HDF5 writes from a background thread, digest-checked loads.
 #include "fivefold/checkpoint.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "fivefold/digest.h"
 #include "fivefold/h5io.h"
+#include "fivefold/train.h"
 
 static const char *FORMAT = "fivefold-checkpoint";
 
@@ -96,6 +100,149 @@ static ff_status read_params(ff_weights *w, int64_t f, const char *group, const 
         FF_TRY(ff_h5_read(w->b[l], f, name, FF_H5_F32, 1, bd));
     }
     return FF_OK;
+}
+
+// A NaN or infinity in the weights or momentum would spread to every weight within a step or two:
+// refuse it on load, naming the first one.
+static ff_status check_finite(const ff_model *m, const ff_weights *w, const char *group) {
+    for (int l = 0; l < m->n_layers; l++) {
+        const ff_layer *L = &m->layers[l];
+        if (L->param_index < 0) continue;
+        int64_t wd[4], bd[1], nw = 1;
+        int rank = param_dims(wd, bd, L);
+        for (int d = 0; d < rank; d++) nw *= wd[d];
+        const struct {
+            const float *p;
+            int64_t n;
+            const char *name;
+        } t[2] = {{w->w[l], nw, "w"}, {w->b[l], bd[0], "b"}};
+        for (int k = 0; k < 2; k++)
+            for (int64_t i = 0; i < t[k].n; i++)
+                if (!isfinite(t[k].p[i]))
+                    return FF_FAIL(FF_ERR_INPUT, "%s/%s/%s[%lld] is %g, expected a finite number", group, L->name,
+                                   t[k].name, (long long)i, (double)t[k].p[i]);
+    }
+    return FF_OK;
+}
+
+// ff_checkpoint_check_meta without the path (ff_checkpoint_load adds it as context).
+static ff_status check_meta(const ff_ckpt_meta *c) {
+    if (c->step < 0) return FF_FAIL(FF_ERR_INPUT, "step %lld, expected >= 0", (long long)c->step);
+    if (c->epoch < 0) return FF_FAIL(FF_ERR_INPUT, "epoch %lld, expected >= 0", (long long)c->epoch);
+    if (c->step_in_epoch < 0)
+        return FF_FAIL(FF_ERR_INPUT, "step_in_epoch %lld, expected >= 0", (long long)c->step_in_epoch);
+    // Each epoch has at least one step, so step >= epoch + step_in_epoch (both >= 0: no overflow
+    // when step - epoch is compared instead of the sum).
+    if (c->step - c->epoch < c->step_in_epoch)
+        return FF_FAIL(FF_ERR_INPUT,
+                       "step %lld with epoch %lld and step_in_epoch %lld: expected step >= epoch + step_in_epoch",
+                       (long long)c->step, (long long)c->epoch, (long long)c->step_in_epoch);
+    if (c->batch < 1) return FF_FAIL(FF_ERR_INPUT, "batch %lld, expected >= 1", (long long)c->batch);
+    if (c->microbatch < 1 || c->microbatch > c->batch)
+        return FF_FAIL(FF_ERR_INPUT, "microbatch %lld, expected 1..batch (%lld)", (long long)c->microbatch,
+                       (long long)c->batch);
+    if (c->train_limit < 0) return FF_FAIL(FF_ERR_INPUT, "train_limit %lld, expected >= 0", (long long)c->train_limit);
+    if (c->train_limit > 0) {
+        const int64_t spe_max = c->train_limit / c->batch + (c->train_limit % c->batch != 0);
+        if (c->step_in_epoch >= spe_max)
+            return FF_FAIL(
+                FF_ERR_INPUT,
+                "step_in_epoch %lld, expected < %lld (train_limit %lld / batch %lld steps per epoch at most)",
+                (long long)c->step_in_epoch, (long long)spe_max, (long long)c->train_limit, (long long)c->batch);
+    }
+    // The recipe's numbers, in the trainer's own ranges (its messages name the flags).
+    ff_train_options o;
+    ff_train_options_default(&o);
+    o.batch = c->batch;
+    o.microbatch = c->microbatch;
+    o.lr = c->lr;
+    o.momentum = c->momentum;
+    o.weight_decay = c->weight_decay;
+    return ff_train_options_check(&o);
+}
+
+ff_status ff_checkpoint_check_meta(const ff_ckpt_meta *meta, const char *path) {
+    ff_status st = check_meta(meta);
+    return st == FF_OK ? FF_OK : ff_fail_context(st, "checkpoint '%s'", path);
+}
+
+ff_status ff_checkpoint_check_run(const ff_ckpt_meta *c, int64_t steps_per_epoch, const char *path) {
+    FF_TRY(ff_checkpoint_check_meta(c, path));
+    if (steps_per_epoch < 1)
+        return FF_FAIL(FF_ERR_INPUT, "resuming '%s': %lld steps per epoch, expected >= 1", path,
+                       (long long)steps_per_epoch);
+    if (c->step_in_epoch >= steps_per_epoch)
+        return FF_FAIL(FF_ERR_INPUT,
+                       "checkpoint '%s': step_in_epoch %lld, expected 0..%lld: this run has %lld steps per epoch "
+                       "(another data set, --train-limit or --batch?)",
+                       path, (long long)c->step_in_epoch, (long long)steps_per_epoch - 1, (long long)steps_per_epoch);
+    int64_t want;
+    if (__builtin_mul_overflow(c->epoch, steps_per_epoch, &want) ||
+        __builtin_add_overflow(want, c->step_in_epoch, &want))
+        return FF_FAIL(FF_ERR_INPUT,
+                       "checkpoint '%s': epoch %lld x %lld steps per epoch + step_in_epoch %lld overflows int64, "
+                       "expected it to equal step %lld",
+                       path, (long long)c->epoch, (long long)steps_per_epoch, (long long)c->step_in_epoch,
+                       (long long)c->step);
+    if (want != c->step)
+        return FF_FAIL(FF_ERR_INPUT,
+                       "checkpoint '%s': step %lld, but epoch %lld x %lld steps per epoch + step_in_epoch %lld = %lld; "
+                       "expected them equal (another data set, --train-limit or --batch?)",
+                       path, (long long)c->step, (long long)c->epoch, (long long)steps_per_epoch,
+                       (long long)c->step_in_epoch, (long long)want);
+    return FF_OK;
+}
+
+// "checkpoint.h5.tmp.<digits>": the temporary name ff_checkpoint_save uses; *pid gets the digits.
+static int stale_tmp_pid(long *pid, const char *name) {
+    static const char prefix[] = FF_CKPT_FILE ".tmp.";
+    if (strncmp(name, prefix, sizeof prefix - 1) != 0) return 0;
+    const char *d = name + sizeof prefix - 1;
+    if (!*d || strlen(d) > 9) return 0;  // pids are below 2^22 on Linux: 9 digits is plenty
+    for (const char *p = d; *p; p++)
+        if (*p < '0' || *p > '9') return 0;
+    *pid = strtol(d, NULL, 10);
+    return *pid > 0;
+}
+
+ff_status ff_checkpoint_dir_prepare(int *removed, const char *dir) {
+    *removed = 0;
+    struct stat sb;
+    if (stat(dir, &sb) != 0) {
+        if (errno != ENOENT)
+            return FF_FAIL(FF_ERR_INPUT, "--checkpoint-dir '%s': cannot examine it: %s", dir, strerror(errno));
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+            return FF_FAIL(FF_ERR_IO, "--checkpoint-dir '%s': cannot create it: %s", dir, strerror(errno));
+        if (stat(dir, &sb) != 0)
+            return FF_FAIL(FF_ERR_IO, "--checkpoint-dir '%s': created, then cannot examine it: %s", dir,
+                           strerror(errno));
+    }
+    if (!S_ISDIR(sb.st_mode))
+        return FF_FAIL(FF_ERR_INPUT, "--checkpoint-dir '%s' exists and is not a directory: expected a directory", dir);
+    if (access(dir, W_OK | X_OK) != 0)
+        return FF_FAIL(FF_ERR_INPUT, "--checkpoint-dir '%s': not writable (%s): expected a directory we can write", dir,
+                       strerror(errno));
+    DIR *d = opendir(dir);
+    if (!d) return FF_FAIL(FF_ERR_IO, "--checkpoint-dir '%s': cannot list it: %s", dir, strerror(errno));
+    ff_status st = FF_OK;
+    const long self = (long)getpid();
+    for (struct dirent *e; st == FF_OK && (e = readdir(d)) != NULL;) {
+        long pid;
+        if (!stale_tmp_pid(&pid, e->d_name) || pid == self) continue;
+        // EPERM means the process exists (another user's): only ESRCH proves the writer is gone.
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+        char p[4096];
+        if (snprintf(p, sizeof p, "%s/%s", dir, e->d_name) >= (int)sizeof p) continue;
+        struct stat fs;
+        if (lstat(p, &fs) != 0 || !S_ISREG(fs.st_mode)) continue;
+        if (unlink(p) == 0)
+            (*removed)++;
+        else if (errno != ENOENT)
+            st = FF_FAIL(FF_ERR_IO, "--checkpoint-dir '%s': cannot remove the stale temporary file '%s': %s", dir,
+                         e->d_name, strerror(errno));
+    }
+    closedir(d);
+    return st;
 }
 
 static ff_status fsync_path(const char *path, int dir) {
@@ -196,7 +343,7 @@ ff_status ff_checkpoint_load(ff_weights *w, ff_weights *mom, ff_ckpt_meta *meta,
     ff_status st = FF_OK;
     char s[256];
     int64_t v;
-    int wrong_model = 0;
+    int keep_code = 0;  // an intact file that is refused for its content keeps FF_ERR_INPUT
 #define TRYR(expr)                 \
     do {                           \
         st = (expr);               \
@@ -216,7 +363,7 @@ ff_status ff_checkpoint_load(ff_weights *w, ff_weights *mom, ff_ckpt_meta *meta,
     TRYR(ff_h5_read_attr_str(s, sizeof s, f, "/", "model"));
     if (strcmp(s, m->name) != 0) {
         st = FF_FAIL(FF_ERR_INPUT, "model '%s', expected '%s'", s, m->name);
-        wrong_model = 1;
+        keep_code = 1;
         goto bad;
     }
     TRYR(ff_h5_read_attr_i64(&meta->step, f, "/", "step"));
@@ -247,14 +394,20 @@ ff_status ff_checkpoint_load(ff_weights *w, ff_weights *mom, ff_ckpt_meta *meta,
                      got, s);
         goto bad;
     }
+    // The digest proves the file is what some writer wrote, not that its values are usable (a
+    // digest can be recomputed after an edit): check every field and value before it is used.
+    keep_code = 1;
+    TRYR(check_meta(meta));
+    TRYR(check_finite(m, w, "weights"));
+    TRYR(check_finite(m, mom, "momentum"));
 #undef TRYR
     ff_h5_close(f);
     return FF_OK;
 bad:
     ff_h5_close(f);
-    // Anything missing or unreadable inside is damage; only a checkpoint of another model is a
-    // (readable, intact) wrong input.
-    if (!wrong_model) st = FF_ERR_INTEGRITY;
+    // Anything missing or unreadable inside is damage; a checkpoint of another model, or an intact
+    // one whose values are out of range, is a (readable) wrong input.
+    if (!keep_code) st = FF_ERR_INTEGRITY;
     return ff_fail_context(st, "checkpoint '%s' refused", path);
 }
 

@@ -170,6 +170,8 @@ ff_status ff_dataset_load(ff_dataset *ds, const char *images_path, const char *l
     ds->rows = idims[1];
     ds->cols = idims[2];
     ds->classes = maxl + 1;
+    snprintf(ds->images_path, sizeof ds->images_path, "%s", images_path);
+    snprintf(ds->labels_path, sizeof ds->labels_path, "%s", labels_path);
     return FF_OK;
 }
 
@@ -192,8 +194,15 @@ ff_status ff_dataset_load_dir(ff_dataset *ds, const char *dir, const char *split
     FF_TRY(find_file(ip, sizeof ip, dir, base));
     snprintf(base, sizeof base, "%s-labels-idx1-ubyte", split);
     FF_TRY(find_file(lp, sizeof lp, dir, base));
+    if (limit < 0) return FF_FAIL(FF_ERR_INPUT, "data folder '%s': limit %lld, expected >= 0", dir, (long long)limit);
     FF_TRY(ff_dataset_load(ds, ip, lp));
-    if (limit > 0 && limit < ds->n) ds->n = limit;  // keep the first `limit`: buffers stay valid
+    if (limit > 0 && limit < ds->n) {
+        ds->n = limit;  // keep the first `limit`: buffers stay valid
+        int64_t maxl = 0;
+        for (int64_t i = 0; i < ds->n; i++)
+            if (ds->labels[i] > maxl) maxl = ds->labels[i];
+        ds->classes = maxl + 1;
+    }
     return FF_OK;
 }
 

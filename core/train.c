@@ -1,6 +1,7 @@
 // Data-parallel SGD with the deterministic micro-batch reduction described in train.h.
 #include "fivefold/train.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -35,6 +36,7 @@ struct ff_trainer {
     float *recvbuf;  // (nmb_max * (N/P + 1)) every micro-batch's copy of this rank's slice
     double *losses;  // (B) per-image losses of the global batch, in batch order
     int64_t steps;
+    int64_t samples;  // images trained on since creation (sum of every step's b)
 };
 
 ff_status ff_reduce_parse(ff_reduce *out, const char *s) {
@@ -87,18 +89,51 @@ void ff_trainer_destroy(ff_trainer *t) {
     free(t);
 }
 
-ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, const ff_train_options *o,
-                            ff_comm *comm) {
-    *out = NULL;
+// ceil(a / b) for a >= 0, b >= 1, without the overflow of (a + b - 1) / b at a near INT64_MAX.
+static int64_t ceil_div(int64_t a, int64_t b) {
+    return a / b + (a % b != 0);
+}
+
+ff_status ff_train_options_check(const ff_train_options *o) {
     if (o->batch < 1) return FF_FAIL(FF_ERR_INPUT, "--batch %lld: expected >= 1", (long long)o->batch);
     if (o->microbatch < 1 || o->microbatch > o->batch)
         return FF_FAIL(FF_ERR_INPUT, "--microbatch %lld: expected 1..batch (%lld)", (long long)o->microbatch,
                        (long long)o->batch);
-    if ((o->batch + o->microbatch - 1) / o->microbatch > FF_MAX_MICROBATCHES)
+    if (ceil_div(o->batch, o->microbatch) > FF_MAX_MICROBATCHES)
         return FF_FAIL(FF_ERR_INPUT,
                        "--batch %lld / --microbatch %lld makes more than %d "
                        "micro-batches (raise --microbatch)",
                        (long long)o->batch, (long long)o->microbatch, FF_MAX_MICROBATCHES);
+    // !(x > lo && x <= hi) is also true for NaN, so NaN is refused by the same test.
+    if (!(o->lr > 0.0f && o->lr <= FF_TRAIN_LR_MAX))
+        return FF_FAIL(FF_ERR_INPUT, "--lr %g: expected a finite learning rate in (0, %g]", (double)o->lr,
+                       (double)FF_TRAIN_LR_MAX);
+    if (!(o->momentum >= 0.0f && o->momentum < 1.0f))
+        return FF_FAIL(FF_ERR_INPUT, "--momentum %g: expected a finite momentum in [0, 1)", (double)o->momentum);
+    if (!(o->weight_decay >= 0.0f && o->weight_decay < 1.0f))
+        return FF_FAIL(FF_ERR_INPUT, "--weight-decay %g: expected a finite weight decay in [0, 1)",
+                       (double)o->weight_decay);
+    if (o->reduce != FF_REDUCE_DETERMINISTIC && o->reduce != FF_REDUCE_ALLREDUCE)
+        return FF_FAIL(FF_ERR_INPUT, "--reduce %d: expected deterministic or allreduce", (int)o->reduce);
+    return FF_OK;
+}
+
+// Element count a * b of a buffer, refused (not wrapped) when it does not fit in int64 or size_t
+// bytes of `elem` each.
+static ff_status checked_count(int64_t *out, int64_t a, int64_t b, size_t elem, const char *what) {
+    int64_t n;
+    size_t bytes;
+    if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &n) || __builtin_mul_overflow((size_t)n, elem, &bytes))
+        return FF_FAIL(FF_ERR_INPUT, "trainer: %s of %lld x %lld elements overflows the address space", what,
+                       (long long)a, (long long)b);
+    *out = n;
+    return FF_OK;
+}
+
+ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, const ff_train_options *o,
+                            ff_comm *comm) {
+    *out = NULL;
+    FF_TRY(ff_train_options_check(o));
     int last = m->n_layers - 1;
     if (last >= 0 && m->layers[last].op == FF_OP_SOFTMAX) last--;
     if (last < 0) return FF_FAIL(FF_ERR_INPUT, "model %s: no layers to train", m->name);
@@ -122,10 +157,17 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     t->last = last;
     t->N = w->n_total;
     const int64_t M = o->microbatch, P = t->P;
-    const int64_t nmb_max = (o->batch + M - 1) / M;  // <= FF_MAX_MICROBATCHES (checked above)
-    t->nslots = (nmb_max + P - 1) / P;
+    const int64_t nmb_max = ceil_div(o->batch, M);  // <= FF_MAX_MICROBATCHES (checked above)
+    t->nslots = ceil_div(nmb_max, P);
     if (t->nslots < 1) t->nslots = 1;
-    st = ff_weights_alloc(&t->mom, m);
+    // Every buffer size below is a product of a user-chosen count (M, B) and a model size: check
+    // each once here, so the allocations can use the plain products.
+    int64_t cnt;
+    st = checked_count(&cnt, M, m->max_act, sizeof(float), "micro-batch activations (--microbatch x largest layer)");
+    if (st == FF_OK) st = checked_count(&cnt, o->batch, 1, sizeof(double), "losses (--batch)");
+    if (st == FF_OK) st = checked_count(&cnt, t->nslots, t->N, sizeof(float), "micro-batch gradients");
+    if (st == FF_OK) st = checked_count(&cnt, nmb_max, t->N / P + 1, sizeof(float), "reduce buffer");
+    if (st == FF_OK) st = ff_weights_alloc(&t->mom, m);
     if (st != FF_OK) {
         free(t);
         return st;
@@ -172,6 +214,9 @@ ff_weights *ff_trainer_momentum(ff_trainer *t) {
 }
 int64_t ff_trainer_steps(const ff_trainer *t) {
     return t->steps;
+}
+int64_t ff_trainer_samples(const ff_trainer *t) {
+    return t->samples;
 }
 void ff_trainer_set_steps(ff_trainer *t, int64_t steps) {
     t->steps = steps;
@@ -380,6 +425,7 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
         w[i] = w[i] - lr * bi;
     }
     t->steps++;
+    t->samples += b;
     return FF_OK;
 }
 
@@ -389,21 +435,79 @@ static ff_status check_ranks(const ff_trainer *t) {
     return FF_OK;
 }
 
+// The logits layer's width: the number of classes the model tells apart.
+static int64_t model_classes(const ff_model *m) {
+    int last = m->n_layers - 1;
+    if (last >= 0 && m->layers[last].op == FF_OP_SOFTMAX) last--;
+    return last >= 0 ? ff_shape_numel(m->layers[last].out) : 0;
+}
+
+static const char *or_memory(const char *path) {
+    return path[0] ? path : "(in memory)";
+}
+
+// Image shape only (O(1)): what every step re-checks before it indexes ds->pixels.
+static ff_status check_image_shape(const ff_model *m, const ff_dataset *ds) {
+    const ff_shape in = m->input;
+    if (in.c != 1 || in.h != ds->rows || in.w != ds->cols)
+        return FF_FAIL(FF_ERR_INPUT, "IDX images '%s' are %lldx%lld, model %s expects %lldx%lldx%lld",
+                       or_memory(ds->images_path), (long long)ds->rows, (long long)ds->cols, m->name, (long long)in.c,
+                       (long long)in.h, (long long)in.w);
+    return FF_OK;
+}
+
+ff_status ff_train_check_dataset(const ff_model *m, const ff_dataset *ds) {
+    if (ds->n < 1 || !ds->pixels || !ds->labels)
+        return FF_FAIL(FF_ERR_INPUT, "IDX data '%s': %lld samples, expected at least 1", or_memory(ds->images_path),
+                       (long long)ds->n);
+    FF_TRY(check_image_shape(m, ds));
+    const int64_t classes = model_classes(m);
+    for (int64_t i = 0; i < ds->n; i++)
+        if (ds->labels[i] >= classes)
+            return FF_FAIL(FF_ERR_INPUT,
+                           "IDX labels '%s': label %d of sample %lld, expected 0..%lld (model %s has %lld classes)",
+                           or_memory(ds->labels_path), ds->labels[i], (long long)i, (long long)classes - 1, m->name,
+                           (long long)classes);
+    return FF_OK;
+}
+
+ff_status ff_train_plan_make(ff_train_plan *out, int64_t n, int64_t batch, int64_t epochs, int64_t max_steps) {
+    memset(out, 0, sizeof *out);
+    if (n < 1) return FF_FAIL(FF_ERR_INPUT, "training set of %lld images, expected at least 1", (long long)n);
+    if (batch < 1) return FF_FAIL(FF_ERR_INPUT, "--batch %lld: expected >= 1", (long long)batch);
+    if (epochs < 1) return FF_FAIL(FF_ERR_INPUT, "--epochs %lld: expected >= 1", (long long)epochs);
+    if (max_steps < 0)
+        return FF_FAIL(FF_ERR_INPUT, "--steps %lld: expected >= 1 (or 0: no limit)", (long long)max_steps);
+    const int64_t spe = ceil_div(n, batch);
+    int64_t total;
+    if (__builtin_mul_overflow(epochs, spe, &total))
+        return FF_FAIL(FF_ERR_INPUT,
+                       "--epochs %lld x %lld steps per epoch (%lld images / --batch %lld) overflows a 64-bit step "
+                       "count; expected --epochs <= %lld",
+                       (long long)epochs, (long long)spe, (long long)n, (long long)batch, (long long)(INT64_MAX / spe));
+    out->steps_per_epoch = spe;
+    out->total = max_steps > 0 && max_steps < total ? max_steps : total;
+    return FF_OK;
+}
+
 ff_status ff_train_step(ff_trainer *t, double *loss, const ff_dataset *ds, const int64_t *idx, int64_t b) {
     FF_TRY(check_ranks(t));
-    const ff_shape in = t->m->input;
-    if (in.c != 1 || in.h != ds->rows || in.w != ds->cols)
-        return FF_FAIL(FF_ERR_INPUT, "data set images are 1x%lldx%lld, model %s expects %lldx%lldx%lld",
-                       (long long)ds->rows, (long long)ds->cols, t->m->name, (long long)in.c, (long long)in.h,
-                       (long long)in.w);
-    const int64_t classes = ff_shape_numel(t->m->layers[t->last].out);
-    if (ds->classes > classes)
-        return FF_FAIL(FF_ERR_INPUT, "data set has labels up to %lld, model %s has %lld classes",
-                       (long long)ds->classes - 1, t->m->name, (long long)classes);
-    for (int64_t i = 0; i < b; i++)
+    FF_TRY(check_image_shape(t->m, ds));
+    if (b < 1 || b > t->o.batch)
+        return FF_FAIL(FF_ERR_INPUT, "train step: batch of %lld images, expected 1..%lld", (long long)b,
+                       (long long)t->o.batch);
+    const int64_t classes = model_classes(t->m);
+    for (int64_t i = 0; i < b; i++) {
         if (idx[i] < 0 || idx[i] >= ds->n)
             return FF_FAIL(FF_ERR_INPUT, "train step: sample index %lld out of range [0, %lld)", (long long)idx[i],
                            (long long)ds->n);
+        // Only this batch's labels: O(b) per step (ff_train_check_dataset scans the whole set once).
+        if (ds->labels[idx[i]] >= classes)
+            return FF_FAIL(FF_ERR_INPUT,
+                           "IDX labels '%s': label %d of sample %lld, expected 0..%lld (model %s has %lld classes)",
+                           or_memory(ds->labels_path), ds->labels[idx[i]], (long long)idx[i], (long long)classes - 1,
+                           t->m->name, (long long)classes);
+    }
     batch_source src = {ds, idx, NULL, NULL};
     return step_core(t, loss, &src, b);
 }
@@ -420,6 +524,12 @@ ff_status ff_train_step_tensor(ff_trainer *t, double *loss, const float *x, cons
 }
 
 ff_status ff_train_evaluate(ff_trainer *t, int64_t *correct, const ff_dataset *ds, int64_t n) {
+    *correct = 0;
+    if (n < 0) return FF_FAIL(FF_ERR_INPUT, "evaluate: %lld samples, expected >= 0", (long long)n);
+    // The test set is read here for the first time in a run: without this, 64x64 images would be
+    // normalised into 28x28 slots (a heap overflow) and a label >= classes counted as a miss.
+    FF_TRY(check_ranks(t));
+    FF_TRY(ff_train_check_dataset(t->m, ds));
     if (n > ds->n) n = ds->n;
     const int64_t M = t->o.microbatch, P = t->P;
     const int64_t classes = ff_shape_numel(t->m->layers[t->last].out);

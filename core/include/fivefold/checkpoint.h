@@ -52,8 +52,34 @@ ff_status ff_checkpoint_save(const char *path, const ff_model *m, const ff_weigh
                              const ff_ckpt_meta *meta);
 // Loads and verifies a checkpoint into already allocated w and mom (ff_weights_alloc for m).
 // FF_ERR_IO if it does not exist; FF_ERR_INTEGRITY if it is not a readable HDF5 file (truncated),
-// has the wrong format/version/model, or its digest does not match its contents.
+// has the wrong format/version, or its digest does not match its contents. FF_ERR_INPUT (an
+// intact file that no run can continue: its digest may have been recomputed after an edit) for
+// another model, any field outside its range (ff_checkpoint_check_meta) or a weight or momentum
+// value that is NaN or infinite (naming the tensor and the first bad index).
 ff_status ff_checkpoint_load(ff_weights *w, ff_weights *mom, ff_ckpt_meta *meta, const ff_model *m, const char *path);
+
+// The ranges of every field, whatever run resumes it: step >= 0, epoch >= 0, 0 <= step_in_epoch,
+// step >= epoch + step_in_epoch (every epoch has at least one step), batch >= 1, microbatch in
+// 1..batch, train_limit >= 0 and, when it is > 0, step_in_epoch < ceil(train_limit / batch), lr,
+// momentum and weight decay within ff_train_options_check's ranges (seed: any value). FF_ERR_INPUT
+// naming `path`, the field, its value and the range.
+ff_status ff_checkpoint_check_meta(const ff_ckpt_meta *meta, const char *path);
+
+// Whether meta's position fits the run that resumes it, whose epochs have steps_per_epoch steps
+// (ff_train_plan): step_in_epoch < steps_per_epoch (it indexes that epoch's data order) and
+// step == epoch * steps_per_epoch + step_in_epoch (computed without overflow). FF_ERR_INPUT
+// naming the fields, both values and what was expected (a checkpoint of another data set or
+// --train-limit, or an edited one).
+ff_status ff_checkpoint_check_run(const ff_ckpt_meta *meta, int64_t steps_per_epoch, const char *path);
+
+// Makes dir ready for checkpoints before training starts: creates it when missing (one level,
+// like mkdir), refuses anything that is not a writable directory (FF_ERR_INPUT naming
+// --checkpoint-dir: a regular file is found here, not after the first epoch), and removes stale
+// temporary files "checkpoint.h5.tmp.<pid>" left by writes that crashed: those whose pid is no
+// live process on this machine (kill(pid, 0) fails with ESRCH; the checkpoint directory is assumed
+// not to be shared with a run on another host). *removed gets how many were removed (the caller
+// may report it). Call it on the one process that writes checkpoints.
+ff_status ff_checkpoint_dir_prepare(int *removed, const char *dir);
 
 // The content digest described above.
 uint64_t ff_checkpoint_digest(const ff_model *m, const ff_weights *w, const ff_weights *mom, const ff_ckpt_meta *meta);

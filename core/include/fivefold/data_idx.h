@@ -26,11 +26,15 @@ extern "C" {
 // Upper bound on an uncompressed IDX file we accept (guards against decompression bombs).
 #define FF_IDX_MAX_BYTES ((size_t)1 << 31)
 
+#define FF_IDX_PATH_MAX 1024
+
 typedef struct {
     uint8_t *pixels;  // (n, rows, cols) raw bytes, row-major
     uint8_t *labels;  // (n) class indices in [0, classes)
     int64_t n, rows, cols;
-    int64_t classes;  // 1 + largest label seen (10 for (Fashion-)MNIST)
+    int64_t classes;  // 1 + largest label among the n kept (10 for (Fashion-)MNIST)
+    // The files it came from, for messages ("" for a data set built in memory).
+    char images_path[FF_IDX_PATH_MAX], labels_path[FF_IDX_PATH_MAX];
 } ff_dataset;
 
 // Reads one IDX file (gzip or raw) expecting `ndims` dimensions: *data (malloc'd, caller frees)
@@ -45,9 +49,11 @@ ff_status ff_idx_read(uint8_t **data, int64_t *dims, const char *path, int ndims
 ff_status ff_idx_parse(size_t *offset, int64_t *dims, const uint8_t *buf, size_t len, const char *path, int ndims);
 
 // Loads images + labels from two files and checks they agree (same count, labels < 256 classes).
+// Whether they fit a model (rows, cols, labels < its classes) is ff_train_check_dataset's job.
 ff_status ff_dataset_load(ff_dataset *ds, const char *images_path, const char *labels_path);
 // Loads DIR/{train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] (the .gz name first, then the raw
-// name). `split` is "train" or "t10k". limit > 0 keeps only the first `limit` samples.
+// name). `split` is "train" or "t10k". limit > 0 keeps only the first `limit` samples (classes
+// is then recomputed over those). limit < 0 is refused.
 ff_status ff_dataset_load_dir(ff_dataset *ds, const char *dir, const char *split, int64_t limit);
 void ff_dataset_free(ff_dataset *ds);
 

@@ -49,6 +49,36 @@ typedef struct {
 
 void ff_train_options_default(ff_train_options *o);  // B 64, M 8, lr 0.01, momentum 0.9, wd 0
 
+// The ranges ff_train_options_check accepts. lr > 10 or momentum >= 1 make SGD diverge at once
+// (momentum 1 never forgets a gradient; > 1 amplifies them); lr 0 would "train" without changing
+// a weight; weight decay >= 1 would shrink every weight to 0 or flip its sign each step. NaN and
+// infinities are refused everywhere.
+#define FF_TRAIN_LR_MAX 10.0f  // lr in (0, FF_TRAIN_LR_MAX]
+// momentum in [0, 1), weight decay in [0, 1)
+
+// Checks the options (ff_trainer_create calls it): batch >= 1, microbatch 1..batch, at most
+// FF_MAX_MICROBATCHES micro-batches, lr/momentum/weight decay finite and in the ranges above.
+// FF_ERR_INPUT naming the flag the user typed (--lr, --momentum, --weight-decay, --batch,
+// --microbatch), the value and the range.
+ff_status ff_train_options_check(const ff_train_options *o);
+
+// Whether data set ds fits model m: at least one sample, rows x cols equal to the model's input
+// (1 channel), every label of the n kept samples below the model's class count. FF_ERR_INPUT
+// naming the file (ds->images_path / labels_path), the value found and the one expected. The CLI
+// calls it right after loading each set, so a wrong test set is refused before any step;
+// ff_train_evaluate checks again.
+ff_status ff_train_check_dataset(const ff_model *m, const ff_dataset *ds);
+
+// How many steps a run takes: steps_per_epoch = ceil(n / batch) (the last batch may be short),
+// total = epochs * steps_per_epoch, or max_steps when 0 < max_steps < that. FF_ERR_INPUT when
+// n, batch or epochs is < 1, max_steps < 0, or epochs * steps_per_epoch does not fit in int64
+// (the message names --epochs, the steps per epoch and the largest --epochs that fits).
+typedef struct {
+    int64_t steps_per_epoch;
+    int64_t total;
+} ff_train_plan;
+ff_status ff_train_plan_make(ff_train_plan *out, int64_t n, int64_t batch, int64_t epochs, int64_t max_steps);
+
 typedef struct ff_trainer ff_trainer;
 
 // Creates a trainer that updates *w in place. comm NULL means one process (serial); otherwise
@@ -74,9 +104,14 @@ const float *ff_trainer_grad(const ff_trainer *t);
 ff_weights *ff_trainer_momentum(ff_trainer *t);
 int64_t ff_trainer_steps(const ff_trainer *t);
 void ff_trainer_set_steps(ff_trainer *t, int64_t steps);
+// Images trained on by this trainer since it was created (the sum of every step's b, so a short
+// last batch counts what it holds; not restored by a resume): what a samples/s figure divides.
+int64_t ff_trainer_samples(const ff_trainer *t);
 
 // Classifies ds samples [0, n) with the current weights (argmax of the logits, first max wins);
 // *correct gets how many match their label, summed over ranks (each rank does a slice). Collective.
+// n > ds->n is clipped to ds->n; n < 0 and a data set that does not fit the model
+// (ff_train_check_dataset) are refused with FF_ERR_INPUT.
 ff_status ff_train_evaluate(ff_trainer *t, int64_t *correct, const ff_dataset *ds, int64_t n);
 
 #ifdef __cplusplus
