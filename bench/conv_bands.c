@@ -2,12 +2,14 @@
 // of P = 1, 2, 4, 8 ranks (equal splits of the output rows, each with its ff_layer_input_rows input
 // band). Prints ns per multiply-add (valid taps only), the minimum over `reps` runs, summed over
 // the P bands (so it is the serial cost of computing the whole map band by band). It also checks
-// that the bands give the same bits as the full map (DESIGN §5). Why: issue 4 §6 (rows split
-// efficiency). Not built by CMake (a measuring tool, not part of the product); build it against a
-// build tree: cc -O3 -std=c11 -D_GNU_SOURCE -ffp-contract=off -Icore/include bench/conv_bands.c
-// build/libfivefold.a -lm -o conv_bands. Usage: conv_bands [n=4] [reps=3] [layer ...]; on a shared
+// that the bands give the same bits as the full map (the determinism rule in README.md). Why: the
+// rows split's efficiency. Built by CMake only on request (EXCLUDE_FROM_ALL):
+//   cmake --build build --target conv_bands && build/bench/conv_bands [n=4] [reps=3] [layer ...]
+// The CTest test bench_conv_bands_smoke builds it and runs it on one small layer. On a shared
 // machine pin it (taskset -c 1) and compare minima of several runs. The printed full-map FNV-1a
-// lets two builds be compared bit for bit.
+// lets two builds be compared bit for bit. Exit 0: bands identical; 1: they differ (or out of
+// memory); 2: bad arguments.
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,11 +40,39 @@ static double macs(const ff_layer *L, int64_t o0, int64_t o1, int64_t n) {
     return m * (double)L->out.c * (double)L->in.c * (double)n;
 }
 
+// Parses argv[i] as an integer in [lo, hi] into *out; names the argument and the value otherwise.
+static bool parse_arg(long long *out, const char *what, const char *text, long long lo, long long hi) {
+    char *end = NULL;
+    long long v = strtoll(text, &end, 10);
+    if (end == text || *end != '\0' || v < lo || v > hi) {
+        fprintf(stderr, "conv_bands: %s = '%s': expected an integer in %lld..%lld\n", what, text, lo, hi);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
 int main(int argc, char **argv) {
-    int64_t n = argc > 1 ? atoll(argv[1]) : 4;
-    int reps = argc > 2 ? atoi(argv[2]) : 3;
+    long long n_arg = 4, reps_arg = 3;
+    if (argc > 1 && !parse_arg(&n_arg, "n (images, argument 1)", argv[1], 1, 256)) return 2;
+    if (argc > 2 && !parse_arg(&reps_arg, "reps (argument 2)", argv[2], 1, 1000)) return 2;
+    const int64_t n = n_arg;
+    const int reps = (int)reps_arg;
     ff_model m;
-    if (ff_model_init(&m, "alexnet") != FF_OK) return 1;
+    if (ff_model_init(&m, "alexnet") != FF_OK) {
+        fprintf(stderr, "conv_bands: %s\n", ff_last_error());
+        return 1;
+    }
+    for (int a = 3; a < argc; a++) {  // every layer named must exist: a typo must not measure nothing
+        bool found = false;
+        for (int li = 0; li < m.n_layers; li++)
+            found |= m.layers[li].op == FF_OP_CONV2D && !strcmp(argv[a], m.layers[li].name);
+        if (!found) {
+            fprintf(stderr, "conv_bands: no conv layer named '%s' in alexnet (argument %d): expected conv1..conv5\n",
+                    argv[a], a);
+            return 2;
+        }
+    }
     int bad = 0;
     for (int li = 0; li < m.n_layers; li++) {
         const ff_layer *L = &m.layers[li];
@@ -56,6 +86,10 @@ int main(int argc, char **argv) {
         float *x = malloc(sizeof(float) * n * in_img), *w = malloc(sizeof(float) * L->n_weight);
         float *b = malloc(sizeof(float) * L->n_bias), *full = malloc(sizeof(float) * n * out_img);
         float *band_in = malloc(sizeof(float) * n * in_img), *band_out = malloc(sizeof(float) * n * out_img);
+        if (!x || !w || !b || !full || !band_in || !band_out) {
+            fprintf(stderr, "conv_bands: out of memory for %s with n = %lld\n", L->name, (long long)n);
+            return 1;
+        }
         uint32_t s = 12345;
         for (int64_t i = 0; i < n * in_img; i++)
             x[i] = (float)((s = s * 1664525u + 1013904223u) >> 8) / 16777216.0f - 0.5f;
