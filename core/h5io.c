@@ -53,6 +53,13 @@ int ff_h5_exists(int64_t loc, const char *name) {
     }
 }
 
+int ff_h5_attr_exists(int64_t loc, const char *obj, const char *attr) {
+    quiet();
+    const char *path = (!obj || !*obj) ? "/" : obj;
+    if (strcmp(path, "/") != 0 && !ff_h5_exists(loc, path)) return 0;
+    return H5Aexists_by_name((hid_t)loc, path, attr, H5P_DEFAULT) > 0;
+}
+
 static hid_t mem_type(ff_h5_type t) {
     switch (t) {
         case FF_H5_F32: return H5T_NATIVE_FLOAT;

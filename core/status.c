@@ -4,18 +4,19 @@
 #include <stdio.h>
 #include <string.h>
 
-// One message per thread: rank threads of the loopback communicator fail independently.
+// One message per thread: rank threads of the loopback communicator fail independently. The
+// source location is kept apart from the message: users see the message, developers (--verbose,
+// internal errors) see both.
 static _Thread_local char ff_msg[2048];
+static _Thread_local char ff_loc[128];
 
 ff_status ff_fail(ff_status code, const char *file, int line, const char *fmt, ...) {
     const char *base = strrchr(file, '/');
     base = base ? base + 1 : file;
-    int k = snprintf(ff_msg, sizeof ff_msg, "%s:%d: ", base, line);
-    if (k < 0) k = 0;
-    if ((size_t)k >= sizeof ff_msg) k = sizeof ff_msg - 1;
+    snprintf(ff_loc, sizeof ff_loc, "%s:%d", base, line);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ff_msg + k, sizeof ff_msg - (size_t)k, fmt, ap);
+    vsnprintf(ff_msg, sizeof ff_msg, fmt, ap);
     va_end(ap);
     return code;
 }
@@ -42,8 +43,12 @@ ff_status ff_fail_context(ff_status code, const char *fmt, ...) {
 const char *ff_last_error(void) {
     return ff_msg;
 }
+const char *ff_last_error_location(void) {
+    return ff_loc;
+}
 void ff_clear_error(void) {
     ff_msg[0] = 0;
+    ff_loc[0] = 0;
 }
 
 const char *ff_status_name(ff_status s) {

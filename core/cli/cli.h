@@ -30,16 +30,40 @@ int ff_loader_bench(int argc, char **argv);
 // this project's size (24-139 GiB) holds for AlexNet (2.3 MB per image per buffer).
 #define FF_CLI_MAX_BATCH 8192
 
-// Prints "fivefold <cmd>: error: <message>" (rank 0, or every rank for MPI errors) and returns the
-// exit code for st. Under MPI with more than one rank, calls MPI_Abort with that code.
+// --verbose (every subcommand): error messages also name the source location that raised them.
+extern bool ff_cli_verbose;
+
+// How long failing ranks wait to learn whether every rank failed alike (see ff_cli_fail).
+#define FF_CLI_AGREE_S 2.0
+
+// Prints "fivefold <cmd>: error (<status>): <message>" and returns the exit code for st; the source
+// location is added for internal failures (exit 1) and with --verbose. Several MPI ranks: if every
+// rank fails within FF_CLI_AGREE_S, rank 0 prints once (other ranks only a message of their own
+// that differs) and all return the largest code for main to finalise MPI; otherwise this rank
+// prints its message with its rank, flushes, and calls MPI_Abort with the code. Under mpiexec
+// before MPI_Init (argument errors), only the launcher's rank 0 prints.
 int ff_cli_fail(const char *cmd, ff_status st);
-// Bad usage: prints the message and "try 'fivefold <cmd> --help'" and returns FF_EXIT_USAGE
-// (aborting the MPI job when several ranks run).
+// Same, for a rank that stops because another rank failed (it prints nothing of its own).
+int ff_cli_fail_quiet(const char *cmd, ff_status st);
+// Bad usage: the message and "try 'fivefold <cmd> --help'", delivered as ff_cli_fail does;
+// returns FF_EXIT_USAGE.
 int ff_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-// Parses an integer flag value in [lo, hi]; FF_ERR_INPUT naming the flag and range otherwise.
+// A flag's value: FF_ERR_INPUT if empty or if it is itself a flag ("--checkpoint-dir needs a
+// value, got the flag --resume"): the value was forgotten and the next flag taken in its place.
+ff_status ff_cli_value(const char *flag, const char *s);
+// getopt_long's value for opts[li] (a long option that takes a value): ff_cli_value("--name", arg).
+struct option;
+ff_status ff_cli_optarg(const struct option *opts, int li, const char *arg);
+// Parses a decimal integer flag value in [lo, hi] (overflow included); FF_ERR_INPUT naming the
+// flag, the value and the range otherwise.
 ff_status ff_cli_parse_i64(int64_t *out, const char *flag, const char *s, int64_t lo, int64_t hi);
-ff_status ff_cli_parse_u64(uint64_t *out, const char *flag, const char *s);
+// Seeds: decimal (010 is ten), or hexadecimal with a 0x prefix; never octal; at most 2^64 - 1.
+ff_status ff_cli_parse_seed(uint64_t *out, const char *flag, const char *s);
+ff_status ff_cli_parse_u64(uint64_t *out, const char *flag, const char *s);  // = ff_cli_parse_seed
+// A finite float in the interval lo..hi, each end open or closed as given (e.g. lr in (0, 10]).
+ff_status ff_cli_parse_f32(float *out, const char *flag, const char *s, double lo, bool lo_open, double hi,
+                           bool hi_open);
 
 // MPI: initialises once (MPI_THREAD_FUNNELED) and wraps MPI_COMM_WORLD in an ff_comm.
 ff_status ff_cli_mpi_comm(ff_comm **out);

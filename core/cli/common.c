@@ -1,9 +1,15 @@
 // Front-end helpers shared by every subcommand (see cli.h).
+#include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
+#include <math.h>
 #include <mpi.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -26,66 +32,215 @@ int ff_cli_ranks(void) {
     return p;
 }
 
-static void end_job(int code) {
+bool ff_cli_verbose = false;
+
+// Under mpiexec, before MPI_Init: the launcher's rank and size from its environment (MPICH/Hydra
+// and Slurm's PMI set PMI_*, Open MPI sets OMPI_COMM_WORLD_*); -1 when not launched that way.
+static int env_int(const char *a, const char *b) {
+    const char *v = getenv(a);
+    if (!v || !*v) v = getenv(b);
+    if (!v || !*v) return -1;
+    char *end;
+    long x = strtol(v, &end, 10);
+    return *end || x < 0 || x > (1 << 24) ? -1 : (int)x;
+}
+
+// Used only by fail_agree, so its collectives never meet an executor's messages half-way.
+static MPI_Comm fail_comm = MPI_COMM_NULL;
+
+static double mono_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t text_hash(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+    return h;
+}
+
+static volatile sig_atomic_t alarm_code = FF_EXIT_FAILURE;
+static void alarm_exit(int sig) {
+    (void)sig;
+    _exit(alarm_code);
+}
+
+// Test hook FF_TEST_FAIL_DELAY=RANK:MS: that rank reaches its failure MS milliseconds late (a
+// slow file system, a slow node), the timing that used to lose rank 0's message.
+static void test_delay(int rank) {
+    const char *h = getenv("FF_TEST_FAIL_DELAY");
+    int r, ms;
+    if (h && sscanf(h, "%d:%d", &r, &ms) == 2 && r == rank && ms > 0 && ms < 60000) {
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+// Delivers one failure: `body` is the text after "fivefold <cmd>: "; `quiet` marks a rank that
+// only follows another rank's failure (it has nothing of its own to say). Returns the exit code.
+//
+// Several ranks: first, within FF_CLI_AGREE_S, the failing ranks find out whether every rank
+// failed (a non-blocking all-reduce on a communicator of its own: a rank that is not failing never
+// joins, and the others stop waiting at the deadline). If every rank failed, rank 0 prints its
+// message once, every other rank prints only a message that differs from rank 0's, and all return
+// the largest code (main finalises MPI: nobody aborts, so nothing is cut off). Otherwise the
+// failure is this rank's own: it prints with its rank, flushes, and only then calls MPI_Abort, so
+// the job ends within seconds and the message is out before anything can kill the process.
+static int deliver(const char *cmd, int code, const char *body, bool quiet) {
+    if (!mpi_started() || fail_comm == MPI_COMM_NULL || ff_cli_ranks() == 1) {
+        // Before MPI_Init under mpiexec every process parses the same arguments and fails alike:
+        // the launcher's rank 0 speaks for all (Hydra waits for every process that never called
+        // MPI_Init, so nothing cuts it short). Internal failures may be a process's own: all print.
+        int env_rank = env_int("PMI_RANK", "OMPI_COMM_WORLD_RANK");
+        int env_size = env_int("PMI_SIZE", "OMPI_COMM_WORLD_SIZE");
+        if (env_size > 1 && env_rank > 0) {
+            if (code == FF_EXIT_FAILURE && !quiet) fprintf(stderr, "fivefold %s: rank %d: %s\n", cmd, env_rank, body);
+        } else if (!quiet) {
+            fprintf(stderr, "fivefold %s: %s\n", cmd, body);
+        }
+        fflush(stdout);
+        fflush(stderr);
+        return code;
+    }
+    const int rank = ff_cli_rank();
+    test_delay(rank);
+    int all_max = code, done = 0;
+    MPI_Request req;
+    if (MPI_Iallreduce(&code, &all_max, 1, MPI_INT, MPI_MAX, fail_comm, &req) == MPI_SUCCESS) {
+        const double deadline = mono_s() + FF_CLI_AGREE_S;
+        const struct timespec tick = {0, 1000000L};
+        while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done && mono_s() < deadline)
+            nanosleep(&tick, NULL);
+    }
+    if (done) {  // every rank failed: each one is here
+        uint64_t mine = quiet ? 0 : text_hash(body), first = mine;
+        MPI_Bcast(&first, 1, MPI_UINT64_T, 0, fail_comm);
+        if (rank == 0)
+            fprintf(stderr, "fivefold %s: %s\n", cmd, quiet ? "failed (no message)" : body);
+        else if (!quiet && mine != first)
+            fprintf(stderr, "fivefold %s: rank %d: %s\n", cmd, rank, body);
+        fflush(stdout);
+        fflush(stderr);
+        // MPI_Finalize (in main) should follow at once; should it hang, end with the code anyway.
+        alarm_code = all_max;
+        signal(SIGALRM, alarm_exit);
+        alarm(10);
+        return all_max;
+    }
+    // This rank's own failure (or some rank is stuck): say it, then end the job.
+    if (quiet)
+        fprintf(stderr, "fivefold %s: rank %d: stopping: another rank failed (exit %d)\n", cmd, rank, code);
+    else
+        fprintf(stderr, "fivefold %s: rank %d: %s\n", cmd, rank, body);
     fflush(stdout);
     fflush(stderr);
-    if (mpi_started() && ff_cli_ranks() > 1) MPI_Abort(MPI_COMM_WORLD, code);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    return code;
 }
 
 int ff_cli_fail(const char *cmd, ff_status st) {
     int code = ff_exit_code(st);
-    // Input errors are the same on every rank: print once. Others may be rank-specific.
-    if (ff_cli_rank() == 0 || code != FF_EXIT_USAGE) {
-        if (ff_cli_ranks() > 1)
-            fprintf(stderr, "fivefold %s: rank %d: error (%s): %s\n", cmd, ff_cli_rank(), ff_status_name(st),
-                    ff_last_error());
-        else
-            fprintf(stderr, "fivefold %s: error (%s): %s\n", cmd, ff_status_name(st), ff_last_error());
+    const char *msg = ff_last_error(), *loc = ff_last_error_location();
+    char body[3072];
+    // Source locations help whoever debugs an internal failure; a user who gave a bad value needs
+    // the value, the flag and what was expected, which the message already says.
+    if ((ff_cli_verbose || code == FF_EXIT_FAILURE) && *loc)
+        snprintf(body, sizeof body, "error (%s) at %s: %s", ff_status_name(st), loc, msg);
+    else
+        snprintf(body, sizeof body, "error (%s): %s", ff_status_name(st), msg);
+    if (st == FF_ERR_NO_CUDA) {
+        size_t k = strlen(body);
+        snprintf(body + k, sizeof body - k, "\nfivefold %s: this machine cannot run the requested GPU mode (exit %d)",
+                 cmd, code);
     }
-    if (st == FF_ERR_NO_CUDA && ff_cli_rank() == 0)
-        fprintf(stderr, "fivefold %s: this machine cannot run the requested GPU mode (exit %d)\n", cmd, code);
-    end_job(code);
-    return code;
+    return deliver(cmd, code, body, false);
+}
+
+int ff_cli_fail_quiet(const char *cmd, ff_status st) {
+    return deliver(cmd, ff_exit_code(st), "", true);
 }
 
 int ff_cli_usage(const char *cmd, const char *fmt, ...) {
-    if (ff_cli_rank() == 0) {
-        fprintf(stderr, "fivefold %s: ", cmd);
-        va_list ap;
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fprintf(stderr, "\ntry 'fivefold %s --help'\n", cmd);
-    }
-    end_job(FF_EXIT_USAGE);
-    return FF_EXIT_USAGE;
+    char body[3072];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    if (k < 0) k = 0;
+    if ((size_t)k < sizeof body) snprintf(body + k, sizeof body - (size_t)k, "\ntry 'fivefold %s --help'", cmd);
+    return deliver(cmd, FF_EXIT_USAGE, body, false);
+}
+
+ff_status ff_cli_value(const char *flag, const char *s) {
+    if (!s || !*s) return FF_FAIL(FF_ERR_INPUT, "%s needs a value, got an empty string", flag);
+    // getopt_long (and train's parser) take the next word as the value whatever it is: a value
+    // that is itself a flag means the real value was forgotten.
+    if (s[0] == '-' && s[1] == '-') return FF_FAIL(FF_ERR_INPUT, "%s needs a value, got the flag %s", flag, s);
+    return FF_OK;
+}
+
+ff_status ff_cli_optarg(const struct option *opts, int li, const char *arg) {
+    if (opts[li].has_arg != required_argument) return FF_OK;
+    char flag[80];
+    snprintf(flag, sizeof flag, "--%s", opts[li].name);
+    return ff_cli_value(flag, arg);
 }
 
 ff_status ff_cli_parse_i64(int64_t *out, const char *flag, const char *s, int64_t lo, int64_t hi) {
-    if (!s || !*s)
-        return FF_FAIL(FF_ERR_INPUT, "%s needs a value: expected an integer in %lld..%lld", flag, (long long)lo,
-                       (long long)hi);
+    FF_TRY(ff_cli_value(flag, s));
     errno = 0;
     char *end;
     long long v = strtoll(s, &end, 10);
-    if (errno || *end)
+    if (end == s || *end)
         return FF_FAIL(FF_ERR_INPUT, "%s '%s': expected an integer in %lld..%lld", flag, s, (long long)lo,
                        (long long)hi);
-    if (v < lo || v > hi)
-        return FF_FAIL(FF_ERR_INPUT, "%s %lld: expected %lld..%lld", flag, v, (long long)lo, (long long)hi);
+    if (errno == ERANGE || v < lo || v > hi)
+        return FF_FAIL(FF_ERR_INPUT, "%s %s: expected %lld..%lld", flag, s, (long long)lo, (long long)hi);
     *out = v;
+    return FF_OK;
+}
+
+ff_status ff_cli_parse_seed(uint64_t *out, const char *flag, const char *s) {
+    FF_TRY(ff_cli_value(flag, s));
+    // Decimal, or hexadecimal with 0x; never octal (strtoull's base 0 would read 010 as 8).
+    const bool hex = s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
+    const char *digits = hex ? s + 2 : s;
+    bool ok = *digits != 0;
+    for (const char *p = digits; ok && *p; p++) ok = hex ? isxdigit((unsigned char)*p) != 0 : (*p >= '0' && *p <= '9');
+    if (!ok)
+        return FF_FAIL(FF_ERR_INPUT, "%s '%s': expected a decimal integer in 0..%llu (or hexadecimal with 0x)", flag, s,
+                       (unsigned long long)UINT64_MAX);
+    errno = 0;
+    char *end;
+    unsigned long long v = strtoull(digits, &end, hex ? 16 : 10);
+    if (errno == ERANGE || *end)
+        return FF_FAIL(FF_ERR_INPUT, "%s %s: expected at most %llu", flag, s, (unsigned long long)UINT64_MAX);
+    *out = v;
+    return FF_OK;
+}
+
+ff_status ff_cli_parse_f32(float *out, const char *flag, const char *s, double lo, bool lo_open, double hi,
+                           bool hi_open) {
+    FF_TRY(ff_cli_value(flag, s));
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || *end)
+        return FF_FAIL(FF_ERR_INPUT, "%s '%s': expected a number in %c%g, %g%c", flag, s, lo_open ? '(' : '[', lo, hi,
+                       hi_open ? ')' : ']');
+    if (!isfinite(v) || !isfinite((float)v))  // inf, nan, or beyond float (1e39)
+        return FF_FAIL(FF_ERR_INPUT, "%s %s: not a finite number: expected a number in %c%g, %g%c", flag, s,
+                       lo_open ? '(' : '[', lo, hi, hi_open ? ')' : ']');
+    if ((lo_open ? !(v > lo) : !(v >= lo)) || (hi_open ? !(v < hi) : !(v <= hi)))
+        return FF_FAIL(FF_ERR_INPUT, "%s %s: expected a number in %c%g, %g%c", flag, s, lo_open ? '(' : '[', lo, hi,
+                       hi_open ? ')' : ']');
+    *out = (float)v;
     return FF_OK;
 }
 
 ff_status ff_cli_parse_u64(uint64_t *out, const char *flag, const char *s) {
-    errno = 0;
-    char *end;
-    if (!s || !*s || *s == '-')
-        return FF_FAIL(FF_ERR_INPUT, "%s '%s': expected a non-negative integer", flag, s ? s : "");
-    unsigned long long v = strtoull(s, &end, 0);
-    if (errno || *end) return FF_FAIL(FF_ERR_INPUT, "%s '%s': expected a non-negative integer", flag, s);
-    *out = v;
-    return FF_OK;
+    return ff_cli_parse_seed(out, flag, s);
 }
 
 static ff_comm *world_comm;
@@ -96,6 +251,8 @@ ff_status ff_cli_mpi_comm(ff_comm **out) {
         if (MPI_Init_thread(NULL, NULL, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS)
             return FF_FAIL(FF_ERR_MPI, "MPI_Init_thread failed");
     }
+    if (fail_comm == MPI_COMM_NULL && MPI_Comm_dup(MPI_COMM_WORLD, &fail_comm) != MPI_SUCCESS)
+        return FF_FAIL(FF_ERR_MPI, "MPI_Comm_dup of MPI_COMM_WORLD failed");
     if (!world_comm) {
         MPI_Comm w = MPI_COMM_WORLD;
         FF_TRY(ff_comm_mpi_create(&world_comm, &w));
@@ -109,18 +266,34 @@ void ff_cli_mpi_finalize(void) {
         ff_comm_destroy(world_comm);
         world_comm = NULL;
     }
-    if (mpi_started()) MPI_Finalize();
+    if (mpi_started()) {
+        if (fail_comm != MPI_COMM_NULL) MPI_Comm_free(&fail_comm);
+        MPI_Finalize();
+    }
 }
 
 ff_status ff_cli_load_weights(ff_weights *wt, const ff_model *m, const char *path, uint64_t seed) {
     FF_TRY(ff_weights_alloc(wt, m));
     ff_status st = FF_OK;
+    int checked = 0;
     if (path)
-        st = ff_weights_load_h5(wt, m, path);
+        st = ff_weights_load_h5_checked(wt, &checked, m, path);
     else
         ff_weights_generate(wt, m, seed);
-    if (st != FF_OK) ff_weights_free(wt);
-    return st;
+    if (st != FF_OK) {
+        ff_weights_free(wt);
+        return st;
+    }
+    if (path && ff_cli_verbose) {
+        if (checked)
+            fprintf(stderr, "weights file '%s': %d tensor digests checked\n", path, checked);
+        else
+            fprintf(stderr,
+                    "weights file '%s': no recorded digests (written by an older fivefold or another tool): "
+                    "loaded without an integrity check\n",
+                    path);
+    }
+    return FF_OK;
 }
 
 ff_status ff_cli_exec_options(ff_exec_options *o, const ff_model *m, const char *mode, const char *split,

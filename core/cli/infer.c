@@ -13,17 +13,29 @@ static void help(void) {
         "usage: fivefold infer --model alexnet|mnist-cnn [--mode serial|mpi|cuda|hybrid|direct]\n"
         "                      [--split batch|rows|replicate] [--batch N] [--seed S]\n"
         "                      [--weights W.h5] [--input X.h5] [--output Y.h5] [--iters K] [--trace]\n"
-        "                      [--backend own|vendor] [--precision fp32|tf32] [--inject-fault LAYER]\n\n"
+        "                      [--backend own|vendor] [--precision fp32|tf32] [--inject-fault LAYER]\n"
+        "                      [--save-weights W.h5] [--verbose]\n\n"
         "Runs a forward pass and prints the output digest (FNV-1a-64 of the float32 output), the\n"
-        "top-5 classes of the first images and the time (median of --iters runs after one warm-up).\n"
+        "top-5 classes of the first images and the time: the median of --iters warm iterations\n"
+        "after one untimed warm-up (a quick figure; `fivefold bench` times a verified configuration).\n"
+        "  --model M        alexnet (default) or mnist-cnn\n"
+        "  --mode M         serial (default), mpi, cuda, hybrid, direct (or v1..v5)\n"
+        "  --split S        how multi-rank modes divide the work: batch (default), rows, replicate\n"
         "  --batch N        images (1..%d; default 1, or the input file's batch)\n"
-        "  --seed S         generator seed for weights and input when no file is given (default 1)\n"
-        "  --weights W.h5   datasets /weights/<layer>/w and /b (golden/export_torch.py writes them)\n"
-        "  --input X.h5     dataset /input, float32 (N, C, H, W)\n"
+        "  --seed S         generator seed for weights and input when no file is given (default 1);\n"
+        "                   decimal (010 is ten) or hexadecimal with 0x\n"
+        "  --weights W.h5   datasets /weights/<layer>/w and /b (golden/export_torch.py writes them);\n"
+        "                   a tensor's recorded fnv1a64 digest is checked, NaN/Inf refused\n"
+        "  --input X.h5     dataset /input, float32 (N, C, H, W); NaN/Inf refused\n"
         "  --output Y.h5    writes /output (N, classes) and its digest\n"
-        "  --save-weights W.h5  writes the weights used (e.g. the generator's) as a weights file\n"
-        "  --trace          per-layer compute / communication time and bytes\n"
+        "  --iters K        timed iterations (1..100000; default 1)\n"
+        "  --save-weights W.h5  writes the weights used (e.g. the generator's) as a weights file,\n"
+        "                   with each tensor's digest\n"
+        "  --backend B      own (default) or vendor (cuDNN/cuBLAS in GPU modes)\n"
+        "  --precision P    fp32 (default) or tf32 (GPU modes)\n"
+        "  --trace          per-layer compute / communication time (ms per forward) and bytes sent\n"
         "  --inject-fault L test hook: perturb layer L's first output element (verify must catch it)\n"
+        "  --verbose        say whether weight digests were checked; errors name the source location\n"
         "Multi-rank modes run under mpiexec: mpiexec -n 4 fivefold infer --mode mpi --split rows ...\n",
         FF_CLI_MAX_BATCH);
 }
@@ -56,12 +68,14 @@ static int parse(infer_args *a, int argc, char **argv) {
                                          {"backend", required_argument, 0, 'b'},
                                          {"precision", required_argument, 0, 'p'},
                                          {"save-weights", required_argument, 0, 'W'},
+                                         {"verbose", no_argument, 0, 'v'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
-        ff_status st = FF_OK;
+    for (int c, li = 0; (c = getopt_long(argc, argv, "", opts, &li)) != -1;) {
+        ff_status st = c == '?' || c == ':' ? FF_OK : ff_cli_optarg(opts, li, optarg);
+        if (st != FF_OK) return ff_cli_fail("infer", st);
         switch (c) {
             case 'm': a->model = optarg; break;
             case 'M': a->mode = optarg; break;
@@ -80,6 +94,7 @@ static int parse(infer_args *a, int argc, char **argv) {
             case 'b': a->backend = optarg; break;
             case 'p': a->precision = optarg; break;
             case 'W': a->save_weights = optarg; break;
+            case 'v': ff_cli_verbose = true; break;
             case 'h': help(); return -1;
             default: return ff_cli_usage("infer", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
@@ -115,8 +130,18 @@ static ff_status read_input(float **x, int64_t *n, const ff_model *m, const char
             st = ff_h5_read(*x, f, "input", FF_H5_F32, 4, d);
         *n = n_given ? want_n : d[0];
     }
+    // A NaN or infinity in the input reaches every logit of its image: refuse it, naming where.
+    const int64_t per = ff_shape_numel(m->input);
+    for (int64_t i = 0; st == FF_OK && i < d[0] * per; i++)
+        if (!isfinite((*x)[i]))
+            st = FF_FAIL(FF_ERR_INPUT, "dataset 'input' element [%lld] (image %lld) is %s: expected finite values",
+                         (long long)i, (long long)(i / per), isnan((*x)[i]) ? "NaN" : "Inf");
     ff_h5_close(f);
-    if (st != FF_OK) return ff_fail_context(st, "input file '%s'", path);
+    if (st != FF_OK) {
+        free(*x);  // callers own memory only on success
+        *x = NULL;
+        return ff_fail_context(st, "input file '%s'", path);
+    }
     return FF_OK;
 }
 
@@ -173,12 +198,14 @@ int ff_cmd_infer(int argc, char **argv) {
     if (st == FF_OK) st = ff_cli_exec_options(&o, &m, a.mode, a.split, a.backend, a.precision, a.fault, a.trace);
     if (st != FF_OK) return ff_cli_fail("infer", st);
     if (ff_mode_is_multirank(o.mode) && (st = ff_cli_mpi_comm(&o.comm)) != FF_OK) return ff_cli_fail("infer", st);
-    int rank = ff_cli_rank(), ranks = ff_cli_ranks();
+    const int rank = o.comm ? ff_comm_rank(o.comm) : 0, ranks = o.comm ? ff_comm_size(o.comm) : 1;
 
-    float *x = NULL, *y = NULL;
+    float *x = NULL, *y = NULL;  // x (n, C, H, W), y (n, classes): rank 0 only
+    double *ms = NULL;           // (iters)
     int64_t n = a.batch;
     ff_weights wt = {0};
     ff_executor *e = NULL;
+    bool follower = false;  // this rank stops because rank 0 failed (rank 0 says why)
     // Inputs and weights are read on rank 0 only; executors scatter/broadcast what ranks need.
     if (rank == 0) {
         if (a.input) {
@@ -197,25 +224,36 @@ int ff_cmd_infer(int argc, char **argv) {
         if (st == FF_OK && !(y = malloc((size_t)(n * m.classes) * sizeof(float))))
             st = FF_FAIL(FF_ERR_OOM, "output of %lld images", (long long)n);
     }  // other ranks get the weights from rank 0 inside the executor (mpi mode broadcasts them)
-    if (st != FF_OK) return ff_cli_fail("infer", st);
     if (ranks > 1) {
-        // Every rank must know n (the input file may have decided it on rank 0).
-        int64_t nn = n;
-        if ((st = ff_comm_bcast(o.comm, &nn, sizeof nn, 0)) != FF_OK) return ff_cli_fail("infer", st);
-        n = nn;
+        // Every rank learns rank 0's outcome and n (the input file may have decided it), so that a
+        // bad file on rank 0 stops every rank together and is reported once.
+        int64_t sn[2] = {(int64_t)st, n};
+        ff_status bs = ff_comm_bcast(o.comm, sn, sizeof sn, 0);
+        if (bs != FF_OK) {
+            st = bs;
+        } else if (rank != 0 && sn[0] != FF_OK) {
+            st = (ff_status)sn[0];
+            follower = true;
+        }
+        n = sn[1];
     }
+    if (st != FF_OK) goto done;
     o.max_batch = n;
-    if ((st = ff_exec_create(&e, &m, &wt, &o)) != FF_OK) return ff_cli_fail("infer", st);
+    if ((st = ff_exec_create(&e, &m, &wt, &o)) != FF_OK) goto done;
 
-    double *ms = calloc((size_t)a.iters, sizeof(double));
-    if (!ms) return ff_cli_fail("infer", FF_FAIL(FF_ERR_OOM, "timings"));
-    // One warm-up when timing several runs, so the median is not the first-touch run.
-    if (a.iters > 1 && (st = ff_exec_forward(e, y, x, n, 0, m.n_layers - 1)) != FF_OK) return ff_cli_fail("infer", st);
+    ms = calloc((size_t)a.iters, sizeof(double));
+    if (!ms) {
+        st = FF_FAIL(FF_ERR_OOM, "timings of %lld iterations", (long long)a.iters);
+        goto done;
+    }
+    // One untimed warm-up: the first forward pays for first-touch pages, caches and (GPU) module
+    // loading and graph capture, which is not what a per-image time should report.
+    if ((st = ff_exec_forward(e, y, x, n, 0, m.n_layers - 1)) != FF_OK) goto done;
     if (ff_exec_trace(e)) ff_trace_reset(ff_exec_trace(e));
     for (int64_t it = 0; it < a.iters; it++) {
-        if (ranks > 1 && (st = ff_comm_barrier(o.comm)) != FF_OK) return ff_cli_fail("infer", st);
+        if (ranks > 1 && (st = ff_comm_barrier(o.comm)) != FF_OK) goto done;
         double t0 = ff_now();
-        if ((st = ff_exec_forward(e, y, x, n, 0, m.n_layers - 1)) != FF_OK) return ff_cli_fail("infer", st);
+        if ((st = ff_exec_forward(e, y, x, n, 0, m.n_layers - 1)) != FF_OK) goto done;
         ms[it] = 1e3 * (ff_now() - t0);
     }
     if (rank == 0) {
@@ -228,9 +266,11 @@ int ff_cmd_infer(int argc, char **argv) {
         print_top5(y, n, m.classes);
         printf("output digest: %s\n", ff_digest_hex(hex, d));
         double med = ms[a.iters / 2];
-        printf("time: %.3f ms median of %lld (min %.3f, max %.3f), %.1f images/s, %.2f GFLOP/s\n", med,
-               (long long)a.iters, ms[0], ms[a.iters - 1], (double)n / (med / 1e3),
-               (double)m.flops_total * (double)n / (med / 1e3) / 1e9);
+        printf(
+            "time: %.3f ms median of %lld warm iteration%s (min %.3f, max %.3f), %.1f images/s, %.2f GFLOP/s\n"
+            "      (after 1 untimed warm-up; --iters K for more; fivefold bench times a verified configuration)\n",
+            med, (long long)a.iters, a.iters == 1 ? "" : "s", ms[0], ms[a.iters - 1], (double)n / (med / 1e3),
+            (double)m.flops_total * (double)n / (med / 1e3) / 1e9);
         if (a.output) {
             int64_t f;
             int64_t dims[2] = {n, m.classes};
@@ -241,7 +281,7 @@ int ff_cmd_infer(int argc, char **argv) {
                 if (st == FF_OK) st = ff_h5_write_attr_str(f, "output", "model", m.name);
                 ff_h5_close(f);
             }
-            if (st != FF_OK) return ff_cli_fail("infer", st);
+            if (st != FF_OK) goto done;
             printf("output written to %s\n", a.output);
         }
     }
@@ -253,10 +293,12 @@ int ff_cmd_infer(int argc, char **argv) {
             fflush(stdout);
         }
     }
+done:
     ff_exec_destroy(e);
     ff_weights_free(&wt);
     free(x);
     free(y);
     free(ms);
-    return FF_EXIT_OK;
+    if (st == FF_OK) return FF_EXIT_OK;
+    return follower ? ff_cli_fail_quiet("infer", st) : ff_cli_fail("infer", st);
 }

@@ -28,6 +28,8 @@ ff_status ff_h5_read(void *out, int64_t loc, const char *name, ff_h5_type type, 
 // Writes a dataset (creating intermediate groups: name may be "a/b/c").
 ff_status ff_h5_write(int64_t loc, const char *name, ff_h5_type type, const void *data, int rank, const int64_t *dims);
 int ff_h5_exists(int64_t loc, const char *name);  // 1 if the link path exists
+// 1 if object obj (relative to loc; "/" the root) exists and has attribute attr, else 0.
+int ff_h5_attr_exists(int64_t loc, const char *obj, const char *attr);
 
 // String and integer attributes on an object (path "/" or "meta" or a dataset name).
 ff_status ff_h5_write_attr_str(int64_t loc, const char *obj, const char *attr, const char *value);

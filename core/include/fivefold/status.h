@@ -1,7 +1,9 @@
 // fivefold status codes and error messages.
 // The library never exits or aborts: every fallible call returns an ff_status and records a message
-// (file:line, the value that was wrong, what was expected, a hint) that the caller can read with
-// ff_last_error(). Only the command-line front end turns a status into an exit code.
+// (the value that was wrong, where it came from, what was expected, a hint) that the caller can read
+// with ff_last_error(), and the source location that raised it (ff_last_error_location(), shown
+// to users only for internal failures or with --verbose). Only the command-line front end turns a
+// status into an exit code.
 #pragma once
 #include <stdarg.h>
 
@@ -42,7 +44,8 @@ ff_status ff_fail(ff_status code, const char *file, int line, const char *fmt, .
 // Adds context in front of the current message ("loading weights: " + old message); returns code.
 ff_status ff_fail_context(ff_status code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-const char *ff_last_error(void);  // the calling thread's last message ("" if none)
+const char *ff_last_error(void);           // the calling thread's last message ("" if none)
+const char *ff_last_error_location(void);  // "file.c:LINE" of the FF_FAIL that raised it ("" if none)
 void ff_clear_error(void);
 const char *ff_status_name(ff_status s);
 int ff_exit_code(ff_status s);  // FF_EXIT_* for a status
