@@ -30,7 +30,7 @@ static void help(void) {
         "usage: fivefold bench --model alexnet|mnist-cnn --mode MODE [--split S] [--batch N[,N...]]\n"
         "                      [--iters K] [--warmup W] [--json OUT.json|DIR] [--peer pytorch]\n"
         "                      [--golden F.h5 [--trust]] [--backend own|vendor] [--precision fp32|tf32]\n"
-        "                      [--inject-fault LAYER]\n\n"
+        "                      [--inject-fault LAYER] [--verbose]\n\n"
         "Runs the verification checks for exactly this configuration first and times nothing unless\n"
         "they pass (exit 3 naming the failed check). Then times --iters forwards per batch size after\n"
         "--warmup ones, checks that every timed output equals the gated output (#wrong), and prints\n"
@@ -39,7 +39,14 @@ static void help(void) {
         "                   named <model>-<mode>[-<split>]-p<ranks>-n<batch>.json (default: none)\n"
         "  --peer pytorch   also run bench/peer_pytorch.py on the same configuration (python from\n"
         "                   $FF_PYTHON, default python3) and report speedup = peer median / ours\n"
-        "Defaults: --batch 1, --iters 20, --warmup 3. Multi-rank modes run under mpiexec.\n");
+        "  --batch N[,N...] batch sizes, each 1..%d, at most %d of them\n"
+        "  --iters K        timed forwards per batch size (1..100000); --warmup W untimed ones before (0..1000)\n"
+        "  --golden F.h5    the golden the gate checks against (default golden/data/<model>.h5); --trust\n"
+        "                   accepts one not listed in golden/MANIFEST.sha256\n"
+        "  --verbose        error messages also name the source location\n"
+        "  --loader         the IDX data loader benchmark instead (fivefold bench --loader --help)\n"
+        "Defaults: --batch 1, --iters 20, --warmup 3. Multi-rank modes run under mpiexec.\n",
+        FF_CLI_MAX_BATCH, MAX_BATCHES);
 }
 
 typedef struct {
@@ -50,15 +57,30 @@ typedef struct {
     bool trust;
 } bench_args;
 
+// "N" or "N,N,...": every item a size in 1..FF_CLI_MAX_BATCH; an empty item ("1,,2", "1,") is an
+// error, not skipped (strtok would skip it and time something the user did not ask for).
 static ff_status parse_batches(bench_args *a, const char *s) {
+    FF_TRY(ff_cli_value("--batch", s));
     a->n_batches = 0;
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", s);
-    for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-        if (a->n_batches == MAX_BATCHES) return FF_FAIL(FF_ERR_INPUT, "--batch: at most %d sizes", MAX_BATCHES);
+    int item = 1;
+    for (const char *p = s;; item++) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        if (len == 0)
+            return FF_FAIL(FF_ERR_INPUT, "--batch '%s': item %d is empty: expected N or N,N,... (each 1..%d)", s, item,
+                           FF_CLI_MAX_BATCH);
+        if (a->n_batches == MAX_BATCHES)
+            return FF_FAIL(FF_ERR_INPUT, "--batch '%s': more than %d sizes", s, MAX_BATCHES);
+        char tok[32];
+        if (len >= sizeof tok)
+            return FF_FAIL(FF_ERR_INPUT, "--batch '%s': item %d '%.*s' is not a size in 1..%d", s, item, (int)len, p,
+                           FF_CLI_MAX_BATCH);
+        memcpy(tok, p, len);
+        tok[len] = 0;
         FF_TRY(ff_cli_parse_i64(&a->batches[a->n_batches++], "--batch", tok, 1, FF_CLI_MAX_BATCH));
+        if (!comma) break;
+        p = comma + 1;
     }
-    if (a->n_batches == 0) return FF_FAIL(FF_ERR_INPUT, "--batch '%s': expected N or N,N,...", s);
     return FF_OK;
 }
 
@@ -83,12 +105,14 @@ static int parse(bench_args *a, int argc, char **argv) {
                                          {"backend", required_argument, 0, 'b'},
                                          {"precision", required_argument, 0, 'P'},
                                          {"inject-fault", required_argument, 0, 'f'},
+                                         {"verbose", no_argument, 0, 'v'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
-        ff_status st = FF_OK;
+    for (int c, li = 0; (c = getopt_long(argc, argv, "", opts, &li)) != -1;) {
+        ff_status st = c == '?' || c == ':' ? FF_OK : ff_cli_optarg(opts, li, optarg);
+        if (st != FF_OK) return ff_cli_fail("bench", st);
         switch (c) {
             case 'm': a->model = optarg; break;
             case 'M': a->mode = optarg; break;
@@ -103,6 +127,7 @@ static int parse(bench_args *a, int argc, char **argv) {
             case 'b': a->backend = optarg; break;
             case 'P': a->precision = optarg; break;
             case 'f': a->fault = optarg; break;
+            case 'v': ff_cli_verbose = true; break;
             case 'h': help(); return -1;
             default: return ff_cli_usage("bench", "unknown or incomplete option '%s'", argv[optind - 1]);
         }

@@ -14,7 +14,8 @@ static void help(void) {
         "  output rows [o0, o1) read input rows [o0*s - p, (o1-1)*s - p + k)   (k kernel, s stride, p pad),\n"
         "  a rank's own input band for those outputs is [o0*s, o1*s), so it needs\n"
         "  p rows above and k - s - p rows below its band (conv1 11x11/s4/p0: 0 and 7; conv2 5x5/s1/p2: 2 and 2).\n"
-        "With --ranks and --split it also prints each rank's bands and the bytes exchanged.\n");
+        "With --ranks and --split it also prints each rank's bands and the bytes exchanged.\n"
+        "  --batch N   images per forward for the byte counts (default 1); --verbose: errors name the source\n");
 }
 
 // Halo rows above and below a rank's own stride-aligned input band (see help text).
@@ -27,18 +28,24 @@ int ff_cmd_info(int argc, char **argv) {
     const char *model = "alexnet";
     int64_t ranks = 0, batch = 1;
     const char *split = NULL;
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'}, {"ranks", required_argument, 0, 'P'},
-                                         {"split", required_argument, 0, 's'}, {"batch", required_argument, 0, 'n'},
-                                         {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"ranks", required_argument, 0, 'P'},
+                                         {"split", required_argument, 0, 's'},
+                                         {"batch", required_argument, 0, 'n'},
+                                         {"verbose", no_argument, 0, 'v'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
-        ff_status st = FF_OK;
+    for (int c, li = 0; (c = getopt_long(argc, argv, "", opts, &li)) != -1;) {
+        ff_status st = c == '?' || c == ':' ? FF_OK : ff_cli_optarg(opts, li, optarg);
+        if (st != FF_OK) return ff_cli_fail("info", st);
         switch (c) {
             case 'm': model = optarg; break;
             case 'P': st = ff_cli_parse_i64(&ranks, "--ranks", optarg, 1, 4096); break;
             case 's': split = optarg; break;
             case 'n': st = ff_cli_parse_i64(&batch, "--batch", optarg, 1, FF_CLI_MAX_BATCH); break;
+            case 'v': ff_cli_verbose = true; break;
             case 'h': help(); return FF_EXIT_OK;
             default: return ff_cli_usage("info", "unknown or incomplete option '%s'", argv[optind - 1]);
         }

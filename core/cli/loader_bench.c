@@ -56,6 +56,7 @@ int ff_loader_bench(int argc, char **argv) {
             return FF_EXIT_OK;
         }
         if (!v) return ff_cli_usage("bench", "%s needs a value", f);
+        if ((st = ff_cli_value(f, v)) != FF_OK) return ff_cli_fail("bench", st);
         if (!strcmp(f, "--data"))
             data = v;
         else if (!strcmp(f, "--json"))

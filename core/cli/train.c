@@ -25,7 +25,7 @@
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"  // Debian's dataset-fashion-mnist
 
 typedef struct {
-    const char *model, *mode, *data, *ckpt_dir, *weights;
+    const char *model, *mode, *data, *ckpt_dir, *weights, *save_weights;
     int64_t epochs, steps, train_limit, test_limit, ckpt_every, ckpt_every_epochs, log_every;
     uint64_t seed;
     int resume;
@@ -37,42 +37,43 @@ static void usage(FILE *f) {
             "usage: fivefold train [--model mnist-cnn] [--mode serial|mpi] [--epochs E] [--steps K]\n"
             "         [--batch B] [--lr LR] [--momentum MU] [--weight-decay WD] [--seed S]\n"
             "         [--microbatch M] [--reduce deterministic|allreduce] [--data DIR]\n"
-            "         [--train-limit N] [--test-limit N] [--weights FILE.h5]\n"
+            "         [--train-limit N] [--test-limit N] [--weights FILE.h5] [--save-weights FILE.h5]\n"
             "         [--checkpoint-dir D] [--checkpoint-every N] [--checkpoint-every-epochs N]\n"
-            "         [--resume] [--log-every N]\n"
-            "  Trains on the IDX data in DIR (default %s) and prints progress, the test accuracy\n"
-            "  after each epoch, and 'weights digest: <16 hex>' (FNV-1a over all parameters) and\n"
-            "  'loss digest: <16 hex>' (over every step's loss as float64) at the end.\n"
-            "  --steps K stops after K steps in all (counted from the start of training, also after\n"
-            "  --resume). Defaults: 1 epoch, batch 64, microbatch 8, lr 0.01, momentum 0.9, wd 0,\n"
-            "  seed 1, checkpoints every epoch and at the end when --checkpoint-dir is given.\n",
-            DEFAULT_DATA);
+            "         [--resume] [--log-every N] [--verbose]\n"
+            "Trains on the IDX data in DIR and prints progress, the test accuracy after each epoch,\n"
+            "'weights digest: <16 hex>' (FNV-1a over all parameters) and 'loss digest: <16 hex>' (over\n"
+            "every step's loss as float64) at the end. Same digests for serial and mpi at any rank count.\n"
+            "  --model M                   mnist-cnn (the only trainable model)\n"
+            "  --mode M                    serial (v1, default) or mpi (v2: mpiexec -n P fivefold train ...)\n"
+            "  --data DIR                  folder of MNIST-format IDX files, raw or .gz (default %s)\n"
+            "  --epochs E                  passes over the training images (1..1000000; default 1)\n"
+            "  --steps K                   stop after K optimizer steps in all, counted from the start of\n"
+            "                              training, also after --resume (default: every step of E epochs)\n"
+            "  --batch B                   global batch: images per step over all ranks (default 64)\n"
+            "  --microbatch M              images per micro-batch, the unit of the deterministic\n"
+            "                              reduction and of the work split over ranks (default 8; at most B)\n"
+            "  --reduce R                  deterministic (default: bits independent of the rank count) or\n"
+            "                              allreduce (MPI's float sum: faster, bits depend on the rank count)\n"
+            "  --lr LR                     SGD learning rate, in (0, 10] (default 0.01)\n"
+            "  --momentum MU               SGD momentum, in [0, 1) (default 0.9)\n"
+            "  --weight-decay WD           L2 weight decay added to the gradient, in [0, 1) (default 0)\n"
+            "  --seed S                    initial weights and data order (default 1); decimal, or hex with 0x\n"
+            "  --train-limit N             train on the first N images only (default: all)\n"
+            "  --test-limit N              evaluate on the first N test images (default and 0: all)\n"
+            "  --weights FILE.h5           start from these weights instead of the generator's\n"
+            "  --save-weights FILE.h5      write the final weights as a weights file (infer --weights\n"
+            "                              reads it; each tensor's fnv1a64 digest is recorded)\n"
+            "  --checkpoint-dir D          write D/%s (HDF5, atomic, in the background) every epoch\n"
+            "                              and at the end; created if missing\n"
+            "  --checkpoint-every N        also every N steps (default 0: off)\n"
+            "  --checkpoint-every-epochs N every N epochs instead of every epoch (0: only at the end)\n"
+            "  --resume                    continue bit-identically from D/%s (same flags needed)\n"
+            "  --log-every N               a progress line every N steps (default 50; 0: none)\n"
+            "  --verbose                   errors name the source location; say whether digests were checked\n",
+            DEFAULT_DATA, FF_CKPT_FILE, FF_CKPT_FILE);
 }
 
-static int parse_i64(int64_t *out, const char *flag, const char *v, int64_t lo) {
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || *end || end == v || x < lo) {
-        fprintf(stderr, "fivefold train: %s '%s': expected an integer >= %lld\n", flag, v, (long long)lo);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
-static int parse_f32(float *out, const char *flag, const char *v) {
-    char *end;
-    errno = 0;
-    float x = strtof(v, &end);
-    if (errno || *end || end == v || !(x >= 0.0f)) {
-        fprintf(stderr, "fivefold train: %s '%s': expected a number >= 0\n", flag, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
-}
-
+// Returns 0 to run, -1 after --help, or the exit code of a refused argument (message delivered).
 static int parse_args(train_args *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     a->model = "mnist-cnn";
@@ -83,23 +84,48 @@ static int parse_args(train_args *a, int argc, char **argv) {
     a->ckpt_every_epochs = 1;
     a->log_every = 50;
     ff_train_options_default(&a->o);
+    const int64_t big = INT64_MAX;
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
             usage(stdout);
-            return 1;
+            return -1;
         }
         if (!strcmp(f, "--resume")) {
             a->resume = 1;
             continue;
         }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "fivefold train: %s needs a value (or unknown flag)\n", f);
-            return -1;
+        if (!strcmp(f, "--verbose")) {
+            ff_cli_verbose = true;
+            continue;
         }
+        static const char *const value_flags[] = {"--model",
+                                                  "--mode",
+                                                  "--data",
+                                                  "--weights",
+                                                  "--save-weights",
+                                                  "--checkpoint-dir",
+                                                  "--epochs",
+                                                  "--steps",
+                                                  "--train-limit",
+                                                  "--test-limit",
+                                                  "--checkpoint-every",
+                                                  "--checkpoint-every-epochs",
+                                                  "--log-every",
+                                                  "--batch",
+                                                  "--microbatch",
+                                                  "--seed",
+                                                  "--lr",
+                                                  "--momentum",
+                                                  "--weight-decay",
+                                                  "--reduce"};
+        bool known = false;
+        for (size_t k = 0; k < sizeof value_flags / sizeof *value_flags; k++) known |= !strcmp(f, value_flags[k]);
+        if (!known) return ff_cli_usage("train", "unknown flag '%s'", f);
+        if (i + 1 >= argc) return ff_cli_usage("train", "%s needs a value", f);
         const char *v = argv[++i];
-        int rc = 0;
-        int64_t tmp;
+        ff_status st = ff_cli_value(f, v);
+        if (st != FF_OK) return ff_cli_fail("train", st);
         if (!strcmp(f, "--model"))
             a->model = v;
         else if (!strcmp(f, "--mode"))
@@ -108,54 +134,44 @@ static int parse_args(train_args *a, int argc, char **argv) {
             a->data = v;
         else if (!strcmp(f, "--weights"))
             a->weights = v;
+        else if (!strcmp(f, "--save-weights"))
+            a->save_weights = v;
         else if (!strcmp(f, "--checkpoint-dir"))
             a->ckpt_dir = v;
         else if (!strcmp(f, "--epochs"))
-            rc = parse_i64(&a->epochs, f, v, 1);
+            st = ff_cli_parse_i64(&a->epochs, f, v, 1, 1000000);
         else if (!strcmp(f, "--steps"))
-            rc = parse_i64(&a->steps, f, v, 1);
+            st = ff_cli_parse_i64(&a->steps, f, v, 1, big);
         else if (!strcmp(f, "--train-limit"))
-            rc = parse_i64(&a->train_limit, f, v, 1);
+            st = ff_cli_parse_i64(&a->train_limit, f, v, 1, big);
         else if (!strcmp(f, "--test-limit"))
-            rc = parse_i64(&a->test_limit, f, v, 0);
+            st = ff_cli_parse_i64(&a->test_limit, f, v, 0, big);
         else if (!strcmp(f, "--checkpoint-every"))
-            rc = parse_i64(&a->ckpt_every, f, v, 0);
+            st = ff_cli_parse_i64(&a->ckpt_every, f, v, 0, big);
         else if (!strcmp(f, "--checkpoint-every-epochs"))
-            rc = parse_i64(&a->ckpt_every_epochs, f, v, 0);
+            st = ff_cli_parse_i64(&a->ckpt_every_epochs, f, v, 0, big);
         else if (!strcmp(f, "--log-every"))
-            rc = parse_i64(&a->log_every, f, v, 0);
+            st = ff_cli_parse_i64(&a->log_every, f, v, 0, big);
         else if (!strcmp(f, "--batch"))
-            rc = parse_i64(&a->o.batch, f, v, 1);
+            st = ff_cli_parse_i64(&a->o.batch, f, v, 1, 1 << 20);
         else if (!strcmp(f, "--microbatch"))
-            rc = parse_i64(&a->o.microbatch, f, v, 1);
-        else if (!strcmp(f, "--seed")) {
-            rc = parse_i64(&tmp, f, v, 0);
-            a->seed = (uint64_t)tmp;
-        } else if (!strcmp(f, "--lr"))
-            rc = parse_f32(&a->o.lr, f, v);
+            st = ff_cli_parse_i64(&a->o.microbatch, f, v, 1, 1 << 20);
+        else if (!strcmp(f, "--seed"))
+            st = ff_cli_parse_seed(&a->seed, f, v);
+        else if (!strcmp(f, "--lr"))
+            st = ff_cli_parse_f32(&a->o.lr, f, v, 0.0, true, FF_TRAIN_LR_MAX, false);
         else if (!strcmp(f, "--momentum"))
-            rc = parse_f32(&a->o.momentum, f, v);
+            st = ff_cli_parse_f32(&a->o.momentum, f, v, 0.0, false, 1.0, true);
         else if (!strcmp(f, "--weight-decay"))
-            rc = parse_f32(&a->o.weight_decay, f, v);
-        else if (!strcmp(f, "--reduce")) {
-            if (ff_reduce_parse(&a->o.reduce, v) != FF_OK) {
-                fprintf(stderr, "fivefold train: %s\n", ff_last_error());
-                rc = -1;
-            }
-        } else {
-            fprintf(stderr, "fivefold train: unknown flag '%s' (see fivefold train --help)\n", f);
-            rc = -1;
-        }
-        if (rc) return -1;
+            st = ff_cli_parse_f32(&a->o.weight_decay, f, v, 0.0, false, 1.0, true);
+        else if (!strcmp(f, "--reduce"))
+            st = ff_reduce_parse(&a->o.reduce, v);
+        if (st != FF_OK) return ff_cli_fail("train", st);
     }
-    if (strcmp(a->mode, "serial") && strcmp(a->mode, "v1") && strcmp(a->mode, "mpi") && strcmp(a->mode, "v2")) {
-        fprintf(stderr, "fivefold train: --mode '%s': training runs in serial (v1) or mpi (v2)\n", a->mode);
-        return -1;
-    }
-    if (a->resume && !a->ckpt_dir) {
-        fprintf(stderr, "fivefold train: --resume needs --checkpoint-dir (where the checkpoint is)\n");
-        return -1;
-    }
+    if (strcmp(a->mode, "serial") && strcmp(a->mode, "v1") && strcmp(a->mode, "mpi") && strcmp(a->mode, "v2"))
+        return ff_cli_usage("train", "--mode '%s': training runs in serial (v1) or mpi (v2)", a->mode);
+    if (a->resume && !a->ckpt_dir)
+        return ff_cli_usage("train", "--resume needs --checkpoint-dir (the folder that holds %s)", FF_CKPT_FILE);
     if (a->o.microbatch > a->o.batch) a->o.microbatch = a->o.batch;
     return 0;
 }
@@ -172,8 +188,20 @@ static void fmt_hms(char *buf, size_t cap, double s) {
     snprintf(buf, cap, "%02ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
 }
 
+// What rank 0 alone did (prepare the checkpoint folder) every rank must learn: a failure there
+// stops all ranks together, and only rank 0 has something to say (*follower on the others).
+static ff_status share_root_status(ff_status st, ff_comm *comm, bool *follower) {
+    if (!comm || ff_comm_size(comm) == 1) return st;
+    int64_t code = (int64_t)st;
+    ff_status bs = ff_comm_bcast(comm, &code, sizeof code, 0);
+    if (bs != FF_OK) return bs;
+    if (ff_comm_rank(comm) != 0 && code != FF_OK) *follower = true;
+    return (ff_status)code;
+}
+
 // Everything that can fail returns a status; the caller prints it and picks the exit code.
-static ff_status run(const train_args *a, ff_comm *comm) {
+// *follower: this rank stopped because rank 0 failed (rank 0 reports it).
+static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
     const int rank = comm ? ff_comm_rank(comm) : 0, P = comm ? ff_comm_size(comm) : 1;
     const int out = rank == 0;
     ff_model m;
@@ -191,18 +219,18 @@ static ff_status run(const train_args *a, ff_comm *comm) {
         if (st != FF_OK) goto done; \
     } while (0)
     TRY(ff_dataset_load_dir(&train, a->data, "train", a->train_limit));
+    TRY(ff_train_check_dataset(&m, &train));
     TRY(ff_dataset_load_dir(&test, a->data, "t10k", 0));
+    TRY(ff_train_check_dataset(&m, &test));
     const int64_t n_test = a->test_limit > 0 && a->test_limit < test.n ? a->test_limit : test.n;
-    TRY(ff_weights_alloc(&w, &m));
-    if (a->weights)
-        TRY(ff_weights_load_h5(&w, &m, a->weights));
-    else
-        ff_weights_generate(&w, &m, a->seed);
+    TRY(ff_cli_load_weights(&w, &m, a->weights, a->seed));
     ff_train_options o = a->o;
     TRY(ff_trainer_create(&tr, &m, &w, &o, comm));
 
     const int64_t B = o.batch, n = train.n;
-    const int64_t spe = (n + B - 1) / B;  // steps per epoch (the last batch may be short)
+    ff_train_plan plan;  // steps per epoch (the last batch may be short) and in all, overflow-checked
+    TRY(ff_train_plan_make(&plan, n, B, a->epochs, a->steps));
+    const int64_t spe = plan.steps_per_epoch, total = plan.total;
     int64_t e0 = 0, s0 = 0, step = 0;
     uint64_t loss_digest = FF_FNV_OFFSET;  // over every step's loss since the start of training
     if (a->ckpt_dir) {
@@ -210,10 +238,13 @@ static ff_status run(const train_args *a, ff_comm *comm) {
             st = FF_FAIL(FF_ERR_INPUT, "--checkpoint-dir too long");
             goto done;
         }
-        if (out && mkdir(a->ckpt_dir, 0777) != 0 && errno != EEXIST) {
-            st = FF_FAIL(FF_ERR_IO, "--checkpoint-dir '%s': cannot create it: %s", a->ckpt_dir, strerror(errno));
-            goto done;
-        }
+        // Before any step: a regular file or an unwritable folder is refused now, not after an epoch.
+        int removed = 0;
+        ff_status ps = out ? ff_checkpoint_dir_prepare(&removed, a->ckpt_dir) : FF_OK;
+        TRY(share_root_status(ps, comm, follower));
+        if (out && removed && a->log_every > 0)
+            printf("checkpoint dir %s: removed %d stale temporary file%s of crashed writes\n", a->ckpt_dir, removed,
+                   removed == 1 ? "" : "s");
         if (out) TRY(ff_ckpt_writer_create(&wr, &m));
     }
     if (a->resume) {
@@ -223,6 +254,7 @@ static ff_status run(const train_args *a, ff_comm *comm) {
         }
         ff_ckpt_meta cm;
         TRY(ff_checkpoint_load(&w, ff_trainer_momentum(tr), &cm, &m, ckpt_path));
+        TRY(ff_checkpoint_check_run(&cm, spe, ckpt_path));
         // A bit-identical continuation needs the same recipe: refuse a different one.
         if (cm.batch != B || cm.microbatch != o.microbatch || cm.seed != a->seed || cm.train_limit != a->train_limit ||
             cm.lr != o.lr || cm.momentum != o.momentum || cm.weight_decay != o.weight_decay) {
@@ -251,7 +283,6 @@ static ff_status run(const train_args *a, ff_comm *comm) {
         st = FF_FAIL(FF_ERR_OOM, "cannot allocate the data order (%lld samples)", (long long)n);
         goto done;
     }
-    const int64_t total = a->steps > 0 && a->steps < a->epochs * spe ? a->steps : a->epochs * spe;
     if (out)
         printf(
             "train %s: mode %s, ranks %d, %lld train / %lld test images from %s, epochs %lld, "
@@ -335,11 +366,18 @@ static ff_status run(const train_args *a, ff_comm *comm) {
     if (out) {
         char hex[17];
         double el = now_s() - t_start;
-        printf("trained %lld steps in %.1f s (%.1f samples/s)\n", (long long)steps_run, el,
-               el > 0 ? (double)(steps_run * B) / el : 0.0);
+        // Images actually trained on: a short last batch counts what it holds, not B.
+        const int64_t samples = ff_trainer_samples(tr);
+        printf("trained %lld steps (%lld images) in %.1f s (%.1f samples/s)\n", (long long)steps_run,
+               (long long)samples, el, el > 0 ? (double)samples / el : 0.0);
         printf("loss digest: %s\n", ff_digest_hex(hex, loss_digest));
         printf("weights digest: %s\n", ff_digest_hex(hex, ff_weights_digest(&w)));
         fflush(stdout);
+    }
+    if (a->save_weights) {
+        ff_status ss = out ? ff_weights_save_h5(&w, &m, a->save_weights) : FF_OK;
+        TRY(share_root_status(ss, comm, follower));
+        if (out) printf("weights written to %s\n", a->save_weights);
     }
 #undef TRY
 done:
@@ -359,8 +397,7 @@ done:
 int ff_cmd_train(int argc, char **argv) {
     train_args a;
     int rc = parse_args(&a, argc, argv);
-    if (rc > 0) return FF_EXIT_OK;
-    if (rc < 0) return FF_EXIT_USAGE;
+    if (rc) return rc < 0 ? FF_EXIT_OK : rc;
     ff_comm *comm = NULL;
     if (!strcmp(a.mode, "mpi") || !strcmp(a.mode, "v2")) {
         ff_status cs = ff_cli_mpi_comm(&comm);  // MPI_Init once; owned and finalised by main
@@ -375,7 +412,8 @@ int ff_cmd_train(int argc, char **argv) {
         }
 #endif
     }
-    ff_status st = run(&a, comm);
-    if (st != FF_OK) return ff_cli_fail("train", st);  // MPI_Abort when several ranks run
+    bool follower = false;
+    ff_status st = run(&follower, &a, comm);
+    if (st != FF_OK) return follower ? ff_cli_fail_quiet("train", st) : ff_cli_fail("train", st);
     return FF_EXIT_OK;
 }

@@ -14,7 +14,8 @@ static void help(void) {
         "usage: fivefold verify [--model alexnet|mnist-cnn] [--mode serial|mpi|cuda|hybrid|direct]\n"
         "                       [--split batch|rows|replicate] [--ranks P] [--batch N] [--golden F.h5]\n"
         "                       [--filter REGEX] [--json OUT.json] [--record] [--trust]\n"
-        "                       [--inject-fault LAYER] [--backend own|vendor] [--precision fp32|tf32]\n\n"
+        "                       [--inject-fault LAYER] [--backend own|vendor] [--precision fp32|tf32]\n"
+        "                       [--verbose]\n\n"
         "Checks the mode against the PyTorch golden file (golden/README.md explains every rule):\n"
         "  per layer   the golden float32 input of each layer through our layer, against PyTorch's\n"
         "              float64 output: dot-product layers within the float32 forward-error bound\n"
@@ -36,6 +37,7 @@ static void help(void) {
         "                    class in the golden (and update the manifest); prints what changed\n"
         "  --inject-fault L  test hook: perturb layer L's first output element (name or index);\n"
         "                    verify must fail\n"
+        "  --verbose         error messages also name the source location\n"
         "Multi-rank: mpiexec -n 4 fivefold verify --mode mpi --split rows --model alexnet\n");
 }
 
@@ -61,12 +63,14 @@ static int parse(verify_args *a, int argc, char **argv) {
                                          {"backend", required_argument, 0, 'b'},
                                          {"precision", required_argument, 0, 'p'},
                                          {"manifest", required_argument, 0, 'X'},
+                                         {"verbose", no_argument, 0, 'v'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
-    for (int c; (c = getopt_long(argc, argv, "", opts, NULL)) != -1;) {
-        ff_status st = FF_OK;
+    for (int c, li = 0; (c = getopt_long(argc, argv, "", opts, &li)) != -1;) {
+        ff_status st = c == '?' || c == ':' ? FF_OK : ff_cli_optarg(opts, li, optarg);
+        if (st != FF_OK) return ff_cli_fail("verify", st);
         switch (c) {
             case 'm': a->model = optarg; break;
             case 'M': a->mode = optarg; break;
@@ -82,6 +86,7 @@ static int parse(verify_args *a, int argc, char **argv) {
             case 'b': a->backend = optarg; break;
             case 'p': a->precision = optarg; break;
             case 'X': a->manifest = optarg; break;
+            case 'v': ff_cli_verbose = true; break;
             case 'h': help(); return -1;
             default: return ff_cli_usage("verify", "unknown or incomplete option '%s'", argv[optind - 1]);
         }
