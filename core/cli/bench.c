@@ -1,4 +1,4 @@
-// `fivefold bench`: times only what has just passed its checks (DESIGN §8, issue 5).
+// `fivefold bench`: times only what has just passed its checks.
 //   1. gate: the verification checks for exactly this configuration (model, mode, split, ranks,
 //      build) against the golden file, plus a batch-N check: the batch that will be timed, built
 //      from the golden images, must reproduce the verified outputs bit for bit. Any failure: the

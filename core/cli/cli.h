@@ -67,7 +67,10 @@ ff_status ff_cli_parse_f32(float *out, const char *flag, const char *s, double l
 
 // MPI: initialises once (MPI_THREAD_FUNNELED) and wraps MPI_COMM_WORLD in an ff_comm.
 ff_status ff_cli_mpi_comm(ff_comm **out);
-int ff_cli_rank(void);   // 0 when MPI is not initialised
+int ff_cli_rank(void);  // 0 when MPI is not initialised
+// This process's rank as the launcher (mpiexec) set it in the environment, even before MPI_Init;
+// 0 when not launched by one. Messages printed before MPI starts come from launcher rank 0 only.
+int ff_cli_launcher_rank(void);
 int ff_cli_ranks(void);  // 1 when MPI is not initialised
 void ff_cli_mpi_finalize(void);
 

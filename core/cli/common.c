@@ -45,7 +45,12 @@ static int env_int(const char *a, const char *b) {
     return *end || x < 0 || x > (1 << 24) ? -1 : (int)x;
 }
 
-// Used only by fail_agree, so its collectives never meet an executor's messages half-way.
+int ff_cli_launcher_rank(void) {
+    int r = env_int("PMI_RANK", "OMPI_COMM_WORLD_RANK");
+    return r < 0 ? 0 : r;
+}
+
+// Used only by deliver's agreement, so its collectives never meet an executor's messages half-way.
 static MPI_Comm fail_comm = MPI_COMM_NULL;
 
 static double mono_s(void) {
@@ -92,7 +97,7 @@ static int deliver(const char *cmd, int code, const char *body, bool quiet) {
         // Before MPI_Init under mpiexec every process parses the same arguments and fails alike:
         // the launcher's rank 0 speaks for all (Hydra waits for every process that never called
         // MPI_Init, so nothing cuts it short). Internal failures may be a process's own: all print.
-        int env_rank = env_int("PMI_RANK", "OMPI_COMM_WORLD_RANK");
+        int env_rank = ff_cli_launcher_rank();
         int env_size = env_int("PMI_SIZE", "OMPI_COMM_WORLD_SIZE");
         if (env_size > 1 && env_rank > 0) {
             if (code == FF_EXIT_FAILURE && !quiet) fprintf(stderr, "fivefold %s: rank %d: %s\n", cmd, env_rank, body);

@@ -1,4 +1,4 @@
-// `fivefold`: one binary, every mode chosen at run time (DESIGN §1).
+// `fivefold`: one binary, every mode chosen at run time.
 #include <stdio.h>
 #include <string.h>
 
@@ -34,8 +34,10 @@ static void usage(FILE *f) {
 }
 
 int main(int argc, char **argv) {
+    // Under mpiexec every process sees the same arguments: one of them reports a bad command.
+    const bool speak = ff_cli_launcher_rank() == 0;
     if (argc < 2) {
-        usage(stderr);
+        if (speak) usage(stderr);
         return FF_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -55,8 +57,10 @@ int main(int argc, char **argv) {
             return rc;
         }
     }
-    fprintf(stderr, "fivefold: unknown command '%s': expected one of", argv[1]);
-    for (int i = 0; i < n_commands; i++) fprintf(stderr, " %s", commands[i].name);
-    fprintf(stderr, "\n");
+    if (speak) {
+        fprintf(stderr, "fivefold: unknown command '%s': expected one of", argv[1]);
+        for (int i = 0; i < n_commands; i++) fprintf(stderr, " %s", commands[i].name);
+        fprintf(stderr, "\n");
+    }
     return FF_EXIT_USAGE;
 }

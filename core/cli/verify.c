@@ -1,5 +1,5 @@
-// `fivefold verify`: every check of DESIGN §6 for a model/mode/split, one row each, then
-// "N passed, M failed"; exit 4 on any failure (DESIGN §11: never print a failure and exit 0).
+// `fivefold verify`: every check (golden/README.md) for a model/mode/split, one row each, then
+// "N passed, M failed"; exit 4 on any failure (never a failure printed with exit 0).
 #include <getopt.h>
 #include <stdlib.h>
 #include <regex.h>
