@@ -1,4 +1,4 @@
-// libFuzzer target for the partition math (DESIGN §7). Input bytes choose a chain of 1-4
+// libFuzzer target for the partition math (fuzz/README.md). Input bytes choose a chain of 1-4
 // windowed layers (H 1..300, kernel 1..11, stride 1..4, pad 0..5 with pad < kernel), a rank count
 // P 1..64 and an arbitrary (not balanced) tiling of the rows among ranks; the target checks
 //   - ff_band tiles [0, n) and ff_band_owner agrees with it,
@@ -6,7 +6,7 @@
 //     exactly, halo plans deliver every missing row once from its owner, symmetric),
 //   - ff_plan_exchange for the arbitrary tiling: every needed row arrives exactly once, from the
 //     rank that holds it, and nothing else is sent.
-// Any violation aborts (libFuzzer reports it with the input).
+// Any violation aborts (libFuzzer reports it, saves the input and exits 1 as run by CTest).
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-// The seeded halo fuzzer (DESIGN §7): random chains of 1-4 windowed layers (conv2d / maxpool,
+// The seeded halo fuzzer: random chains of 1-4 windowed layers (conv2d / maxpool,
 // H up to 48, kernel 1-11, stride 1-4, pad 0-5 with pad < kernel, random channels and batch, relu
 // or lrn in between), split over P = 1..16 simulated ranks (the loopback comm backend) by the mpi
 // mode itself, compared bit for bit with the same chain computed whole by the CPU layers. Every
@@ -8,11 +8,18 @@
 // reproducer. With --mpi the cases run under real MPI with P = the job's size.
 //
 //   halo_fuzz [--seed S] [--cases N] [--case I] [--mpi] [--inject-fault] [--verbose]
+//
+// Exit 0: every case passed; 1: a case failed (CTest must count a finding as a failure, never as
+// skipped, so 77 is never used); 2: bad usage. A case that crashes (a signal, or a sanitizer
+// report in a sanitizer build) prints its reproducer line before the process ends.
 #include <mpi.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fivefold/comm.h"
 #include "fivefold/executor.h"
@@ -234,14 +241,56 @@ static ff_status run_rank(ff_comm *c, void *arg) {
     return st;
 }
 
+// The reproducer of the case running now, formatted before it starts, so that a crash inside it
+// (where printf is not safe) can still name it: written once, by the first of the signal handlers
+// (any loopback thread) or the sanitizers' death callback to get there.
+static char crash_line[256];
+static size_t crash_len;
+static atomic_flag crash_printed = ATOMIC_FLAG_INIT;
+static void print_crash_line(void) {
+    if (crash_len > 0 && !atomic_flag_test_and_set(&crash_printed) && write(STDOUT_FILENO, crash_line, crash_len) < 0)
+        crash_len = 0;
+}
+static void on_crash(int sig) {
+    print_crash_line();
+    // Then die of the signal: back to the default action, and returning re-executes the faulting
+    // instruction (SIGSEGV, SIGBUS, SIGFPE, SIGILL) or abort() raises SIGABRT again. Not the
+    // previous handler: that is UCX's (loaded with MPICH), which can hang when several loopback
+    // threads fault at once, and a fuzz test must fail at once, not at its CTest timeout.
+    signal(sig, SIG_DFL);
+}
+// From the sanitizer runtime, present only in a sanitizer build (weak: NULL otherwise).
+extern void __sanitizer_set_death_callback(void (*callback)(void)) __attribute__((weak));
+static void install_crash_reporting(void) {
+    static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_crash;
+        sigemptyset(&sa.sa_mask);
+        sigaction(sigs[i], &sa, NULL);
+    }
+    if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(print_crash_line);
+}
+
 // Returns 0 on pass; prints the failure and the reproducer otherwise.
 static int run_case(uint64_t seed, int64_t index, bool use_mpi, ff_comm *world, bool fault, bool verbose) {
     fuzz_case fc;
     int P = use_mpi ? ff_comm_size(world) : 0;
     int rank = use_mpi ? ff_comm_rank(world) : 0;
-    if (!make_case(&fc, seed, index, P)) {
+    int len =
+        snprintf(crash_line, sizeof crash_line,
+                 "CRASH in case %lld\nreproduce: fuzz/halo_fuzz --seed %llu --case %lld%s%s\n", (long long)index,
+                 (unsigned long long)seed, (long long)index, use_mpi ? " --mpi" : "", fault ? " --inject-fault" : "");
+    crash_len = len > 0 && (size_t)len < sizeof crash_line ? (size_t)len : 0;
+    if (!make_case(&fc, seed, index, P)) {  // make_case shrinks kernels to fit: a generator bug
         free_case(&fc);
-        return 0;  // cannot happen: make_case shrinks kernels to fit
+        if (rank == 0)
+            printf(
+                "FAIL case %lld: the generator made no valid chain\nreproduce: fuzz/halo_fuzz --seed %llu --case "
+                "%lld\n",
+                (long long)index, (unsigned long long)seed, (long long)index);
+        return 1;
     }
     if (fault) fc.fault_layer = fc.last;
     char where[256];
@@ -372,9 +421,11 @@ int main(int argc, char **argv) {
         }
         rank = ff_comm_rank(world);
     }
+    install_crash_reporting();
     int64_t lo = only >= 0 ? only : 0, hi = only >= 0 ? only + 1 : cases;
     int64_t failed = 0;
     for (int64_t i = lo; i < hi; i++) failed += run_case(seed, i, use_mpi, world, fault, verbose);
+    crash_len = 0;  // past the cases: a crash in MPI_Finalize is not theirs
     if (rank == 0)
         printf(fault ? "halo_fuzz: injected fault caught in %lld of %lld cases (seed %llu%s%s)\n"
                      : "halo_fuzz: %lld of %lld cases passed (seed %llu%s%s)\n",
