@@ -5,7 +5,9 @@ set -euo pipefail
 pkgs=(cmake ninja-build gcc g++ make pkg-config git
       mpich libmpich-dev libhdf5-dev libcmocka-dev zlib1g-dev
       python3 python3-numpy python3-h5py python3-torch python3-matplotlib
-      dataset-fashion-mnist clang)
+      dataset-fashion-mnist clang clang-format)
+# clang: the libFuzzer target (fuzz/run_fuzz_partition.sh). clang-format: ci/format-check (test
+# lint_format), which wants version 14, what Debian 12's clang-format package installs.
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
