@@ -326,6 +326,13 @@ static const conv_case conv_cases[] = {
     {1, 2, 4, 600, 1, 1, 3, 2, 3},    // stride 2, odd pad 3, Wo = 302
     {3, 1, 8, 8, 1, 4, 4, 4, 0},      // stride = kernel (non-overlapping), batch 3
     {1, 5, 6, 7, 2, 1, 1, 1, 0},      // 1x1 convolution (channel mixing only)
+    // More channels than one packed chunk holds (56 for 3x3, 20 for 5x5): later chunks continue
+    // from the stored value, the bias must enter once. K = 9: a partial last k block.
+    {1, 60, 5, 5, 9, 3, 3, 1, 1},
+    {2, 24, 6, 7, 3, 5, 5, 2, 2},
+    // Kernels the packed path does not take (S > 64, or R*S > 512): the plain loop nest.
+    {1, 2, 3, 70, 2, 1, 65, 1, 3},
+    {1, 1, 25, 24, 2, 23, 23, 1, 1},
 };
 
 static void run_conv_case(const conv_case *cc, trng *g) {
@@ -493,6 +500,8 @@ static void test_conv_band_and_batch_identity(void **state) {
     band_identity(&d, &g, 3);
     ff_layer e = make_conv(2, 10, 300, 2, 4, 3, 2, 3);  // strided, chunked gather, pad > kernel/2
     band_identity(&e, &g, 2);
+    ff_layer f = make_conv(2, 30, 26, 2, 23, 23, 2, 1);  // 23x23: the plain loop nest
+    band_identity(&f, &g, 2);
 }
 
 // ff_cpu_conv2d_segments (the mpi rows split's image groups, each with its own band): every
