@@ -345,7 +345,10 @@ int ff_cmd_bench(int argc, char **argv) {
         st = ff_gate_run(&g, &gs, &gc);
         ff_executor *e = gs.exec;
         float *x = gs.x, *y = gs.y;
-        if (st != FF_OK) return ff_cli_fail("bench", st);
+        if (st != FF_OK) {
+            ff_gate_release(&gs);  // whatever the gate had made before it failed (safe when empty)
+            return ff_cli_fail("bench", st);
+        }
         if (!g.passed) {
             if (rank == 0)
                 fprintf(stderr, "fivefold bench: gate refused %s: check failed: %s\n  nothing was timed (exit %d)\n",

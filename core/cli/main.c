@@ -49,6 +49,9 @@ int main(int argc, char **argv) {
                FF_BUILD_C_COMPILER, strcmp(FF_BUILD_HAVE_CUDA_STR, "ON") == 0 ? FF_BUILD_CUDA_VERSION : "off");
         return FF_EXIT_OK;
     }
+    // --verbose anywhere: the command's own parser may refuse an earlier flag before it sees it.
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--verbose")) ff_cli_verbose = true;
     for (int i = 0; i < n_commands; i++) {
         if (!strcmp(argv[1], commands[i].name)) {
             int rc = commands[i].run(argc - 1, argv + 1);

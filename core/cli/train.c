@@ -65,7 +65,7 @@ static void usage(FILE *f) {
             "                              reads it; each tensor's fnv1a64 digest is recorded)\n"
             "  --checkpoint-dir D          write D/%s (HDF5, atomic, in the background) every epoch\n"
             "                              and at the end; created if missing\n"
-            "  --checkpoint-every N        also every N steps (default 0: off)\n"
+            "  --checkpoint-every N        also write one every N optimizer steps (default 0: off)\n"
             "  --checkpoint-every-epochs N every N epochs instead of every epoch (0: only at the end)\n"
             "  --resume                    continue bit-identically from D/%s (same flags needed)\n"
             "  --log-every N               a progress line every N steps (default 50; 0: none)\n"

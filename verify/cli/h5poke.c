@@ -2,6 +2,7 @@
 // file in place, leaving every attribute (a recorded digest included) as it was, the way a flipped
 // bit on disk or a NaN written by another tool would.
 //   h5poke FILE DATASET INDEX flip|nan|inf|VALUE
+//   h5poke FILE DATASET --delete-attr NAME     (a file written before the attribute existed)
 // flip toggles the lowest mantissa bit. Exit 0 done, 2 bad arguments or file.
 #include <hdf5.h>
 #include <math.h>
@@ -12,8 +13,17 @@
 
 int main(int argc, char **argv) {
     if (argc != 5) {
-        fprintf(stderr, "usage: h5poke FILE DATASET INDEX flip|nan|inf|VALUE\n");
+        fprintf(stderr,
+                "usage: h5poke FILE DATASET INDEX flip|nan|inf|VALUE\n"
+                "       h5poke FILE DATASET --delete-attr NAME\n");
         return 2;
+    }
+    if (!strcmp(argv[3], "--delete-attr")) {
+        hid_t f = H5Fopen(argv[1], H5F_ACC_RDWR, H5P_DEFAULT);
+        herr_t e = f < 0 ? -1 : H5Adelete_by_name(f, argv[2], argv[4], H5P_DEFAULT);
+        if (f >= 0) H5Fclose(f);
+        if (e < 0) fprintf(stderr, "h5poke: cannot delete attribute '%s' of '%s' in '%s'\n", argv[4], argv[2], argv[1]);
+        return e < 0 ? 2 : 0;
     }
     char *end;
     long long index = strtoll(argv[3], &end, 10);

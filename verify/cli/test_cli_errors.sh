@@ -1,8 +1,10 @@
 #!/bin/sh
 # The command's error paths (issue 2): each bad input exits 2 with a message naming the wrong value
-# and what was expected; --help exits 0; a GPU mode without a GPU exits 77. $FIVEFOLD is the binary.
+# and what was expected; --help exits 0; a GPU mode without a GPU exits 77. $FIVEFOLD is the binary,
+# $H5POKE the helper that changes one float of an HDF5 file in place (verify/cli/h5poke.c).
 set -u
 ff=${FIVEFOLD:?set FIVEFOLD to the fivefold binary}
+poke=${H5POKE:?set H5POKE to the ff_h5poke binary}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pass=0
@@ -59,5 +61,127 @@ export CUDA_VISIBLE_DEVICES=
 expect 77 "(built without CUDA|no CUDA device)" -- infer --model mnist-cnn --mode cuda
 unset CUDA_VISIBLE_DEVICES
 expect 0 "output digest: [0-9a-f]{16}" -- infer --model mnist-cnn --weights "$tmp/mnist.h5" --batch 2
+
+# check NAME CONDITION...: a check that is not one command's exit and message.
+check() {
+    name=$1
+    shift
+    if "$@"; then
+        pass=$((pass + 1))
+        echo "PASS  $name"
+    else
+        fail=$((fail + 1))
+        echo "FAIL  $name"
+    fi
+}
+# expect_not CODE PATTERN -- ARGS...: exit CODE and the output does NOT match PATTERN.
+expect_not() {
+    code=$1 pattern=$2
+    shift 3
+    "$ff" "$@" >"$tmp/out" 2>&1
+    rc=$?
+    if [ "$rc" -eq "$code" ] && ! grep -qE -- "$pattern" "$tmp/out"; then
+        pass=$((pass + 1))
+        echo "PASS  exit $rc, no '$pattern'  fivefold $*"
+    else
+        fail=$((fail + 1))
+        echo "FAIL  fivefold $*: exit $rc (expected $code) or output matches '$pattern':"
+        sed 's/^/      /' "$tmp/out"
+    fi
+}
+digest_of() { "$ff" infer --model mnist-cnn "$@" 2>&1 | sed -n 's/^output digest: //p'; }
+
+# Issue 12 item 4. A value that is itself a flag: the value was forgotten (every parser).
+cd "$tmp" || exit 1
+expect 2 -- "--checkpoint-dir needs a value, got the flag --resume" -- train --checkpoint-dir --resume
+check "train --checkpoint-dir --resume made no directory named --resume" test ! -e "$tmp/--resume"
+expect 2 -- "--weights needs a value, got the flag --batch" -- infer --model mnist-cnn --weights --batch 2
+expect 2 -- "--weights needs a value, got the flag --batch" -- train --weights --batch 2
+expect 2 -- "--golden needs a value, got the flag --trust" -- verify --model mnist-cnn --golden --trust
+expect 2 -- "--batch needs a value, got the flag --iters" -- bench --batch --iters 3
+expect 2 -- "--ranks needs a value, got the flag --split" -- info --ranks --split rows
+expect 2 -- "--data needs a value, got the flag --json" -- bench --loader --data --json x.json
+expect 2 -- "--data needs a value$" -- train --data
+expect 2 "unknown flag '--bogus'" -- train --bogus 1
+# Batch lists: an empty item is refused, not skipped.
+expect 2 -- "--batch '1,,2': item 2 is empty: expected N or N,N,\.\.\. \(each 1\.\.8192\)" -- bench --batch 1,,2
+expect 2 -- "--batch '1,': item 2 is empty" -- bench --batch 1,
+expect 2 -- "--batch 0: expected 1\.\.8192" -- bench --batch 1,0
+# Seeds are decimal (or 0x hex) in every command, never octal: 010 is ten.
+d010=$(digest_of --seed 010)
+d10=$(digest_of --seed 10)
+d8=$(digest_of --seed 8)
+dhex=$(digest_of --seed 0xa)
+check "infer --seed 010 = --seed 10 = --seed 0xa ($d010) != --seed 8 ($d8)" \
+    sh -c "[ -n '$d010' ] && [ '$d010' = '$d10' ] && [ '$d010' = '$dhex' ] && [ '$d010' != '$d8' ]"
+expect 2 -- "--seed 18446744073709551616: expected at most 18446744073709551615" -- infer --model mnist-cnn --seed 18446744073709551616
+expect 2 -- "--seed '0x1g': expected a decimal integer" -- infer --model mnist-cnn --seed 0x1g
+expect 2 -- "--seed '-1': expected a decimal integer" -- train --seed -1
+expect 2 -- "--seed '1e3': expected a decimal integer" -- train --seed 1e3
+# Integers that overflow, numbers that are not finite or out of range (train's own parser).
+expect 2 -- "--iters 99999999999999999999: expected 1\.\.100000" -- infer --model mnist-cnn --iters 99999999999999999999
+expect 2 -- "--epochs 9223372036854775808: expected 1\.\.1000000" -- train --epochs 9223372036854775808
+expect 2 -- "--steps 99999999999999999999: expected 1\.\.9223372036854775807" -- train --steps 99999999999999999999
+expect 2 -- "--lr inf: not a finite number: expected a number in \(0, 10\]" -- train --lr inf
+expect 2 -- "--lr nan: not a finite number" -- train --lr nan
+expect 2 -- "--lr 1e30: expected a number in \(0, 10\]" -- train --lr 1e30
+expect 2 -- "--lr 0: expected a number in \(0, 10\]" -- train --lr 0
+expect 2 -- "--lr 1e39: not a finite number" -- train --lr 1e39
+expect 2 -- "--momentum 5: expected a number in \[0, 1\)" -- train --momentum 5
+expect 2 -- "--momentum 1: expected a number in \[0, 1\)" -- train --momentum 1
+expect 2 -- "--weight-decay -0.5: expected a number in \[0, 1\)" -- train --weight-decay -0.5
+expect 2 -- "--weight-decay 'x': expected a number in \[0, 1\)" -- train --weight-decay x
+
+# Weights files record each tensor's FNV-1a digest (attribute fnv1a64) and a load checks it.
+cp "$tmp/mnist.h5" "$tmp/flipped.h5"
+"$poke" "$tmp/flipped.h5" weights/conv1/b 3 flip
+expect 2 "error \(integrity check failed\): weights file '.*flipped.h5' \(model mnist-cnn\): 'weights/conv1/b': the file records digest [0-9a-f]{16}, its data has digest [0-9a-f]{16}" -- infer --model mnist-cnn --weights "$tmp/flipped.h5"
+expect 2 "'weights/conv1/b': the file records digest" -- train --weights "$tmp/flipped.h5" --steps 1
+# NaN/Inf in a tensor without a recorded digest (another tool's file): refused naming the index.
+cp "$tmp/mnist.h5" "$tmp/nan.h5"
+"$poke" "$tmp/nan.h5" weights/fc1/w --delete-attr fnv1a64
+"$poke" "$tmp/nan.h5" weights/fc1/w 1234 nan
+expect 2 "'weights/fc1/w' element \[1234\] is NaN: expected finite weights" -- infer --model mnist-cnn --weights "$tmp/nan.h5"
+cp "$tmp/mnist.h5" "$tmp/inf.h5"
+"$poke" "$tmp/inf.h5" weights/fc2/b --delete-attr fnv1a64
+"$poke" "$tmp/inf.h5" weights/fc2/b 7 inf
+expect 2 "'weights/fc2/b' element \[7\] is \+Inf" -- infer --model mnist-cnn --weights "$tmp/inf.h5"
+# Without digests at all (files written before they were recorded) a file still loads; --verbose says so.
+cp "$tmp/mnist.h5" "$tmp/old.h5"
+for t in conv1/w conv1/b conv2/w conv2/b fc1/w fc1/b fc2/w fc2/b; do "$poke" "$tmp/old.h5" "weights/$t" --delete-attr fnv1a64; done
+expect 0 "no recorded digests .*loaded without an integrity check" -- infer --model mnist-cnn --weights "$tmp/old.h5" --verbose
+expect_not 0 "recorded digests" -- infer --model mnist-cnn --weights "$tmp/old.h5"
+expect 0 "8 tensor digests checked" -- infer --model mnist-cnn --weights "$tmp/mnist.h5" --verbose
+# NaN in an input tensor file.
+golden=$(dirname "$0")/../../golden/data/mnist-cnn.h5
+case $0 in /*) golden=$(dirname "$0")/../../golden/data/mnist-cnn.h5 ;; esac
+cp "$golden" "$tmp/input.h5" && chmod u+w "$tmp/input.h5"
+"$poke" "$tmp/input.h5" input 800 nan
+expect 2 "input file '.*input.h5': dataset 'input' element \[800\] \(image 1\) is NaN: expected finite values" -- infer --model mnist-cnn --input "$tmp/input.h5"
+
+# Item 6. User-facing messages carry no source location; --verbose and internal errors do.
+expect_not 2 "[a-z_]+\.c:[0-9]+" -- infer --model mnist-cnn --batch 0
+expect 2 "error \(bad input\) at [a-z_]+\.c:[0-9]+: --batch 0" -- infer --model mnist-cnn --batch 0 --verbose
+# infer says what it timed (after a warm-up) and points to bench.
+expect 0 "^time: [0-9.]+ ms median of 1 warm iteration \(min" -- infer --model mnist-cnn
+expect 0 "after 1 untimed warm-up; --iters K for more; fivefold bench times a verified configuration" -- infer --model mnist-cnn
+# Every flag of train's synopsis has a line of its own explaining it.
+"$ff" train --help >"$tmp/help" 2>&1
+missing=""
+for f in $(sed -n '/^usage:/,/^[A-Z]/p' "$tmp/help" | grep -oE '\[--[a-z-]+' | tr -d '['); do
+    grep -qE "^  $f( |$)" "$tmp/help" || missing="$missing $f"
+done
+check "train --help explains every flag (missing:${missing:- none})" test -z "$missing"
+for f in --microbatch --reduce --checkpoint-every; do
+    check "train --help: $f has units/an explanation" sh -c "grep -E '^  $f ' '$tmp/help' | grep -qE '[a-z]+ [a-z]+ [a-z]+'"
+done
+# The training summary counts the images trained: 100 images in batches of 64 are 2 steps, 100 images.
+data=/usr/share/datasets/fashion-mnist
+if [ -e "$data/train-images-idx3-ubyte.gz" ] || [ -e "$data/train-images-idx3-ubyte" ]; then
+    expect 0 "^trained 2 steps \(100 images\) in [0-9.]+ s \([0-9.]+ samples/s\)" -- train --train-limit 100 --batch 64 --test-limit 10 --log-every 0
+else
+    echo "SKIP  training summary: no data in $data (not counted)"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
