@@ -2,6 +2,7 @@
 #include "fivefold/tolerance.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fivefold/digest.h"
@@ -231,13 +232,7 @@ void ff_tol_absdot_linear(double *out, const float *x_f32, const double *v_f64, 
     }
 }
 
-// ---------------------------------------------------------------- first-order propagation
-// y = fl(W x + b) with x carrying error d: |dy| <= gamma_K A + |W| d (1 + gamma_K).
-void ff_tol_prop_dot(double *d_out, const double *A, const double *Wd, int64_t K, int64_t count, double prod_rel) {
-    double g = prod_rel + ff_tol_gamma(K, FF_TOL_U32) * (1.0 + prod_rel);
-    for (int64_t i = 0; i < count; i++) d_out[i] = ff_tol_dot_bound_p(A[i], K, prod_rel) + (1.0 + g) * Wd[i];
-}
-
+// ---------------------------------------------------------------- end-to-end propagation (sigma)
 // Each of the K roundings (K-1 additions, the products, the bias add) contributes an error
 // uniform in [-u, u] times a partial sum (or product) bounded by A: variance <= u^2/3 A^2 each.
 // The GPU's split-K linear order (linear_split.h) has no more roundings of partial sums than the
@@ -249,12 +244,6 @@ void ff_tol_stat_dot(double *s_out, const double *A, const double *W2s2, int64_t
     // sum (w x)^2 <= A^2)
     const double c = (FF_TOL_U32 * FF_TOL_U32 * (double)(K + 1) + prod_rel * prod_rel) / 3.0;
     for (int64_t i = 0; i < count; i++) s_out[i] = sqrt(c * A[i] * A[i] + W2s2[i]);
-}
-
-void ff_tol_prop_winograd(double *d_out, const double *Ybar, const double *Wd, int64_t nround, int64_t K,
-                          int64_t count) {
-    double g = ff_tol_gamma(nround, FF_TOL_U32);
-    for (int64_t i = 0; i < count; i++) d_out[i] = ff_tol_winograd_bound(Ybar[i], nround, K) + (1.0 + g) * Wd[i];
 }
 
 // As ff_tol_stat_dot: each of the roundings on a path contributes a uniform error of at most u
@@ -364,4 +353,196 @@ bool ff_tol_topk_agree(const int64_t *ours, const int64_t *ref, int k, const dou
     }
     if (n_tied) *n_tied = tied;
     return ok;
+}
+
+// ---------------------------------------------------------------- the statistical rule
+double ff_tol_ulp2(double v) {
+    uint64_t bits;
+    memcpy(&bits, &v, sizeof bits);
+    const uint64_t e = (bits >> 52) & 0x7ff;  // |v| in [2^(e-1023), 2^(e-1022))
+    // float32 ulp there is 2^(e-1023-23), squared 2^(2e-2092): biased exponent 2e-1069. Below
+    // 2^-126 (e < 897) the float32 spacing is 2^-149 (zero and subnormals too).
+    if (e < 897) return 0x1p-298;
+    const uint64_t r = (2 * e - 1069) << 52;
+    double out;
+    memcpy(&out, &r, sizeof out);
+    return out;
+}
+
+double ff_tol_stat_tmax(int64_t n) {
+    return sqrt(2.0 * log(2.0 * (double)(n > 0 ? n : 1) / FF_TOL_STAT_ALPHA));
+}
+
+double ff_tol_stat_trms(int64_t m, int64_t groups) {
+    double x = log((double)(groups > 0 ? groups : 1) / FF_TOL_STAT_ALPHA);
+    double md = (double)(m > 0 ? m : 1);
+    return sqrt(1.0 + 2.0 * sqrt(x / md) + 2.0 * x / md);
+}
+
+// The variance of one float32 addition s = a + b (a, b float32, b != 0): the exact sum is a
+// multiple of h = min(ulp(a), ulp(b)) and is rounded to a multiple of U = ulp(s). When U <= h it is
+// exact (variance 0); otherwise, with U = 2^d h and the residues equally likely, the error takes
+// the 2^d values j h in (-U/2, U/2] (the tie split evenly to either side), variance
+// U^2 / 12 + h^2 / 6: 1/8 U^2 for one extra bit, tending to the continuous U^2 / 12.
+static inline double add_var(double a, double b, double s) {
+    if (a == 0.0) return 0.0;  // +0 + b = b exactly
+    const double u2s = ff_tol_ulp2(s), ua = ff_tol_ulp2(a), ub = ff_tol_ulp2(b);
+    const double h2 = ua < ub ? ua : ub;
+    return u2s > h2 ? u2s / 12.0 + h2 / 6.0 : 0.0;
+}
+
+// One term of a chain: the product t = w x (exact in float64, 48 significant bits: its rounding
+// error is continuous-uniform, variance ulp(t)^2 / 12) and the addition S + fl(t). A zero term is
+// an exact no-op.
+static inline void chain_term(double *S, double *Q, double *A, double t) {
+    if (t == 0.0) return;
+    const double prev = *S;
+    *S += t;
+    *A += fabs(t);
+    *Q += ff_tol_ulp2(t) / 12.0 + add_var(prev, t, *S);
+}
+
+ff_status ff_tol_chain_var_conv(double *var, double *A, const float *x, const float *w, const float *b,
+                                const ff_layer *L, int64_t n) {
+    const int64_t C = L->in.c, H = L->in.h, W = L->in.w;
+    const int64_t K = L->out.c, Ho = L->out.h, Wo = L->out.w, P = Ho * Wo;
+    const int R = L->kh, S = L->kw, st = L->stride, pad = L->pad;
+    double *sum = malloc((size_t)P * sizeof(double)), *abs_ = malloc((size_t)P * sizeof(double));
+    if (!sum || !abs_) {
+        free(sum);
+        free(abs_);
+        return FF_FAIL(FF_ERR_OOM, "statistical rule of %s: 2 x %lld doubles", L->name, (long long)P);
+    }
+    for (int64_t img = 0; img < n; img++) {
+        for (int64_t k = 0; k < K; k++) {
+            double *q = var + (img * K + k) * P;
+            const double bias = b ? (double)b[k] : 0.0;
+            for (int64_t i = 0; i < P; i++) {
+                sum[i] = bias;
+                abs_[i] = fabs(bias);
+                q[i] = 0.0;
+            }
+            // The CPU reference's order (layers_cpu.h): c, r, s ascending, each tap over the pixels.
+            for (int64_t c = 0; c < C; c++) {
+                const float *xp = x + (img * C + c) * H * W;
+                for (int r = 0; r < R; r++) {
+                    for (int s = 0; s < S; s++) {
+                        const double wv = (double)w[((k * C + c) * R + r) * S + s];
+                        if (wv == 0.0) continue;  // every product exactly 0: nothing rounded
+                        for (int64_t oh = 0; oh < Ho; oh++) {
+                            const int64_t ih = oh * st - pad + r;
+                            if (ih < 0 || ih >= H) continue;
+                            for (int64_t ow = 0; ow < Wo; ow++) {
+                                const int64_t iw = ow * st - pad + s;
+                                if (iw < 0 || iw >= W) continue;
+                                const int64_t o = oh * Wo + ow;
+                                chain_term(&sum[o], &q[o], &abs_[o], wv * (double)xp[ih * W + iw]);
+                            }
+                        }
+                    }
+                }
+            }
+            for (int64_t i = 0; i < P; i++) q[i] *= FF_TOL_STAT_MARGIN;
+            if (A) memcpy(A + (img * K + k) * P, abs_, (size_t)P * sizeof(double));
+        }
+    }
+    free(sum);
+    free(abs_);
+    return FF_OK;
+}
+
+void ff_tol_chain_var_linear(double *var, double *A, const float *x, const float *w, const float *b, const ff_layer *L,
+                             int split, int64_t n) {
+    const int64_t in = ff_shape_numel(L->in), nout = L->out.c;
+    if (split < 1 || in % split) split = 1;
+    const int64_t chunk = in / split;
+    for (int64_t img = 0; img < n; img++) {
+        const float *xr = x + img * in;
+        for (int64_t j = 0; j < nout; j++) {
+            const float *wr = w + j * in;
+            double total = 0.0, q = 0.0, a = b ? fabs((double)b[j]) : 0.0;
+            for (int s = 0; s < split; s++) {
+                // chunk 0 starts at the bias, the others at +0 (linear_split.h)
+                double p = s == 0 && b ? (double)b[j] : 0.0, dummy = 0.0;
+                for (int64_t i = s * chunk; i < (s + 1) * chunk; i++)
+                    chain_term(&p, &q, &dummy, (double)wr[i] * (double)xr[i]);
+                a += dummy;
+                if (s == 0) {
+                    total = p;
+                } else if (p != 0.0) {
+                    const double prev = total;
+                    total += p;
+                    q += add_var(prev, p, total);  // the chunk addition
+                }
+            }
+            var[img * nout + j] = q * FF_TOL_STAT_MARGIN;
+            if (A) A[img * nout + j] = a;
+        }
+    }
+}
+
+void ff_tol_winograd_var(double *var, const double *Ybar, int64_t nround, int64_t count) {
+    const double c = FF_TOL_U32 * FF_TOL_U32 * (double)(nround + 1) / 3.0;
+    for (int64_t i = 0; i < count; i++) var[i] = c * Ybar[i] * Ybar[i];
+}
+
+void ff_tol_dot_bounds(double *bound, const double *A, int64_t count, int64_t K, double prod_rel) {
+    for (int64_t i = 0; i < count; i++) bound[i] = ff_tol_dot_bound_p(A[i], K, prod_rel) * (1.0 + 0x1p-23);
+}
+
+void ff_tol_winograd_bounds(double *bound, const double *Ybar, int64_t count, int64_t nround, int64_t K) {
+    for (int64_t i = 0; i < count; i++) bound[i] = ff_tol_winograd_bound(Ybar[i], nround, K) * (1.0 + 0x1p-23);
+}
+
+void ff_tol_check_stat(ff_tol_stat_result *r, const float *ours, const double *ref, const double *var,
+                       const double *bound, int64_t n, int64_t inner, int64_t groups, bool rms) {
+    memset(r, 0, sizeof *r);
+    r->applied = true;
+    r->rms_applied = rms;
+    r->n = n;
+    r->groups = groups > 0 ? groups : 1;
+    r->worst = r->worst_group = -1;
+    if (inner < 1) inner = 1;
+    r->t_max = ff_tol_stat_tmax(n);
+    r->t_rms = ff_tol_stat_trms(n / r->groups, r->groups);
+    double *ss = rms ? calloc((size_t)r->groups, sizeof(double)) : NULL;
+    int64_t *cnt = rms ? calloc((size_t)r->groups, sizeof(int64_t)) : NULL;
+    if (rms && (!ss || !cnt)) {  // no memory for the groups: the max rule alone, said by rms_applied
+        r->rms_applied = rms = false;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double err = fabs((double)ours[i] - ref[i]) - 0x1p-23 * bound[i];
+        double z;
+        if (!isfinite(ours[i]) || !isfinite(ref[i]) || isnan(err))
+            z = INFINITY;
+        else if (err <= 0.0)
+            z = 0.0;
+        else
+            z = var[i] > 0.0 ? err / sqrt(var[i]) : INFINITY;
+        if (z > r->t_max) r->n_fail++;
+        if (r->worst < 0 || z > r->max_z) {
+            r->max_z = z;
+            r->worst = i;
+        }
+        if (rms) {
+            int64_t g = (i / inner) % r->groups;
+            ss[g] += z * z;
+            cnt[g]++;
+        }
+    }
+    if (rms) {
+        for (int64_t g = 0; g < r->groups; g++) {
+            if (!cnt[g]) continue;
+            double v = sqrt(ss[g] / (double)cnt[g]);
+            if (r->worst_group < 0 || v > r->max_rms || isnan(v)) {
+                r->max_rms = isnan(v) ? INFINITY : v;
+                r->worst_group = g;
+            }
+        }
+        r->rms_ratio = r->max_rms / r->t_rms;
+    }
+    free(ss);
+    free(cnt);
+    r->max_ratio = r->max_z / r->t_max;
+    r->pass = r->n_fail == 0 && r->max_ratio <= 1.0 && (!rms || r->rms_ratio <= 1.0);
 }

@@ -36,6 +36,18 @@ for sd in named sequential; do
   "$FIVEFOLD" infer --model mnist-cnn --weights "$tmp/$sd-weights.h5" --input "$tmp/$sd-golden.h5" >"$tmp/i" 2>&1 || { cat "$tmp/i"; fail "infer"; }
   id=$(sed -n 's/^output digest: \([0-9a-f]*\)$/\1/p' "$tmp/i")
   [ -n "$vd" ] && [ "$vd" = "$id" ] || fail "$sd: verify output digest '$vd' != infer output digest '$id'"
+  # mpi = serial bit for bit on a golden without recorded digests: serial's digests are computed in
+  # the same run ("=serial" on every row with an output); an injected fault in mpi makes them differ.
+  if [ -n "${MPIEXEC:-}" ]; then
+    "$MPIEXEC" -n 2 "$FIVEFOLD" verify --model mnist-cnn --mode mpi --split rows --golden "$tmp/$sd-golden.h5" --trust >"$tmp/m" 2>&1; rc=$?
+    [ $rc -eq 0 ] || { cat "$tmp/m"; fail "mpi verify on the $sd export exited $rc"; }
+    n=$(grep -c 'digest=[0-9a-f]*=serial ' "$tmp/m")
+    [ "$n" -eq 12 ] || { cat "$tmp/m"; fail "mpi rows compared with serial's digest: $n, expected 12"; }
+    "$MPIEXEC" -n 2 "$FIVEFOLD" verify --model mnist-cnn --mode mpi --split rows --golden "$tmp/$sd-golden.h5" --trust \
+        --inject-fault fc2 >"$tmp/m" 2>&1; rc=$?
+    [ $rc -eq 4 ] || fail "mpi verify with a fault exited $rc, expected 4"
+    grep -E 'fc2\(.*!=serial .*FAIL' "$tmp/m" >/dev/null || { cat "$tmp/m"; fail "fc2 row not '!=serial' FAIL"; }
+  fi
   # without --trust the export is refused (not in the manifest)
   "$FIVEFOLD" verify --model mnist-cnn --golden "$tmp/$sd-golden.h5" >/dev/null 2>&1; rc=$?
   [ $rc -eq 2 ] || fail "untrusted export exited $rc, expected 2"

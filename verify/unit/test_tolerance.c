@@ -15,6 +15,7 @@
 #include "fivefold/model.h"
 #include "fivefold/rng.h"
 #include "fivefold/tolerance.h"
+#include "fivefold/verify.h"
 
 static void gamma_values(void **state) {
     (void)state;
@@ -251,6 +252,260 @@ static void absdot_conv_matches_direct(void **state) {
     assert_true(dout[0] == 5 && dout[1] == 9);
 }
 
+// ---- every rule exactly as verify applies it: an error equal to the bound passes, the next double
+// ---- above fails. The bounds are written out here from golden/README.md, not taken from
+// ---- tolerance.c, so a changed formula (gamma_2K for gamma_K, a lost term) fails these.
+static double gam(double k, double u) {
+    return k * u / (1.0 - k * u);
+}
+
+// ours = 0, ref = B: |ours - ref| is B exactly (no rounding in the check's subtraction).
+static void pass_at_bound_fail_above(void (*check)(ff_tol_result *, const float *, const double *, double, void *),
+                                     double B, void *ctx) {
+    float ours[1] = {0.0f};
+    double ref[1] = {B};
+    ff_tol_result r;
+    check(&r, ours, ref, B, ctx);
+    assert_true(r.pass);
+    assert_true(fabs(r.max_ratio - 1.0) < 1e-15);
+    ref[0] = nextafter(B, INFINITY);
+    check(&r, ours, ref, B, ctx);
+    assert_false(r.pass);
+    assert_int_equal(r.n_fail, 1);
+}
+
+typedef struct {
+    double A;
+    int64_t K, nround;
+    double p;
+} dot_ctx;
+
+static void run_dot(ff_tol_result *r, const float *ours, const double *ref, double B, void *ctx) {
+    (void)B;
+    const dot_ctx *c = ctx;
+    ff_tol_check_dot(r, ours, ref, &c->A, 1, c->K, c->p);
+}
+
+static void run_wino(ff_tol_result *r, const float *ours, const double *ref, double B, void *ctx) {
+    (void)B;
+    const dot_ctx *c = ctx;
+    ff_tol_check_winograd(r, ours, ref, &c->A, 1, c->nround, c->K);
+}
+
+static void run_bound(ff_tol_result *r, const float *ours, const double *ref, double B, void *ctx) {
+    (void)ctx;
+    ff_tol_check_bound(r, ours, ref, &B, 1);
+}
+
+static void dot_rule_exact(void **state) {
+    (void)state;
+    const double u = 0x1p-24, u64 = 0x1p-53;
+    const int64_t Ks[] = {10, 2401, 9217};
+    for (int i = 0; i < 3; i++) {
+        dot_ctx c = {.A = 3.75, .K = Ks[i], .p = 0.0};
+        double K = (double)c.K;
+        double B = ((gam(K, u) + gam(K, u64)) * c.A + K * 0x1p-149) * (1.0 + 0x1p-23);
+        pass_at_bound_fail_above(run_dot, B, &c);
+        assert_true(fabs(ff_tol_dot_bound(c.A, c.K) * (1.0 + 0x1p-23) - B) <= 0x1p-52 * B);
+        // tf32: (p + gamma_K(u) (1 + p) + gamma_K(2^-53)) A + K 2^-149
+        c.p = FF_TOL_TF32_PRODUCT;
+        assert_true(FF_TOL_TF32_PRODUCT == (1.0 + 0x1p-11) * (1.0 + 0x1p-11) - 1.0);
+        B = ((c.p + gam(K, u) * (1.0 + c.p) + gam(K, u64)) * c.A + K * 0x1p-149) * (1.0 + 0x1p-23);
+        pass_at_bound_fail_above(run_dot, B, &c);
+    }
+}
+
+static void winograd_rule_exact(void **state) {
+    (void)state;
+    const double u = 0x1p-24, u64 = 0x1p-53;
+    dot_ctx c = {.A = 12.5, .K = 2305, .nround = 275};
+    double B = ((gam(275, u) + gam(2305, u64)) * c.A + 275 * 0x1p-129) * (1.0 + 0x1p-23);
+    pass_at_bound_fail_above(run_wino, B, &c);
+}
+
+// End to end: the rule is |y - r| <= 6 sigma with sigma from ff_tol_stat_dot (per dot layer:
+// sigma^2 = (u^2 (K + 1) + p^2) / 3 A^2 + sum w^2 sigma_in^2).
+static void end_to_end_rule_exact(void **state) {
+    (void)state;
+    const double u = 0x1p-24, A = 7.0, W2s2 = 1e-12;
+    const int64_t K = 4097;
+    double s;
+    ff_tol_stat_dot(&s, &A, &W2s2, K, 1, 0.0);
+    double want = sqrt(u * u * (double)(K + 1) / 3.0 * A * A + W2s2);
+    assert_true(fabs(s - want) <= 1e-15 * want);
+    pass_at_bound_fail_above(run_bound, FF_TOL_LAMBDA * s, NULL);
+    assert_true(FF_TOL_LAMBDA == 6.0);
+    ff_tol_stat_winograd(&s, &A, &W2s2, 275, 1);
+    want = sqrt(u * u * 276.0 / 3.0 * A * A + W2s2);
+    assert_true(fabs(s - want) <= 1e-15 * want);
+}
+
+// ULP rules: the softmax bound's formula, and floor(bound) ULP passes, one more fails.
+static void ulp_rules_exact(void **state) {
+    (void)state;
+    const double u = 0x1p-24;
+    const int64_t ns[] = {10, 1000};
+    for (int i = 0; i < 2; i++) {
+        double n = (double)ns[i], d = 3.25;
+        double want = d + 2.0 + (n - 1.0) / (1.0 - (n - 1.0) * u) + n / M_E + 5.0;
+        double got = ff_tol_softmax_ulp(d, ns[i]);
+        assert_true(fabs(got - want) <= 1e-13 * want);
+        double ref[1] = {0.01};
+        float ours[1] = {0.01f};
+        int k = (int)floor(want);
+        // ours (float)ref moved k ULP up: passes; k + 1: fails.
+        for (int j = 0; j < k; j++) ours[0] = nextafterf(ours[0], 1.0f);
+        ff_tol_result r;
+        ff_tol_check_ulp(&r, ours, ref, &got, 0, 1);
+        assert_true(r.pass);
+        assert_int_equal(r.max_ulp, k);
+        ours[0] = nextafterf(ours[0], 1.0f);
+        ff_tol_check_ulp(&r, ours, ref, &got, 0, 1);
+        assert_false(r.pass);
+    }
+    assert_true(FF_TOL_LRN_ULP == 13.0);  // the lrn rule: 13 and 14 ULP in ulp_rule_and_softmax_bound
+}
+
+// The statistical rule's pieces: ulp^2, the two thresholds' formulas, the chain variance of a
+// hand-computed chain, and the rule at its limits.
+static void stat_rule_exact(void **state) {
+    (void)state;
+    assert_true(ff_tol_ulp2(1.0) == 0x1p-46);
+    assert_true(ff_tol_ulp2(-1.5) == 0x1p-46);
+    assert_true(ff_tol_ulp2(0.75) == 0x1p-48);
+    assert_true(ff_tol_ulp2(0x1p-126) == 0x1p-298);
+    assert_true(ff_tol_ulp2(1e-40) == 0x1p-298);
+    assert_true(ff_tol_ulp2(0.0) == 0x1p-298);
+    for (double v = 1e-30; v < 1e30; v *= 7.3) assert_true(ff_tol_ulp2(v) == ff_tol_ulp_size(v) * ff_tol_ulp_size(v));
+    assert_true(FF_TOL_STAT_ALPHA == 1e-9);
+    assert_true(fabs(ff_tol_stat_tmax(373248) - sqrt(2.0 * log(2.0 * 373248 / 1e-9))) < 1e-14);
+    double x = log(256 / 1e-9), m = 1458;
+    assert_true(fabs(ff_tol_stat_trms(1458, 256) - sqrt(1.0 + 2.0 * sqrt(x / m) + 2.0 * x / m)) < 1e-14);
+
+    // out = b + w0 x0 + w1 x1 (+ a zero term) with b = 1, w x = 3 then 0 then 2^-30:
+    //   product 3: ulp(3)^2/12; 1 + 3 = 4: U = ulp(4), h = ulp(1): U^2/12 + h^2/6
+    //   product 2^-30: ulp^2/12; 4 + 2^-30: U = ulp(4), h = ulp(2^-30): U^2/12 + h^2/6
+    ff_layer L = {.name = "l", .op = FF_OP_LINEAR, .out_c = 1, .fan_in = 3};
+    L.in = (ff_shape){3, 1, 1};
+    L.out = (ff_shape){1, 1, 1};
+    float w[3] = {3.0f, 5.0f, 0x1p-15f}, xin[3] = {1.0f, 0.0f, 0x1p-15f}, b[1] = {1.0f};
+    double var, A;
+    ff_tol_chain_var_linear(&var, &A, xin, w, b, &L, 1, 1);
+    double want = 0x1p-44 / 12 + (0x1p-42 / 12 + 0x1p-46 / 6) + 0x1p-106 / 12 + (0x1p-42 / 12 + 0x1p-106 / 6);
+    assert_true(FF_TOL_STAT_MARGIN == 1.125);
+    want *= 1.125;
+    assert_true(var == want);
+    assert_true(A == 1.0 + 3.0 + 0x1p-30);
+    // split into 3 chunks of one term: p0 = 1 + 3, p1 = 0 (nothing), p2 = 2^-30 from +0 (its
+    // product only), then 4 + 2^-30 (the chunk addition)
+    ff_tol_chain_var_linear(&var, &A, xin, w, b, &L, 3, 1);
+    want = (0x1p-44 / 12 + (0x1p-42 / 12 + 0x1p-46 / 6) + 0x1p-106 / 12 + (0x1p-42 / 12 + 0x1p-106 / 6)) * 1.125;
+    assert_true(var == want);
+
+    // The rule at its limits: one element at z = t_max passes, the next double above fails.
+    enum { N = 1000 };
+    static float ours[N];
+    static double ref[N], v1[N], bz[N];
+    for (int i = 0; i < N; i++) {
+        ours[i] = 0.0f;
+        ref[i] = 0.0;
+        v1[i] = 1.0;
+        bz[i] = 0.0;
+    }
+    ff_tol_stat_result r;
+    double t = ff_tol_stat_tmax(N);
+    ref[7] = t;
+    ff_tol_check_stat(&r, ours, ref, v1, bz, N, 1, 10, false);
+    assert_true(r.pass);
+    assert_int_equal(r.worst, 7);
+    ref[7] = nextafter(t, INFINITY);
+    ff_tol_check_stat(&r, ours, ref, v1, bz, N, 1, 10, false);
+    assert_false(r.pass);
+    assert_int_equal(r.n_fail, 1);
+    // the slack: 2^-23 of the rigorous bound comes off the error first
+    bz[7] = 1.0;
+    ref[7] = t + 0x1p-23;
+    ff_tol_check_stat(&r, ours, ref, v1, bz, N, 1, 10, false);
+    assert_true(r.pass);
+    ref[7] = t + 0x1p-23 + 1e-12;  // beyond the slack by 1e-12
+    ff_tol_check_stat(&r, ours, ref, v1, bz, N, 1, 10, false);
+    assert_false(r.pass);
+    bz[7] = 0.0;
+    ref[7] = 0.0;
+    // rms: group 3 of 10 (elements i % 10 == 3 with inner 1) at RMS z just under / over t_rms
+    double tr = ff_tol_stat_trms(N / 10, 10);
+    for (int i = 3; i < N; i += 10) ref[i] = tr * (1.0 - 1e-12);
+    ff_tol_check_stat(&r, ours, ref, v1, bz, N, 1, 10, true);
+    assert_true(r.pass);
+    assert_int_equal(r.worst_group, 3);
+    for (int i = 3; i < N; i += 10) ref[i] = tr * (1.0 + 1e-12);
+    ff_tol_check_stat(&r, ours, ref, v1, bz, N, 1, 10, true);
+    assert_false(r.pass);
+    assert_true(r.rms_ratio > 1.0 && r.max_ratio < 1.0);  // the rms rule alone decides
+    // without the rms rule the same data passes; NaN fails
+    ff_tol_check_stat(&r, ours, ref, v1, bz, N, 1, 10, false);
+    assert_true(r.pass);
+    ours[0] = NAN;
+    ff_tol_check_stat(&r, ours, ref, v1, bz, N, 1, 10, false);
+    assert_false(r.pass);
+}
+
+// The variance model against real float32 chains: over many random dot products, summed as the
+// CPU reference sums them (b, then products rounded, added in order), the mean of z^2 is 1 within
+// its sampling error (the model is neither loose nor tight), and the rule passes.
+static void stat_model_matches_float32_chains(void **state) {
+    (void)state;
+    enum { N = 4000, K = 200 };
+    ff_layer L = {.name = "l", .op = FF_OP_LINEAR, .out_c = N, .fan_in = K};
+    L.in = (ff_shape){K, 1, 1};
+    L.out = (ff_shape){N, 1, 1};
+    static float w[N * K], x[K], b[N], ours[N];
+    static double ref[N], var[N], A[N], bnd[N];
+    ff_rng_fill(w, N * K, 31, 1, 1.0f);
+    ff_rng_fill(x, K, 31, 2, 1.0f);
+    ff_rng_fill(b, N, 31, 3, 1.0f);
+    for (int j = 0; j < N; j++) {
+        volatile float acc = b[j];
+        double s = b[j];
+        for (int i = 0; i < K; i++) {
+            volatile float t = w[j * K + i] * x[i];
+            acc = acc + t;
+            s += (double)w[j * K + i] * (double)x[i];
+        }
+        ours[j] = acc;
+        ref[j] = s;  // float64 error ~2^-53 K: far below a float32 ulp
+    }
+    ff_tol_chain_var_linear(var, A, x, w, b, &L, 1, 1);
+    double z2 = 0;
+    for (int j = 0; j < N; j++) z2 += ((double)ours[j] - ref[j]) * ((double)ours[j] - ref[j]) / var[j];
+    z2 *= FF_TOL_STAT_MARGIN / N;  // the model's own variance, without the margin
+    printf("float32 chains: mean z^2 = %.4f over %d (1 +- %.3f expected)\n", z2, N, sqrt(2.0 / N));
+    assert_true(z2 > 0.9 && z2 < 1.1);
+    ff_tol_dot_bounds(bnd, A, N, K + 1, 0.0);
+    ff_tol_stat_result r;
+    ff_tol_check_stat(&r, ours, ref, var, bnd, N, 1, 1, true);
+    assert_true(r.pass);
+}
+
+// The digest class of a configuration: serial and mpi share "cpu", the GPU modes "gpu"; the vendor
+// backend and tf32 have none (judged by tolerance only).
+static void digest_class_selection(void **state) {
+    (void)state;
+    ff_digest_class c;
+    assert_true(ff_verify_digest_class(&c, FF_MODE_SERIAL, FF_BACKEND_OWN, FF_PRECISION_FP32));
+    assert_int_equal(c, FF_CLASS_CPU);
+    assert_true(ff_verify_digest_class(&c, FF_MODE_MPI, FF_BACKEND_OWN, FF_PRECISION_FP32));
+    assert_int_equal(c, FF_CLASS_CPU);
+    const ff_mode gpu[] = {FF_MODE_CUDA, FF_MODE_HYBRID, FF_MODE_DIRECT};
+    for (int i = 0; i < 3; i++) {
+        assert_true(ff_verify_digest_class(&c, gpu[i], FF_BACKEND_OWN, FF_PRECISION_FP32));
+        assert_int_equal(c, FF_CLASS_GPU);
+        assert_false(ff_verify_digest_class(&c, gpu[i], FF_BACKEND_VENDOR, FF_PRECISION_FP32));
+        assert_false(ff_verify_digest_class(&c, gpu[i], FF_BACKEND_VENDOR, FF_PRECISION_TF32));
+        assert_false(ff_verify_digest_class(&c, gpu[i], FF_BACKEND_OWN, FF_PRECISION_TF32));
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(gamma_values),
@@ -260,6 +515,13 @@ int main(void) {
         cmocka_unit_test(ulp_rule_and_softmax_bound),
         cmocka_unit_test(bound_rule_and_topk_ties),
         cmocka_unit_test(absdot_conv_matches_direct),
+        cmocka_unit_test(dot_rule_exact),
+        cmocka_unit_test(winograd_rule_exact),
+        cmocka_unit_test(end_to_end_rule_exact),
+        cmocka_unit_test(ulp_rules_exact),
+        cmocka_unit_test(stat_rule_exact),
+        cmocka_unit_test(stat_model_matches_float32_chains),
+        cmocka_unit_test(digest_class_selection),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-// Reading (and --record writing) golden reference files (DESIGN §6; layout in golden/README.md).
+// Reading (and --record writing) golden reference files (layout in golden/README.md).
 //
 // Integrity first: the file is read into memory once, its SHA-256 is compared with the entry for
 // its name in golden/MANIFEST.sha256, and only then are those same bytes handed to HDF5 (opened as
@@ -21,7 +21,7 @@ extern "C" {
 
 #define FF_GOLDEN_FORMAT_VERSION 1
 
-// Digest classes (DESIGN §5): bit-identical groups of modes, each with its own recorded digests.
+// Digest classes: bit-identical groups of modes, each with its own recorded digests.
 typedef enum { FF_CLASS_CPU, FF_CLASS_GPU, FF_N_CLASSES } ff_digest_class;
 const char *ff_digest_class_name(ff_digest_class c);  // "cpu", "gpu"
 

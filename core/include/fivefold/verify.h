@@ -1,4 +1,4 @@
-// The check runner (DESIGN §6, §11): runs every verification check of one configuration through
+// The check runner (golden/README.md): runs every verification check of one configuration through
 // the executor interface and returns one row per check. `fivefold verify` prints the rows; `bench`
 // calls ff_verify_run as its gate with exactly the configuration it will time.
 //
@@ -43,12 +43,15 @@ typedef struct {
 void ff_verify_config_default(ff_verify_config *c);
 
 typedef struct {
-    char case_str[384];  // "alexnet serial conv2(K=256,R=5,s=1,p=2,N=2,P=1,split=none)"
-    char check[24];      // "weights", "layer", "end-to-end-logits", "end-to-end-output"
-    int layer;           // layer index, -1 for weights and end-to-end rows
-    ff_tol_result tol;   // the deciding figures
-    uint64_t digest;     // FNV-1a of our output
-    int digest_state;    // 0: nothing recorded to compare, 1: equals the recorded one, -1: differs
+    char case_str[384];       // "alexnet serial conv2(K=256,R=5,s=1,p=2,N=2,P=1,split=none)"
+    char check[24];           // "weights", "layer", "end-to-end-logits", "end-to-end-output"
+    int layer;                // layer index, -1 for weights and end-to-end rows
+    ff_tol_result tol;        // the deciding figures (dot layers: the rigorous bound)
+    ff_tol_stat_result stat;  // dot layers: the statistical rule (stat.applied false elsewhere)
+    uint64_t digest;          // FNV-1a of our output; 0: the row has no output of its own (none printed)
+    int digest_state;         // 0: nothing to compare, 1: equals the recorded one, -1: differs from it,
+                              // 2: equals serial's computed in the same run (mpi on a golden without
+                              // recorded digests, or a partial batch), -2: differs from it
     uint64_t expected_digest;
     bool pass;
     bool digest_only;  // failed only because the digest differs from the recorded one
@@ -67,9 +70,14 @@ typedef struct {
     int recorded;   // digests changed by --record
     char golden_path[1024];
     char golden_sha256[65];
-    char digest_class[8];
+    char digest_class[8];  // "cpu", "gpu", or "none" (vendor backend, tf32: not compared)
     int rank, ranks;
 } ff_verify_report;
+
+// The digest class whose recorded digests a configuration is compared with (and --record writes).
+// False when it has none: the vendor backend (cuBLAS/cuDNN sum in their own orders) and reduced
+// precision make other bits, judged by tolerance only; their rows say "digest: not compared".
+bool ff_verify_digest_class(ff_digest_class *out, ff_mode mode, ff_backend backend, ff_precision precision);
 
 // Runs the checks. Returns FF_OK when the checks ran (pass/fail is in the report); an error status
 // when they could not run (bad configuration, golden refused, executor error). Collective for
