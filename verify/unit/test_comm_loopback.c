@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,7 +16,10 @@
 #include "fivefold/comm.h"
 #include "fivefold/digest.h"
 #include "fivefold/executor.h"
+#include "fivefold/partition.h"
 #include "fivefold/weights.h"
+
+#define LOOPBACK_TIMEOUT_S 10.0
 
 static void collectives(void **state) {
     (void)state;
@@ -29,6 +33,31 @@ static void exchange_matches_in_list_order(void **state) {
         assert_int_equal(ff_comm_loopback_run(P, exchange_body, bytes), FF_OK);
         // 2 x (12 + 8) bytes per rank, except to itself (P = 1) which is not counted.
         for (int r = 0; r < P; r++) assert_int_equal(bytes[r], P == 1 ? 0 : 40);
+    }
+}
+
+// The loopback all-reduce adds in rank order (0, 1, 2, ...), the same on every rank: float sums
+// where the order changes the result. Ranks 0..2 hold 1, 2^25, -2^25: (1 + 2^25) rounds to 2^25
+// (the spacing there is 4), so rank order gives 0; the second element holds them reversed and
+// gives 1. Adding in reverse rank order would swap the two.
+static ff_status rank_order_body(ff_comm *c, void *arg) {
+    float *got = arg;
+    const float v[3] = {1.0f, 33554432.0f, -33554432.0f};
+    float f[2] = {v[ff_comm_rank(c)], v[2 - ff_comm_rank(c)]};
+    FF_TRY(ff_comm_allreduce_sum_f32(c, f, 2));
+    got[2 * ff_comm_rank(c)] = f[0];
+    got[2 * ff_comm_rank(c) + 1] = f[1];
+    return FF_OK;
+}
+
+static void allreduce_adds_in_rank_order(void **state) {
+    (void)state;
+    float got[6];
+    assert_int_equal(ff_comm_loopback_run(3, rank_order_body, got), FF_OK);
+    for (int r = 0; r < 3; r++) {
+        // ((1 + 2^25) - 2^25) = 0 and ((-2^25 + 2^25) + 1) = 1, on every rank
+        assert_true(got[2 * r] == 0.0f);
+        assert_true(got[2 * r + 1] == 1.0f);
     }
 }
 
@@ -79,7 +108,7 @@ static void misuse_fails_instead_of_hanging(void **state) {
     ff_comm_loopback_set_timeout(0.5);
     assert_int_equal(ff_comm_loopback_run(2, deadlock_body, NULL), FF_ERR_MPI);
     assert_non_null(strstr(ff_last_error(), "no matching message"));
-    ff_comm_loopback_set_timeout(60);
+    ff_comm_loopback_set_timeout(LOOPBACK_TIMEOUT_S);
     assert_int_equal(ff_comm_loopback_run(3, mismatched_body, NULL), FF_ERR_MPI);
     assert_non_null(strstr(ff_last_error(), "entered"));
     assert_int_equal(ff_comm_loopback_run(4, failing_body, NULL), FF_ERR_INPUT);
@@ -147,6 +176,82 @@ static uint64_t serial_digest(const ff_model *m, const ff_weights *w, const floa
     return d;
 }
 
+static void poison(float *p, size_t count) {
+    for (size_t i = 0; i < count; i++) p[i] = NAN;
+}
+
+static float *serial_forward(const ff_model *m, const ff_weights *w, const float *in, int64_t n) {
+    ff_exec_options o;
+    ff_exec_options_default(&o);
+    o.max_batch = n;
+    ff_executor *e = NULL;
+    assert_int_equal(ff_exec_create(&e, m, w, &o), FF_OK);
+    float *out = malloc(sizeof(float) * (size_t)(m->classes * n));
+    assert_non_null(out);
+    assert_int_equal(ff_exec_forward(e, out, in, n, 0, m->n_layers - 1), FF_OK);
+    ff_exec_destroy(e);
+    return out;
+}
+
+// Messages from rank s to rank d over one forward of the rows split (every image group and
+// windowed layer), counted from the plans the mpi mode builds (one partition per group).
+static int pair_messages(const ff_model *m, int P, int64_t n, int s, int d) {
+    const int G = n > P ? P : (int)n;
+    int count = 0;
+    for (int g = 0; g < G; g++) {
+        ff_partition *p = NULL;
+        ff_range imgs = ff_band(n, G, g);
+        assert_int_equal(ff_partition_build_rotated(&p, m, 0, m->n_layers - 1, P, FF_SPLIT_ROWS, ff_range_len(imgs), g),
+                         FF_OK);
+        for (int i = 0; i < m->n_layers; i++)
+            for (int64_t k = 0; k < p->layer[i].n_xfers; k++)
+                count += p->layer[i].xfers[k].src == s && p->layer[i].xfers[k].dst == d;
+        ff_partition_free(p);
+    }
+    return count;
+}
+
+// Every rank count P = 1..8 with batches that P does not divide (P + 1 and 2P - 1), every split,
+// compared with serial element by element (bits) on an output poisoned with NaN first. At P = 8 and
+// n = 9, the rows split has thin bands (3-4 rows of 28) and 8 image groups: ranks 0 and 1 exchange
+// several messages within one forward (checked below), each matched to the right group and layer.
+static void mpi_mode_every_rank_count_elementwise(void **state) {
+    (void)state;
+    ff_model m;
+    assert_int_equal(ff_model_init(&m, "mnist-cnn"), FF_OK);
+    ff_weights w;
+    assert_int_equal(ff_weights_alloc(&w, &m), FF_OK);
+    ff_weights_generate(&w, &m, 9);
+    assert_true(pair_messages(&m, 8, 9, 1, 0) >= 4);
+    assert_true(pair_messages(&m, 8, 9, 0, 1) >= 4);
+    const ff_split splits[3] = {FF_SPLIT_BATCH, FF_SPLIT_ROWS, FF_SPLIT_REPLICATE};
+    for (int P = 1; P <= 8; P++)
+        for (int b = 0; b < 2; b++) {
+            const int64_t n = b == 0 ? P + 1 : 2 * P - 1;
+            float *in = malloc(sizeof(float) * (size_t)(ff_shape_numel(m.input) * n));
+            assert_non_null(in);
+            ff_input_generate(in, &m, n, (uint64_t)(100 + P));
+            float *want = serial_forward(&m, &w, in, n);
+            const size_t cnt = (size_t)(m.classes * n);
+            float *out = malloc(sizeof(float) * cnt);
+            assert_non_null(out);
+            for (int si = 0; si < 3; si++) {
+                poison(out, cnt);
+                job j = {&m, &w, splits[si], n, 0, m.n_layers - 1, -1, in, out};
+                assert_int_equal(ff_comm_loopback_run(P, mpi_body, &j), FF_OK);
+                for (size_t k = 0; k < cnt; k++)
+                    if (memcmp(&out[k], &want[k], sizeof(float)) != 0) {
+                        print_error("split %s, P = %d, n = %lld: image %zu class %zu is %.9g, serial %.9g\n",
+                                    ff_split_name(splits[si]), P, (long long)n, k / (size_t)m.classes,
+                                    k % (size_t)m.classes, (double)out[k], (double)want[k]);
+                        fail();
+                    }
+            }
+            free(in), free(want), free(out);
+        }
+    ff_weights_free(&w);
+}
+
 static void mpi_mode_equals_serial(void **state) {
     (void)state;
     ff_model m;
@@ -186,9 +291,11 @@ static void mpi_mode_equals_serial(void **state) {
         for (int si = 0; si < 3; si++)
             for (int P = 1; P <= 7; P += (P < 4 ? 1 : 3)) {  // 1, 2, 3, 4, 7 (7 > batch 3)
                 job j = {&m, &w, splits[si], n, first, last, -1, lin, out};
+                poison(out, cnt);  // an element the run does not write cannot keep a right value
                 assert_int_equal(ff_comm_loopback_run(P, mpi_body, &j), FF_OK);
                 assert_true(ff_digest_f32(out, cnt) == want);
                 j.fault = last;  // fault applied once, by whichever rank owns element 0
+                poison(out, cnt);
                 assert_int_equal(ff_comm_loopback_run(P, mpi_body, &j), FF_OK);
                 assert_true(ff_digest_f32(out, cnt) == want_fault);
             }
@@ -218,11 +325,16 @@ static void mpi_mode_rejects_bad_options(void **state) {
 }
 
 int main(void) {
+    // A wait with no progress fails after this long instead of 60 s: a broken exchange (the
+    // mutation run breaks them on purpose) ends the test quickly; ranks here wait milliseconds.
+    ff_comm_loopback_set_timeout(LOOPBACK_TIMEOUT_S);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(collectives),
         cmocka_unit_test(exchange_matches_in_list_order),
         cmocka_unit_test(misuse_fails_instead_of_hanging),
+        cmocka_unit_test(allreduce_adds_in_rank_order),
         cmocka_unit_test(mpi_mode_equals_serial),
+        cmocka_unit_test(mpi_mode_every_rank_count_elementwise),
         cmocka_unit_test(mpi_mode_rejects_bad_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

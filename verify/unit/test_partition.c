@@ -56,6 +56,9 @@ static void rotated_bands_tile_and_balance(void **state) {
                     ff_range c = ff_band_rotated(n, P, r, rot + 3 * P);
                     assert_int_equal(c.lo, b.lo);
                     assert_int_equal(c.hi, b.hi);
+                    c = ff_band_rotated(n, P, r, rot - 2 * P);  // negative rotations too
+                    assert_int_equal(c.lo, b.lo);
+                    assert_int_equal(c.hi, b.hi);
                 }
                 assert_int_equal(at, n);
                 assert_int_equal(bigger, n % P);
@@ -70,6 +73,36 @@ static void rotated_bands_tile_and_balance(void **state) {
     b = ff_band_rotated(13, 4, 0, 3);
     assert_int_equal(b.lo, 0);
     assert_int_equal(b.hi, 4);
+}
+
+// ff_partition_build_rotated hands every windowed layer's rows out as ff_band_rotated with its
+// rotation (taken mod P), relu/lrn keep the band they receive, and the plan passes the checker.
+// AlexNet over 4 ranks: 13-row maps, so rotations 1..3 differ from rotation 0.
+static void partition_rotation_reaches_every_layer(void **state) {
+    (void)state;
+    ff_model m;
+    assert_int_equal(ff_model_init(&m, "alexnet"), FF_OK);
+    const int P = 4;
+    for (int rot = -1; rot <= P; rot++) {
+        ff_partition *p = NULL;
+        assert_int_equal(ff_partition_build_rotated(&p, &m, 0, m.n_layers - 1, P, FF_SPLIT_ROWS, 2, rot), FF_OK);
+        const int want = ((rot % P) + P) % P;
+        assert_int_equal(p->rot, want);
+        assert_int_equal(ff_partition_check(p, &m), FF_OK);
+        int differs = 0;  // windowed layers whose bands differ from rotation 0
+        for (int i = 0; i < m.n_layers; i++) {
+            const ff_layer_part *lp = &p->layer[i];
+            if (!lp->windowed) continue;
+            for (int r = 0; r < P; r++) {
+                ff_range b = ff_band_rotated(m.layers[i].out.h, P, r, want);
+                assert_int_equal(lp->band[r].lo, b.lo);
+                assert_int_equal(lp->band[r].hi, b.hi);
+                differs += b.hi != ff_band(m.layers[i].out.h, P, r).hi;
+            }
+        }
+        assert_true(want == 0 ? differs == 0 : differs > 0);
+        ff_partition_free(p);
+    }
 }
 
 static ff_layer window(ff_op op, int64_t H, int k, int s, int p) {
@@ -297,6 +330,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(bands_tile_and_owner_agrees),
         cmocka_unit_test(rotated_bands_tile_and_balance),
+        cmocka_unit_test(partition_rotation_reaches_every_layer),
         cmocka_unit_test(input_rows_match_brute_force),
         cmocka_unit_test(alexnet_conv1_halo),
         cmocka_unit_test(thin_bands_fetch_from_far_ranks),
