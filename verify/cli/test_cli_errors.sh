@@ -5,20 +5,27 @@
 set -u
 ff=${FIVEFOLD:?set FIVEFOLD to the fivefold binary}
 poke=${H5POKE:?set H5POKE to the ff_h5poke binary}
+case $ff in /*) ;; *) ff=$PWD/$ff ;; esac  # the tests below run in a scratch folder
+case $poke in /*) ;; *) poke=$PWD/$poke ;; esac
+here=$(cd "$(dirname "$0")" && pwd)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 pass=0
 fail=0
 
-# expect CODE PATTERN -- ARGS... : exit code must be CODE and stderr+stdout must match PATTERN.
+# expect CODE [--] PATTERN -- ARGS... : exit code must be CODE and stderr+stdout must match PATTERN
+# (the first -- lets PATTERN begin with a dash).
 expect() {
-    code=$1 pattern=$2
-    shift 3
+    code=$1
+    shift
+    [ "$1" = "--" ] && shift
+    pattern=$1
+    shift 2
     "$ff" "$@" >"$tmp/out" 2>&1
     rc=$?
     if [ "$rc" -eq "$code" ] && grep -qE -- "$pattern" "$tmp/out"; then
         pass=$((pass + 1))
-        echo "PASS  exit $rc  fivefold $*"
+        echo "PASS  exit $rc  fivefold $*: $(grep -E -- "$pattern" "$tmp/out" | head -1)"
     else
         fail=$((fail + 1))
         echo "FAIL  fivefold $*: exit $rc (expected $code), output:"
@@ -76,8 +83,11 @@ check() {
 }
 # expect_not CODE PATTERN -- ARGS...: exit CODE and the output does NOT match PATTERN.
 expect_not() {
-    code=$1 pattern=$2
-    shift 3
+    code=$1
+    shift
+    [ "$1" = "--" ] && shift
+    pattern=$1
+    shift 2
     "$ff" "$@" >"$tmp/out" 2>&1
     rc=$?
     if [ "$rc" -eq "$code" ] && ! grep -qE -- "$pattern" "$tmp/out"; then
@@ -153,8 +163,7 @@ expect 0 "no recorded digests .*loaded without an integrity check" -- infer --mo
 expect_not 0 "recorded digests" -- infer --model mnist-cnn --weights "$tmp/old.h5"
 expect 0 "8 tensor digests checked" -- infer --model mnist-cnn --weights "$tmp/mnist.h5" --verbose
 # NaN in an input tensor file.
-golden=$(dirname "$0")/../../golden/data/mnist-cnn.h5
-case $0 in /*) golden=$(dirname "$0")/../../golden/data/mnist-cnn.h5 ;; esac
+golden=$here/../../golden/data/mnist-cnn.h5
 cp "$golden" "$tmp/input.h5" && chmod u+w "$tmp/input.h5"
 "$poke" "$tmp/input.h5" input 800 nan
 expect 2 "input file '.*input.h5': dataset 'input' element \[800\] \(image 1\) is NaN: expected finite values" -- infer --model mnist-cnn --input "$tmp/input.h5"
