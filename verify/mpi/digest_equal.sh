@@ -1,6 +1,6 @@
 #!/bin/sh
-# One row of DESIGN §5's digest class: `fivefold infer --mode mpi --split S` under mpiexec with P
-# ranks must print the same output digest as `--mode serial`, bit for bit. With --inject-fault L
+# One row of the CPU digest class (README, Modes): `fivefold infer --mode mpi --split S` under
+# mpiexec with P ranks must print the same output digest as `--mode serial`, bit for bit. With --inject-fault L
 # both runs perturb layer L: the digests must still agree with each other and must differ from
 # the clean run (which shows this check can fail).
 # Usage: digest_equal.sh FIVEFOLD "MPIEXEC [PREFLAGS]" NUMPROC_FLAG P SPLIT MODEL BATCH [FAULT_LAYER]

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Mutation testing of libfivefold: each mutant of verify/mutation/mutants.py is one deliberate bug
+(exact text replaced in one source file); the tests named by its kill regex must fail on it.
+
+  run_mutants.py --check [--build-dir B]   every pattern occurs exactly once in the sources (and, with
+                                           B, every kill regex selects at least one test of B)
+  run_mutants.py [--only a,b] [--keep]     the full run (CTest test mutation_run)
+
+The full run copies the source tree (git ls-files, tracked and untracked-not-ignored; golden *.h5
+symlinked, not copied) to a temporary directory, configures it once (Release, no CUDA, Ninja),
+builds the test programs the kill regexes select and runs them unmutated (all must pass). Then for
+each mutant: patch, rebuild those programs (ninja recompiles the one changed object and relinks),
+run `ctest -R REGEX`, restore. A mutant is killed when a selected test fails; a mutant that does
+not compile is a runner error, not a kill. Prints one row per mutant and
+"N killed, M survived, S known survivors, K errors"; exits 1 if any mutant survives (other than
+a known survivor, marked in mutants.py with the test change that would kill it), any pattern is stale (does not
+occur exactly once: "pattern no longer applies") or anything else fails.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+from mutants import MUTANTS  # noqa: E402
+
+TEST_TIMEOUT_S = 150  # per test: a mutant that hangs a test counts as killed after this
+
+
+def stale_patterns(root):
+    """[(mutant, file, message)] for every replacement whose text does not occur exactly once."""
+    bad = []
+    seen = set()
+    for m in MUTANTS:
+        if m['name'] in seen:
+            bad.append((m['name'], m['file'], 'duplicate mutant name'))
+        seen.add(m['name'])
+        path = os.path.join(root, m['file'])
+        if not os.path.isfile(path):
+            bad.append((m['name'], m['file'], 'file does not exist'))
+            continue
+        text = open(path, encoding='utf-8').read()
+        for k, (find, repl) in enumerate(m['subs']):
+            n = text.count(find)
+            if n != 1:
+                bad.append((m['name'], m['file'],
+                            f'pattern no longer applies: replacement {k + 1} found {n} times, expected once: '
+                            f'{find.splitlines()[0].strip()!r}'))
+            elif find == repl:
+                bad.append((m['name'], m['file'], f'replacement {k + 1} changes nothing'))
+    return bad
+
+
+def ctest_tests(build):
+    """{test name: [words of its command, and of its environment for script tests]} of a build."""
+    r = subprocess.run(['ctest', '--test-dir', build, '--show-only=json-v1'], capture_output=True, text=True,
+                       check=True)
+    tests = {}
+    for t in json.loads(r.stdout)['tests']:
+        words = list(t.get('command', []))
+        # A script may run $FIVEFOLD; the cmocka programs (every test CTest lists without a command
+        # before it is built, or whose program is named as the test) never read the environment.
+        program = not words or os.path.basename(words[0]) == t['name']
+        for p in t.get('properties', []):
+            if p['name'] == 'ENVIRONMENT' and not program:
+                words += [v.split('=', 1)[-1] for v in p['value']]
+        tests[t['name']] = words
+    return tests
+
+
+def selected(tests, regex):
+    rx = re.compile(regex)
+    return sorted(n for n in tests if rx.search(n))
+
+
+def check(root, build):
+    bad = stale_patterns(root)
+    if build:
+        tests = ctest_tests(build)
+        for m in MUTANTS:
+            if not selected(tests, m['kill']):
+                bad.append((m['name'], m['file'], f'kill regex {m["kill"]!r} selects no test of {build}'))
+    for name, f, msg in bad:
+        print(f'STALE {name} ({f}): {msg}')
+    files = sorted({m['file'] for m in MUTANTS})
+    print(f'{len(MUTANTS)} mutants in {len(files)} files: {len(MUTANTS) - len({b[0] for b in bad})} apply, '
+          f'{len({b[0] for b in bad})} stale')
+    return 1 if bad else 0
+
+
+def source_files(root):
+    try:
+        r = subprocess.run(['git', '-C', root, 'ls-files', '-z', '--cached', '--others', '--exclude-standard'],
+                           capture_output=True, check=True)
+        return [f for f in r.stdout.decode().split('\0') if f and os.path.isfile(os.path.join(root, f))]
+    except (OSError, subprocess.CalledProcessError):  # not a git checkout: every file but builds
+        out = []
+        for d, dirs, files in os.walk(root):
+            dirs[:] = [x for x in dirs if not (x.startswith('build') or x.startswith('.'))]
+            out += [os.path.relpath(os.path.join(d, f), root) for f in files]
+        return out
+
+
+def copy_tree(root, dst):
+    for f in source_files(root):
+        s, d = os.path.join(root, f), os.path.join(dst, f)
+        os.makedirs(os.path.dirname(d), exist_ok=True)
+        if f.endswith('.h5'):
+            os.symlink(s, d)  # read-only data, 27 MB: never patched
+        else:
+            shutil.copy2(s, d)
+
+
+def run(cmd, cwd=None, timeout=None):
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def targets_for(tests, names, build, known):
+    """Ninja targets (paths relative to build) of the programs the tests run."""
+    out = set()
+    for n in names:
+        # Before its program is built, CTest lists a test without its command: the programs of
+        # ff_add_test are named as their test.
+        out.update(k for k in known if os.path.basename(k) == n)
+        for w in tests[n]:
+            w = w.split('=', 1)[-1]  # NAME=/path (cmake -E env)
+            if os.path.isabs(w) and w.startswith(build + os.sep):
+                rel = os.path.relpath(w, build)
+                if rel in known:
+                    out.add(rel)
+    return sorted(out)
+
+
+def failed_tests(output):
+    m = re.search(r'The following tests FAILED:\n((?:\s+\d+ - .*\n?)*)', output)
+    if not m:
+        return []
+    return [re.sub(r'^\s*\d+ - (\S+).*$', r'\1', l) for l in m.group(1).splitlines() if l.strip()]
+
+
+def full_run(root, only, keep, jobs):
+    bad = stale_patterns(root)
+    muts = [m for m in MUTANTS if not only or m['name'] in only]
+    if only and len(muts) != len(only):
+        print(f'unknown mutant(s): {sorted(set(only) - {m["name"] for m in MUTANTS})}')
+        return 1
+    for name, f, msg in bad:
+        print(f'STALE {name} ({f}): {msg}')
+    if bad:
+        print(f'0 killed, 0 survived, {len(bad)} errors (stale patterns: nothing was run)')
+        return 1
+    t0 = time.time()
+    tmp = tempfile.mkdtemp(prefix='ff_mutation_')
+    src, build = os.path.join(tmp, 'src'), os.path.join(tmp, 'build')
+    try:
+        copy_tree(root, src)
+        r = run(['cmake', '-S', src, '-B', build, '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release', '-DFF_WITH_CUDA=OFF'])
+        if r.returncode:
+            print(r.stdout[-3000:] + r.stderr[-3000:] + '\nconfigure of the copied tree failed')
+            return 1
+        tests = ctest_tests(build)
+        known = set(l.split(':')[0] for l in run(['ninja', '-C', build, '-t', 'targets', 'all']).stdout.splitlines())
+        plan = []
+        for m in muts:
+            names = selected(tests, m['kill'])
+            if not names:
+                print(f'ERROR {m["name"]}: kill regex {m["kill"]!r} selects no test')
+                return 1
+            plan.append((m, names, targets_for(tests, names, build, known)))
+        all_targets = sorted({t for _, _, ts in plan for t in ts})
+        r = run(['ninja', '-C', build, f'-j{jobs}'] + all_targets)
+        if r.returncode:
+            print(r.stdout[-5000:] + '\nbuild of the unmutated copy failed')
+            return 1
+        # Unmutated, every selected test must pass: otherwise a "kill" would mean nothing.
+        all_names = sorted({n for _, ns, _ in plan for n in ns})
+        regex = '^(' + '|'.join(re.escape(n) for n in all_names) + ')$'
+        r = run(['ctest', '--test-dir', build, '-R', regex, f'-j{jobs}', '--timeout', str(TEST_TIMEOUT_S)])
+        if r.returncode:
+            print(r.stdout[-5000:] + f'\nunmutated: tests failed {failed_tests(r.stdout)}: fix them first')
+            return 1
+        print(f'unmutated copy built and its {len(all_names)} kill tests pass ({time.time() - t0:.0f} s)')
+        print(f'{"mutant":34s} {"file":24s} {"s":>5s}  result')
+        killed, survived, errors, known = [], [], [], []
+        for m, names, targets in plan:
+            t1 = time.time()
+            path = os.path.join(src, m['file'])
+            assert not os.path.islink(path), path
+            orig = open(path, encoding='utf-8').read()
+            text = orig
+            for find, repl in m['subs']:
+                text = text.replace(find, repl, 1)
+            open(path, 'w', encoding='utf-8').write(text)
+            f = []
+            try:
+                b = run(['ninja', '-C', build, f'-j{jobs}'] + targets)
+                if b.returncode:
+                    errs = [l for l in b.stdout.splitlines() if 'error' in l][:3]
+                    res = 'ERROR: mutant did not compile: ' + ' | '.join(errs)
+                    errors.append(m['name'])
+                else:
+                    c = run(['ctest', '--test-dir', build, '-R', m['kill'], f'-j{jobs}', '--timeout',
+                             str(TEST_TIMEOUT_S)])
+                    f = failed_tests(c.stdout)
+                    if c.returncode and f:
+                        res = 'killed by ' + ', '.join(f)
+                        killed.append(m['name'])
+                    elif c.returncode:
+                        res = 'ERROR: ctest failed without a failing test:' + c.stdout[-300:]
+                        errors.append(m['name'])
+                    elif m.get('survives'):
+                        res = 'known survivor (' + ', '.join(names) + ' passed); needs: ' + m['survives']
+                        known.append(m['name'])
+                    else:
+                        res = 'SURVIVED (' + ', '.join(names) + ' passed)'
+                        survived.append(m['name'])
+                    if f and m.get('survives'):
+                        res += ': killed now, remove its survives= mark in mutants.py'
+                        errors.append(m['name'])
+            finally:
+                open(path, 'w', encoding='utf-8').write(orig)
+            print(f'{m["name"]:34s} {m["file"]:24s} {time.time() - t1:5.1f}  {res}', flush=True)
+        print(f'{len(killed)} killed, {len(survived)} survived, {len(known)} known survivors, {len(errors)} errors '
+              f'({len(muts)} mutants, {time.time() - t0:.0f} s)')
+        if survived:
+            print('SURVIVED: ' + ', '.join(survived))
+        return 1 if survived or errors else 0
+    finally:
+        if keep:
+            print(f'kept {tmp}')
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--check', action='store_true', help='only check that every pattern applies')
+    ap.add_argument('--build-dir', help='with --check: also check every kill regex selects a test here')
+    ap.add_argument('--only', help='comma-separated mutant names')
+    ap.add_argument('--keep', action='store_true', help='keep the temporary tree')
+    ap.add_argument('--list', action='store_true', help='list the mutants')
+    ap.add_argument('-j', '--jobs', type=int, default=2)
+    ap.add_argument('--source', default=ROOT, help='source tree to mutate (default: this checkout)')
+    a = ap.parse_args()
+    if a.list:
+        for m in MUTANTS:
+            print(f'{m["name"]:34s} {m["file"]:24s} {m["kill"]}')
+        return 0
+    if a.check:
+        return check(os.path.abspath(a.source), a.build_dir)
+    return full_run(os.path.abspath(a.source), set(a.only.split(',')) if a.only else None, a.keep, a.jobs)
+
+
+if __name__ == '__main__':
+    sys.exit(main())
