@@ -1,5 +1,6 @@
 // The deterministic generator and HDF5 weight files: reproducible, round-trips bit-exactly, and
-// every malformed file is refused with a message naming the dataset and the expected shape.
+// every malformed file is refused with a message naming the dataset and the expected shape; each
+// tensor's recorded digest is checked (a flipped bit is refused), NaN/Inf are refused.
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <hdf5.h>
 
 #include "fivefold/digest.h"
 #include "fivefold/h5io.h"
@@ -145,6 +147,100 @@ static void malformed_files_are_refused(void **state) {
     ff_weights_free(&w);
 }
 
+// Replaces element i of float dataset `name` in place, leaving its attributes (the digest) as they were.
+static void poke(const char *path, const char *name, int64_t i, float v) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0);
+    hid_t ds = H5Dopen2(f, name, H5P_DEFAULT);
+    assert_true(ds >= 0);
+    hid_t sp = H5Dget_space(ds);
+    hssize_t n = H5Sget_simple_extent_npoints(sp);
+    assert_true(i < n);
+    float *x = malloc((size_t)n * sizeof *x);  // (n)
+    assert_non_null(x);
+    assert_true(H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) >= 0);
+    x[i] = v;
+    assert_true(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) >= 0);
+    free(x);
+    H5Sclose(sp);
+    H5Dclose(ds);
+    H5Fclose(f);
+}
+
+static void drop_attr(const char *path, const char *name) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(f >= 0);
+    assert_true(H5Adelete_by_name(f, name, FF_WEIGHTS_DIGEST_ATTR, H5P_DEFAULT) >= 0);
+    H5Fclose(f);
+}
+
+static void digests_are_recorded_and_checked(void **state) {
+    (void)state;
+    ff_model m;
+    ff_model_init(&m, "mnist-cnn");
+    ff_weights a, b;
+    assert_int_equal(ff_weights_alloc(&a, &m), FF_OK);
+    assert_int_equal(ff_weights_alloc(&b, &m), FF_OK);
+    ff_weights_generate(&a, &m, 5);
+    char path[256], hex[17], rec[40];
+    snprintf(path, sizeof path, "%s/digest.h5", tmpdir);
+    assert_int_equal(ff_weights_save_h5(&a, &m, path), FF_OK);
+    // Every tensor carries its own FNV-1a digest.
+    int64_t f;
+    assert_int_equal(ff_h5_open_read(&f, path), FF_OK);
+    int fc1 = ff_model_find_layer(&m, "fc1"), conv2 = ff_model_find_layer(&m, "conv2");
+    assert_int_equal(ff_h5_read_attr_str(rec, sizeof rec, f, "weights/fc1/w", FF_WEIGHTS_DIGEST_ATTR), FF_OK);
+    assert_string_equal(rec, ff_digest_hex(hex, ff_digest_f32(a.w[fc1], (size_t)m.layers[fc1].n_weight)));
+    assert_int_equal(ff_h5_read_attr_str(rec, sizeof rec, f, "weights/conv2/b", FF_WEIGHTS_DIGEST_ATTR), FF_OK);
+    assert_string_equal(rec, ff_digest_hex(hex, ff_digest_f32(a.b[conv2], (size_t)m.layers[conv2].n_bias)));
+    ff_h5_close(f);
+    int checked = -1;
+    assert_int_equal(ff_weights_load_h5_checked(&b, &checked, &m, path), FF_OK);
+    assert_int_equal(checked, 8);  // conv1, conv2, fc1, fc2: w and b
+    assert_memory_equal(a.data, b.data, (size_t)a.n_total * sizeof(float));
+
+    // One flipped bit in fc1/w: refused, naming the tensor and both digests.
+    char want[17], got[17];
+    ff_digest_hex(want, ff_digest_f32(a.w[fc1], (size_t)m.layers[fc1].n_weight));
+    uint32_t bits;
+    memcpy(&bits, &a.w[fc1][4321], 4);
+    bits ^= 1u;
+    float flipped;
+    memcpy(&flipped, &bits, 4);
+    poke(path, "weights/fc1/w", 4321, flipped);
+    a.w[fc1][4321] = flipped;
+    ff_digest_hex(got, ff_digest_f32(a.w[fc1], (size_t)m.layers[fc1].n_weight));
+    assert_int_equal(ff_weights_load_h5(&b, &m, path), FF_ERR_INTEGRITY);
+    assert_non_null(strstr(ff_last_error(), "'weights/fc1/w'"));
+    assert_non_null(strstr(ff_last_error(), want));
+    assert_non_null(strstr(ff_last_error(), got));
+
+    // Without the attribute (an older file, another tool's) the same data loads, unchecked.
+    drop_attr(path, "weights/fc1/w");
+    assert_int_equal(ff_weights_load_h5_checked(&b, &checked, &m, path), FF_OK);
+    assert_int_equal(checked, 7);
+    assert_memory_equal(b.w[fc1], a.w[fc1], (size_t)m.layers[fc1].n_weight * sizeof(float));
+
+    // NaN and infinity are refused naming the tensor and the first bad index.
+    poke(path, "weights/fc1/w", 77, NAN);
+    poke(path, "weights/fc1/w", 900, INFINITY);
+    assert_int_equal(ff_weights_load_h5(&b, &m, path), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "'weights/fc1/w' element [77] is NaN"));
+    poke(path, "weights/fc1/w", 77, 0.5f);
+    assert_int_equal(ff_weights_load_h5(&b, &m, path), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "'weights/fc1/w' element [900] is +Inf"));
+
+    // A recorded digest that is not 16 hex digits is refused, not ignored.
+    assert_int_equal(ff_weights_save_h5(&a, &m, path), FF_OK);
+    hid_t h = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_int_equal(ff_h5_write_attr_str((int64_t)h, "weights/fc2/b", FF_WEIGHTS_DIGEST_ATTR, "xyz"), FF_OK);
+    H5Fclose(h);
+    assert_int_equal(ff_weights_load_h5(&b, &m, path), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "'weights/fc2/b' attribute fnv1a64 is 'xyz'"));
+    ff_weights_free(&a);
+    ff_weights_free(&b);
+}
+
 static int setup(void **state) {
     (void)state;
     return mkdtemp(tmpdir) ? 0 : -1;
@@ -159,10 +255,9 @@ static int teardown(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(generator_is_reproducible_and_seeded),
-        cmocka_unit_test(generator_matches_its_specification),
-        cmocka_unit_test(h5_round_trip_is_bit_exact),
-        cmocka_unit_test(malformed_files_are_refused),
+        cmocka_unit_test(generator_is_reproducible_and_seeded), cmocka_unit_test(generator_matches_its_specification),
+        cmocka_unit_test(h5_round_trip_is_bit_exact),           cmocka_unit_test(malformed_files_are_refused),
+        cmocka_unit_test(digests_are_recorded_and_checked),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
