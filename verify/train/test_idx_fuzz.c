@@ -1,4 +1,4 @@
-// Seeded mutation fuzzer for the IDX parser (DESIGN §7): valid files mutated by bit flips, byte
+// Seeded mutation fuzzer for the IDX parser (fuzz/README.md): valid files mutated by bit flips, byte
 // overwrites, header-extent rewrites (0, 1, huge, random), truncation and extension. Property:
 // the parser either refuses with an IDX message, or accepts a buffer whose length is exactly the
 // header plus the product of its (positive) extents. Run under the sanitizer build (FF_SANITIZE)

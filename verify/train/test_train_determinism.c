@@ -1,4 +1,4 @@
-// The deterministic reduction (DESIGN §5, train.h): K SGD steps give bit-identical per-step losses
+// The deterministic reduction (train.h): K SGD steps give bit-identical per-step losses
 // and weight digests for one process (no communicator) and for P = 1, 2, 3, 4 simulated ranks
 // (loopback communicator, the same code path as MPI), including a last batch shorter than the
 // others and micro-batch counts that do not divide evenly among ranks. The fast all-reduce path

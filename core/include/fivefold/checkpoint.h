@@ -1,4 +1,4 @@
-// Training checkpoints (DESIGN §9): HDF5 files holding the weights, the momentum buffers, the
+// Training checkpoints (README.md, "Train"): HDF5 files holding the weights, the momentum buffers, the
 // position in training (step, epoch, step within the epoch), the data-order seed, the training
 // options a bit-identical resume depends on, and the format version.
 //

@@ -1,4 +1,4 @@
-// IDX data sets (MNIST and Fashion-MNIST format, DESIGN §9): reader, normalisation, shuffling.
+// IDX data sets (MNIST and Fashion-MNIST format; README.md, "Train"): reader, normalisation, shuffling.
 //
 // File format (big-endian): bytes 0-1 are zero, byte 2 is the element type (0x08 = unsigned byte,
 // the only one accepted), byte 3 the number of dimensions d, then d uint32 extents, then the

@@ -1,4 +1,4 @@
-// Data-parallel SGD training on the CPU with a deterministic gradient reduction (DESIGN §5, §9).
+// Data-parallel SGD training on the CPU with a deterministic gradient reduction (README.md, "Train").
 //
 // The reduction. A global batch of b images is cut into nmb = ceil(b / M) micro-batches of M
 // consecutive images (the last may be shorter). Micro-batch j's gradient g_j is computed by one
