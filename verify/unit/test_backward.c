@@ -535,7 +535,7 @@ static void xent_case(float scale_used, cmp *cz, cmp *cl, double *fd) {
             bz[s * C + c] = gamma_k((double)C + 6) * (p + (c == labels[s])) * (double)scale;
             // finite difference of scale * loss_s with respect to z_c
             const double h = 1e-5;
-            double zp[10], lp, lm;
+            double zp[10], lp = 0, lm = 0;
             for (int sign = 0; sign < 2; sign++) {
                 double mm = -INFINITY, ss = 0;
                 for (int64_t q = 0; q < C; q++) {
