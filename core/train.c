@@ -273,7 +273,7 @@ static void backward(const ff_trainer *t, slot *sl, int64_t n, float scale) {
 }
 
 // rows[0] += rows[1] + ... in the fixed tree of train.h, element-wise over [lo, hi).
-static void tree_reduce(float **rows, int64_t nrows, int64_t lo, int64_t hi) {
+static void tree_reduce(float *const *rows, int64_t nrows, int64_t lo, int64_t hi) {
     for (int64_t s = 1; s < nrows; s *= 2)
         for (int64_t j = 0; j + s < nrows; j += 2 * s) {
             float *a = rows[j];
@@ -284,7 +284,7 @@ static void tree_reduce(float **rows, int64_t nrows, int64_t lo, int64_t hi) {
 
 // Element-wise work in parallel: chunks of elements are independent, so any thread split gives
 // the same bits.
-static void tree_reduce_par(float **rows, int64_t nrows, int64_t len) {
+void ff_tree_reduce(float *const *rows, int64_t nrows, int64_t len) {
     const int64_t chunk = 1 << 14;
     const int64_t nchunks = (len + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static)
@@ -364,7 +364,7 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
     if (P == 1 || t->o.reduce == FF_REDUCE_ALLREDUCE) {
         for (int64_t jj = 0; jj < nloc; jj++) rows[jj] = t->slots[jj].g;
         if (nloc > 0) {
-            tree_reduce_par(rows, nloc, N);
+            ff_tree_reduce(rows, nloc, N);
             memcpy(t->grad, rows[0], (size_t)N * sizeof(float));
         } else {
             memset(t->grad, 0, (size_t)N * sizeof(float));
@@ -396,7 +396,7 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
         }
         FF_TRY(ff_comm_alltoallv(t->comm, t->recvbuf, rcount, rdispl, t->sendbuf, scount, sdispl));
         for (int64_t j = 0; j < nmb; j++) rows[j] = t->recvbuf + j * my_len;
-        tree_reduce_par(rows, nmb, my_len);
+        ff_tree_reduce(rows, nmb, my_len);
         size_t gcount[FF_MAX_RANKS_TRAIN], gdispl[FF_MAX_RANKS_TRAIN];
         for (int64_t q = 0; q < P; q++) {
             const int64_t lo = N * q / P, len = N * (q + 1) / P - lo;

@@ -199,6 +199,39 @@ static void digest_covers_the_metadata(void **state) {
     free_state(&a);
 }
 
+// Rewrites the int64 attribute `name` of the checkpoint's root through the HDF5 API: the file stays
+// valid HDF5 and its stored digest is untouched.
+static void rewrite_root_i64(const char *name, int64_t value) {
+    hid_t h = H5Fopen(ckpt, H5F_ACC_RDWR, H5P_DEFAULT);
+    assert_true(h >= 0);
+    hid_t a = H5Aopen(h, name, H5P_DEFAULT);
+    assert_true(a >= 0);
+    assert_true(H5Awrite(a, H5T_NATIVE_INT64, &value) >= 0);
+    H5Aclose(a);
+    H5Fclose(h);
+}
+
+// Every field of the metadata is in the digest: a checkpoint whose "step" was edited (to a value
+// check_meta would accept) is refused as damaged, not resumed at the wrong step.
+static void edited_step_is_refused(void **state) {
+    (void)state;
+    state_t a, b;
+    make_state(&a, 7);  // step 70, epoch 2, step_in_epoch 5
+    assert_int_equal(ff_checkpoint_save(ckpt, &m, &a.w, &a.mom, &a.meta), FF_OK);
+    rewrite_root_i64("step", a.meta.step + 1);
+    ff_status st = load(&b);
+    printf("  step edited: %s: %s\n", ff_status_name(st), ff_last_error());
+    assert_int_equal(st, FF_ERR_INTEGRITY);
+    assert_non_null(strstr(ff_last_error(), "does not match the stored digest"));
+    free_state(&b);
+    // The control: the same edit undone loads again.
+    rewrite_root_i64("step", a.meta.step);
+    assert_int_equal(load(&b), FF_OK);
+    assert_same(&a, &b);
+    free_state(&b);
+    free_state(&a);
+}
+
 static int setup(void **state) {
     (void)state;
     if (!mkdtemp(dir)) return -1;
@@ -220,6 +253,7 @@ int main(void) {
         cmocka_unit_test(crash_mid_write_keeps_the_previous_checkpoint),
         cmocka_unit_test(corrupted_and_truncated_are_refused),
         cmocka_unit_test(digest_covers_the_metadata),
+        cmocka_unit_test(edited_step_is_refused),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -142,6 +142,21 @@ static void malformed_files_are_refused(void **state) {
     assert_true(st == FF_ERR_IO || st == FF_ERR_INPUT);
     assert_null(data);
 
+    // Cut inside the 8-byte trailer (CRC-32, then the length): every data byte is there, so the
+    // length check passes, and only zlib's end-of-stream check can refuse it.
+    write_gz(path("trailer.gz"), buf, bl);
+    f = fopen(path("trailer.gz"), "rb");
+    gl = fread(gz, 1, sizeof gz, f);
+    fclose(f);
+    for (size_t cut = 1; cut <= 7; cut += 3) {  // 1, 4 and 7 bytes of the trailer missing
+        write_raw(path("trailer.gz"), gz, gl - cut);
+        expect_error("trailer.gz", 3, FF_ERR_IO, "gzip stream ends early");
+    }
+    write_raw(path("trailer.gz"), gz, gl);  // the control: the whole file loads
+    assert_int_equal(ff_idx_read(&data, dims, path("trailer.gz"), 3), FF_OK);
+    assert_memory_equal(data, buf + 16, bl - 16);
+    free(data);
+
     expect_error("missing", 3, FF_ERR_IO, "cannot open");
 }
 
@@ -235,6 +250,31 @@ static void shuffle_is_a_deterministic_permutation(void **state) {
     free(seen);
 }
 
+// Fisher-Yates draws j from [0, i] and so can leave an element in place (a random permutation of
+// 10 has a fixed point with probability about 1 - 1/e = 63 %); Sattolo's variant, j from [0, i),
+// makes one cycle and never does. Over 100 seeds, some order must have a fixed point, and every
+// order must be a permutation.
+static void shuffle_can_leave_an_element_in_place(void **state) {
+    (void)state;
+    enum { N = 10 };
+    int with_fixed_point = 0;
+    for (uint64_t seed = 0; seed < 100; seed++) {
+        int64_t o[N];
+        int seen[N] = {0};
+        ff_shuffle_order(o, N, seed, 0);
+        int fixed = 0;
+        for (int i = 0; i < N; i++) {
+            assert_true(o[i] >= 0 && o[i] < N);
+            assert_int_equal(seen[o[i]], 0);
+            seen[o[i]] = 1;
+            fixed += o[i] == i;
+        }
+        with_fixed_point += fixed > 0;
+    }
+    printf("  %d of 100 orders of 10 have a fixed point (about 63 expected)\n", with_fixed_point);
+    assert_true(with_fixed_point >= 30 && with_fixed_point <= 90);
+}
+
 static int setup(void **state) {
     (void)state;
     return mkdtemp(dir) ? 0 : -1;
@@ -254,6 +294,7 @@ int main(void) {
         cmocka_unit_test(images_and_labels_must_agree),
         cmocka_unit_test(normalisation_is_the_documented_formula),
         cmocka_unit_test(shuffle_is_a_deterministic_permutation),
+        cmocka_unit_test(shuffle_can_leave_an_element_in_place),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -79,6 +79,16 @@ typedef struct {
 } ff_train_plan;
 ff_status ff_train_plan_make(ff_train_plan *out, int64_t n, int64_t batch, int64_t epochs, int64_t max_steps);
 
+// The fixed reduction tree of the header comment, on its own: rows[0][i] becomes the sum of
+// rows[0..nrows)[i] for every i < len, added in the tree that depends only on nrows:
+//     for (s = 1; s < nrows; s *= 2) for (j = 0; j + s < nrows; j += 2s) rows[j] += rows[j + s];
+// e.g. nrows = 3: (r0 + r1) + r2; nrows = 4: (r0 + r1) + (r2 + r3); nrows = 5: ((r0 + r1) +
+// (r2 + r3)) + r4. The other rows are overwritten with partial sums. The caller owns the nrows
+// rows of len floats (nrows >= 1; nrows = 1 leaves rows[0] unchanged). Elements are split among
+// OpenMP threads; the bits do not depend on the thread count. The trainer reduces its micro-batch
+// gradients with it.
+void ff_tree_reduce(float *const *rows, int64_t nrows, int64_t len);
+
 typedef struct ff_trainer ff_trainer;
 
 // Creates a trainer that updates *w in place. comm NULL means one process (serial); otherwise
