@@ -89,11 +89,13 @@ ff_status ff_gate_run(ff_gate_result *r, ff_gate_state *s, const ff_gate_config 
         int64_t v[2] = {st != FF_OK, G};
         if (ff_comm_bcast(comm, v, sizeof v, 0) != FF_OK || v[0]) {
             if (rank == 0) ff_golden_free(&g);
+            ff_gate_release(s);  // the weights rank 0 may have allocated before the failure
             return any != FF_OK ? any : FF_FAIL(FF_ERR_INPUT, "gate: rank 0 could not load the golden");
         }
         G = v[1];
     } else if (st != FF_OK) {
         ff_golden_free(&g);
+        ff_gate_release(s);
         return st;
     }
     int64_t n = c->batch, in_el = ff_shape_numel(m->input);

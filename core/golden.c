@@ -423,9 +423,13 @@ ff_status ff_golden_load(ff_golden *g, const ff_model *m, const char *path, cons
                        "regenerate with golden/make_golden.py, or pass --trust for your own file)",
                        path, g->sha256, manifest, want);
     }
-    st = open_image(&g->file, buf, size, path);
-    free(buf);  // H5Pset_file_image copied it
-    if (st == FF_OK) st = load_body(g, m);
+    st = open_image(&g->file, buf, size, path);  // its messages name the file already
+    free(buf);                                   // H5Pset_file_image copied it
+    if (st != FF_OK) {
+        ff_golden_free(g);
+        return st;
+    }
+    st = load_body(g, m);
     if (st != FF_OK) {
         ff_status s2 = ff_fail_context(st, "golden '%s'", path);
         ff_golden_free(g);

@@ -618,6 +618,7 @@ ff_status ff_train_verify_golden(ff_verify_report *rep, const ff_train_golden_co
         char note[128];
         snprintf(note, sizeof note, "generator %s, golden %s", have, want);
         TRY(add_row(&c, "mnist-cnn train weights(generator seed)", "weights", -1, &r, NULL, 0, note));
+        rep->rows[rep->n_rows - 1].digest = ff_weights_digest(&w);  // the row's output: the weights
     }
     for (int l = 0; l < c.m.n_layers; l++) {
         const ff_layer *L = &c.m.layers[l];

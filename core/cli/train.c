@@ -218,12 +218,13 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         st = (expr);                \
         if (st != FF_OK) goto done; \
     } while (0)
+    // Weights first: a bad --weights file is reported before 60 000 images are decoded.
+    TRY(ff_cli_load_weights(&w, &m, a->weights, a->seed));
     TRY(ff_dataset_load_dir(&train, a->data, "train", a->train_limit));
     TRY(ff_train_check_dataset(&m, &train));
     TRY(ff_dataset_load_dir(&test, a->data, "t10k", 0));
     TRY(ff_train_check_dataset(&m, &test));
     const int64_t n_test = a->test_limit > 0 && a->test_limit < test.n ? a->test_limit : test.n;
-    TRY(ff_cli_load_weights(&w, &m, a->weights, a->seed));
     ff_train_options o = a->o;
     TRY(ff_trainer_create(&tr, &m, &w, &o, comm));
 

@@ -53,6 +53,8 @@ expect 2 -- "--split rows: mode serial runs on one process" -- infer --model mni
 expect 2 "cannot open '.*nope.h5' for reading" -- infer --model mnist-cnn --weights "$tmp/nope.h5"
 expect 2 "text.h5' is not an HDF5 file" -- infer --model mnist-cnn --weights "$tmp/text.h5"
 expect 2 "(truncated|corrupted|not an HDF5 file)" -- infer --model mnist-cnn --weights "$tmp/truncated.h5"
+# the file is named once, not once per layer of context ("golden 'x': golden 'x': ...")
+expect 2 "error \\(bad input\\): golden '[^']*truncated.h5': not a readable HDF5 file\$" -- verify --model mnist-cnn --golden "$tmp/truncated.h5" --trust
 expect 2 "weights/conv1/w' has shape \(32, 1, 3, 3\): expected \(96, 3, 11, 11\)" -- infer --model alexnet --weights "$tmp/mnist.h5"
 expect 2 "dataset 'input' is missing" -- infer --model mnist-cnn --input "$tmp/mnist.h5"
 expect 2 -- "--inject-fault 'conv9': model mnist-cnn has no such layer" -- infer --model mnist-cnn --inject-fault conv9
