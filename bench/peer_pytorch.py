@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""PyTorch peer for `fivefold bench` (DESIGN §8, issue 5): the same models, measured the same way.
+"""PyTorch peer for `fivefold bench` (docs/ARCHITECTURE.md §8, issue 5): the same models, measured the same way.
 
 Three tasks, each printing ONE JSON object on a single line of stdout (everything else goes to
 stderr), so that the C bench can run this script and parse its answer:
 
-  infer  (default)  forward-pass timing of alexnet or mnist-cnn, DESIGN §2 architectures (alexnet
+  infer  (default)  forward-pass timing of alexnet or mnist-cnn, docs/ARCHITECTURE.md §2 architectures (alexnet
                     without channel groups, LRN after pool2, softmax at the end, as fivefold's table)
       --model alexnet|mnist-cnn --batch N[,N...] --device cpu|cuda --threads T
       --precision fp32|tf32 [--graph] [--ddp] [--iters K] [--warmup W]
@@ -76,7 +76,7 @@ except ImportError as e:  # a clear message rather than a traceback
 # ----------------------------------------------------------------------------- models
 
 class AlexNet(nn.Module):
-    """DESIGN §2: the seed's table, no channel groups, LRN (PyTorch's definition) after pool2."""
+    """docs/ARCHITECTURE.md §2: the seed's table, no channel groups, LRN (PyTorch's definition) after pool2."""
 
     def __init__(self):
         super().__init__()
@@ -107,7 +107,7 @@ class AlexNet(nn.Module):
 
 
 class MnistCnn(nn.Module):
-    """DESIGN §2: PyTorch's classic MNIST example without dropout."""
+    """docs/ARCHITECTURE.md §2: PyTorch's classic MNIST example without dropout."""
 
     def __init__(self):
         super().__init__()

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Side-by-side report of `fivefold bench` results (DESIGN §8, issue 5 §5).
+"""Side-by-side report of `fivefold bench` results (docs/ARCHITECTURE.md §8, issue 5 §5).
 
 Reads result files (schema "fivefold-bench/1", one per run, default bench/results/*.json), prints
 a markdown table — ours, the PyTorch peer, speedup, gate — and draws PNG plots:
@@ -38,7 +38,7 @@ MODE_ORDER = ["serial", "mpi", "cuda", "hybrid", "direct"]
 KEY_FIELDS = ("model", "mode", "split", "ranks", "batch", "precision", "backend")
 
 # FLOPs (2*K*C*R*S*Ho*Wo per conv, 2*in*out per linear) and per-image activation elements of the
-# two models, for the roofline when a result file does not carry them. Derived from DESIGN §2's
+# two models, for the roofline when a result file does not carry them. Derived from docs/ARCHITECTURE.md §2's
 # tables the same way model.c does (so a change there shows up as a mismatch in test_report.py).
 MODEL_TABLES = {
     # (op, out_channels, kernel, stride, pad) on an input (C, H, W)
@@ -190,7 +190,7 @@ def load_all(paths):
         k = config_key(r)
         if k not in latest or (r["_when"], r["_mtime"]) >= (latest[k]["_when"], latest[k]["_mtime"]):
             latest[k] = r
-    def order(r):  # model, then the modes in DESIGN §1's order, then split, ranks, batch, ...
+    def order(r):  # model, then the modes in docs/ARCHITECTURE.md §1's order, then split, ranks, batch, ...
         m, mode, split, ranks, batch, prec, back = config_key(r)
         return (m, MODE_ORDER.index(mode) if mode in MODE_ORDER else len(MODE_ORDER), mode, split, ranks,
                 batch, prec, back)

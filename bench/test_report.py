@@ -150,7 +150,7 @@ class ReportTest(unittest.TestCase):
         self.assertIn("no result files", r.stderr)
 
     def test_model_arithmetic_matches_design(self):
-        # DESIGN §2: AlexNet about 2.27 GFLOP and 62.4 M parameters; mnist-cnn 24 MFLOP, 1.2 M.
+        # docs/ARCHITECTURE.md §2: AlexNet about 2.27 GFLOP and 62.4 M parameters; mnist-cnn 24 MFLOP, 1.2 M.
         # The exact figures are those fivefold's model.c derives (`fivefold info`).
         fa, pa, _ = report.model_stats("alexnet")
         fm, pm, _ = report.model_stats("mnist-cnn")

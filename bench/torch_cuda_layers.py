@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch eager (cuDNN, TF32 off) timings of the DESIGN §2 AlexNet on this GPU, whole forward and
+"""PyTorch eager (cuDNN, TF32 off) timings of the docs/ARCHITECTURE.md §2 AlexNet on this GPU, whole forward and
 per layer, to set beside ff_gpu_bench's rows from the same run. A stopgap until bench/peer_pytorch.py
 (the benchmark's peer) exists; same table, same fp32 setting.
 usage: torch_cuda_layers.py [N ...]   (default 1 128 256)"""

@@ -1,4 +1,4 @@
-// Loopback backend of comm.h: P simulated ranks, one thread each, in one process (DESIGN §7,
+// Loopback backend of comm.h: P simulated ranks, one thread each, in one process (docs/ARCHITECTURE.md §7,
 // §11). Point-to-point messages go through per-rank mailboxes (eager copies, matched by source
 // and per-pair tag in FIFO order, as MPI's non-overtaking rule gives); collectives publish their
 // buffers in per-rank slots and copy between two barriers. Misuse that would hang real MPI — a

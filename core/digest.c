@@ -1,4 +1,4 @@
-// FNV-1a-64 and ULP distance (DESIGN §6.3, §6.4).
+// FNV-1a-64 and ULP distance (docs/ARCHITECTURE.md §6.3, §6.4).
 #include "fivefold/digest.h"
 
 #include <math.h>

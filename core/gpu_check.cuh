@@ -1,4 +1,4 @@
-// Private to the CUDA sources: the check macros (DESIGN §4). Each returns an ff_status with
+// Private to the CUDA sources: the check macros (docs/ARCHITECTURE.md §4). Each returns an ff_status with
 // file:line and the CUDA error's name and text; a failed allocation maps to FF_ERR_OOM.
 #pragma once
 #include <cuda_runtime.h>

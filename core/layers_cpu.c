@@ -1,4 +1,4 @@
-// The CPU reference layers (DESIGN §4, §5). The summation order of every output element is the one
+// The CPU reference layers (docs/ARCHITECTURE.md §4, §5). The summation order of every output element is the one
 // layers_cpu.h documents; the loops below never vectorise over the terms of one sum, only over
 // independent output elements (conv2d: 8 output channels k of one pixel in the lanes of a vector;
 // elsewhere the columns of one row). A vector lane performs, for its element, exactly the scalar

@@ -1,4 +1,4 @@
-// The layers on the GPU (DESIGN §5, §11): position-independent, deterministic kernels. gpu.h states
+// The layers on the GPU (docs/ARCHITECTURE.md §5, §11): position-independent, deterministic kernels. gpu.h states
 // the summation order; every kernel here keeps it, whatever its tile or launch shape.
 //
 // conv2d and linear share one implicit-GEMM kernel: out[m, p] = b[m] + sum_kk w[m, kk] * B[kk, p]

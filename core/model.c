@@ -1,4 +1,4 @@
-// Layer tables for the two models (DESIGN §2) and everything derived from them.
+// Layer tables for the two models (docs/ARCHITECTURE.md §2) and everything derived from them.
 #include "fivefold/model.h"
 
 #include <string.h>

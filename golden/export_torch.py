@@ -14,7 +14,7 @@ State-dict keys (golden/README.md, "Users' own weights"):
     `features.3`, ... `classifier.6` of an nn.Sequential) and assigned to the model's conv/linear
     layers in order.
   A `module.` prefix (DataParallel/DDP checkpoints) is removed. Every shape must equal fivefold's
-  exactly (alexnet: DESIGN §2, no channel groups - torchvision's AlexNet has other widths and does
+  exactly (alexnet: docs/ARCHITECTURE.md §2, no channel groups - torchvision's AlexNet has other widths and does
   not fit). A checkpoint dict with a "state_dict" or "model" entry is unwrapped.
 Input: .npy or .pt, float32 (N, C, H, W) (N, 1, 28, 28 for mnist-cnn; N, 3, 227, 227 for alexnet).
 """

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Golden reference files for fivefold, computed by PyTorch on the CPU (DESIGN §6).
+"""Golden reference files for fivefold, computed by PyTorch on the CPU (docs/ARCHITECTURE.md §6).
 
     /usr/bin/python3 golden/make_golden.py                 # all inference goldens into golden/data/
     /usr/bin/python3 golden/make_golden.py --model mnist-cnn --out DIR
@@ -72,7 +72,7 @@ FNV_PRIME = 0x100000001B3
 
 
 def fnv1a64(arr):
-    """FNV-1a-64 over the raw little-endian bytes of a float32 array (DESIGN §6.3), as 16 hex digits."""
+    """FNV-1a-64 over the raw little-endian bytes of a float32 array (docs/ARCHITECTURE.md §6.3), as 16 hex digits."""
     data = np.ascontiguousarray(arr, dtype=np.dtype(arr.dtype).newbyteorder("<")).tobytes()
     h, mask = FNV_OFFSET, (1 << 64) - 1
     for b in data:
@@ -80,7 +80,7 @@ def fnv1a64(arr):
     return "%016x" % h
 
 
-# ----------------------------------------------------------------------------- models (DESIGN §2)
+# ----------------------------------------------------------------------------- models (docs/ARCHITECTURE.md §2)
 def conv(name, k, r, stride, pad):
     return dict(name=name, op="conv2d", out_c=k, k=r, stride=stride, pad=pad)
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Training golden for fivefold's mnist-cnn (issue 7, DESIGN §6, §9), computed by PyTorch on the CPU.
+"""Training golden for fivefold's mnist-cnn (issue 7, docs/ARCHITECTURE.md §6, §9), computed by PyTorch on the CPU.
 
     /usr/bin/python3 golden/make_golden_train.py [--data DIR] [--out golden/data/train-mnist-cnn.h5]
 

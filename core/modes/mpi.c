@@ -1,5 +1,5 @@
 // Mode `mpi` (v2): P ranks on CPUs, talking through comm.h (MPI, or the loopback backend in the
-// fuzzer and unit tests). Three splits (DESIGN §1):
+// fuzzer and unit tests). Three splits (docs/ARCHITECTURE.md §1):
 //   batch      rank r computes images ff_band(n, P, r) through every layer: scatter, compute, gather.
 //   rows       every conv/pool/relu/lrn layer is split into bands of output rows (partition.h);
 //              before a windowed layer each rank fetches its halo rows from whichever ranks own

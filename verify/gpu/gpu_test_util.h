@@ -1,5 +1,5 @@
 // Helpers shared by the GPU test programs: device buffers from host arrays, and the two checks every
-// GPU result goes through (DESIGN §6.1):
+// GPU result goes through (docs/ARCHITECTURE.md §6.1):
 //   - dot-product layers (conv, linear): |gpu - cpu| <= 2 * gamma_K * S with S = |b| + sum |w x|,
 //     gamma_K = K u / (1 - K u), u = 2^-24, K = terms + 1 (the bias). Each of the two results is
 //     within gamma_K * S of the exact value whatever its summation order, so any correct pair passes

@@ -1,7 +1,7 @@
-// Every GPU layer of both models against the CPU reference (DESIGN §6.1, §11: the CPU is the spec):
+// Every GPU layer of both models against the CPU reference (docs/ARCHITECTURE.md §6.1, §11: the CPU is the spec):
 // conv and linear within the derived gamma_K bound, relu/maxpool bit-exact, lrn/softmax within 1
 // ULP (pow/exp in double by two libraries); linear also bit for bit against the CPU emulation of
-// its split-K order (linear_split.h); and the position independence of DESIGN §5: every tile
+// its split-K order (linear_split.h); and the position independence of docs/ARCHITECTURE.md §5: every tile
 // configuration, the GEMV path, a row band and a sub-batch give identical bits.
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-// Timing an executor (DESIGN §8): warm-up, timed repeats, median and spread, phases, and the
+// Timing an executor (docs/ARCHITECTURE.md §8): warm-up, timed repeats, median and spread, phases, and the
 // post-timing check that every timed run produced the gated output.
 #pragma once
 #include <stdbool.h>

@@ -1,4 +1,4 @@
-// The one communication layer (DESIGN §1, §7): every multi-rank mode and the trainer talk through
+// The one communication layer (docs/ARCHITECTURE.md §1, §7): every multi-rank mode and the trainer talk through
 // this interface. Backends:
 //   - MPI: a communicator; errors return FF_ERR_MPI (MPI_ERRORS_RETURN is set), and the caller
 //     ends the job (the CLI calls MPI_Abort) instead of hanging.

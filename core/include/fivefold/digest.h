@@ -1,4 +1,4 @@
-// FNV-1a-64 digests and ULP distance (DESIGN §6.3, §6.4).
+// FNV-1a-64 digests and ULP distance (docs/ARCHITECTURE.md §6.3, §6.4).
 #pragma once
 #include <stddef.h>
 #include <stdint.h>

@@ -1,4 +1,4 @@
-// One executor interface for all five modes (DESIGN §1, §3). The CLI, the verifier and the
+// One executor interface for all five modes (docs/ARCHITECTURE.md §1, §3). The CLI, the verifier and the
 // benchmark drive modes only through these functions; a mode is one file in core/modes/ that
 // fills an ff_mode_impl, and nothing else changes when one is added.
 #pragma once

@@ -1,4 +1,4 @@
-// The benchmark gate (DESIGN §8): before anything is timed, the verification checks for exactly the
+// The benchmark gate (docs/ARCHITECTURE.md §8): before anything is timed, the verification checks for exactly the
 // configuration to be timed must pass, and the batch to be timed must reproduce the verified
 // outputs bit for bit. Then the gate hands over a ready executor with that batch's input.
 #pragma once

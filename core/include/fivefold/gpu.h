@@ -1,4 +1,4 @@
-// The GPU entry points the C side calls (DESIGN §1, §4, §5). Plain C: no CUDA header is needed to
+// The GPU entry points the C side calls (docs/ARCHITECTURE.md §1, §4, §5). Plain C: no CUDA header is needed to
 // include this file, so modes/cuda.c (and hybrid.c, direct.c) compile on machines without a CUDA
 // toolkit, where core/gpu_none.c provides every function below returning FF_ERR_NO_CUDA.
 //
@@ -8,7 +8,7 @@
 // are returned (every launch is followed by a launch-error check), errors of the kernel's execution
 // surface at the next synchronising call.
 //
-// Summation order on the GPU (what makes the `cuda` digest class, DESIGN §5):
+// Summation order on the GPU (what makes the `cuda` digest class, docs/ARCHITECTURE.md §5):
 //   conv2d: acc = b[k]; then for (c, r, s) ascending: acc = fma(w[k,c,r,s], x, acc), where a
 //           padding tap contributes x = +0 (adding fma(w, +0, acc) = acc except for the sign of a
 //           zero sum); then relu if fused.

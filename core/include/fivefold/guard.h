@@ -1,4 +1,4 @@
-// Guard regions (DESIGN §11): canary floats before and after the part of a buffer in use, checked
+// Guard regions (docs/ARCHITECTURE.md §11): canary floats before and after the part of a buffer in use, checked
 // after each exchange or unpack, catch out-of-bounds writes that a value check would miss (a halo
 // copied one row too far lands in the guard, not in a neighbour's data). Used by the multi-rank
 // modes' halo and staging buffers.

@@ -1,4 +1,4 @@
-// The CPU reference layers (DESIGN §4, §5): plain C, one thread, readable before fast. They are the
+// The CPU reference layers (docs/ARCHITECTURE.md §4, §5): plain C, one thread, readable before fast. They are the
 // spec every other mode is checked against. Outputs first, then inputs, then parameters, then
 // sizes. Callers own memory; no function here allocates.
 //

@@ -1,4 +1,4 @@
-// Backward of the CPU reference layers that training needs (DESIGN §9): conv2d, relu, maxpool,
+// Backward of the CPU reference layers that training needs (docs/ARCHITECTURE.md §9): conv2d, relu, maxpool,
 // linear, softmax cross-entropy. Same conventions as layers_cpu.h: outputs first, then inputs,
 // then parameters, then sizes; callers own memory (a function that needs scratch takes it as an
 // argument and says how much); nothing here allocates. Whole tensors only (no row bands).

@@ -1,5 +1,5 @@
 // The fixed split of a linear layer's reduction on the GPU (split-K), part of what makes the `cuda`
-// digest class (gpu.h, DESIGN §5). A chain of 9216 serial FMAs per output (AlexNet fc6) leaves the
+// digest class (gpu.h, docs/ARCHITECTURE.md §5). A chain of 9216 serial FMAs per output (AlexNet fc6) leaves the
 // GEMM with 32 blocks of 128x128 at N = 128 for 132 multiprocessors; cutting the reduction into S
 // chunks summed separately gives S times the blocks and S times shorter chains. The split must not
 // make the bits depend on anything but the inputs, so S is a pure function of in_features K alone:

@@ -1,4 +1,4 @@
-// What machine and build a result came from (bench JSON `machine` and `build`, DESIGN §8).
+// What machine and build a result came from (bench JSON `machine` and `build`, docs/ARCHITECTURE.md §8).
 #pragma once
 #include <stddef.h>
 

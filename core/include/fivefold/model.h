@@ -1,4 +1,4 @@
-// Models are tables of layer specs (DESIGN §2): shapes, parameter counts, FLOPs and halos are
+// Models are tables of layer specs (docs/ARCHITECTURE.md §2): shapes, parameter counts, FLOPs and halos are
 // derived from the table by ff_model_init, never typed in.
 #pragma once
 #include <stdbool.h>

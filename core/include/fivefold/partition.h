@@ -1,4 +1,4 @@
-// Row bands, halos and exchange plans for the multi-rank modes (DESIGN §1, §7). Pure functions:
+// Row bands, halos and exchange plans for the multi-rank modes (docs/ARCHITECTURE.md §1, §7). Pure functions:
 // no MPI, no I/O except ff_partition_print; the halo fuzzer and the libFuzzer target drive them.
 //
 // Conventions. Rows are global indices of a layer's full height; ranges are half-open [lo, hi).

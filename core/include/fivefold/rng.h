@@ -1,5 +1,5 @@
 // The deterministic value generator that both C and golden/make_golden.py implement bit-identically,
-// so that full-size AlexNet goldens need no weight file (DESIGN §2).
+// so that full-size AlexNet goldens need no weight file (docs/ARCHITECTURE.md §2).
 //
 //   key(seed, tensor_id) = mix(seed ^ mix(tensor_id + 0x9E3779B97F4A7C15))
 //   bits(i)              = mix(key + (i + 1) * 0x9E3779B97F4A7C15)           (all mod 2^64)

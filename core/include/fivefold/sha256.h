@@ -1,5 +1,5 @@
 // SHA-256 (FIPS 180-4), for the golden-file manifest: a golden's checksum is checked before the file
-// is handed to HDF5, which is not safe against crafted input (DESIGN §6). Written here to avoid a
+// is handed to HDF5, which is not safe against crafted input (docs/ARCHITECTURE.md §6). Written here to avoid a
 // crypto dependency; tested with the FIPS example vectors (verify/unit/test_sha256.c).
 #pragma once
 #include <stddef.h>

@@ -1,4 +1,4 @@
-// Phase timers (DESIGN §8): per layer, compute / host->device / device->host / communication /
+// Phase timers (docs/ARCHITECTURE.md §8): per layer, compute / host->device / device->host / communication /
 // host work, plus bytes moved. Executors fill one when asked; infer --trace and bench print it.
 #pragma once
 #include <stdint.h>

@@ -1,4 +1,4 @@
-// Winograd convolution F(m x m, r x r) for stride-1 square 3x3 and 5x5 convolutions (DESIGN §5;
+// Winograd convolution F(m x m, r x r) for stride-1 square 3x3 and 5x5 convolutions (docs/ARCHITECTURE.md §5;
 // issue 6: cuDNN's Winograd/FFT choices beat any direct fp32 kernel on AlexNet's conv2..conv5), and
 // for strided convolutions that space-to-depth turns into a stride-1 3x3 one (AlexNet's conv1).
 // Host side: which variant a layer uses, the weight transform (done once, at create), the band
