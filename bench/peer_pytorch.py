@@ -19,7 +19,7 @@ stderr), so that the C bench can run this script and parse its answer:
       [--init torch|fivefold] [--weights W.h5] [--shuffle torch|fivefold] [--steps K]
       [--train-limit N] [--test-limit N]
       --init fivefold / --shuffle fivefold reproduce fivefold's generator weights and data order
-      (core/rng.c, ff_shuffle_order) so both sides start from the same point and see the same
+      (core/model/rng.c, ff_shuffle_order) so both sides start from the same point and see the same
       batches; --weights loads /weights/<layer>/w and /weights/<layer>/b from HDF5.
   loader            DataLoader throughput (samples/s) over the training images with a per-item
                     normalisation ((x/255 - 0.2860)/0.3530 in float32, fivefold's data_idx.h)
@@ -183,7 +183,7 @@ def rng_key(seed, tensor_id):
 
 
 def rng_fill(n, seed, tensor_id, scale):
-    """core/rng.c ff_rng_fill, vectorised with numpy uint64 (wrapping) arithmetic: float32 array."""
+    """core/model/rng.c ff_rng_fill, vectorised with numpy uint64 (wrapping) arithmetic: float32 array."""
     import numpy as np
     key = np.uint64(rng_key(seed, tensor_id))
     i = np.arange(1, n + 1, dtype=np.uint64)

@@ -2,7 +2,7 @@
 """Tests of bench/peer_pytorch.py (python3 bench/test_peer.py; exit 77 when torch is missing).
 
 - The peer's copy of fivefold's generator and shuffle gives fivefold's values: known answers
-  recorded from the C code (core/rng.c ff_rng_fill, ff_weights_generate + ff_weights_digest, the
+  recorded from the C code (core/model/rng.c ff_rng_fill, ff_weights_generate + ff_weights_digest, the
   train branch's ff_shuffle_order), and, when $FIVEFOLD names the built command, a live comparison.
 - The peer's mnist-cnn and alexnet with fivefold's generator weights and input give the top-5
   probabilities `fivefold infer --model M --mode serial --batch 1 --seed 7` prints: the

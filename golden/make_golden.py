@@ -6,9 +6,9 @@
     /usr/bin/python3 golden/make_golden.py --check         # regenerate into a temp dir, compare tensors
 
 Each golden kind is one function (make_infer_golden; a training kind adds make_train_golden and an
-entry in KINDS). The file layout is documented in golden/README.md; the C reader is core/golden.c.
+entry in KINDS). The file layout is documented in golden/README.md; the C reader is core/check/golden.c.
 
-The weight/input generator below is a bit-exact transcription of core/rng.c and core/weights.c
+The weight/input generator below is a bit-exact transcription of core/model/rng.c and core/model/weights.c
 (see core/include/fivefold/rng.h): uint64 arithmetic wraps mod 2^64, the 24-bit uniform and 2u-1
 are exact in float32, and the one rounding is the float32 multiply by the scale, which is
 sqrt(6/fan_in) (weights) or 1/sqrt(fan_in) (biases) computed in double and rounded once to float.
@@ -120,7 +120,7 @@ EXACT_OPS = ("relu", "maxpool", "flatten")
 
 
 def derive_shapes(model):
-    """Per-layer (in, out) shapes and fan-in, as core/model.c derives them."""
+    """Per-layer (in, out) shapes and fan-in, as core/model/model.c derives them."""
     c, h, w = model["input"]
     p = 0
     for L in model["layers"]:
@@ -285,7 +285,7 @@ def ulp_distance(a, b):
 
 
 def bound_use(L, x32, y32, y64, w, b):
-    """How much of fivefold's tolerance (core/tolerance.c, golden/README.md) PyTorch's own float32
+    """How much of fivefold's tolerance (core/check/tolerance.c, golden/README.md) PyTorch's own float32
     output uses: a generator check that the derived bounds hold for a second implementation.
     Returns (max fraction of bound, max ULP)."""
     op = L["op"]

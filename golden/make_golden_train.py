@@ -7,7 +7,7 @@ K = 10 SGD steps (lr 0.01, momentum 0.9, batch B = 16) from fivefold's generator
 real Fashion-MNIST batches: the first K*B images of ff_shuffle_order(seed 1, epoch 0), stored as
 uint8 with their labels. PyTorch runs the same steps twice from the same float32 weights and the
 same float32 normalised images: once in float32 (what a float32 trainer computes) and once in
-float64 (the reference). The C verifier (core/train_golden.c) checks fivefold against both.
+float64 (the reference). The C verifier (core/train/train_golden.c) checks fivefold against both.
 
 File layout (all float tensors little-endian; fc1's weight is 128 x 9216 = 1.18 M values, so to keep
 the golden small (32 MB for all goldens) its weight-shaped tensors are stored for rows 0, 32,
@@ -53,7 +53,7 @@ MEAN, STD = 0.2860, 0.3530
 FC1_ROWS = list(range(0, 128, 32))
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-# ---------------------------------------------------------------- generator (core/rng.c, weights.c)
+# ---------------------------------------------------------------- generator (core/model/rng.c, weights.c)
 M64 = (1 << 64) - 1
 GAMMA = 0x9E3779B97F4A7C15
 

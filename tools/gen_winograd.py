@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates core/winograd_tf.h: the Winograd F(m, r) transforms as straight-line C (one fixed
+"""Generates core/device/cuda/winograd_tf.h: the Winograd F(m, r) transforms as straight-line C (one fixed
 order of operations per output, shared by the CUDA kernels and the CPU emulation in the tests).
 
 Construction (Toom-Cook, transposed): with V_g (alpha x r) and V_h (alpha x m) the evaluation
@@ -10,7 +10,7 @@ so A^T = V_h^T, G = S V_g, B^T = S^-1 C^T with S diagonal, chosen so that B^T ha
 (the input and output transforms then multiply by small integers only; G's fractions are applied
 to the weights once, in float64, at create). Every matrix is checked numerically below.
 
-Usage: python3 tools/gen_winograd.py > core/winograd_tf.h
+Usage: python3 tools/gen_winograd.py > core/device/cuda/winograd_tf.h
 """
 import random
 import sys

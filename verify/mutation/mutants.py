@@ -21,8 +21,8 @@ def M(name, file, subs, kill, survives=None):
 
 
 LAYERS = '^test_layers_cpu$'
-K = 'core/conv_cpu_kernel.h'
-L = 'core/layers_cpu.c'
+K = 'core/device/cpu/conv_cpu_kernel.h'
+L = 'core/device/cpu/layers_cpu.c'
 
 # ---------------------------------------------------------------- conv (kernel and plain loop nest)
 M('conv_bias_missing', K,
@@ -138,7 +138,7 @@ M('flatten_last_element', L,
 
 # ---------------------------------------------------------------- partition: bands, halo rows, rotation
 PART = '^(test_partition|test_model)$'
-P = 'core/partition.c'
+P = 'core/decomposition/partition.c'
 M('band_lo_floor', P, ('b.lo = (int64_t)r * n / P;', 'b.lo = (int64_t)r * (n / P);'), PART)
 M('band_hi_floor', P, ('b.hi = (int64_t)(r + 1) * n / P;', 'b.hi = (int64_t)(r + 1) * (n / P);'), PART)
 M('band_owner_off_by_one', P, ('(((i + 1) * (int64_t)P + n - 1) / n - 1)', '((i * (int64_t)P + n - 1) / n)'), PART)
@@ -157,7 +157,7 @@ M('fc_feature_bands_rotated', P,
   ('lp->band[r] = ff_band(L->out.c, P, r);', 'lp->band[r] = ff_band(L->out.c, P, (r + 1) % P);'), PART)
 # Dropped as equivalent: relu/lrn taking ff_band_rotated(out.h) instead of the previous layer's
 # band (the previous layer has the same height and rotation, so the bands are the same).
-MD = 'core/model.c'
+MD = 'core/model/model.c'
 M('halo_below_one_short', MD,
   ('int64_t hi = (o1 - 1) * L->stride - L->pad + L->kh;', 'int64_t hi = (o1 - 1) * L->stride - L->pad + L->kh - 1;'),
   PART)
@@ -166,7 +166,7 @@ M('halo_not_clipped_at_bottom', MD, ('r.hi = hi > L->in.h ? L->in.h : hi;', 'r.h
 
 # ---------------------------------------------------------------- decompositions (mode mpi, loopback ranks)
 LOOP = '^test_comm_loopback$'
-X = 'core/modes/mpi.c'
+X = 'core/exec/modes/mpi.c'
 M('batch_scatter_displs_even', X,
   ('x->displs[r] = (size_t)(b.lo * in_el) * sizeof(float);',
    'x->displs[r] = (size_t)(r * (n / P) * in_el) * sizeof(float);'), LOOP)
@@ -209,7 +209,7 @@ M('rows_groups_drop_remainder', X,
 # rank 0's result is the answer, and rank 0 has the input).
 
 # ---------------------------------------------------------------- comm layer
-C = 'core/comm_loopback.c'
+C = 'core/transport/comm_loopback.c'
 M('loopback_tag_constant', C,
   ('for (int j = 0; j < i; j++) m->tag += sends[j].peer == sends[i].peer;', '(void)0;'), LOOP)
 M('loopback_bcast_from_rank0', C,
@@ -231,7 +231,7 @@ M('loopback_allreduce_reversed', C,
 # Dropped as equivalent: matching a receive by source alone (FIFO per source gives the same
 # pairing, since every exchange lists a peer's messages in the same order on both sides).
 MPI = '^mpi_comm_P[234]$'
-CM = 'core/comm_mpi.c'
+CM = 'core/transport/comm_mpi.c'
 M('mpi_gatherv_displs_are_counts', CM,
   ('to_int_array(&rd, displs, c->size, "gatherv displacements")', 'to_int_array(&rd, ((void)displs, counts), c->size, "gatherv displacements")'),
   MPI)
@@ -251,14 +251,14 @@ M('mpi_bcast_root0', CM, ('MPI_Bcast((char *)buf + off, (int)n, MPI_BYTE, root, 
 # timeout, 120 s, too slow for this run).
 
 # ---------------------------------------------------------------- top-k (verify's top-1/top-5 rule)
-M('topk_ignores_last_class', 'core/tolerance.c',
+M('topk_ignores_last_class', 'core/check/tolerance.c',
   ('for (int64_t c = 0; c < classes; c++) {\n        // insertion', 'for (int64_t c = 0; c + 1 < classes; c++) {\n        // insertion'),
   '^test_tolerance$')
 
 # ---------------------------------------------------------------- reductions (training gradients)
-# core/train.c, core/checkpoint.c and core/data_idx.c were being changed while these were written:
+# core/train/train.c, core/train/checkpoint.c and core/io/data_idx.c were being changed while these were written:
 # their patterns were taken from the versions committed then (see the mutation README).
-TR = 'core/train.c'
+TR = 'core/train/train.c'
 TRAIN = '^(test_train_determinism|test_train_golden)$'
 # The tree's shape: serial and mpi share it, so only test_tree_reduce (ff_tree_reduce bit for bit on
 # order-sensitive rows) sees it.
@@ -279,7 +279,7 @@ M('reduce_allgather_displs_even', TR,
 # step, and a resumed run is past it).
 
 # ---------------------------------------------------------------- checkpoint
-CK = 'core/checkpoint.c'
+CK = 'core/train/checkpoint.c'
 CKPT = '^(test_checkpoint|test_train_hardening)$'
 M('ckpt_digest_skips_last_momentum', CK,
   ('h = ff_fnv1a64_update(h, mom->data, (size_t)mom->n_total * sizeof(float));',
@@ -299,7 +299,7 @@ M('ckpt_momentum_not_checked_finite', CK, ('TRYR(check_finite(m, mom, "momentum"
 # check_meta calls next, refuses it with the same message).
 
 # ---------------------------------------------------------------- IDX reader
-ID = 'core/data_idx.c'
+ID = 'core/io/data_idx.c'
 IDX = '^test_data_idx$'
 M('idx_little_endian', ID,
   ('((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]',

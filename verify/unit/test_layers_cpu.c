@@ -1,4 +1,4 @@
-// Unit tests of the CPU reference layers (core/layers_cpu.c).
+// Unit tests of the CPU reference layers (core/device/cpu/layers_cpu.c).
 //
 // 1. Hand-computed cases for every layer: the expected numbers are written here, derived by hand in
 //    the comments (small integers, so every float32 operation is exact).

@@ -1,5 +1,5 @@
 // One executor interface for all five modes (docs/ARCHITECTURE.md §1, §3). The CLI, the verifier and the
-// benchmark drive modes only through these functions; a mode is one file in core/modes/ that
+// benchmark drive modes only through these functions; a mode is one file in core/exec/modes/ that
 // fills an ff_mode_impl, and nothing else changes when one is added.
 #pragma once
 #include <stdbool.h>
@@ -62,7 +62,7 @@ ff_trace *ff_exec_trace(ff_executor *e);
 int ff_exec_rank(const ff_executor *e);
 int ff_exec_ranks(const ff_executor *e);
 
-// ---- for mode implementations (core/modes/*.c) ----
+// ---- for mode implementations (core/exec/modes/*.c) ----
 typedef struct {
     const char *name;
     ff_status (*create)(ff_executor **out, const ff_model *m, const ff_weights *w, const ff_exec_options *o);

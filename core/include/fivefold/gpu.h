@@ -1,6 +1,6 @@
 // The GPU entry points the C side calls (docs/ARCHITECTURE.md §1, §4, §5). Plain C: no CUDA header is needed to
 // include this file, so modes/cuda.c (and hybrid.c, direct.c) compile on machines without a CUDA
-// toolkit, where core/gpu_none.c provides every function below returning FF_ERR_NO_CUDA.
+// toolkit, where core/device/cuda/gpu_none.c provides every function below returning FF_ERR_NO_CUDA.
 //
 // Layer launchers take the same arguments, in the same order, as their CPU twins in layers_cpu.h
 // (outputs, inputs, parameters, sizes), then the stream; every pointer is DEVICE memory; callers

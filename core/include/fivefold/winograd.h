@@ -10,7 +10,7 @@
 //   tiles are anchored at ABSOLUTE output coordinates: tile (th, tw) covers output rows
 //   th*m .. th*m+m-1 and columns tw*m .. tw*m+m-1, and reads input rows th*m - pad .. th*m - pad +
 //   alpha - 1 (alpha = m + r - 1; outside [0, H) or [0, W): +0). For every channel c:
-//     V_c = B^T d_c B                     (core/winograd_tf.h, fixed order, float32)
+//     V_c = B^T d_c B                     (core/device/cuda/winograd_tf.h, fixed order, float32)
 //   U_c = G g_c G^T, computed in float64 from the float32 weights and rounded once (create).
 //   For each of the alpha^2 positions xi: M[xi] = 0; for c ascending: M[xi] = fma(U_c[xi], V_c[xi],
 //   M[xi]) (one chain in one thread: the GEMM kernel with the bias replaced by +0).

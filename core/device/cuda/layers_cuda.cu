@@ -685,7 +685,7 @@ static unsigned grid_for(long long count, int threads) {
 // ------------------------------------------------------------------ Winograd conv (winograd.h)
 // Three launches: input transform -> alpha^2 batched GEMMs (k_gemm, bias +0, so each transform
 // position's chain over the channels is the one fixed chain of winograd.h) -> output transform with
-// bias and relu. The transforms are core/winograd_tf.h with _rn intrinsics (no FMA contraction), the
+// bias and relu. The transforms are core/device/cuda/winograd_tf.h with _rn intrinsics (no FMA contraction), the
 // same code the CPU emulation runs, so the GPU's bits equal ff_winograd_conv_cpu's. A space-to-depth
 // layer (AlexNet's conv1) has one more launch first: k_space_to_depth copies x into X' (n, C', H',
 // W') at the start of the workspace (ff_winograd_s2d_floats), and the three run on L' (stride 1,
