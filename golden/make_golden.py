@@ -446,7 +446,7 @@ def main():
     models = args.model or sorted(MODELS)
     make = KINDS[args.kind]
     if args.check:
-        failed = 0
+        failed = skipped = 0
         with tempfile.TemporaryDirectory() as tmp:
             for m in models:
                 fresh = make(m, tmp, seed=args.seed, store_weights=args.store_weights)
@@ -455,8 +455,23 @@ def main():
                 for p in problems:
                     print("%s: %s" % (m, p))
                 print("%s: %s" % (m, "identical" if not problems else "DIFFERS (%d problems)" % len(problems)))
+                if problems and os.path.exists(committed):
+                    # Another PyTorch may round its float32 kernels differently: then only what the
+                    # generator makes (the input, the weights' digest) must still be identical, and
+                    # the bit-for-bit check of PyTorch's outputs cannot be made here (exit 77: skipped).
+                    with h5py.File(committed, "r") as f:
+                        made_by = f["meta"].attrs["torch_version"]
+                    made_by = made_by.decode() if isinstance(made_by, bytes) else str(made_by)
+                    if made_by != torch.__version__:
+                        ours = [p for p in problems if p.startswith(("input:", "weights digest:"))]
+                        if not ours:
+                            print("%s: the generator's tensors are identical; PyTorch's outputs cannot be compared "
+                                  "bit for bit: the golden was made with torch %s, this is torch %s"
+                                  % (m, made_by, torch.__version__))
+                            skipped += 1
+                            continue
                 failed += bool(problems)
-        return 1 if failed else 0
+        return 1 if failed else (77 if skipped else 0)
     os.makedirs(args.out, exist_ok=True)
     for m in models:
         path = make(m, args.out, seed=args.seed, store_weights=args.store_weights)
