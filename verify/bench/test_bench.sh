@@ -57,5 +57,36 @@ if [ -n "${MPIEXEC:-}" ]; then
     rc=$?
     if [ $rc -eq 0 ] && grep -q "batch digest $gd" "$tmp/out"; then ok "mpi rows P=2: gated digest equals serial's"; else bad "mpi rows P=2: exit $rc"; fi
 fi
+# 6. --peer pytorch: every variant measured is listed, "peer" is the fastest of them and the speedup
+#    is quoted against it (on one GPU eager and a CUDA graph; here, on the CPU, eager alone). The
+#    checker must also refuse a result whose "peer" is not the fastest variant.
+check_peer() {  # check_peer FILE: exit 0 when peer = min(variants) and speedup = peer / ours
+    python3 - "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+v = d["peer_variants"]
+best = min(x["median_ms"] for x in v)
+t = d["timing"]
+ours = t["resident_median_ms"] if d["speedup_basis"] == "resident_median_ms" else t["median_ms"]
+ok = len(v) >= 1 and d["peer"]["median_ms"] == best and abs(d["speedup"] - best / ours) <= 1e-4 * d["speedup"]
+sys.exit(0 if ok else 1)
+PY
+}
+"$ff" bench --model mnist-cnn --mode serial --batch 1 --iters 3 --peer pytorch --json "$tmp/p.json" >"$tmp/out" 2>&1
+rc=$?
+if grep -q "PyTorch peer failed" "$tmp/out"; then
+    echo "SKIP  --peer pytorch: no python3 with torch here (not counted)"
+elif [ $rc -eq 0 ] && check_peer "$tmp/p.json"; then
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["peer_variants"].append({"name": "faster", "median_ms": d["peer"]["median_ms"] / 2}); json.dump(d, open(sys.argv[2], "w"))' \
+        "$tmp/p.json" "$tmp/p-bad.json"
+    if check_peer "$tmp/p-bad.json"; then
+        bad "--peer pytorch: the checker accepted a peer that is not the fastest variant"
+    else
+        ok "--peer pytorch: peer is the fastest variant, the speedup is against it; a slower peer is refused"
+    fi
+else
+    bad "--peer pytorch: exit $rc, or peer/peer_variants/speedup inconsistent in $tmp/p.json"
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
