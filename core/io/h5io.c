@@ -225,16 +225,26 @@ ff_status ff_h5_write_attr_i64(int64_t loc, const char *obj, const char *attr, i
     return e < 0 ? FF_FAIL(FF_ERR_IO, "cannot write attribute '%s' on '%s'", attr, obj) : FF_OK;
 }
 
-ff_status ff_h5_read_attr_str(char *out, size_t cap, int64_t loc, const char *obj, const char *attr) {
+// Opens attribute `attr` of object `obj` ("" or NULL: the root) for the two readers below: *a and
+// its type *ft (close both), *path the object's name for messages; FF_ERR_INPUT naming what is missing.
+static ff_status open_attr(hid_t *a, hid_t *ft, const char **path, int64_t loc, const char *obj, const char *attr) {
     quiet();
-    const char *path = (!obj || !*obj) ? "/" : obj;
-    if (strcmp(path, "/") != 0 && !ff_h5_exists(loc, path))
-        return FF_FAIL(FF_ERR_INPUT, "object '%s' is missing (looking for attribute '%s')", path, attr);
-    if (H5Aexists_by_name((hid_t)loc, path, attr, H5P_DEFAULT) <= 0)
-        return FF_FAIL(FF_ERR_INPUT, "attribute '%s' on '%s' is missing", attr, path);
-    hid_t a = H5Aopen_by_name((hid_t)loc, path, attr, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t ft = H5Aget_type(a);
-    ff_status st = FF_OK;
+    *path = (!obj || !*obj) ? "/" : obj;
+    if (strcmp(*path, "/") != 0 && !ff_h5_exists(loc, *path))
+        return FF_FAIL(FF_ERR_INPUT, "object '%s' is missing (looking for attribute '%s')", *path, attr);
+    if (H5Aexists_by_name((hid_t)loc, *path, attr, H5P_DEFAULT) <= 0)
+        return FF_FAIL(FF_ERR_INPUT, "attribute '%s' on '%s' is missing", attr, *path);
+    *a = H5Aopen_by_name((hid_t)loc, *path, attr, H5P_DEFAULT, H5P_DEFAULT);
+    if (*a < 0) return FF_FAIL(FF_ERR_INPUT, "attribute '%s' on '%s' cannot be opened", attr, *path);
+    *ft = H5Aget_type(*a);
+    return FF_OK;
+}
+
+ff_status ff_h5_read_attr_str(char *out, size_t cap, int64_t loc, const char *obj, const char *attr) {
+    const char *path;
+    hid_t a = -1, ft = -1;
+    ff_status st = open_attr(&a, &ft, &path, loc, obj, attr);
+    if (st != FF_OK) return st;
     if (H5Tget_class(ft) != H5T_STRING) {
         st = FF_FAIL(FF_ERR_INPUT, "attribute '%s' on '%s' is not a string", attr, path);
     } else if (H5Tis_variable_str(ft) > 0) {
@@ -268,15 +278,10 @@ ff_status ff_h5_read_attr_str(char *out, size_t cap, int64_t loc, const char *ob
 }
 
 ff_status ff_h5_read_attr_i64(int64_t *out, int64_t loc, const char *obj, const char *attr) {
-    quiet();
-    const char *path = (!obj || !*obj) ? "/" : obj;
-    if (strcmp(path, "/") != 0 && !ff_h5_exists(loc, path))
-        return FF_FAIL(FF_ERR_INPUT, "object '%s' is missing (looking for attribute '%s')", path, attr);
-    if (H5Aexists_by_name((hid_t)loc, path, attr, H5P_DEFAULT) <= 0)
-        return FF_FAIL(FF_ERR_INPUT, "attribute '%s' on '%s' is missing", attr, path);
-    hid_t a = H5Aopen_by_name((hid_t)loc, path, attr, H5P_DEFAULT, H5P_DEFAULT);
-    hid_t ft = H5Aget_type(a);
-    ff_status st = FF_OK;
+    const char *path;
+    hid_t a = -1, ft = -1;
+    ff_status st = open_attr(&a, &ft, &path, loc, obj, attr);
+    if (st != FF_OK) return st;
     if (H5Tget_class(ft) != H5T_INTEGER)
         st = FF_FAIL(FF_ERR_INPUT, "attribute '%s' on '%s' is not an integer", attr, path);
     else if (H5Aread(a, H5T_NATIVE_INT64, out) < 0)
