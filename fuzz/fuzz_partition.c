@@ -1,9 +1,14 @@
 // libFuzzer target for the partition math (fuzz/README.md). Input bytes choose a chain of 1-4
-// windowed layers (H 1..300, kernel 1..11, stride 1..4, pad 0..5 with pad < kernel), a rank count
-// P 1..64 and an arbitrary (not balanced) tiling of the rows among ranks; the target checks
+// windowed layers (H 1..300 square maps of 1 or 16 channels, square kernel 1..11, stride 1..4,
+// pad 0..5 with pad < kernel), an execution plan (none: every layer direct; the cpu device's; or
+// the cuda device's with --conv, --winograd-m and --s2d from the input, so 3x3/5x5 convs of 16
+// channels run Winograd and strided ones may be space-to-depth whole-layer steps), a band
+// rotation, a rank count P 1..64 and an arbitrary (not balanced) tiling of the rows among ranks;
+// the target checks
 //   - ff_band tiles [0, n) and ff_band_owner agrees with it,
-//   - ff_partition_build + ff_partition_check (bands tile, needs cover the receptive field
-//     exactly, halo plans deliver every missing row once from its owner, symmetric),
+//   - ff_partition_build_planned + ff_partition_check (bands tile, needs are exactly the rows the
+//     plan's algorithm reads: the window, or whole Winograd tiles; whole-layer steps are not
+//     split; halo plans deliver every missing row once from its owner, symmetric),
 //   - ff_plan_exchange for the arbitrary tiling: every needed row arrives exactly once, from the
 //     rank that holds it, and nothing else is sent.
 // Any violation aborts (libFuzzer reports it, saves the input and exits 1 as run by CTest).
@@ -12,6 +17,14 @@
 #include <string.h>
 
 #include "fivefold/partition.h"
+
+// The partition takes each band's input rows from the plan (plan.c), whose Winograd geometry is
+// winograd.c's. This target is compiled from its sources, not linked with libfivefold (so that
+// libFuzzer's coverage instrumentation sees them), and its build lists partition.c, model.c and
+// status.c (fuzz/CMakeLists.txt, run_fuzz_partition.sh): the plan's two sources are compiled in
+// here, where the fuzzer covers them too. (Should those lists name them, remove these lines.)
+#include "../core/device/cuda/winograd.c"
+#include "../core/plan/plan.c"
 
 typedef struct {
     const uint8_t *p;
@@ -45,7 +58,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ff_model m;
     memset(&m, 0, sizeof m);
     m.name = "fuzz";
-    ff_shape s = {1, 1 + (int64_t)take(&b, 300), 1};
+    const int64_t C = take(&b, 2) ? 16 : 1;  // 16: enough channels for Winograd (winograd.h)
+    const int64_t H0 = 1 + (int64_t)take(&b, 300);
+    ff_shape s = {C, H0, H0};
     m.input = s;
     int n_layers = 1 + (int)take(&b, 4);
     for (int i = 0; i < n_layers; i++) {
@@ -53,27 +68,38 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         memset(&L, 0, sizeof L);
         L.name = "L";
         L.op = take(&b, 2) ? FF_OP_CONV2D : FF_OP_MAXPOOL;
-        L.kh = 1 + (int)take(&b, 11);
-        L.kw = 1;
+        L.kh = L.kw = 1 + (int)take(&b, 11);
         L.stride = 1 + (int)take(&b, 4);
         int pmax = L.kh - 1 < 5 ? L.kh - 1 : 5;
         L.pad = (int)take(&b, (unsigned)pmax + 1);
         if (s.h + 2 * L.pad < L.kh) break;  // no output row: the chain ends here
-        L.out_c = 1;
+        L.out_c = C;
         L.in = s;
-        L.out.c = 1;
-        L.out.h = (s.h + 2 * L.pad - L.kh) / L.stride + 1;
-        L.out.w = (1 + 2 * L.pad - 1) / L.stride + 1;
+        L.out.c = C;
+        L.out.h = L.out.w = (s.h + 2 * L.pad - L.kh) / L.stride + 1;
+        L.fan_in = L.op == FF_OP_CONV2D ? C * L.kh * L.kw : 0;
         L.param_index = -1;
         m.layers[m.n_layers++] = L;
         s = L.out;
     }
     if (m.n_layers == 0) return 0;
+    // The plan: none (NULL, every layer direct), the cpu device's, or the cuda device's.
+    const unsigned kind = take(&b, 3);
+    ff_plan_options po;
+    memset(&po, 0, sizeof po);
+    po.conv = take(&b, 2) ? FF_CONV_WINOGRAD : FF_CONV_DIRECT;
+    po.winograd_m = take(&b, 2) ? 4 : 2;
+    po.s2d = take(&b, 2) != 0;
+    ff_plan plan;
+    if (kind && ff_plan_build(&plan, &m, kind == 1 ? FF_DEVICE_CPU : FF_DEVICE_CUDA, &po) != FF_OK)
+        die("ff_plan_build");
+    const int rot = (int)take(&b, 64);
     int P = 1 + (int)take(&b, 64);
     check_bands(m.input.h, P);
     check_bands(s.h, P);
     ff_partition *p = NULL;
-    if (ff_partition_build(&p, &m, 0, m.n_layers - 1, P, FF_SPLIT_ROWS, 1) != FF_OK) die("ff_partition_build");
+    if (ff_partition_build_planned(&p, &m, kind ? &plan : NULL, 0, m.n_layers - 1, P, FF_SPLIT_ROWS, 1, rot) != FF_OK)
+        die("ff_partition_build_planned");
     if (ff_partition_check(p, &m) != FF_OK) die("ff_partition_check");
     ff_partition_free(p);
 

@@ -6,12 +6,16 @@
 // receptive field exactly, plans symmetric) for the whole chain and a random sub-range; the mpi
 // mode checks its halo buffers' guard regions after every exchange. A failure prints a one-line
 // reproducer. With --mpi the cases run under real MPI with P = the job's size.
+// With --device cuda the same cases run on one GPU: the cuda device and the loopback transport
+// (the simulated ranks share the GPU; mode hybrid's decomposition, partition per the GPU plan, so
+// Winograd bands fetch whole tiles and space-to-depth convs are whole-layer steps), compared bit
+// for bit with the cuda mode computing the chain whole. Without a GPU it exits 77 (skipped).
 //
-//   halo_fuzz [--seed S] [--cases N] [--case I] [--mpi] [--inject-fault] [--verbose]
+//   halo_fuzz [--seed S] [--cases N] [--case I] [--mpi] [--device cpu|cuda] [--inject-fault] [--verbose]
 //
 // Exit 0: every case passed; 1: a case failed (CTest must count a finding as a failure, never as
-// skipped, so 77 is never used); 2: bad usage. A case that crashes (a signal, or a sanitizer
-// report in a sanitizer build) prints its reproducer line before the process ends.
+// skipped, so 77 is never used for one; only --device cuda without a GPU exits 77); 2: bad usage. A case that crashes
+// (a signal, or a sanitizer report in a sanitizer build) prints its reproducer line before the process ends.
 #include <mpi.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -23,6 +27,8 @@
 
 #include "fivefold/comm.h"
 #include "fivefold/executor.h"
+#include "fivefold/gpu.h"
+#include "fivefold/plan.h"
 #include "fivefold/layers_cpu.h"
 #include "fivefold/partition.h"
 #include "fivefold/rng.h"
@@ -52,6 +58,8 @@ typedef struct {
     float *got;  // same, from the mpi mode
     char desc[1024];
 } fuzz_case;
+
+static bool on_gpu;  // --device cuda
 
 static const char *op_short(ff_op op) {
     switch (op) {
@@ -85,6 +93,9 @@ static bool add_layer(ff_model *m, ff_layer L, ff_shape in) {
     } else {
         L.out = in;
     }
+    m->n_weights_total += L.n_weight + L.n_bias;
+    if (ff_shape_numel(in) > m->max_act) m->max_act = ff_shape_numel(in);
+    if (ff_shape_numel(L.out) > m->max_act) m->max_act = ff_shape_numel(L.out);
     m->layers[m->n_layers++] = L;
     return true;
 }
@@ -101,7 +112,11 @@ static bool make_case(fuzz_case *fc, uint64_t seed, int64_t index, int force_P) 
     rng r = {ff_rng_key(seed, (uint64_t)index)};
     ff_model *m = &fc->m;
     m->name = "fuzz";
-    ff_shape s = {uni(&r, 1, 4), uni(&r, 1, 64), uni(&r, 1, 10)};
+    // On the GPU, odd cases scale every channel count by 8 (the random draws are the same): the
+    // Winograd kernels take layers with >= 16 channels only, and their whole-tile halos are what
+    // the GPU variant is about; even cases are exactly the CPU fuzzer's cases.
+    const int64_t wide = on_gpu && (index & 1) ? 8 : 1;
+    ff_shape s = {uni(&r, 1, 4) * wide, uni(&r, 1, 64), uni(&r, 1, 10)};
     m->input = s;
     int windowed = (int)uni(&r, 1, 4);
     size_t pos = 0;
@@ -120,7 +135,7 @@ static bool make_case(fuzz_case *fc, uint64_t seed, int64_t index, int force_P) 
         int pmax = L.op == FF_OP_CONV2D ? kmin - 1 : kmin / 2;
         if (pmax > 5) pmax = 5;
         L.pad = (int)uni(&r, 0, pmax);
-        L.out_c = uni(&r, 1, 5);
+        L.out_c = uni(&r, 1, 5) * wide;
         snprintf(names[m->n_layers], sizeof names[0], "L%d", m->n_layers);
         L.name = names[m->n_layers];
         if (!add_layer(m, L, s)) {  // kernel larger than the padded input: shrink it to fit
@@ -200,6 +215,19 @@ static void free_case(fuzz_case *fc) {
     free(fc->got);
 }
 
+// The GPU reference: the cuda mode computing the chain whole.
+static ff_status reference_gpu(fuzz_case *fc) {
+    ff_exec_options o;
+    ff_exec_options_default(&o);
+    o.mode = FF_MODE_CUDA;
+    o.max_batch = fc->n;  // no fault here: the reference must stay clean
+    ff_executor *e = NULL;
+    FF_TRY(ff_exec_create(&e, &fc->m, &fc->w, &o));
+    ff_status st = ff_exec_forward(e, fc->ref, fc->input, fc->n, fc->first, fc->last);
+    ff_exec_destroy(e);
+    return st;
+}
+
 // The reference: layers [first, last] on the whole tensor, one after another.
 static void reference(fuzz_case *fc) {
     const ff_model *m = &fc->m;
@@ -227,8 +255,8 @@ static ff_status run_rank(ff_comm *c, void *arg) {
     fuzz_case *fc = arg;
     ff_exec_options o;
     ff_exec_options_default(&o);
-    o.mode = FF_MODE_MPI;
-    o.split = fc->split;
+    o.mode = on_gpu ? FF_MODE_HYBRID : FF_MODE_MPI;
+    o.split = fc->split == FF_SPLIT_REPLICATE && on_gpu ? FF_SPLIT_BATCH : fc->split;
     o.max_batch = fc->n;
     o.comm = c;
     o.fault_layer = fc->fault_layer;
@@ -278,10 +306,10 @@ static int run_case(uint64_t seed, int64_t index, bool use_mpi, ff_comm *world, 
     fuzz_case fc;
     int P = use_mpi ? ff_comm_size(world) : 0;
     int rank = use_mpi ? ff_comm_rank(world) : 0;
-    int len =
-        snprintf(crash_line, sizeof crash_line,
-                 "CRASH in case %lld\nreproduce: fuzz/halo_fuzz --seed %llu --case %lld%s%s\n", (long long)index,
-                 (unsigned long long)seed, (long long)index, use_mpi ? " --mpi" : "", fault ? " --inject-fault" : "");
+    int len = snprintf(crash_line, sizeof crash_line,
+                       "CRASH in case %lld\nreproduce: fuzz/halo_fuzz --seed %llu --case %lld%s%s%s\n",
+                       (long long)index, (unsigned long long)seed, (long long)index, use_mpi ? " --mpi" : "",
+                       on_gpu ? " --device cuda" : "", fault ? " --inject-fault" : "");
     crash_len = len > 0 && (size_t)len < sizeof crash_line ? (size_t)len : 0;
     if (!make_case(&fc, seed, index, P)) {  // make_case shrinks kernels to fit: a generator bug
         free_case(&fc);
@@ -306,7 +334,15 @@ static int run_case(uint64_t seed, int64_t index, bool use_mpi, ff_comm *world, 
         int f = k ? fc.first : 0, l = k ? fc.last : fc.m.n_layers - 1;
         // the rotation of some image group of the run (forward_rows uses rotations 0..min(P, n)-1)
         const int rot = (int)((seed ^ (uint64_t)index) % (uint64_t)fc.P);
-        ff_status st = ff_partition_build_rotated(&p, &fc.m, f, l, fc.P, FF_SPLIT_ROWS, fc.n, rot);
+        ff_plan plan, *pp = NULL;
+        ff_plan_options po;
+        ff_status st = FF_OK;
+        if (on_gpu) {  // the GPU plan: Winograd tiles and whole-layer steps shape the partition
+            st = ff_plan_options_default(&po);
+            if (st == FF_OK) st = ff_plan_build(&plan, &fc.m, FF_DEVICE_CUDA, &po);
+            pp = &plan;
+        }
+        if (st == FF_OK) st = ff_partition_build_planned(&p, &fc.m, pp, f, l, fc.P, FF_SPLIT_ROWS, fc.n, rot);
         if (st == FF_OK) st = ff_partition_check(p, &fc.m);
         if (st == FF_OK && k == 1 && fc.split == FF_SPLIT_ROWS)
             for (int i = f; i <= l; i++) {
@@ -333,8 +369,12 @@ static int run_case(uint64_t seed, int64_t index, bool use_mpi, ff_comm *world, 
     }
     // 2. the decomposed run against the whole-tensor reference, bit for bit
     if (!bad) {
-        if (rank == 0) reference(&fc);
-        ff_status st = use_mpi ? run_rank(world, &fc) : ff_comm_loopback_run(fc.P, run_rank, &fc);
+        ff_status st = FF_OK;
+        if (rank == 0 && on_gpu)
+            st = reference_gpu(&fc);
+        else if (rank == 0)
+            reference(&fc);
+        if (st == FF_OK) st = use_mpi ? run_rank(world, &fc) : ff_comm_loopback_run(fc.P, run_rank, &fc);
         if (st != FF_OK) {
             bad = 1;
             why = "run failed";
@@ -367,8 +407,8 @@ static int run_case(uint64_t seed, int64_t index, bool use_mpi, ff_comm *world, 
     }
     if (bad && rank == 0) {
         printf("FAIL case %lld: %s: %s (%s; %s)\n", (long long)index, why, msg, where, fc.desc);
-        printf("reproduce: fuzz/halo_fuzz --seed %llu --case %lld%s%s\n", (unsigned long long)seed, (long long)index,
-               use_mpi ? " --mpi" : "", fault ? " --inject-fault" : "");
+        printf("reproduce: fuzz/halo_fuzz --seed %llu --case %lld%s%s%s\n", (unsigned long long)seed, (long long)index,
+               use_mpi ? " --mpi" : "", on_gpu ? " --device cuda" : "", fault ? " --inject-fault" : "");
         fflush(stdout);
     }
     free_case(&fc);
@@ -377,11 +417,14 @@ static int run_case(uint64_t seed, int64_t index, bool use_mpi, ff_comm *world, 
 
 static void usage(void) {
     printf(
-        "usage: halo_fuzz [--seed S] [--cases N] [--case I] [--mpi] [--inject-fault] [--verbose]\n"
+        "usage: halo_fuzz [--seed S] [--cases N] [--case I] [--mpi] [--device cpu|cuda] [--inject-fault]\n"
+        "                 [--verbose]\n"
         "  runs N seeded cases (default 2000; --case I runs only case I) of random windowed-layer\n"
         "  chains split over P = 1..16 loopback ranks (--mpi: real MPI, P = job size) and checks\n"
         "  them bit for bit against the whole-tensor CPU layers. --inject-fault perturbs the last\n"
-        "  layer's output (every case must then fail: a self-test of the comparison).\n");
+        "  layer's output (every case must then fail: a self-test of the comparison). --device cuda\n"
+        "  runs the cases on one GPU (hybrid's decomposition over loopback ranks sharing it) against\n"
+        "  the cuda mode's whole-chain result; exit 77 without a GPU.\n");
 }
 
 int main(int argc, char **argv) {
@@ -401,6 +444,9 @@ int main(int argc, char **argv) {
             fault = true;
         else if (!strcmp(argv[i], "--verbose"))
             verbose = true;
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "cuda") || !strcmp(argv[i + 1], "cpu")))
+            on_gpu = !strcmp(argv[++i], "cuda");
         else {
             usage();
             return !strcmp(argv[i], "--help") ? 0 : 2;
@@ -422,6 +468,14 @@ int main(int argc, char **argv) {
         rank = ff_comm_rank(world);
     }
     install_crash_reporting();
+    if (on_gpu) {  // no GPU here: skipped (77), the only case the fuzzer does not fail
+        int count = 0;
+        if (ff_gpu_device_count(&count) != FF_OK || count < 1) {
+            if (rank == 0) printf("halo_fuzz: --device cuda: %s: skipped\n", ff_last_error());
+            if (use_mpi) MPI_Finalize();
+            return 77;
+        }
+    }
     int64_t lo = only >= 0 ? only : 0, hi = only >= 0 ? only + 1 : cases;
     int64_t failed = 0;
     for (int64_t i = lo; i < hi; i++) failed += run_case(seed, i, use_mpi, world, fault, verbose);
@@ -430,7 +484,10 @@ int main(int argc, char **argv) {
         printf(fault ? "halo_fuzz: injected fault caught in %lld of %lld cases (seed %llu%s%s)\n"
                      : "halo_fuzz: %lld of %lld cases passed (seed %llu%s%s)\n",
                (long long)(hi - lo - failed), (long long)(hi - lo), (unsigned long long)seed,
-               use_mpi ? ", MPI" : ", loopback", fault ? ", fault injected" : "");
+               use_mpi  ? ", MPI"
+               : on_gpu ? ", loopback on one GPU"
+                        : ", loopback",
+               fault ? ", fault injected" : "");
     if (rank == 0 && !fault)
         printf(
             "coverage: %lld halo messages, %lld from beyond the neighbour, %lld receivers with "

@@ -17,7 +17,7 @@ if ! "$clang" -fsanitize=fuzzer "$probe/p.c" -o "$probe/p" 2>/dev/null; then
 fi
 if ! "$clang" -std=c11 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
     -Wall -Wextra -Werror -ffp-contract=off -D_GNU_SOURCE -I"$src/core/include" \
-    "$src/fuzz/fuzz_partition.c" "$src/core/decomposition/partition.c" "$src/core/model/model.c" "$src/core/base/status.c" \
+    "$src/fuzz/fuzz_partition.c" "$src/core/decomp/partition.c" "$src/core/model/model.c" "$src/core/base/status.c" \
     -o "$bin"; then
     echo "fuzz_partition: the target did not compile with $clang (see above)"
     exit 1

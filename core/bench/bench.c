@@ -17,8 +17,10 @@ ff_status ff_bench_time(ff_bench_timing *t, ff_executor *e, float *y, const floa
                         uint64_t expect_digest) {
     memset(t, 0, sizeof *t);
     if (iters < 1) return FF_FAIL(FF_ERR_INPUT, "--iters %d: expected at least 1", iters);
-    const ff_model *m = e->model;
-    ff_comm *comm = e->opt.comm;
+    const ff_model *m = ff_exec_model(e);
+    ff_comm *comm = ff_exec_options_of(e)->comm;
+    ff_exec_caps caps;
+    ff_exec_caps_of(&caps, e);
     int last = m->n_layers - 1;
     for (int i = 0; i < warmup; i++) FF_TRY(ff_exec_forward(e, y, x, n, 0, last));
     ff_trace *tr = ff_exec_trace(e);
@@ -31,7 +33,7 @@ ff_status ff_bench_time(ff_bench_timing *t, ff_executor *e, float *y, const floa
         double t0 = ff_now();
         st = ff_exec_forward(e, y, x, n, 0, last);
         ms[i] = 1e3 * (ff_now() - t0);
-        if (st == FF_OK && e->rank == 0) {
+        if (st == FF_OK && ff_exec_rank(e) == 0) {
             t->digest = ff_digest_f32(y, (size_t)(n * m->classes));
             if (t->digest != expect_digest) t->wrong++;
         }
@@ -69,7 +71,7 @@ ff_status ff_bench_time(ff_bench_timing *t, ff_executor *e, float *y, const floa
     t->max_ms = ms[iters - 1];
     free(ms);
     // Device-resident replays (GPU modes; the untraced pass only, single process).
-    if (e->ext && e->ext->time_resident && !e->opt.trace && !(comm && ff_comm_size(comm) > 1)) {
+    if (caps.resident_timing && !ff_exec_trace(e)) {
         double *rs = malloc((size_t)iters * sizeof(double));
         if (!rs) return FF_FAIL(FF_ERR_OOM, "timings");
         st = ff_exec_time_resident(e, n, iters, rs);

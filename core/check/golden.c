@@ -22,8 +22,35 @@
 #define GOLDEN_MAX_BYTES ((int64_t)2 << 30)
 #define MAX_IMAGES 100000
 
-const char *ff_digest_class_name(ff_digest_class c) {
-    return c == FF_CLASS_GPU ? "gpu" : "cpu";
+ff_status ff_digest_class_check(const char *name) {
+    size_t n = name ? strlen(name) : 0;
+    bool ok = n >= 1 && n < FF_DIGEST_CLASS_MAX;
+    for (size_t i = 0; ok && i < n; i++) {
+        const char c = name[i];
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_' ||
+             c == '.';
+    }
+    if (!ok)
+        return FF_FAIL(FF_ERR_INPUT,
+                       "digest class '%.64s': expected 1..%d characters of a-z, A-Z, 0-9, '-', '_', '.' (it names "
+                       "the group /expected/<class> of a golden)",
+                       name ? name : "(null)", FF_DIGEST_CLASS_MAX - 1);
+    return FF_OK;
+}
+
+const ff_golden_class *ff_golden_find_class(const ff_golden *g, const char *name) {
+    if (!name || !*name) return NULL;
+    for (int c = 0; c < g->n_classes; c++)
+        if (strcmp(g->classes[c].name, name) == 0) return &g->classes[c];
+    return NULL;
+}
+
+// The attribute of /expected/<class> that holds slot s's digest; NULL for an unused slot.
+static const char *slot_attr(const ff_model *m, int s) {
+    return s < m->n_layers             ? m->layers[s].name
+           : s == FF_GOLDEN_E2E_LOGITS ? "end_to_end_logits"
+           : s == FF_GOLDEN_E2E_OUTPUT ? "end_to_end_output"
+                                       : NULL;
 }
 
 static bool file_exists(const char *p) {
@@ -265,6 +292,50 @@ static bool is_exact_op(ff_op op) {
     return op == FF_OP_RELU || op == FF_OP_MAXPOOL || op == FF_OP_FLATTEN;
 }
 
+static ff_status load_classes(ff_golden *g, const ff_model *m) {
+    const hid_t f = (hid_t)g->file;
+    if (!ff_h5_exists(g->file, "expected")) return FF_OK;
+    hid_t ex = H5Gopen2(f, "expected", H5P_DEFAULT);
+    if (ex < 0) return FF_FAIL(FF_ERR_INPUT, "'/expected' is not a group: expected one group per digest class");
+    H5G_info_t info;
+    ff_status st = FF_OK;
+    if (H5Gget_info(ex, &info) < 0) {
+        H5Gclose(ex);
+        return FF_FAIL(FF_ERR_HDF5, "cannot list the groups of '/expected'");
+    }
+    if (info.nlinks > FF_GOLDEN_MAX_CLASSES) {
+        H5Gclose(ex);
+        return FF_FAIL(FF_ERR_INPUT, "'/expected' holds %llu digest classes: expected at most %d",
+                       (unsigned long long)info.nlinks, FF_GOLDEN_MAX_CLASSES);
+    }
+    for (hsize_t k = 0; k < info.nlinks && st == FF_OK; k++) {
+        char name[2 * FF_DIGEST_CLASS_MAX];
+        ssize_t len = H5Lget_name_by_idx(ex, ".", H5_INDEX_NAME, H5_ITER_INC, k, name, sizeof name, H5P_DEFAULT);
+        if (len < 0) {
+            st = FF_FAIL(FF_ERR_HDF5, "cannot read the name of group %llu of '/expected'", (unsigned long long)k);
+            break;
+        }
+        if (len >= FF_DIGEST_CLASS_MAX) {  // longer than any class name (the name printed may be cut short)
+            st = FF_FAIL(FF_ERR_INPUT, "'/expected/%s...': a digest class name longer than %d characters", name,
+                         FF_DIGEST_CLASS_MAX - 1);
+            break;
+        }
+        if ((st = ff_digest_class_check(name)) != FF_OK) break;
+        ff_golden_class *c = &g->classes[g->n_classes++];
+        memcpy(c->name, name, (size_t)len + 1);
+        char obj[FF_DIGEST_CLASS_MAX + 16];
+        snprintf(obj, sizeof obj, "expected/%s", c->name);
+        for (int s = 0; s < FF_GOLDEN_N_SLOTS && st == FF_OK; s++) {
+            const char *an = slot_attr(m, s);
+            if (!an || H5Aexists_by_name(f, obj, an, H5P_DEFAULT) <= 0) continue;
+            st = attr_hex(&c->digest[s], g->file, obj, an);
+            c->has[s] = st == FF_OK;
+        }
+    }
+    H5Gclose(ex);
+    return st;
+}
+
 static ff_status load_body(ff_golden *g, const ff_model *m) {
     int64_t f = g->file;
     FF_TRY(ff_h5_read_attr_i64(&g->format_version, f, "meta", "format_version"));
@@ -371,23 +442,9 @@ static ff_status load_body(ff_golden *g, const ff_model *m) {
         FF_TRY(attr_hex(&g->b_digest[i], f, obj, "b_fnv1a64"));
     }
 
-    // Recorded reference digests (optional: absent until `verify --record`).
-    for (int c = 0; c < FF_N_CLASSES; c++) {
-        char obj[64];
-        snprintf(obj, sizeof obj, "expected/%s", ff_digest_class_name((ff_digest_class)c));
-        if (!ff_h5_exists(f, obj)) continue;
-        for (int s = 0; s < FF_GOLDEN_N_SLOTS; s++) {
-            const char *an = s < m->n_layers             ? m->layers[s].name
-                             : s == FF_GOLDEN_E2E_LOGITS ? "end_to_end_logits"
-                             : s == FF_GOLDEN_E2E_OUTPUT ? "end_to_end_output"
-                                                         : NULL;
-            if (!an) continue;
-            if (H5Aexists_by_name((hid_t)f, obj, an, H5P_DEFAULT) <= 0) continue;
-            FF_TRY(attr_hex(&g->expected[c][s], f, obj, an));
-            g->has_expected[c][s] = true;
-        }
-    }
-    return FF_OK;
+    // Recorded digests (optional: absent until `verify --record`): every group of /expected is a
+    // digest class; its attributes named after a layer or an end-to-end output are that slot's.
+    return load_classes(g, m);
 }
 
 ff_status ff_golden_load(ff_golden *g, const ff_model *m, const char *path, const ff_golden_options *o) {
@@ -488,28 +545,28 @@ ff_status ff_golden_weights(ff_weights *wt, const ff_golden *g, const ff_model *
     return ff_golden_check_weights(g, m, wt);
 }
 
-ff_status ff_golden_record(const ff_golden *g, const ff_model *m, ff_digest_class cls, const uint64_t *digests,
+ff_status ff_golden_record(const ff_golden *g, const ff_model *m, const char *cls, const uint64_t *digests,
                            const bool *set, const char *manifest, int *changed) {
     *changed = 0;
+    FF_TRY(ff_digest_class_check(cls));
+    const ff_golden_class *rec = ff_golden_find_class(g, cls);  // NULL: a class new to this golden
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = H5Fopen(g->path, H5F_ACC_RDWR, H5P_DEFAULT);
     if (f < 0) return FF_FAIL(FF_ERR_IO, "cannot open golden '%s' for writing (--record)", g->path);
-    char obj[64];
-    snprintf(obj, sizeof obj, "expected/%s", ff_digest_class_name(cls));
+    char obj[FF_DIGEST_CLASS_MAX + 16];
+    snprintf(obj, sizeof obj, "expected/%s", cls);
     ff_status st = FF_OK;
     for (int s = 0; s < FF_GOLDEN_N_SLOTS && st == FF_OK; s++) {
-        if (!set[s]) continue;
-        const char *an = s < m->n_layers             ? m->layers[s].name
-                         : s == FF_GOLDEN_E2E_LOGITS ? "end_to_end_logits"
-                                                     : "end_to_end_output";
-        bool had = g->has_expected[cls][s];
-        if (had && g->expected[cls][s] == digests[s]) continue;
+        const char *an = slot_attr(m, s);
+        if (!set[s] || !an) continue;
+        bool had = rec && rec->has[s];
+        if (had && rec->digest[s] == digests[s]) continue;
         char hx[17], old[17];
         ff_digest_hex(hx, digests[s]);
         st = ff_h5_write_attr_str((int64_t)f, obj, an, hx);
         if (st == FF_OK) {
             printf("record: %s %s/%s: %s -> %s\n", g->model, obj, an,
-                   had ? ff_digest_hex(old, g->expected[cls][s]) : "(none)", hx);
+                   had ? ff_digest_hex(old, rec->digest[s]) : "(none)", hx);
             (*changed)++;
         }
     }

@@ -176,9 +176,9 @@ static bool matches(const regex_t *re, const char *s) {
     return !re || regexec(re, s, 0, NULL, 0) == 0;
 }
 
-static void check_digest(ff_verify_row *r, const ff_golden *g, ff_digest_class cls, int slot, bool full_batch) {
-    if (!full_batch || !g->has_expected[cls][slot]) return;
-    r->expected_digest = g->expected[cls][slot];
+static void check_digest(ff_verify_row *r, const ff_golden_class *rec, int slot, bool full_batch) {
+    if (!full_batch || !rec || !rec->has[slot]) return;
+    r->expected_digest = rec->digest[slot];
     r->digest_state = r->digest == r->expected_digest ? 1 : -1;
     if (r->digest_state < 0) {
         char hx[17];
@@ -199,46 +199,61 @@ typedef struct {
     ff_verify_report *rep;
     regex_t *re;
     int64_t n;
-    ff_digest_class cls;
+    const char *cls;               // the plan's digest class ("cpu", "gpu", "gpu-direct", ...); "": none
+    const ff_golden_class *known;  // the golden's record of that class; NULL: it has none
     bool full_batch, root;
     char prefix[96], tail[96];
     double **A;
     double prod_rel;        // extra relative error per product (--precision tf32), 0 for float32
-    int wg[FF_MAX_LAYERS];  // Winograd tile size m per layer (0: a direct dot product), from the executor
-    bool has_class;         // the configuration has a digest class (ff_verify_digest_class)
+    int wg[FF_MAX_LAYERS];  // Winograd tile size m per layer (0: a direct dot product), from the plan
+    bool has_class;         // the plan has a digest class (own kernels in float32)
     bool stat_model;        // the statistical rule applies (own kernels, float32: known orders)
-    bool gpu_split;         // linear layers run linear_split.h's order (the GPU modes)
-    ff_executor *serial;    // mpi without recorded digests to compare: serial, for its digests
+    bool gpu_split;         // linear layers run linear_split.h's order (the cuda device)
+    ff_executor *serial;    // a multi-rank mode without recorded digests of its class: the same
+                            // device and plan on one process (serial, cuda), for its digests
+    char serial_name[8];    // that mode's name
     uint64_t rec[FF_GOLDEN_N_SLOTS];
     bool rec_set[FF_GOLDEN_N_SLOTS];
 } run_ctx;
 
 // The row's digest against the reference of its class: the recorded one (whole golden batch), or,
-// for mpi where none is recorded (a user's golden, a partial batch), serial's digest of the same
-// computation made in this run: mpi = serial bit for bit is proven either way.
+// for a multi-rank mode where none is recorded (a user's golden, a partial batch, a plan whose
+// class the golden has no record of), the digest of the same computation on one process made in
+// this run: mpi = serial bit for bit is proven either way. A class with no record otherwise is
+// compared by tolerance alone, and the row says so: a missing record is never a mismatch.
 static ff_status compare_digest(run_ctx *c, ff_verify_row *r, int slot, const float *in, int first, int last,
                                 size_t count) {
     if (!c->has_class) {
         append_note(r, "digest: not compared (%s: own class)",
-                    c->cfg->exec.backend == FF_BACKEND_VENDOR ? "vendor backend" : "tf32");
+                    ff_exec_plan(c->e)->opt.backend == FF_BACKEND_VENDOR ? "vendor backend" : "tf32");
         return FF_OK;
     }
-    if (c->full_batch && c->g->has_expected[c->cls][slot]) {
-        check_digest(r, c->g, c->cls, slot, true);
+    if (c->full_batch && c->known && c->known->has[slot]) {
+        check_digest(r, c->known, slot, true);
         return FF_OK;
     }
-    if (!c->serial) return FF_OK;
+    if (!c->serial) {
+        // (A partial batch: the records are of the whole golden batch, so there is nothing to say.)
+        if (c->full_batch)
+            append_note(r,
+                        c->known ? "digest: not compared (class %s has no record of this output; --record writes one)"
+                                 : "digest: not compared (no record for class %s; --record writes one)",
+                        c->cls);
+        return FF_OK;
+    }
     float *ref = malloc(count * sizeof(float));
     if (!ref) return FF_FAIL(FF_ERR_OOM, "verify: %zu floats for the serial reference digest", count);
     ff_status st = ff_exec_forward(c->serial, ref, in, c->n, first, last);
     if (st == FF_OK) {
         r->expected_digest = ff_digest_f32(ref, count);
         r->digest_state = r->digest == r->expected_digest ? 2 : -2;
+        snprintf(r->digest_ref, sizeof r->digest_ref, "%s", c->serial_name);
         if (r->digest_state < 0) {
-            char hx[17];
+            char hx[17], b[160];
             ff_digest_hex(hx, r->expected_digest);
-            append_note(r, "digest differs from serial's %s computed in this run (mpi must equal serial bit for bit)",
-                        hx);
+            snprintf(b, sizeof b, "digest differs from %s's %s computed in this run (%s must equal %s bit for bit)",
+                     c->serial_name, hx, ff_mode_name(c->cfg->exec.mode), c->serial_name);
+            append_note(r, "%s", b);
             r->pass = false;
         }
     }
@@ -524,13 +539,6 @@ static void run_weights_row(run_ctx *c, const ff_weights *wt, ff_status wst) {
     finish_row(c->rep, r, c->cfg->progress);
 }
 
-bool ff_verify_digest_class(ff_digest_class *out, ff_mode mode, ff_backend backend, ff_precision precision) {
-    *out = (mode == FF_MODE_SERIAL || mode == FF_MODE_MPI) ? FF_CLASS_CPU : FF_CLASS_GPU;
-    // The recorded classes are the own kernels' bits in float32 (serial = mpi; cuda = hybrid =
-    // direct); cuBLAS/cuDNN and tf32 products make other bits, so nothing recorded applies.
-    return backend == FF_BACKEND_OWN && precision == FF_PRECISION_FP32;
-}
-
 ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg) {
     memset(rep, 0, sizeof *rep);
     ff_model m;
@@ -575,21 +583,8 @@ ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg) {
         goto done;
     }
     rep->batch = n;
-    c.has_class = ff_verify_digest_class(&c.cls, cfg->exec.mode, cfg->exec.backend, cfg->exec.precision);
     c.full_batch = n == g.n;
-    c.prod_rel = cfg->exec.precision == FF_PRECISION_TF32 ? FF_TOL_TF32_PRODUCT : 0.0;
-    // Own kernels in float32 have known summation orders; the vendor's and tf32 have no model here.
-    c.stat_model = cfg->exec.backend == FF_BACKEND_OWN && cfg->exec.precision == FF_PRECISION_FP32;
-    c.gpu_split = cfg->exec.mode != FF_MODE_SERIAL && cfg->exec.mode != FF_MODE_MPI;
-    snprintf(rep->digest_class, sizeof rep->digest_class, "%s", c.has_class ? ff_digest_class_name(c.cls) : "none");
-    if (cfg->record && !c.has_class) {
-        st = FF_FAIL(FF_ERR_INPUT,
-                     "--record with --backend %s --precision %s: that configuration has no digest class to record "
-                     "(expected --backend own --precision fp32)",
-                     cfg->exec.backend == FF_BACKEND_VENDOR ? "vendor" : "own",
-                     cfg->exec.precision == FF_PRECISION_TF32 ? "tf32" : "fp32");
-        goto done;
-    }
+    c.cls = "";
     int ranks = cfg->ranks > 0 ? cfg->ranks : 1;
     rep->rank = 0;
     rep->ranks = ranks;
@@ -610,27 +605,56 @@ ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg) {
         st = ff_exec_create(&e, &m, &wt, &eo);
         if (st != FF_OK) goto done;
         c.e = e;
-        for (int i = 0; i < m.n_layers; i++) {
-            const char *alg = ff_exec_layer_algorithm(e, i);
-            if (strncmp(alg, "winograd-", 9) == 0) c.wg[i] = atoi(alg + 9);
+        // Everything that depends on how the layers are computed comes from the executor's plan:
+        // each conv layer's rule (direct, or Winograd F(m x m, r x r)), the digest class, and
+        // whether the statistical rule knows the summation orders.
+        const ff_plan *plan = ff_exec_plan(e);
+        ff_exec_caps caps;
+        ff_exec_caps_of(&caps, e);
+        for (int i = 0; i < m.n_layers; i++) c.wg[i] = plan->layer[i].alg == FF_CONV_WINOGRAD ? plan->layer[i].wg_m : 0;
+        c.cls = plan->digest_class;
+        c.has_class = c.cls[0] != 0;
+        c.known = ff_golden_find_class(&g, c.cls);
+        c.prod_rel = plan->opt.precision == FF_PRECISION_TF32 ? FF_TOL_TF32_PRODUCT : 0.0;
+        // Own kernels in float32 have known summation orders; the vendor's and tf32 have no model here.
+        c.stat_model = plan->opt.backend == FF_BACKEND_OWN && plan->opt.precision == FF_PRECISION_FP32;
+        c.gpu_split = plan->device == FF_DEVICE_CUDA;
+        snprintf(rep->digest_class, sizeof rep->digest_class, "%s", c.cls);
+        rep->class_recorded = c.known != NULL;
+        if (cfg->record && !c.has_class) {
+            st = FF_FAIL(FF_ERR_INPUT,
+                         "--record with --backend %s --precision %s: that configuration has no digest class to record "
+                         "(expected --backend own --precision fp32)",
+                         plan->opt.backend == FF_BACKEND_VENDOR ? "vendor" : "own",
+                         plan->opt.precision == FF_PRECISION_TF32 ? "tf32" : "fp32");
+            goto done;
         }
         // Multi-rank: the executor knows the communicator; rows are made on rank 0.
         rep->rank = ff_exec_rank(e);
         rep->ranks = ranks = ff_exec_ranks(e) > 1 ? ff_exec_ranks(e) : ranks;
         c.root = rep->rank == 0;
-        // mpi = serial bit for bit is proven against recorded digests where the golden has them
-        // for the whole batch; otherwise rank 0 computes serial's digests in this run.
-        bool all_recorded = c.full_batch;
-        for (int i = 0; i < m.n_layers; i++) all_recorded = all_recorded && g.has_expected[FF_CLASS_CPU][i];
-        all_recorded = all_recorded && g.has_expected[FF_CLASS_CPU][FF_GOLDEN_E2E_LOGITS] &&
-                       g.has_expected[FF_CLASS_CPU][FF_GOLDEN_E2E_OUTPUT];
-        if (cfg->exec.mode == FF_MODE_MPI && c.root && !all_recorded) {
+        // A multi-rank mode (mpi = serial bit for bit) is proven against the recorded digests of
+        // its class where the golden has them for the whole batch; otherwise rank 0 computes the
+        // same device and plan on one process (serial for the cpu device, cuda for a GPU) in this
+        // run and compares with its digests.
+        bool all_recorded = c.full_batch && c.known;
+        for (int i = 0; i < m.n_layers && all_recorded; i++) all_recorded = c.known->has[i];
+        all_recorded = all_recorded && c.known->has[FF_GOLDEN_E2E_LOGITS] && c.known->has[FF_GOLDEN_E2E_OUTPUT];
+        if (caps.needs_comm && c.has_class && c.root && !all_recorded) {
             ff_exec_options so;
             ff_exec_options_default(&so);
-            so.mode = FF_MODE_SERIAL;
+            so.mode = caps.device == FF_DEVICE_CUDA ? FF_MODE_CUDA : FF_MODE_SERIAL;
+            so.plan = cfg->exec.plan;
+            so.gpu = cfg->exec.gpu;
             so.max_batch = n;
+            snprintf(c.serial_name, sizeof c.serial_name, "%s", ff_mode_name(so.mode));
             st = ff_exec_create(&c.serial, &m, &wt, &so);
             if (st != FF_OK) goto done;
+            if (strcmp(ff_exec_plan(c.serial)->digest_class, c.cls) != 0) {
+                st = FF_FAIL(FF_ERR_INTERNAL, "verify: the %s reference runs digest class '%s', the %s run '%s'",
+                             c.serial_name, ff_exec_plan(c.serial)->digest_class, ff_mode_name(cfg->exec.mode), c.cls);
+                goto done;
+            }
         }
     }
     case_tail(c.tail, sizeof c.tail, n, ranks, cfg->exec.split, cfg->exec.fault_layer);
@@ -693,17 +717,15 @@ done:
     return st;
 }
 
-ff_status ff_verify_gate(ff_verify_report *rep, const char *model, ff_mode mode, ff_split split, int64_t batch,
-                         int fault_layer, const char *golden, struct ff_comm *comm) {
+ff_status ff_verify_gate(ff_verify_report *rep, const char *model, const ff_exec_options *exec, int64_t batch,
+                         const char *golden) {
     ff_verify_config c;
     ff_verify_config_default(&c);
     c.model = model;
-    c.exec.mode = mode;
-    c.exec.split = split;
-    c.exec.fault_layer = fault_layer;
-    c.exec.comm = comm;
+    c.exec = *exec;
     c.batch = batch;
     c.golden = golden;
+    if (exec->comm) c.ranks = ff_comm_size(exec->comm);
     return ff_verify_run(rep, &c);
 }
 
@@ -745,12 +767,14 @@ void ff_verify_print_row(FILE *out, const ff_verify_row *r) {
     else
         snprintf(ulp, sizeof ulp, "%" PRIu64, r->tol.max_ulp);
     // "=rec": equal to the digest recorded for this digest class; "!=rec": differs; "=serial" /
-    // "!=serial": against serial's digest computed in the same run; nothing: nothing to compare.
-    const char *rec = r->digest_state == 1    ? "=rec"
-                      : r->digest_state == -1 ? "!=rec"
-                      : r->digest_state == 2  ? "=serial"
-                      : r->digest_state == -2 ? "!=serial"
-                                              : "";
+    // "!=serial" (or "=cuda" ...): against the single-process mode's digest computed in the same
+    // run; nothing: nothing to compare.
+    char rec[16] = "";
+    if (r->digest_state == 1 || r->digest_state == -1)
+        snprintf(rec, sizeof rec, "%s", r->digest_state == 1 ? "=rec" : "!=rec");
+    else if (r->digest_state == 2 || r->digest_state == -2)
+        snprintf(rec, sizeof rec, "%s%s",
+                 r->digest_state == 2 ? "=" : "!=", r->digest_ref[0] ? r->digest_ref : "serial");
     // A row without an output of its own (digest 0, e.g. a check on parameters) prints none.
     if (r->digest == 0 && r->digest_state == 0)
         snprintf(dg, sizeof dg, "-");
@@ -800,7 +824,11 @@ ff_status ff_verify_write_json(const ff_verify_report *rep, const ff_verify_conf
             ff_mode_name(cfg->exec.mode), ff_split_name(cfg->exec.split), rep->ranks, (long long)rep->batch);
     fprintf(f, "  \"fault_layer\": %d,\n  \"golden\": ", cfg->exec.fault_layer);
     json_str(f, rep->golden_path);
-    fprintf(f, ",\n  \"golden_sha256\": \"%s\",\n  \"digest_class\": \"%s\",\n", rep->golden_sha256, rep->digest_class);
+    // digest_class "none": the plan has none (vendor backend, tf32); digest_class_recorded: the
+    // golden holds digests of that class (false: the rows were compared by tolerance alone).
+    fprintf(f, ",\n  \"golden_sha256\": \"%s\",\n  \"digest_class\": \"%s\",\n", rep->golden_sha256,
+            rep->digest_class[0] ? rep->digest_class : "none");
+    fprintf(f, "  \"digest_class_recorded\": %s,\n", rep->class_recorded ? "true" : "false");
     fprintf(f, "  \"output_digest\": \"%s\",\n", ff_digest_hex(dg, rep->output_digest));
     fprintf(f, "  \"passed\": %d,\n  \"failed\": %d,\n  \"pass\": %s,\n  \"rows\": [\n", rep->passed, rep->failed,
             rep->pass ? "true" : "false");

@@ -19,7 +19,6 @@
 #include "fivefold/build_info.h"
 #include "fivefold/digest.h"
 #include "fivefold/gate.h"
-#include "fivefold/gpu.h"
 #include "fivefold/json.h"
 #include "fivefold/machine.h"
 
@@ -29,8 +28,9 @@ static void help(void) {
     printf(
         "usage: fivefold bench --model alexnet|mnist-cnn --mode MODE [--split S] [--batch N[,N...]]\n"
         "                      [--iters K] [--warmup W] [--json OUT.json|DIR] [--peer pytorch]\n"
-        "                      [--golden F.h5 [--trust]] [--backend own|vendor] [--precision fp32|tf32]\n"
-        "                      [--inject-fault LAYER] [--verbose]\n\n"
+        "                      [--golden F.h5 [--trust]] [--inject-fault LAYER] [--verbose]\n"
+        "                      " FF_CLI_PLAN_USAGE
+        "\n\n"
         "Runs the verification checks for exactly this configuration first and times nothing unless\n"
         "they pass (exit 3 naming the failed check). Then times --iters forwards per batch size after\n"
         "--warmup ones, checks that every timed output equals the gated output (#wrong), and prints\n"
@@ -46,13 +46,14 @@ static void help(void) {
         "  --golden F.h5    the golden the gate checks against (default golden/data/<model>.h5); --trust\n"
         "                   accepts one not listed in golden/MANIFEST.sha256\n"
         "  --verbose        error messages also name the source location\n"
-        "  --loader         the IDX data loader benchmark instead (fivefold bench --loader --help)\n"
+        "  --loader         the IDX data loader benchmark instead (fivefold bench --loader --help)\n" FF_CLI_PLAN_HELP
         "Defaults: --batch 1, --iters 20, --warmup 3. Multi-rank modes run under mpiexec.\n",
         FF_CLI_MAX_BATCH, MAX_BATCHES);
 }
 
 typedef struct {
-    const char *model, *mode, *split, *json, *peer, *golden, *backend, *precision, *fault;
+    const char *model, *mode, *split, *json, *peer, *golden, *fault;
+    ff_cli_plan_args plan;
     int64_t batches[MAX_BATCHES];
     int n_batches;
     int64_t iters, warmup;
@@ -104,8 +105,7 @@ static int parse(bench_args *a, int argc, char **argv) {
                                          {"peer", required_argument, 0, 'p'},
                                          {"golden", required_argument, 0, 'g'},
                                          {"trust", no_argument, 0, 'T'},
-                                         {"backend", required_argument, 0, 'b'},
-                                         {"precision", required_argument, 0, 'P'},
+                                         FF_CLI_PLAN_OPTIONS,
                                          {"inject-fault", required_argument, 0, 'f'},
                                          {"verbose", no_argument, 0, 'v'},
                                          {"help", no_argument, 0, 'h'},
@@ -115,6 +115,7 @@ static int parse(bench_args *a, int argc, char **argv) {
     for (int c, li = 0; (c = getopt_long(argc, argv, "", opts, &li)) != -1;) {
         ff_status st = c == '?' || c == ':' ? FF_OK : ff_cli_optarg(opts, li, optarg);
         if (st != FF_OK) return ff_cli_fail("bench", st);
+        if (ff_cli_plan_arg(&a->plan, c, optarg)) continue;
         switch (c) {
             case 'm': a->model = optarg; break;
             case 'M': a->mode = optarg; break;
@@ -126,8 +127,6 @@ static int parse(bench_args *a, int argc, char **argv) {
             case 'p': a->peer = optarg; break;
             case 'g': a->golden = optarg; break;
             case 'T': a->trust = true; break;
-            case 'b': a->backend = optarg; break;
-            case 'P': a->precision = optarg; break;
             case 'f': a->fault = optarg; break;
             case 'v': ff_cli_verbose = true; break;
             case 'h': help(); return -1;
@@ -162,7 +161,9 @@ typedef struct {
 // of bench/peer_pytorch.py: on one GPU eager and a captured CUDA graph; on several GPUs DDP; on
 // the CPU eager (there is no graph capture on the CPU).
 static int peer_variant_flags(const char *flags[MAX_PEER_VARIANTS], const ff_exec_options *o, int ranks) {
-    const bool gpu = o->mode == FF_MODE_CUDA || o->mode == FF_MODE_HYBRID || o->mode == FF_MODE_DIRECT;
+    ff_exec_caps caps;
+    ff_mode_caps(&caps, o->mode);
+    const bool gpu = caps.device == FF_DEVICE_CUDA;
     if (gpu && ranks > 1) {
         flags[0] = " --ddp";
         return 1;
@@ -210,7 +211,9 @@ static ff_status run_peer(peer_result *r, const ff_exec_options *o, const char *
     memset(r, 0, sizeof *r);
     const char *py = getenv("FF_PYTHON");
     if (!py || !*py) py = FF_DEFAULT_PYTHON[0] ? FF_DEFAULT_PYTHON : "python3";
-    bool gpu = o->mode == FF_MODE_CUDA || o->mode == FF_MODE_HYBRID || o->mode == FF_MODE_DIRECT;
+    ff_exec_caps caps;
+    ff_mode_caps(&caps, o->mode);
+    const bool gpu = caps.device == FF_DEVICE_CUDA;
     char cmd[1024], nproc[16];
     snprintf(nproc, sizeof nproc, "%d", ranks);
     // CPU modes compare with PyTorch on the CPU (one thread for serial, every core otherwise);
@@ -219,7 +222,7 @@ static ff_status run_peer(peer_result *r, const ff_exec_options *o, const char *
              "%s %s/bench/peer_pytorch.py --model %s --batch %lld --iters %lld --device %s --threads %d "
              "--precision %s%s%s%s 2>/dev/null",
              py, FF_SOURCE_DIR, model, (long long)batch, (long long)iters, gpu ? "cuda" : "cpu",
-             o->mode == FF_MODE_SERIAL ? 1 : 0, o->precision == FF_PRECISION_TF32 ? "tf32" : "fp32", variant_flags,
+             o->mode == FF_MODE_SERIAL ? 1 : 0, o->plan.precision == FF_PRECISION_TF32 ? "tf32" : "fp32", variant_flags,
              gpu && ranks > 1 ? " --nproc " : "", gpu && ranks > 1 ? nproc : "");
     FILE *p = popen(cmd, "r");
     if (!p) return FF_FAIL(FF_ERR_IO, "cannot start the PyTorch peer: %s", cmd);
@@ -281,8 +284,11 @@ static ff_status write_json(const char *path, const bench_args *a, const ff_mode
     ff_json_str(&j, "split", o->split == FF_SPLIT_NONE ? NULL : ff_split_name(o->split));
     ff_json_int(&j, "ranks", ranks);
     ff_json_int(&j, "batch", batch);
-    ff_json_str(&j, "precision", o->precision == FF_PRECISION_TF32 ? "tf32" : "fp32");
-    ff_json_str(&j, "backend", o->backend == FF_BACKEND_VENDOR ? "vendor" : "own");
+    ff_json_str(&j, "precision", o->plan.precision == FF_PRECISION_TF32 ? "tf32" : "fp32");
+    ff_json_str(&j, "backend", o->plan.backend == FF_BACKEND_VENDOR ? "vendor" : "own");
+    ff_json_str(&j, "conv", o->plan.conv == FF_CONV_DIRECT ? "direct" : "winograd");
+    ff_json_int(&j, "winograd_m", o->plan.winograd_m);
+    ff_json_bool(&j, "s2d", o->plan.s2d);
     ff_json_int(&j, "flops_per_image", m->flops_total);
     ff_json_end_object(&j);
     ff_json_begin_object(&j, "gate");
@@ -363,7 +369,7 @@ int ff_cmd_bench(int argc, char **argv) {
     ff_model m;
     ff_exec_options o;
     ff_status st = ff_model_init(&m, a.model);
-    if (st == FF_OK) st = ff_cli_exec_options(&o, &m, a.mode, a.split, a.backend, a.precision, a.fault, false);
+    if (st == FF_OK) st = ff_cli_exec_options(&o, &m, a.mode, a.split, &a.plan, a.fault, false);
     if (st != FF_OK) return ff_cli_fail("bench", st);
     if (ff_mode_is_multirank(o.mode) && (st = ff_cli_mpi_comm(&o.comm)) != FF_OK) return ff_cli_fail("bench", st);
     int rank = ff_cli_rank(), ranks = ff_cli_ranks();
@@ -400,10 +406,12 @@ int ff_cmd_bench(int argc, char **argv) {
         size_t xbytes = (size_t)n * (size_t)ff_shape_numel(m.input) * sizeof(float);
         size_t ybytes = (size_t)n * (size_t)m.classes * sizeof(float);
         bool pinned = false;
-        if (e->ext && e->ext->time_resident && x && y) {
-            pinned = ff_gpu_host_register(x, xbytes) == FF_OK;
-            if (pinned && ff_gpu_host_register(y, ybytes) != FF_OK) {
-                ff_gpu_host_unregister(x);
+        ff_exec_caps caps;
+        ff_exec_caps_of(&caps, e);
+        if (caps.pins_host && x && y) {
+            pinned = ff_exec_pin_host(e, x, xbytes) == FF_OK;
+            if (pinned && ff_exec_pin_host(e, y, ybytes) != FF_OK) {
+                ff_exec_unpin_host(e, x);
                 pinned = false;
             }
             if (!pinned) ff_clear_error();  // timed pageable then; the figures say host->host either way
@@ -414,9 +422,9 @@ int ff_cmd_bench(int argc, char **argv) {
         if (st == FF_OK) {
             // Phase split from a separate traced pass so the timers do not touch the timed runs.
             ff_bench_timing traced;
-            e->opt.trace = true;
+            ff_exec_set_trace(e, true);
             st = ff_bench_time(&traced, e, y, x, n, a.iters < 5 ? (int)a.iters : 5, 0, g.batch_digest);
-            e->opt.trace = false;
+            ff_exec_set_trace(e, false);
             if (st == FF_OK) {
                 memcpy(t.phase_ms, traced.phase_ms, sizeof t.phase_ms);
                 t.comm_bytes = traced.comm_bytes;
@@ -425,7 +433,7 @@ int ff_cmd_bench(int argc, char **argv) {
             }
         }
         if (st != FF_OK) {
-            if (pinned) ff_gpu_host_unregister(x), ff_gpu_host_unregister(y);
+            if (pinned) ff_exec_unpin_host(e, x), ff_exec_unpin_host(e, y);
             ff_gate_release(&gs);
             return ff_cli_fail("bench", st);
         }
@@ -469,7 +477,7 @@ int ff_cmd_bench(int argc, char **argv) {
             if (rank == 0)
                 fprintf(stderr, "fivefold bench: %lld timed runs produced an output different from the gated one\n",
                         (long long)t.wrong);
-            if (pinned) ff_gpu_host_unregister(x), ff_gpu_host_unregister(y);
+            if (pinned) ff_exec_unpin_host(e, x), ff_exec_unpin_host(e, y);
             ff_gate_release(&gs);
             return ff_cli_fail("bench",
                                FF_FAIL(FF_ERR_INTERNAL, "post-timing check failed: #wrong = %lld", (long long)t.wrong));
@@ -488,13 +496,13 @@ int ff_cmd_bench(int argc, char **argv) {
                 snprintf(path, sizeof path, "%s", a.json);
             st = write_json(path, &a, &m, &o, ranks, n, &g, &t, &peers);
             if (st != FF_OK) {
-                if (pinned) ff_gpu_host_unregister(x), ff_gpu_host_unregister(y);
+                if (pinned) ff_exec_unpin_host(e, x), ff_exec_unpin_host(e, y);
                 ff_gate_release(&gs);
                 return ff_cli_fail("bench", st);
             }
             printf("  result: %s\n", path);
         }
-        if (pinned) ff_gpu_host_unregister(x), ff_gpu_host_unregister(y);
+        if (pinned) ff_exec_unpin_host(e, x), ff_exec_unpin_host(e, y);
         ff_gate_release(&gs);
     }
     return FF_EXIT_OK;

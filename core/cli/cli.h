@@ -77,8 +77,53 @@ void ff_cli_mpi_finalize(void);
 // Common setup of infer/verify/bench/train: model, weights (generator seed or HDF5 file) on rank 0.
 ff_status ff_cli_load_weights(ff_weights *wt, const ff_model *m, const char *path, uint64_t seed);
 
+// The plan flags of every command that builds an executor or prints a plan (infer, verify, bench,
+// info): how each layer is computed (plan.h). NULL: not given, the default applies.
+typedef struct {
+    const char *conv;        // --conv direct|winograd
+    const char *winograd_m;  // --winograd-m 2|4
+    const char *s2d;         // --s2d on|off
+    const char *backend;     // --backend own|vendor
+    const char *precision;   // --precision fp32|tf32
+} ff_cli_plan_args;
+
+// getopt_long values of those flags (above every character a command uses for its own flags), and
+// the option table entries: put FF_CLI_PLAN_OPTIONS in a command's table and hand every value to
+// ff_cli_plan_arg before the command's own switch.
+enum { FF_CLI_OPT_CONV = 0x1000, FF_CLI_OPT_WINOGRAD_M, FF_CLI_OPT_S2D, FF_CLI_OPT_BACKEND, FF_CLI_OPT_PRECISION };
+// clang-format off
+#define FF_CLI_PLAN_OPTIONS                                                                       \
+    {"conv", required_argument, 0, FF_CLI_OPT_CONV},                                              \
+    {"winograd-m", required_argument, 0, FF_CLI_OPT_WINOGRAD_M},                                  \
+    {"s2d", required_argument, 0, FF_CLI_OPT_S2D},                                                \
+    {"backend", required_argument, 0, FF_CLI_OPT_BACKEND},                                        \
+    {"precision", required_argument, 0, FF_CLI_OPT_PRECISION}
+// clang-format on
+// Stores the value of getopt_long's answer c if c is one of the plan flags (true); false otherwise.
+bool ff_cli_plan_arg(ff_cli_plan_args *a, int c, const char *value);
+// The synopsis and the --help lines of the plan flags (every command that takes them prints both).
+#define FF_CLI_PLAN_USAGE \
+    "[--conv direct|winograd] [--winograd-m 2|4] [--s2d on|off] [--backend own|vendor] [--precision fp32|tf32]"
+#define FF_CLI_PLAN_HELP                                                                                          \
+    "How each layer is computed (the plan; `fivefold info --mode M` prints it). Each GPU choice makes its own\n"  \
+    "digest class (gpu for the defaults; gpu-direct, gpu-wg2, gpu-wg4-nos2d, ...), compared with its own\n"       \
+    "record in a golden or, where it has none, by tolerance alone:\n"                                             \
+    "  --conv A          GPU conv algorithm: winograd (default: Winograd for the 3x3/5x5 convs that have one,\n"  \
+    "                    direct for the others) or direct; the cpu device always runs direct\n"                   \
+    "  --winograd-m M    Winograd output tile: F(MxM, 3x3 or 5x5) with M = 4 (default) or 2\n"                    \
+    "  --s2d on|off      strided convs (AlexNet's conv1) as Winograd through space-to-depth: on (default; such\n" \
+    "                    a layer runs whole, never in row bands) or off (direct)\n"                               \
+    "  --backend B       own (default) or vendor (cuDNN/cuBLAS in GPU modes: no digest class, tolerance only)\n"  \
+    "  --precision P     fp32 (default) or tf32 (GPU modes, with --backend vendor)\n"                             \
+    "  The environment sets the defaults of the first three: FF_CUDA_CONV=direct|winograd, FF_WINOGRAD_M=2|4,\n"  \
+    "  FF_CUDA_S2D=0|1; a flag always wins.\n"
+
+// The plan options from those flags; what is not given comes from ff_plan_options_default (the
+// FF_CUDA_* variables). FF_ERR_INPUT naming the flag (or variable), its value and what was expected.
+ff_status ff_cli_plan_options(ff_plan_options *o, const ff_cli_plan_args *a);
+
 // Executor options from the flag strings shared by infer, verify and bench (NULL = not given):
-// --mode (default serial), --split (default batch for multi-rank modes), --backend own|vendor,
-// --precision fp32|tf32, --inject-fault LAYER (a layer name of m), --trace.
+// --mode (default serial), --split (default batch for multi-rank modes), the plan flags (plan may
+// be NULL: all defaults), --inject-fault LAYER (a layer name of m), --trace.
 ff_status ff_cli_exec_options(ff_exec_options *o, const ff_model *m, const char *mode, const char *split,
-                              const char *backend, const char *precision, const char *fault, bool trace);
+                              const ff_cli_plan_args *plan, const char *fault, bool trace);

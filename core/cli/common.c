@@ -301,8 +301,65 @@ ff_status ff_cli_load_weights(ff_weights *wt, const ff_model *m, const char *pat
     return FF_OK;
 }
 
+bool ff_cli_plan_arg(ff_cli_plan_args *a, int c, const char *value) {
+    switch (c) {
+        case FF_CLI_OPT_CONV: a->conv = value; return true;
+        case FF_CLI_OPT_WINOGRAD_M: a->winograd_m = value; return true;
+        case FF_CLI_OPT_S2D: a->s2d = value; return true;
+        case FF_CLI_OPT_BACKEND: a->backend = value; return true;
+        case FF_CLI_OPT_PRECISION: a->precision = value; return true;
+        default: return false;
+    }
+}
+
+ff_status ff_cli_plan_options(ff_plan_options *o, const ff_cli_plan_args *a) {
+    // The defaults first: a bad FF_CUDA_* value is reported naming the variable.
+    FF_TRY(ff_plan_options_default(o));
+    if (!a) return FF_OK;
+    if (a->conv) {
+        if (!strcmp(a->conv, "direct"))
+            o->conv = FF_CONV_DIRECT;
+        else if (!strcmp(a->conv, "winograd"))
+            o->conv = FF_CONV_WINOGRAD;
+        else
+            return FF_FAIL(FF_ERR_INPUT, "--conv '%s': expected direct|winograd", a->conv);
+    }
+    if (a->winograd_m) {
+        if (!strcmp(a->winograd_m, "2") || !strcmp(a->winograd_m, "4"))
+            o->winograd_m = a->winograd_m[0] - '0';
+        else
+            return FF_FAIL(FF_ERR_INPUT, "--winograd-m '%s': expected 2|4 (the output tile of F(m x m, r x r))",
+                           a->winograd_m);
+    }
+    if (a->s2d) {
+        if (!strcmp(a->s2d, "on"))
+            o->s2d = true;
+        else if (!strcmp(a->s2d, "off"))
+            o->s2d = false;
+        else
+            return FF_FAIL(FF_ERR_INPUT, "--s2d '%s': expected on|off", a->s2d);
+    }
+    if (a->backend) {
+        if (!strcmp(a->backend, "own"))
+            o->backend = FF_BACKEND_OWN;
+        else if (!strcmp(a->backend, "vendor"))
+            o->backend = FF_BACKEND_VENDOR;
+        else
+            return FF_FAIL(FF_ERR_INPUT, "--backend '%s': expected own|vendor", a->backend);
+    }
+    if (a->precision) {
+        if (!strcmp(a->precision, "fp32"))
+            o->precision = FF_PRECISION_FP32;
+        else if (!strcmp(a->precision, "tf32"))
+            o->precision = FF_PRECISION_TF32;
+        else
+            return FF_FAIL(FF_ERR_INPUT, "--precision '%s': expected fp32|tf32", a->precision);
+    }
+    return FF_OK;
+}
+
 ff_status ff_cli_exec_options(ff_exec_options *o, const ff_model *m, const char *mode, const char *split,
-                              const char *backend, const char *precision, const char *fault, bool trace) {
+                              const ff_cli_plan_args *plan, const char *fault, bool trace) {
     ff_exec_options_default(o);
     FF_TRY(ff_mode_parse(&o->mode, mode ? mode : "serial"));
     if (split) FF_TRY(ff_split_parse(&o->split, split));
@@ -310,22 +367,7 @@ ff_status ff_cli_exec_options(ff_exec_options *o, const ff_model *m, const char 
         return FF_FAIL(FF_ERR_INPUT, "--split %s: mode %s runs on one process and takes no split", split,
                        ff_mode_name(o->mode));
     if (ff_mode_is_multirank(o->mode) && o->split == FF_SPLIT_NONE) o->split = FF_SPLIT_BATCH;
-    if (backend) {
-        if (!strcmp(backend, "own"))
-            o->backend = FF_BACKEND_OWN;
-        else if (!strcmp(backend, "vendor"))
-            o->backend = FF_BACKEND_VENDOR;
-        else
-            return FF_FAIL(FF_ERR_INPUT, "--backend '%s': expected own|vendor", backend);
-    }
-    if (precision) {
-        if (!strcmp(precision, "fp32"))
-            o->precision = FF_PRECISION_FP32;
-        else if (!strcmp(precision, "tf32"))
-            o->precision = FF_PRECISION_TF32;
-        else
-            return FF_FAIL(FF_ERR_INPUT, "--precision '%s': expected fp32|tf32", precision);
-    }
+    FF_TRY(ff_cli_plan_options(&o->plan, plan));
     if (fault) {
         o->fault_layer = ff_model_find_layer(m, fault);
         if (o->fault_layer < 0)

@@ -13,8 +13,9 @@ static void help(void) {
         "usage: fivefold infer --model alexnet|mnist-cnn [--mode serial|mpi|cuda|hybrid|direct]\n"
         "                      [--split batch|rows|replicate] [--batch N] [--seed S]\n"
         "                      [--weights W.h5] [--input X.h5] [--output Y.h5] [--iters K] [--trace]\n"
-        "                      [--backend own|vendor] [--precision fp32|tf32] [--inject-fault LAYER]\n"
-        "                      [--save-weights W.h5] [--verbose]\n\n"
+        "                      [--inject-fault LAYER] [--save-weights W.h5] [--verbose]\n"
+        "                      " FF_CLI_PLAN_USAGE
+        "\n\n"
         "Runs a forward pass and prints the output digest (FNV-1a-64 of the float32 output), the\n"
         "top-5 classes of the first images and the time: the median of --iters warm iterations\n"
         "after one untimed warm-up (a quick figure; `fivefold bench` times a verified configuration).\n"
@@ -31,17 +32,16 @@ static void help(void) {
         "  --iters K        timed iterations (1..100000; default 1)\n"
         "  --save-weights W.h5  writes the weights used (e.g. the generator's) as a weights file,\n"
         "                   with each tensor's digest\n"
-        "  --backend B      own (default) or vendor (cuDNN/cuBLAS in GPU modes)\n"
-        "  --precision P    fp32 (default) or tf32 (GPU modes)\n"
         "  --trace          per-layer compute / communication time (ms per forward) and bytes sent\n"
         "  --inject-fault L test hook: perturb layer L's first output element (verify must catch it)\n"
-        "  --verbose        say whether weight digests were checked; errors name the source location\n"
+        "  --verbose        say whether weight digests were checked; errors name the source location\n" FF_CLI_PLAN_HELP
         "Multi-rank modes run under mpiexec: mpiexec -n 4 fivefold infer --mode mpi --split rows ...\n",
         FF_CLI_MAX_BATCH);
 }
 
 typedef struct {
-    const char *model, *mode, *split, *weights, *input, *output, *fault, *backend, *precision, *save_weights;
+    const char *model, *mode, *split, *weights, *input, *output, *fault, *save_weights;
+    ff_cli_plan_args plan;
     int64_t batch, iters;
     uint64_t seed;
     bool trace, batch_given;
@@ -65,8 +65,7 @@ static int parse(infer_args *a, int argc, char **argv) {
                                          {"iters", required_argument, 0, 'k'},
                                          {"trace", no_argument, 0, 't'},
                                          {"inject-fault", required_argument, 0, 'f'},
-                                         {"backend", required_argument, 0, 'b'},
-                                         {"precision", required_argument, 0, 'p'},
+                                         FF_CLI_PLAN_OPTIONS,
                                          {"save-weights", required_argument, 0, 'W'},
                                          {"verbose", no_argument, 0, 'v'},
                                          {"help", no_argument, 0, 'h'},
@@ -76,6 +75,7 @@ static int parse(infer_args *a, int argc, char **argv) {
     for (int c, li = 0; (c = getopt_long(argc, argv, "", opts, &li)) != -1;) {
         ff_status st = c == '?' || c == ':' ? FF_OK : ff_cli_optarg(opts, li, optarg);
         if (st != FF_OK) return ff_cli_fail("infer", st);
+        if (ff_cli_plan_arg(&a->plan, c, optarg)) continue;
         switch (c) {
             case 'm': a->model = optarg; break;
             case 'M': a->mode = optarg; break;
@@ -91,8 +91,6 @@ static int parse(infer_args *a, int argc, char **argv) {
             case 'k': st = ff_cli_parse_i64(&a->iters, "--iters", optarg, 1, 100000); break;
             case 't': a->trace = true; break;
             case 'f': a->fault = optarg; break;
-            case 'b': a->backend = optarg; break;
-            case 'p': a->precision = optarg; break;
             case 'W': a->save_weights = optarg; break;
             case 'v': ff_cli_verbose = true; break;
             case 'h': help(); return -1;
@@ -195,7 +193,7 @@ int ff_cmd_infer(int argc, char **argv) {
     ff_model m;
     ff_exec_options o;
     ff_status st = ff_model_init(&m, a.model);
-    if (st == FF_OK) st = ff_cli_exec_options(&o, &m, a.mode, a.split, a.backend, a.precision, a.fault, a.trace);
+    if (st == FF_OK) st = ff_cli_exec_options(&o, &m, a.mode, a.split, &a.plan, a.fault, a.trace);
     if (st != FF_OK) return ff_cli_fail("infer", st);
     if (ff_mode_is_multirank(o.mode) && (st = ff_cli_mpi_comm(&o.comm)) != FF_OK) return ff_cli_fail("infer", st);
     const int rank = o.comm ? ff_comm_rank(o.comm) : 0, ranks = o.comm ? ff_comm_size(o.comm) : 1;

@@ -14,8 +14,9 @@ static void help(void) {
         "usage: fivefold verify [--model alexnet|mnist-cnn] [--mode serial|mpi|cuda|hybrid|direct]\n"
         "                       [--split batch|rows|replicate] [--ranks P] [--batch N] [--golden F.h5]\n"
         "                       [--filter REGEX] [--json OUT.json] [--record] [--trust]\n"
-        "                       [--inject-fault LAYER] [--backend own|vendor] [--precision fp32|tf32]\n"
-        "                       [--verbose]\n\n"
+        "                       [--inject-fault LAYER] [--verbose]\n"
+        "                       " FF_CLI_PLAN_USAGE
+        "\n\n"
         "Checks the mode against the PyTorch golden file (golden/README.md explains every rule):\n"
         "  per layer   the golden float32 input of each layer through our layer, against PyTorch's\n"
         "              float64 output. Dot-product layers (conv, linear) pass two rules: the rigorous\n"
@@ -25,10 +26,12 @@ static void help(void) {
         "              (AlexNet conv2: one weight off by 1e-4 fails it). relu/maxpool/flatten exact, lrn/softmax\n"
         "              a derived ULP bound\n"
         "  end to end  logits and output within 6 sigma of the float64 chain; top-1/top-5 = PyTorch's\n"
-        "  digests     each output's FNV-1a digest against the one recorded for its digest class\n"
-        "              (=rec). With no record (your own golden), mpi is compared with serial computed\n"
-        "              in the same run (=serial). --backend vendor and tf32 have no digest class:\n"
-        "              they are judged by tolerance only\n"
+        "  digests     each output's FNV-1a digest against the one recorded for the plan's digest\n"
+        "              class (=rec; cpu for serial and mpi, gpu for the default GPU plan, gpu-direct,\n"
+        "              gpu-wg2, ... for others). A class the golden has no record of is judged by\n"
+        "              tolerance alone (\"digest: not compared\"; --record writes one), except that mpi\n"
+        "              is compared with serial computed in the same run (=serial). --backend vendor and\n"
+        "              tf32 have no digest class: they are judged by tolerance only\n"
         "One row per check: case, rule, max ULP, %% of each bound used, worst element (ours,\n"
         "reference), digest, PASS/FAIL. Ends with 'N passed, M failed'. Exit 0 all passed, 4 a check failed,\n"
         "2 bad usage or a refused golden, 77 mode unavailable here.\n"
@@ -40,44 +43,39 @@ static void help(void) {
         "  --manifest M      a different manifest file (tests)\n"
         "  --filter REGEX    only the checks whose case string matches (POSIX extended regex)\n"
         "  --json OUT        also write the rows as JSON\n"
-        "  --record          store this run's output digests as the reference for the mode's digest\n"
-        "                    class in the golden (and update the manifest); prints what changed\n"
+        "  --record          store this run's output digests as the reference for the plan's digest\n"
+        "                    class in the golden (/expected/<class>, created if new; the manifest is\n"
+        "                    updated); prints what changed\n"
         "  --inject-fault L  test hook: perturb layer L's first output element (name or index);\n"
         "                    verify must fail\n"
-        "  --verbose         error messages also name the source location\n"
+        "  --verbose         error messages also name the source location\n" FF_CLI_PLAN_HELP
         "Multi-rank: mpiexec -n 4 fivefold verify --mode mpi --split rows --model alexnet\n");
 }
 
 typedef struct {
-    const char *model, *mode, *split, *golden, *filter, *json, *fault, *backend, *precision, *manifest;
+    const char *model, *mode, *split, *golden, *filter, *json, *fault, *manifest;
+    ff_cli_plan_args plan;
     int64_t ranks, batch;
     bool record, trust;
 } verify_args;
 
 static int parse(verify_args *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"mode", required_argument, 0, 'M'},
-                                         {"split", required_argument, 0, 's'},
-                                         {"ranks", required_argument, 0, 'P'},
-                                         {"golden", required_argument, 0, 'g'},
-                                         {"filter", required_argument, 0, 'F'},
-                                         {"json", required_argument, 0, 'j'},
-                                         {"record", no_argument, 0, 'r'},
-                                         {"trust", no_argument, 0, 'T'},
-                                         {"inject-fault", required_argument, 0, 'f'},
-                                         {"batch", required_argument, 0, 'n'},
-                                         {"backend", required_argument, 0, 'b'},
-                                         {"precision", required_argument, 0, 'p'},
-                                         {"manifest", required_argument, 0, 'X'},
-                                         {"verbose", no_argument, 0, 'v'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'},    {"mode", required_argument, 0, 'M'},
+        {"split", required_argument, 0, 's'},    {"ranks", required_argument, 0, 'P'},
+        {"golden", required_argument, 0, 'g'},   {"filter", required_argument, 0, 'F'},
+        {"json", required_argument, 0, 'j'},     {"record", no_argument, 0, 'r'},
+        {"trust", no_argument, 0, 'T'},          {"inject-fault", required_argument, 0, 'f'},
+        {"batch", required_argument, 0, 'n'},    FF_CLI_PLAN_OPTIONS,
+        {"manifest", required_argument, 0, 'X'}, {"verbose", no_argument, 0, 'v'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     for (int c, li = 0; (c = getopt_long(argc, argv, "", opts, &li)) != -1;) {
         ff_status st = c == '?' || c == ':' ? FF_OK : ff_cli_optarg(opts, li, optarg);
         if (st != FF_OK) return ff_cli_fail("verify", st);
+        if (ff_cli_plan_arg(&a->plan, c, optarg)) continue;
         switch (c) {
             case 'm': a->model = optarg; break;
             case 'M': a->mode = optarg; break;
@@ -90,8 +88,6 @@ static int parse(verify_args *a, int argc, char **argv) {
             case 'T': a->trust = true; break;
             case 'f': a->fault = optarg; break;
             case 'n': st = ff_cli_parse_i64(&a->batch, "--batch", optarg, 1, FF_CLI_MAX_BATCH); break;
-            case 'b': a->backend = optarg; break;
-            case 'p': a->precision = optarg; break;
             case 'X': a->manifest = optarg; break;
             case 'v': ff_cli_verbose = true; break;
             case 'h': help(); return -1;
@@ -119,8 +115,7 @@ static int verify_model(const verify_args *a, const char *model, int *passed, in
     ff_verify_config_default(&cfg);
     ff_status st = ff_model_init(&m, model);
     if (st == FF_OK)
-        st = ff_cli_exec_options(&cfg.exec, &m, a->mode, a->split, a->backend, a->precision, fault_name(&m, a->fault),
-                                 false);
+        st = ff_cli_exec_options(&cfg.exec, &m, a->mode, a->split, &a->plan, fault_name(&m, a->fault), false);
     if (st != FF_OK) return ff_cli_fail("verify", st);
     if (ff_mode_is_multirank(cfg.exec.mode)) {
         if ((st = ff_cli_mpi_comm(&cfg.exec.comm)) != FF_OK) return ff_cli_fail("verify", st);

@@ -1,31 +1,33 @@
-// The executor front door: mode registry, option parsing, dispatch (see executor.h).
+// The executor (executor.h): a mode's device, decomposition and communicator composed per the
+// mode table (modes.c). Opaque outside this file: callers ask for capabilities and the plan.
 #include "fivefold/executor.h"
-#include "fivefold/layers_cpu.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
-static const struct {
-    const char *name, *alias;
-} mode_names[FF_N_MODES] = {
-    {"serial", "v1"}, {"mpi", "v2"}, {"cuda", "v3"}, {"hybrid", "v4"}, {"direct", "v5"},
-};
+#include "fivefold/comm.h"
+#include "fivefold/decomp.h"
+#include "fivefold/device.h"
+#include "fivefold/layers_cpu.h"
+#include "modes.h"
 
-static const ff_mode_impl *impl_of(ff_mode m) {
-    switch (m) {
-        case FF_MODE_SERIAL: return &ff_mode_serial_impl;
-        case FF_MODE_MPI: return &ff_mode_mpi_impl;
-        case FF_MODE_CUDA: return &ff_mode_cuda_impl;
-        case FF_MODE_HYBRID:
-        case FF_MODE_DIRECT:
-        case FF_N_MODES: break;
-    }
-    return NULL;
-}
+struct ff_executor {
+    ff_mode mode;
+    const ff_model *model;
+    ff_exec_options opt;
+    ff_plan plan;
+    ff_device *dev;
+    ff_decomp *decomp;
+    ff_comm *comm;  // multi-rank modes (bound to dev's memory on a GPU); NULL otherwise
+    ff_trace trace;
+    int rank, ranks;
+};
 
 ff_status ff_mode_parse(ff_mode *out, const char *s) {
     for (int i = 0; i < FF_N_MODES; i++) {
-        if (s && (strcmp(s, mode_names[i].name) == 0 || strcmp(s, mode_names[i].alias) == 0)) {
+        const ff_mode_desc *d = ff_mode_desc_of((ff_mode)i);
+        if (s && (strcmp(s, d->name) == 0 || strcmp(s, d->alias) == 0)) {
             *out = (ff_mode)i;
             return FF_OK;
         }
@@ -35,7 +37,8 @@ ff_status ff_mode_parse(ff_mode *out, const char *s) {
 }
 
 const char *ff_mode_name(ff_mode m) {
-    return (unsigned)m < FF_N_MODES ? mode_names[m].name : "?";
+    const ff_mode_desc *d = ff_mode_desc_of(m);
+    return d ? d->name : "?";
 }
 
 static const char *split_names[] = {"none", "batch", "rows", "replicate"};
@@ -55,7 +58,8 @@ const char *ff_split_name(ff_split s) {
 }
 
 bool ff_mode_is_multirank(ff_mode m) {
-    return m == FF_MODE_MPI || m == FF_MODE_HYBRID || m == FF_MODE_DIRECT;
+    const ff_mode_desc *d = ff_mode_desc_of(m);
+    return d && d->multirank;
 }
 
 void ff_exec_options_default(ff_exec_options *o) {
@@ -64,38 +68,122 @@ void ff_exec_options_default(ff_exec_options *o) {
     o->split = FF_SPLIT_NONE;
     o->max_batch = 1;
     o->fault_layer = -1;
+    o->gpu = -1;
+    // A bad FF_CUDA_* value leaves the built-in default here; the command line reports it
+    // (ff_plan_options_default is what the CLI calls before parsing its flags).
+    (void)ff_plan_options_default(&o->plan);
+}
+
+void ff_mode_caps(ff_exec_caps *out, ff_mode m) {
+    memset(out, 0, sizeof *out);
+    const ff_mode_desc *d = ff_mode_desc_of(m);
+    if (!d) return;
+    out->device = d->device;
+    out->digest_class = d->device == FF_DEVICE_CUDA ? "gpu" : "cpu";
+    out->needs_comm = d->multirank;
+    out->default_split = d->default_split;
+    out->resident_timing = d->device == FF_DEVICE_CUDA && !d->multirank;
+    out->pins_host = d->device == FF_DEVICE_CUDA;
+    out->transport = d->multirank ? (d->device == FF_DEVICE_CUDA ? "mpi (staged through host memory)" : "mpi") : "none";
+}
+
+// Rank 0's weights reach every rank: the size and each tensor's offset first, then the data, into
+// *own (allocated here on ranks != 0; the caller frees it once the device holds its copy).
+static ff_status share_weights(ff_weights *view, float **own, ff_comm *comm, const ff_model *m, const ff_weights *w) {
+    int64_t hdr[1 + 2 * FF_MAX_LAYERS];
+    const int rank = ff_comm_rank(comm);
+    *own = NULL;
+    if (rank == 0) {
+        if (!w || (!w->data && w->n_total > 0)) return FF_FAIL(FF_ERR_INPUT, "rank 0 has no weights");
+        hdr[0] = w->n_total;
+        for (int i = 0; i < FF_MAX_LAYERS; i++) {
+            hdr[1 + 2 * i] = i < m->n_layers && w->w[i] ? w->w[i] - w->data : -1;
+            hdr[2 + 2 * i] = i < m->n_layers && w->b[i] ? w->b[i] - w->data : -1;
+        }
+    }
+    FF_TRY(ff_comm_bcast(comm, hdr, sizeof hdr, 0));
+    if (rank == 0) {
+        *view = *w;
+    } else {
+        memset(view, 0, sizeof *view);
+        view->n_total = hdr[0];
+        *own = malloc((size_t)(hdr[0] > 0 ? hdr[0] : 1) * sizeof(float));
+        if (!*own) return FF_FAIL(FF_ERR_OOM, "weights copy of %lld bytes", (long long)hdr[0] * 4);
+        view->data = *own;
+        for (int i = 0; i < FF_MAX_LAYERS; i++) {
+            view->w[i] = hdr[1 + 2 * i] >= 0 ? *own + hdr[1 + 2 * i] : NULL;
+            view->b[i] = hdr[2 + 2 * i] >= 0 ? *own + hdr[2 + 2 * i] : NULL;
+        }
+    }
+    return ff_comm_bcast(comm, view->data, (size_t)view->n_total * sizeof(float), 0);
+}
+
+static ff_status compose(ff_executor *e, const ff_model *m, const ff_weights *w) {
+    const ff_exec_options *o = &e->opt;
+    const ff_mode_desc *d = ff_mode_desc_of(o->mode);
+    FF_TRY(ff_plan_build(&e->plan, m, d->device, &o->plan));
+    ff_weights shared;
+    float *own = NULL;
+    const ff_weights *use = w;
+    if (d->multirank) {
+        ff_status st = share_weights(&shared, &own, e->comm, m, w);
+        if (st != FF_OK) {
+            free(own);
+            return st;
+        }
+        use = &shared;
+    }
+    const ff_device_options dopt = {
+        .max_batch = o->max_batch, .gpu = o->gpu, .local_rank = e->comm ? ff_comm_local_rank(e->comm) : 0};
+    ff_status st = ff_device_create(&e->dev, m, use, &e->plan, &dopt);
+    free(own);
+    FF_TRY(st);
+    if (e->comm) FF_TRY(ff_comm_bind_device(e->comm, e->dev));
+    return ff_decomp_create(&e->decomp, d->multirank ? o->split : FF_SPLIT_NONE, m, e->dev, e->comm);
 }
 
 ff_status ff_exec_create(ff_executor **out, const ff_model *m, const ff_weights *w, const ff_exec_options *o) {
     *out = NULL;
-    const ff_mode_impl *impl = impl_of(o->mode);
-    if (!impl)
-        return FF_FAIL(FF_ERR_INPUT,
-                       "mode '%s' is not implemented in this version of fivefold "
-                       "(available: serial, mpi, cuda)",
-                       ff_mode_name(o->mode));
+    const ff_mode_desc *d = ff_mode_desc_of(o->mode);
+    if (!d) return FF_FAIL(FF_ERR_INPUT, "mode %d: expected serial|mpi|cuda|hybrid|direct", (int)o->mode);
+    if (!d->built)
+        return FF_FAIL(FF_ERR_INPUT, "mode '%s' is not available in this version of fivefold: %s", d->name, d->missing);
     if (o->max_batch < 1) return FF_FAIL(FF_ERR_INPUT, "max batch %lld: expected at least 1", (long long)o->max_batch);
-    if (ff_mode_is_multirank(o->mode) && !o->comm)
+    if (d->multirank && !o->comm)
         return FF_FAIL(FF_ERR_INPUT, "mode '%s' needs a communicator (run it through the CLI or pass opt.comm)",
-                       ff_mode_name(o->mode));
-    if (ff_mode_is_multirank(o->mode) && o->split == FF_SPLIT_NONE)
-        return FF_FAIL(FF_ERR_INPUT, "mode '%s' needs --split batch|rows%s", ff_mode_name(o->mode),
-                       o->mode == FF_MODE_MPI ? "|replicate" : "");
-    if (o->fault_layer >= m->n_layers)
+                       d->name);
+    if (d->multirank && !(d->splits & (1u << o->split)))
+        return FF_FAIL(FF_ERR_INPUT, "mode %s: split '%s': expected %s (--split)", d->name, ff_split_name(o->split),
+                       o->mode == FF_MODE_MPI ? "batch, rows or replicate" : "batch or rows");
+    if (o->fault_layer < -1 || o->fault_layer >= m->n_layers)
         return FF_FAIL(FF_ERR_INPUT, "fault layer %d: model %s has layers 0..%d", o->fault_layer, m->name,
                        m->n_layers - 1);
     bool wide;
     FF_TRY(ff_cpu_vector_choose(&wide));  // FF_CPU_VECTOR: refused here, before any work, when bad
-    FF_TRY(impl->create(out, m, w, o));
-    (*out)->impl = impl;
-    (*out)->model = m;
-    (*out)->opt = *o;
-    ff_trace_reset(&(*out)->trace);
+    ff_executor *e = calloc(1, sizeof *e);
+    if (!e) return FF_FAIL(FF_ERR_OOM, "executor: %zu bytes", sizeof *e);
+    e->mode = o->mode;
+    e->model = m;
+    e->opt = *o;
+    e->comm = d->multirank ? o->comm : NULL;
+    e->rank = e->comm ? ff_comm_rank(e->comm) : 0;
+    e->ranks = e->comm ? ff_comm_size(e->comm) : 1;
+    ff_trace_reset(&e->trace);
+    ff_status st = compose(e, m, w);
+    if (st != FF_OK) {
+        ff_exec_destroy(e);
+        return ff_fail_context(st, "%s mode", d->name);
+    }
+    *out = e;
     return FF_OK;
 }
 
 void ff_exec_destroy(ff_executor *e) {
-    if (e) e->impl->destroy(e);
+    if (!e) return;
+    ff_decomp_destroy(e->decomp);
+    if (e->comm && e->dev) ff_comm_bind_device(e->comm, NULL);
+    ff_device_destroy(e->dev);
+    free(e);
 }
 
 ff_status ff_exec_forward(ff_executor *e, float *out, const float *in, int64_t n, int first, int last) {
@@ -108,31 +196,33 @@ ff_status ff_exec_forward(ff_executor *e, float *out, const float *in, int64_t n
                        (long long)e->opt.max_batch);
     if (e->rank == 0 && (!out || !in))
         return FF_FAIL(FF_ERR_INPUT, "forward: input and output buffers are required on rank 0");
-    ff_status st = e->impl->forward(e, out, in, n, first, last);
+    ff_status st =
+        ff_decomp_forward(e->decomp, out, in, n, first, last, e->opt.fault_layer, e->opt.trace ? &e->trace : NULL);
     if (st == FF_OK && e->opt.trace) e->trace.calls++;
     return st;
 }
 
-const char *ff_exec_layer_algorithm(ff_executor *e, int layer) {
-    const char *a = NULL;
-    if (e && e->ext && e->ext->layer_algorithm && layer >= 0 && layer < e->model->n_layers)
-        a = e->ext->layer_algorithm(e, layer);
-    return a ? a : "direct";
+void ff_exec_caps_of(ff_exec_caps *out, const ff_executor *e) {
+    ff_mode_caps(out, e->mode);
+    out->digest_class = e->plan.digest_class;
+    // Resident replays time the device's undivided run: one process only.
+    out->resident_timing = out->resident_timing && e->ranks == 1;
+    if (e->comm) out->transport = ff_comm_transport_name(e->comm);
 }
 
-ff_status ff_exec_time_resident(ff_executor *e, int64_t n, int iters, double *ms_out) {
-    if (!e->ext || !e->ext->time_resident)
-        return FF_FAIL(FF_ERR_INPUT, "mode '%s': device-resident timing is not supported", e->impl->name);
-    if (n < 1 || n > e->opt.max_batch || iters < 1)
-        return FF_FAIL(FF_ERR_INPUT, "resident timing: batch %lld (1..%lld), iters %d (>= 1)", (long long)n,
-                       (long long)e->opt.max_batch, iters);
-    return e->ext->time_resident(e, n, iters, ms_out);
+const ff_plan *ff_exec_plan(const ff_executor *e) {
+    return &e->plan;
+}
+const ff_model *ff_exec_model(const ff_executor *e) {
+    return e->model;
+}
+const ff_exec_options *ff_exec_options_of(const ff_executor *e) {
+    return &e->opt;
 }
 
-ff_status ff_exec_resident_output(ff_executor *e, float *out, int64_t n) {
-    if (!e->ext || !e->ext->resident_output)
-        return FF_FAIL(FF_ERR_INPUT, "mode '%s': device-resident timing is not supported", e->impl->name);
-    return e->ext->resident_output(e, out, n);
+void ff_exec_set_trace(ff_executor *e, bool on) {
+    e->opt.trace = on;
+    ff_trace_reset(&e->trace);
 }
 
 ff_trace *ff_exec_trace(ff_executor *e) {
@@ -143,6 +233,29 @@ int ff_exec_rank(const ff_executor *e) {
 }
 int ff_exec_ranks(const ff_executor *e) {
     return e->ranks;
+}
+
+ff_status ff_exec_time_resident(ff_executor *e, int64_t n, int iters, double *ms_out) {
+    ff_exec_caps caps;
+    ff_exec_caps_of(&caps, e);
+    if (!caps.resident_timing)
+        return FF_FAIL(FF_ERR_INPUT, "mode '%s': device-resident timing is not supported", ff_mode_name(e->mode));
+    return ff_device_time_resident(e->dev, n, iters, ms_out);
+}
+
+ff_status ff_exec_resident_output(ff_executor *e, float *out, int64_t n) {
+    ff_exec_caps caps;
+    ff_exec_caps_of(&caps, e);
+    if (!caps.resident_timing)
+        return FF_FAIL(FF_ERR_INPUT, "mode '%s': device-resident timing is not supported", ff_mode_name(e->mode));
+    return ff_device_resident_output(e->dev, out, n);
+}
+
+ff_status ff_exec_pin_host(ff_executor *e, void *p, size_t bytes) {
+    return ff_device_pin_host(e->dev, p, bytes);
+}
+void ff_exec_unpin_host(ff_executor *e, void *p) {
+    ff_device_unpin_host(e->dev, p);
 }
 
 float ff_fault_value(float x) {

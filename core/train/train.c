@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fivefold/device.h"
 #include "fivefold/layers_cpu.h"
 #include "fivefold/layers_cpu_backward.h"
+#include "fivefold/plan.h"
 
 // One micro-batch's working set: the activations of every layer (kept for the backward), two
 // gradient ping-pong buffers, the conv im2col scratch and the micro-batch's own parameter gradient.
@@ -18,6 +20,7 @@ typedef struct {
     int32_t *labels;                // (M)
     float *loss;                    // (M) per-image loss
     int64_t correct;                // evaluate(): matches in this slot
+    ff_device *dev;                 // the forward's device (cpu, on the trainer's weights in place)
 } slot;
 
 struct ff_trainer {
@@ -79,6 +82,7 @@ void ff_trainer_destroy(ff_trainer *t) {
         free(sl->g);
         free(sl->labels);
         free(sl->loss);
+        ff_device_destroy(sl->dev);
     }
     free(t->slots);
     free(t->grad);
@@ -193,6 +197,22 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
         sl->g = xcalloc((size_t)t->N, sizeof(float), &st, "micro-batch gradient");
         sl->labels = xcalloc((size_t)M, sizeof(int32_t), &st, "labels");
         sl->loss = xcalloc((size_t)M, sizeof(float), &st, "losses");
+        // The forward runs through the device interface (device.h), one device per slot since the
+        // slots run in parallel; the cpu device borrows the weights the SGD update writes.
+        if (st == FF_OK) {
+            ff_plan_options po;
+            ff_plan plan;
+            const ff_device_options dopt = {.max_batch = M, .gpu = -1, .borrow_weights = true};
+            st = ff_plan_options_default(&po);
+            if (st != FF_OK) {  // a bad FF_CUDA_* default does not concern the cpu device
+                ff_clear_error();
+                memset(&po, 0, sizeof po);
+                po.winograd_m = 4;
+                st = FF_OK;
+            }
+            st = ff_plan_build(&plan, m, FF_DEVICE_CPU, &po);
+            if (st == FF_OK) st = ff_device_create(&sl->dev, m, w, &plan, &dopt);
+        }
     }
     if (st == FF_OK && P > 1) {
         t->sendbuf = xcalloc((size_t)(t->nslots * t->N), sizeof(float), &st, "reduce send buffer");
@@ -224,12 +244,13 @@ void ff_trainer_set_steps(ff_trainer *t, int64_t steps) {
 
 // ---------------------------------------------------------------- one micro-batch
 
-static void forward(const ff_trainer *t, slot *sl, int64_t n) {
+// Every activation is kept for the backward: one layer at a time, whole (device.h run_bands).
+static ff_status forward(const ff_trainer *t, slot *sl, int64_t n) {
     for (int l = 0; l <= t->last; l++) {
-        const ff_layer *L = &t->m->layers[l];
-        ff_rows rows = ff_rows_full(L);
-        ff_cpu_layer_forward(sl->act[l + 1], sl->act[l], t->w->w[l], t->w->b[l], L, &rows, n);
+        const ff_band_job job = {sl->act[l + 1], sl->act[l], ff_rows_full(&t->m->layers[l]), n};
+        FF_TRY(ff_device_run_bands(sl->dev, &job, 1, l));
     }
+    return FF_OK;
 }
 
 // Gradient of scale * (sum of the n images' losses) into sl->g; per-image losses into sl->loss.
@@ -320,14 +341,21 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
     const float scale = 1.0f / (float)b;
 
     // Each micro-batch on its own slot; OpenMP across them keeps every one's sums in order.
+    int failed = 0;  // a forward's status (cpu run_bands of one whole layer cannot fail: its
+                     // argument checks hold by construction and it allocates nothing)
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t jj = 0; jj < nloc; jj++) {
         slot *sl = &t->slots[jj];
         const int64_t start = (j0 + jj) * M, n = start + M <= b ? M : b - start;
         fetch(t, sl, src, start, n);
-        forward(t, sl, n);
+        if (forward(t, sl, n) != FF_OK) {
+#pragma omp atomic write
+            failed = 1;
+            continue;
+        }
         backward(t, sl, n, scale);
     }
+    if (failed) return FF_FAIL(FF_ERR_INTERNAL, "train step: a micro-batch's forward failed on the cpu device");
 
     // ---- losses: every image's loss, in batch order, on every rank
     for (int64_t jj = 0; jj < nloc; jj++) {
@@ -539,14 +567,19 @@ ff_status ff_train_evaluate(ff_trainer *t, int64_t *correct, const ff_dataset *d
     if (!order) return FF_FAIL(FF_ERR_OOM, "evaluate: cannot allocate %lld indices", (long long)n);
     for (int64_t i = 0; i < n; i++) order[i] = i;
     for (int64_t s = 0; s < t->nslots; s++) t->slots[s].correct = 0;
-    for (int64_t c = c0; c < c1; c += t->nslots) {
+    int failed = 0;
+    for (int64_t c = c0; c < c1 && !failed; c += t->nslots) {
         const int64_t cnt = c1 - c < t->nslots ? c1 - c : t->nslots;
 #pragma omp parallel for schedule(dynamic, 1)
         for (int64_t jj = 0; jj < cnt; jj++) {
             slot *sl = &t->slots[jj];
             const int64_t start = (c + jj) * M, m = start + M <= n ? M : n - start;
             ff_dataset_batch(sl->act[0], sl->labels, ds, order, start, m);
-            forward(t, sl, m);
+            if (forward(t, sl, m) != FF_OK) {
+#pragma omp atomic write
+                failed = 1;
+                continue;
+            }
             const float *z = sl->act[t->last + 1];
             for (int64_t i = 0; i < m; i++) {
                 int64_t best = 0;
@@ -557,6 +590,7 @@ ff_status ff_train_evaluate(ff_trainer *t, int64_t *correct, const ff_dataset *d
         }
     }
     free(order);
+    if (failed) return FF_FAIL(FF_ERR_INTERNAL, "evaluate: a forward failed on the cpu device");
     double total = 0;
     for (int64_t s = 0; s < t->nslots; s++) total += (double)t->slots[s].correct;
     if (P > 1) FF_TRY(ff_comm_allreduce_sum_f64(t->comm, &total, 1));

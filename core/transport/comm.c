@@ -2,12 +2,42 @@
 #include <string.h>
 
 #include "comm_internal.h"
+#include "fivefold/device.h"
+
+// Device buffers on a backend that moves host memory only: staged (comm_staged.c).
+static bool staged(const ff_comm *c) {
+    return c->dev && !c->ops->device_copies;
+}
+
+ff_status ff_comm_bind_device(ff_comm *c, struct ff_device *d) {
+    c->dev = d && !ff_device_is_host(d) ? d : NULL;
+    return FF_OK;
+}
+
+struct ff_device *ff_comm_device(const ff_comm *c) {
+    return c->dev;
+}
+
+const char *ff_comm_transport_name(const ff_comm *c) {
+    if (!c->dev) return c->ops->name;
+    return c->ops->device_copies ? "loopback (device copies)" : "mpi (staged through host memory)";
+}
+
+ff_status ff_comm_copy(ff_comm *c, void *dst, const void *src, size_t bytes) {
+    if (!bytes || dst == src) return FF_OK;
+    if (c->dev) return ff_device_copy_bytes(c->dev, dst, src, bytes);
+    memcpy(dst, src, bytes);
+    return FF_OK;
+}
 
 int ff_comm_rank(const ff_comm *c) {
     return c->rank;
 }
 int ff_comm_size(const ff_comm *c) {
     return c->size;
+}
+int ff_comm_local_rank(const ff_comm *c) {
+    return c->local_rank;
 }
 int64_t ff_comm_bytes_sent(const ff_comm *c) {
     return c->bytes_sent;
@@ -39,6 +69,7 @@ ff_status ff_comm_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, co
     FF_TRY(check_msgs(c, recvs, n_recvs, "receive"));
     for (int i = 0; i < n_sends; i++)
         if (sends[i].peer != c->rank) c->bytes_sent += (int64_t)sends[i].bytes;
+    if (staged(c)) return ff_comm_staged_exchange(c, sends, n_sends, recvs, n_recvs);
     return c->ops->exchange(c, sends, n_sends, recvs, n_recvs);
 }
 
@@ -49,6 +80,7 @@ ff_status ff_comm_barrier(ff_comm *c) {
 ff_status ff_comm_bcast(ff_comm *c, void *buf, size_t bytes, int root) {
     FF_TRY(check_root(c, root, "bcast"));
     if (c->rank == root) c->bytes_sent += (int64_t)bytes * (c->size - 1);
+    if (staged(c)) return ff_comm_staged_bcast(c, buf, bytes, root);
     return c->ops->bcast(c, buf, bytes, root);
 }
 
@@ -56,6 +88,7 @@ ff_status ff_comm_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const
                           size_t sendbytes, int root) {
     FF_TRY(check_root(c, root, "gatherv"));
     if (c->rank != root) c->bytes_sent += (int64_t)sendbytes;
+    if (staged(c)) return ff_comm_staged_gatherv(c, recvbuf, counts, displs, sendbuf, sendbytes, root);
     return c->ops->gatherv(c, recvbuf, counts, displs, sendbuf, sendbytes, root);
 }
 
@@ -65,6 +98,7 @@ ff_status ff_comm_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const vo
     if (c->rank == root)
         for (int r = 0; r < c->size; r++)
             if (r != root) c->bytes_sent += (int64_t)counts[r];
+    if (staged(c)) return ff_comm_staged_scatterv(c, recvbuf, recvbytes, sendbuf, counts, displs, root);
     return c->ops->scatterv(c, recvbuf, recvbytes, sendbuf, counts, displs, root);
 }
 
@@ -74,6 +108,7 @@ ff_status ff_comm_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, co
         return FF_FAIL(FF_ERR_INPUT, "allgatherv: rank %d sends %zu bytes but counts[%d] = %zu", c->rank, sendbytes,
                        c->rank, counts[c->rank]);
     c->bytes_sent += (int64_t)sendbytes * (c->size - 1);
+    if (staged(c)) return ff_comm_staged_allgatherv(c, recvbuf, counts, displs, sendbuf, sendbytes);
     return c->ops->allgatherv(c, recvbuf, counts, displs, sendbuf, sendbytes);
 }
 
@@ -81,6 +116,8 @@ ff_status ff_comm_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_counts
                             const void *sendbuf, const size_t *send_counts, const size_t *send_displs) {
     for (int r = 0; r < c->size; r++)
         if (r != c->rank) c->bytes_sent += (int64_t)send_counts[r];
+    if (staged(c))
+        return ff_comm_staged_alltoallv(c, recvbuf, recv_counts, recv_displs, sendbuf, send_counts, send_displs);
     return c->ops->alltoallv(c, recvbuf, recv_counts, recv_displs, sendbuf, send_counts, send_displs);
 }
 
@@ -96,6 +133,7 @@ ff_status ff_comm_allreduce_max_i64(ff_comm *c, int64_t *buf, size_t n) {
 
 ff_status ff_comm_allreduce_sum_f32(ff_comm *c, float *buf, size_t n) {
     c->bytes_sent += (int64_t)(n * sizeof(float)) * (c->size - 1);
+    if (c->dev) return ff_comm_staged_sum_f32(c, buf, n);  // both backends reduce on the host
     return c->ops->allreduce_sum_f32(c, buf, n);
 }
 

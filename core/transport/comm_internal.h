@@ -1,9 +1,14 @@
 // Private to the comm backends (comm.c, comm_mpi.c, comm_loopback.c): every ff_comm starts with
 // this header, and the public functions in comm.c dispatch through its ops table.
 #pragma once
+#include <stdbool.h>
+
 #include "fivefold/comm.h"
 
 typedef struct {
+    const char *name;    // "mpi", "loopback"
+    bool device_copies;  // copies device buffers itself (through ff_device_copy_bytes); else comm.c
+                         // stages them through host memory (comm_staged.c)
     ff_status (*exchange)(ff_comm *c, const ff_comm_msg *sends, int n_sends, const ff_comm_msg *recvs, int n_recvs);
     ff_status (*barrier)(ff_comm *c);
     ff_status (*bcast)(ff_comm *c, void *buf, size_t bytes, int root);
@@ -24,9 +29,32 @@ typedef struct {
 struct ff_comm {
     const ff_comm_ops *ops;
     int rank, size;
+    int local_rank, local_size;  // among the ranks of this node (loopback: every rank)
     // Logical payload this rank has sent to other ranks (not counting copies to itself):
     // point-to-point: the bytes of every send; bcast: root counts bytes*(P-1); gatherv: each
     // non-root its block; scatterv: root the blocks of the others; allgatherv: own block*(P-1);
     // alltoallv: the blocks for other ranks; allreduce: n*size*(P-1) (what a naive reduce moves).
     int64_t bytes_sent;
+    struct ff_device *dev;  // the device whose memory the buffers are (ff_comm_bind_device); NULL: host
+    void *stage[2];         // comm_staged.c: host copies of the send and receive sides
+    size_t stage_cap[2];
 };
+
+// A copy between buffers of this comm's memory (host memcpy, or the bound device's copy).
+ff_status ff_comm_copy(ff_comm *c, void *dst, const void *src, size_t bytes);
+
+// comm_staged.c: the same operations for a backend that only moves host memory, with every device
+// buffer copied to a host stage first and back after.
+ff_status ff_comm_staged_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, const ff_comm_msg *recvs,
+                                  int n_recvs);
+ff_status ff_comm_staged_bcast(ff_comm *c, void *buf, size_t bytes, int root);
+ff_status ff_comm_staged_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
+                                 const void *sendbuf, size_t sendbytes, int root);
+ff_status ff_comm_staged_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf,
+                                  const size_t *counts, const size_t *displs, int root);
+ff_status ff_comm_staged_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
+                                    const void *sendbuf, size_t sendbytes);
+ff_status ff_comm_staged_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_counts, const size_t *recv_displs,
+                                   const void *sendbuf, const size_t *send_counts, const size_t *send_displs);
+ff_status ff_comm_staged_sum_f32(ff_comm *c, float *buf, size_t n);
+void ff_comm_staged_free(ff_comm *c);

@@ -172,7 +172,13 @@ static ff_status lb_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, 
         m->tag = 0;
         for (int j = 0; j < i; j++) m->tag += sends[j].peer == sends[i].peer;
         m->bytes = sends[i].bytes;
-        if (m->bytes) memcpy(m->data, sends[i].buf, m->bytes);
+        if (m->bytes) {
+            ff_status cst = ff_comm_copy(c, m->data, sends[i].buf, m->bytes);
+            if (cst != FF_OK) {
+                free(m);
+                return cst;
+            }
+        }
         pthread_mutex_lock(&w->mu);
         lb_msg **q = &w->mail[sends[i].peer];
         while (*q) q = &(*q)->next;
@@ -198,7 +204,7 @@ static ff_status lb_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, 
                                  "bytes: the receive expects %zu",
                                  me, tag, src, m->bytes, recvs[i].bytes);
                 else if (m->bytes)
-                    memcpy(recvs[i].buf, m->data, m->bytes);
+                    st = ff_comm_copy(c, recvs[i].buf, m->data, m->bytes);
                 free(m);
                 break;
             }
@@ -237,7 +243,7 @@ static ff_status lb_bcast(ff_comm *c, void *buf, size_t bytes, int root) {
         if (rs->bytes != bytes)
             return FF_FAIL(FF_ERR_MPI, "loopback bcast: rank %d expects %zu bytes, root sends %zu", c->rank, bytes,
                            rs->bytes);
-        if (bytes) memcpy(buf, rs->recv, bytes);
+        if (bytes) FF_TRY(ff_comm_copy(c, buf, rs->recv, bytes));
     }
     return lb_leave(c, LB_BCAST);
 }
@@ -254,7 +260,7 @@ static ff_status lb_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, con
                                "loopback gatherv: rank %d sends %zu bytes, root "
                                "expects counts[%d] = %zu",
                                r, o->bytes, r, counts[r]);
-            if (o->bytes) memcpy((char *)recvbuf + displs[r], o->send, o->bytes);
+            if (o->bytes) FF_TRY(ff_comm_copy(c, (char *)recvbuf + displs[r], o->send, o->bytes));
         }
     }
     return lb_leave(c, LB_GATHERV);
@@ -268,7 +274,7 @@ static ff_status lb_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const 
     if (rs->counts[c->rank] != recvbytes)
         return FF_FAIL(FF_ERR_MPI, "loopback scatterv: rank %d expects %zu bytes, root sends %zu", c->rank, recvbytes,
                        rs->counts[c->rank]);
-    if (recvbytes) memcpy(recvbuf, (const char *)rs->send + rs->displs[c->rank], recvbytes);
+    if (recvbytes) FF_TRY(ff_comm_copy(c, recvbuf, (const char *)rs->send + rs->displs[c->rank], recvbytes));
     return lb_leave(c, LB_SCATTERV);
 }
 
@@ -283,7 +289,7 @@ static ff_status lb_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, 
                            "loopback allgatherv: rank %d sends %zu bytes, rank %d "
                            "expects counts[%d] = %zu",
                            r, o->bytes, c->rank, r, counts[r]);
-        if (o->bytes) memcpy((char *)recvbuf + displs[r], o->send, o->bytes);
+        if (o->bytes) FF_TRY(ff_comm_copy(c, (char *)recvbuf + displs[r], o->send, o->bytes));
     }
     return lb_leave(c, LB_ALLGATHERV);
 }
@@ -301,7 +307,8 @@ static ff_status lb_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_coun
                            "which expects %zu",
                            r, o->counts[me], me, recv_counts[r]);
         if (recv_counts[r])
-            memcpy((char *)recvbuf + recv_displs[r], (const char *)o->send + o->displs[me], recv_counts[r]);
+            FF_TRY(ff_comm_copy(c, (char *)recvbuf + recv_displs[r], (const char *)o->send + o->displs[me],
+                                recv_counts[r]));
     }
     return lb_leave(c, LB_ALLTOALLV);
 }
@@ -341,8 +348,8 @@ LB_ALLREDUCE(lb_max_i64, int64_t, LB_MAX_I64, if (v > acc) acc = v)
 LB_ALLREDUCE(lb_sum_f32, float, LB_SUM_F32, acc += v)
 
 static const ff_comm_ops lb_ops = {
-    lb_exchange,  lb_barrier, lb_bcast,   lb_gatherv, lb_scatterv, lb_allgatherv,
-    lb_alltoallv, lb_sum_f64, lb_max_i64, lb_sum_f32, NULL,
+    "loopback",    true,         lb_exchange, lb_barrier, lb_bcast,   lb_gatherv, lb_scatterv,
+    lb_allgatherv, lb_alltoallv, lb_sum_f64,  lb_max_i64, lb_sum_f32, NULL,
 };
 
 static void *lb_thread(void *p) {
@@ -391,6 +398,8 @@ ff_status ff_comm_loopback_run(int P, ff_comm_body body, void *arg) {
         rank[r].base.ops = &lb_ops;
         rank[r].base.rank = r;
         rank[r].base.size = P;
+        rank[r].base.local_rank = r;
+        rank[r].base.local_size = P;
         rank[r].w = &w;
         rank[r].body = body;
         rank[r].arg = arg;

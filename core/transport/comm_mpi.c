@@ -217,12 +217,13 @@ static void mpi_destroy(ff_comm *c) {
     int fin = 0;
     MPI_Finalized(&fin);
     if (!fin) MPI_Comm_free(&m->comm);
+    ff_comm_staged_free(c);
     free(m);
 }
 
 static const ff_comm_ops mpi_ops = {
-    mpi_exchange,  mpi_barrier, mpi_bcast,   mpi_gatherv, mpi_scatterv, mpi_allgatherv,
-    mpi_alltoallv, mpi_sum_f64, mpi_max_i64, mpi_sum_f32, mpi_destroy,
+    "mpi",          false,         mpi_exchange, mpi_barrier, mpi_bcast,   mpi_gatherv, mpi_scatterv,
+    mpi_allgatherv, mpi_alltoallv, mpi_sum_f64,  mpi_max_i64, mpi_sum_f32, mpi_destroy,
 };
 
 ff_status ff_comm_mpi_create(ff_comm **out, const void *mpi_comm) {
@@ -251,6 +252,15 @@ ff_status ff_comm_mpi_create(ff_comm **out, const void *mpi_comm) {
     m->base.ops = &mpi_ops;
     MPI_Comm_rank(m->comm, &m->base.rank);
     MPI_Comm_size(m->comm, &m->base.size);
+    // This rank's place among the ranks of its node (a GPU mode's device is local rank % GPUs).
+    MPI_Comm node;
+    m->base.local_rank = m->base.rank;
+    m->base.local_size = m->base.size;
+    if (MPI_Comm_split_type(m->comm, MPI_COMM_TYPE_SHARED, m->base.rank, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_rank(node, &m->base.local_rank);
+        MPI_Comm_size(node, &m->base.local_size);
+        MPI_Comm_free(&node);
+    }
     *out = &m->base;
     return FF_OK;
 }

@@ -59,6 +59,40 @@ expect 2 "weights/conv1/w' has shape \(32, 1, 3, 3\): expected \(96, 3, 11, 11\)
 expect 2 "dataset 'input' is missing" -- infer --model mnist-cnn --input "$tmp/mnist.h5"
 expect 2 -- "--inject-fault 'conv9': model mnist-cnn has no such layer" -- infer --model mnist-cnn --inject-fault conv9
 expect 2 -- "--precision 'fp16': expected fp32\|tf32" -- infer --model mnist-cnn --precision fp16
+# The plan flags (issue 13): the same parser in infer, verify and info; each bad value is named with
+# what was expected, the environment only sets their defaults (a bad default is refused, naming it).
+expect 2 -- "--conv 'fft': expected direct\|winograd" -- infer --model mnist-cnn --conv fft
+expect 2 -- "--conv 'Direct': expected direct\|winograd" -- verify --model mnist-cnn --conv Direct
+expect 2 -- "--winograd-m '3': expected 2\|4" -- infer --model mnist-cnn --winograd-m 3
+expect 2 -- "--winograd-m '4x': expected 2\|4" -- info --mode cuda --winograd-m 4x
+expect 2 -- "--s2d 'yes': expected on\|off" -- verify --model mnist-cnn --s2d yes
+expect 2 -- "--s2d '1': expected on\|off" -- info --s2d 1
+expect 2 -- "--conv needs a value, got the flag --mode" -- info --conv --mode cuda
+expect 2 -- "--backend 'cudnn': expected own\|vendor" -- info --mode cuda --backend cudnn
+expect 2 -- "--backend vendor: the cpu device has no vendor library" -- info --backend vendor
+for c in infer verify info; do
+    expect 0 -- "--winograd-m M +Winograd output tile" -- "$c" --help
+    expect 0 -- "FF_CUDA_CONV=direct\|winograd" -- "$c" --help
+done
+export FF_CUDA_CONV=fft
+expect 2 "FF_CUDA_CONV=fft: expected direct or winograd" -- infer --model mnist-cnn
+unset FF_CUDA_CONV
+export FF_WINOGRAD_M=8
+expect 2 "FF_WINOGRAD_M=8: expected 2 or 4" -- info --mode cuda
+unset FF_WINOGRAD_M
+export FF_CUDA_S2D=yes
+expect 2 "FF_CUDA_S2D=yes: expected 0 or 1" -- verify --model mnist-cnn
+unset FF_CUDA_S2D
+# The flags win over the environment's defaults; info prints the plan they make (no GPU needed).
+export FF_CUDA_CONV=direct
+expect 0 "plan \(cuda device, digest class gpu\)" -- info --mode cuda --conv winograd
+unset FF_CUDA_CONV
+expect 0 "plan \(cuda device, digest class gpu-direct\)" -- info --mode cuda --conv direct
+expect 0 "plan \(cuda device, digest class gpu-wg2\)" -- info --mode cuda --winograd-m 2
+expect 0 "plan \(cuda device, digest class gpu-wg4-nos2d\)" -- info --mode cuda --s2d off
+expect 0 "plan \(cpu device, digest class cpu\)" -- info --model mnist-cnn
+expect 0 "conv1 +conv2d +winograd-4-s2d +96x55x55 +whole step" -- info --mode cuda --ranks 4 --split rows
+expect 0 "1:\[6,13\)<-\[2,18\)" -- info --mode cuda --ranks 4 --split rows
 # The CPU conv copy: a value other than 128/256 is refused naming it.
 export FF_CPU_VECTOR=512
 expect 2 "FF_CPU_VECTOR=512: expected 128 or 256" -- infer --model mnist-cnn

@@ -3,6 +3,8 @@
 //   - a golden not in the manifest: refused unless trusted;
 //   - a weight bit flipped: the digest check fails (directly, and as a failing verify row);
 //   - a changed reference digest: the row fails until re-recorded;
+//   - a digest class the golden has no record of is compared by tolerance alone (never a digest
+//     mismatch) until --record writes one; other classes' records and malformed class names;
 //   - deliberately wrong layers (padding off by one, transposed kernel, maxpool reading one column
 //     too far) judged by the same tolerance functions against the golden: FAIL, while the same code
 //     without the mistake PASSes (so the harness is not failing everything);
@@ -191,6 +193,131 @@ static void changed_reference_digest_fails(void **state) {
     assert_int_equal(rep.rows[1].digest_state, 1);
     assert_true(rep.rows[1].expected_digest == conv2);
     ff_verify_report_free(&rep);
+}
+
+// A copy of the mnist-cnn golden in the temporary folder with the group /expected/<drop> removed
+// (NULL: none) and attribute attr of group /expected/<add> set to value (add NULL: none).
+static void golden_copy(char *dst, size_t cap, const char *name, const char *drop, const char *add, const char *attr,
+                        const char *value) {
+    char src[1024];
+    golden_path(src, sizeof src, "mnist-cnn");
+    snprintf(dst, cap, "%s/%s", tmpdir, name);
+    assert_int_equal(copy_file(dst, src), 0);
+    int64_t f = open_rw(dst);
+    assert_true(f > 0);
+    if (drop) {
+        char obj[128];
+        snprintf(obj, sizeof obj, "expected/%s", drop);
+        assert_true(H5Ldelete((hid_t)f, obj, H5P_DEFAULT) >= 0);
+    }
+    if (add) {
+        char obj[128];
+        snprintf(obj, sizeof obj, "expected/%s", add);
+        assert_int_equal(ff_h5_write_attr_str(f, obj, attr, value), FF_OK);
+    }
+    ff_h5_close(f);
+}
+
+// The digest class of a run comes from its plan; a golden without a record of that class (here:
+// "cpu" removed) is judged by tolerance alone: every row passes and says its digest was not
+// compared, never a mismatch. --record then writes /expected/cpu, and the next run compares every
+// row with it; a tampered digest of that class fails again.
+static void class_without_record_is_not_compared(void **state) {
+    (void)state;
+    char dst[1024];
+    golden_copy(dst, sizeof dst, "no-cpu-record.h5", "cpu", NULL, NULL, NULL);
+    ff_model m;
+    assert_int_equal(ff_model_init(&m, "mnist-cnn"), FF_OK);
+    ff_golden g;
+    ff_golden_options o = {.trust = true};
+    assert_int_equal(ff_golden_load(&g, &m, dst, &o), FF_OK);
+    assert_null(ff_golden_find_class(&g, "cpu"));
+    assert_non_null(ff_golden_find_class(&g, "gpu"));  // the other class's record is untouched
+    ff_golden_free(&g);
+
+    ff_verify_config c;
+    ff_verify_config_default(&c);
+    c.golden = dst;
+    c.trust = true;
+    c.progress = stdout;
+    ff_verify_report rep;
+    assert_int_equal(ff_verify_run(&rep, &c), FF_OK);
+    assert_true(rep.pass);
+    assert_int_equal(rep.failed, 0);
+    assert_string_equal(rep.digest_class, "cpu");
+    assert_false(rep.class_recorded);
+    assert_int_equal(rep.n_rows, m.n_layers + 3);
+    for (int i = 1; i < rep.n_rows; i++) {  // every row with an output of its own (not weights)
+        assert_true(rep.rows[i].pass);
+        assert_int_equal(rep.rows[i].digest_state, 0);
+        assert_non_null(
+            strstr(rep.rows[i].note, "digest: not compared (no record for class cpu; --record writes one)"));
+    }
+    ff_verify_report_free(&rep);
+
+    // --record writes the class (a trusted golden: the manifest is left alone) ...
+    c.record = true;
+    assert_int_equal(ff_verify_run(&rep, &c), FF_OK);
+    assert_true(rep.pass);
+    assert_int_equal(rep.recorded, m.n_layers + 2);
+    ff_verify_report_free(&rep);
+    // ... and every row is compared with it from then on.
+    c.record = false;
+    assert_int_equal(ff_verify_run(&rep, &c), FF_OK);
+    assert_true(rep.pass);
+    assert_true(rep.class_recorded);
+    for (int i = 1; i < rep.n_rows; i++) assert_int_equal(rep.rows[i].digest_state, 1);
+    ff_verify_report_free(&rep);
+    int64_t f = open_rw(dst);
+    assert_true(f > 0);
+    assert_int_equal(ff_h5_write_attr_str(f, "expected/cpu", "fc1", "0123456789abcdef"), FF_OK);
+    ff_h5_close(f);
+    c.filter = "fc1";
+    assert_int_equal(ff_verify_run(&rep, &c), FF_OK);
+    assert_int_equal(rep.n_rows, 1);
+    assert_false(rep.pass);
+    assert_true(rep.rows[0].tol.pass);
+    assert_int_equal(rep.rows[0].digest_state, -1);
+    ff_verify_report_free(&rep);
+}
+
+// Classes are names: a golden may hold records of any plan's class next to cpu and gpu, each read
+// on its own; a name that could not be a class (it names an HDF5 group) is refused as malformed.
+static void digest_classes_are_names(void **state) {
+    (void)state;
+    ff_model m;
+    assert_int_equal(ff_model_init(&m, "mnist-cnn"), FF_OK);
+    char dst[1024];
+    golden_copy(dst, sizeof dst, "extra-class.h5", NULL, "gpu-wg2", "conv2", "00000000000000ff");
+    ff_golden g;
+    ff_golden_options o = {.trust = true};
+    assert_int_equal(ff_golden_load(&g, &m, dst, &o), FF_OK);
+    const ff_golden_class *wg2 = ff_golden_find_class(&g, "gpu-wg2");
+    assert_non_null(wg2);
+    assert_true(wg2->has[2]);
+    assert_false(wg2->has[0]);
+    assert_true(wg2->digest[2] == 0xff);
+    assert_non_null(ff_golden_find_class(&g, "cpu"));
+    ff_golden_free(&g);
+    // The serial run is compared with "cpu" only: the other class changes nothing.
+    ff_verify_config c;
+    ff_verify_config_default(&c);
+    c.golden = dst;
+    c.trust = true;
+    ff_verify_report rep;
+    assert_int_equal(ff_verify_run(&rep, &c), FF_OK);
+    assert_true(rep.pass);
+    for (int i = 1; i < rep.n_rows; i++) assert_int_equal(rep.rows[i].digest_state, 1);
+    ff_verify_report_free(&rep);
+
+    golden_copy(dst, sizeof dst, "bad-class.h5", NULL, "gpu wg2!", "conv2", "00000000000000ff");
+    assert_int_equal(ff_golden_load(&g, &m, dst, &o), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "digest class 'gpu wg2!'"));
+    assert_int_equal(ff_digest_class_check("gpu-wg4-nos2d"), FF_OK);
+    assert_int_equal(ff_digest_class_check(""), FF_ERR_INPUT);
+    assert_int_equal(ff_digest_class_check("a/b"), FF_ERR_INPUT);
+    assert_int_equal(ff_digest_class_check("0123456789012345678901234567890123"), FF_ERR_INPUT);
+    ff_clear_error();
 }
 
 // ---------------------------------------------------------------- deliberately wrong layers
@@ -401,10 +528,16 @@ static void injected_fault_fails_every_layer(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(flipped_byte_is_refused),  cmocka_unit_test(unlisted_golden_needs_trust),
-        cmocka_unit_test(weight_bit_flip_fails),    cmocka_unit_test(changed_reference_digest_fails),
-        cmocka_unit_test(wrong_conv_variants_fail), cmocka_unit_test(wrong_maxpool_fails),
-        cmocka_unit_test(nan_in_one_element_fails), cmocka_unit_test(injected_fault_fails_every_layer),
+        cmocka_unit_test(flipped_byte_is_refused),
+        cmocka_unit_test(unlisted_golden_needs_trust),
+        cmocka_unit_test(weight_bit_flip_fails),
+        cmocka_unit_test(changed_reference_digest_fails),
+        cmocka_unit_test(wrong_conv_variants_fail),
+        cmocka_unit_test(wrong_maxpool_fails),
+        cmocka_unit_test(nan_in_one_element_fails),
+        cmocka_unit_test(injected_fault_fails_every_layer),
+        cmocka_unit_test(class_without_record_is_not_compared),
+        cmocka_unit_test(digest_classes_are_names),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

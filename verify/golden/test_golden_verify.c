@@ -62,18 +62,25 @@ static void exact_layers_recorded_digest_is_golden_digest(void **state) {
         ff_golden g;
         ff_golden_options o = {.manifest = MANIFEST};
         assert_int_equal(ff_golden_load(&g, &m, path, &o), FF_OK);
+        // The committed goldens record the classes "cpu" and "gpu" (the default GPU plan).
+        const ff_golden_class *cpu = ff_golden_find_class(&g, "cpu"), *gpu = ff_golden_find_class(&g, "gpu");
+        assert_non_null(cpu);
+        assert_non_null(gpu);
+        assert_null(ff_golden_find_class(&g, "gpu-direct"));
+        assert_null(ff_golden_find_class(&g, ""));
         int exact = 0;
         for (int i = 0; i < m.n_layers; i++) {
-            assert_true(g.has_expected[FF_CLASS_CPU][i]);  // every layer has a recorded reference digest
+            assert_true(cpu->has[i]);  // every layer has a recorded reference digest
+            assert_true(gpu->has[i]);
             ff_op op = m.layers[i].op;
             if (op == FF_OP_RELU || op == FF_OP_MAXPOOL || op == FF_OP_FLATTEN) {
-                assert_true(g.expected[FF_CLASS_CPU][i] == g.layers[i].out_digest);
+                assert_true(cpu->digest[i] == g.layers[i].out_digest);
                 exact++;
             }
         }
         assert_true(exact >= 5);
-        assert_true(g.has_expected[FF_CLASS_CPU][FF_GOLDEN_E2E_LOGITS]);
-        assert_true(g.has_expected[FF_CLASS_CPU][FF_GOLDEN_E2E_OUTPUT]);
+        assert_true(cpu->has[FF_GOLDEN_E2E_LOGITS]);
+        assert_true(cpu->has[FF_GOLDEN_E2E_OUTPUT]);
         ff_golden_free(&g);
     }
 }
@@ -98,6 +105,8 @@ static void serial_passes_every_check(void **state) {
         assert_int_equal(st, FF_OK);
         assert_true(rep.pass);
         assert_int_equal(rep.failed, 0);
+        assert_string_equal(rep.digest_class, "cpu");
+        assert_true(rep.class_recorded);
         assert_int_equal(rep.n_rows, m.n_layers + 3);  // weights, every layer, logits, output
         for (int i = 0; i < rep.n_rows; i++) {
             assert_true(rep.rows[i].pass);

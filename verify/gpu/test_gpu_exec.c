@@ -126,7 +126,7 @@ static void per_layer_chain_equals_fused_graph(void **state) {
         assert_true(t->seconds[L][FF_PHASE_D2H] > 0);
         assert_null(ff_exec_trace(e));
         // tracing turned on after create (fivefold bench's separate traced pass) works too
-        e->opt.trace = true;
+        ff_exec_set_trace(e, true);
         float *late = forward(e, &f.m, x, n, 0, L);
         assert_int_equal(ff_exec_trace(e)->calls, 1);
         assert_true(ff_exec_trace(e)->seconds[0][FF_PHASE_COMPUTE] > 0);
@@ -220,7 +220,7 @@ static void errors_are_clear(void **state) {
     assert_non_null(strstr(ff_last_error(), "free"));
     assert_null(e);
     o.max_batch = 1;
-    o.precision = FF_PRECISION_TF32;
+    o.plan.precision = FF_PRECISION_TF32;
     assert_int_equal(ff_exec_create(&e, &f.m, &f.w, &o), FF_ERR_INPUT);
     assert_non_null(strstr(ff_last_error(), "tf32"));
     ff_weights_free(&f.w);
@@ -241,11 +241,11 @@ static void algorithms_and_resident_timing(void **state) {
     float *x = malloc((size_t)(n * per_img) * sizeof(float));
     ff_input_generate(x, &f.m, n, 8);
     ff_executor *e = make(&f, FF_MODE_CUDA, n, false, -1);
-    const char *expect[] = {"winograd-4", "winograd-4", "winograd-4", "winograd-4", "winograd-4"};
+    const char *expect[] = {"winograd-4-s2d", "winograd-4", "winograd-4", "winograd-4", "winograd-4"};
     int j = 0;
     for (int i = 0; i < f.m.n_layers; i++)
-        if (f.m.layers[i].op == FF_OP_CONV2D) assert_string_equal(ff_exec_layer_algorithm(e, i), expect[j++]);
-    assert_string_equal(ff_exec_layer_algorithm(e, L), "direct");
+        if (f.m.layers[i].op == FF_OP_CONV2D) assert_string_equal(ff_exec_plan(e)->layer[i].name, expect[j++]);
+    assert_string_equal(ff_exec_plan(e)->layer[L].name, "direct");
     float *y = forward(e, &f.m, x, n, 0, L);
     double ms[3] = {0, 0, 0};
     assert_int_equal(ff_exec_time_resident(e, n, 3, ms), FF_OK);
@@ -258,7 +258,7 @@ static void algorithms_and_resident_timing(void **state) {
     setenv("FF_CUDA_CONV", "direct", 1);
     ff_executor *ed = make(&f, FF_MODE_CUDA, n, false, -1);
     unsetenv("FF_CUDA_CONV");
-    for (int i = 0; i < f.m.n_layers; i++) assert_string_equal(ff_exec_layer_algorithm(ed, i), "direct");
+    for (int i = 0; i < f.m.n_layers; i++) assert_string_equal(ff_exec_plan(ed)->layer[i].name, "direct");
     float *yd = forward(ed, &f.m, x, n, 0, L);
     double worst = 0, scale = 0;
     for (int64_t k = 0; k < n * classes; k++) {
@@ -285,7 +285,7 @@ static void vendor_backend_by_tolerance(void **state) {
     ff_exec_options_default(&o);
     o.mode = FF_MODE_CUDA;
     o.max_batch = n;
-    o.backend = FF_BACKEND_VENDOR;
+    o.plan.backend = FF_BACKEND_VENDOR;
     ff_executor *ev = NULL;
     assert_int_equal(ff_exec_create(&ev, &f.m, &f.w, &o), FF_OK);
     ff_executor *eo = make(&f, FF_MODE_CUDA, n, false, -1);

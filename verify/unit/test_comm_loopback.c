@@ -320,8 +320,9 @@ static void mpi_mode_rejects_bad_options(void **state) {
     o.split = FF_SPLIT_ROWS;
     ff_executor *e = NULL;
     // no communicator
-    assert_int_equal(ff_mode_mpi_impl.create(&e, &m, NULL, &o), FF_ERR_INPUT);
+    assert_int_equal(ff_exec_create(&e, &m, NULL, &o), FF_ERR_INPUT);
     assert_non_null(strstr(ff_last_error(), "communicator"));
+    assert_null(e);
 }
 
 int main(void) {

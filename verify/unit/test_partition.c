@@ -1,6 +1,7 @@
 // Partition module (partition.h): bands, the row-geometry formula against brute force, exchange
-// plans with thin bands (halos from several ranks away) and empty bands, and the property checker
-// shown to reject each kind of broken plan.
+// plans with thin bands (halos from several ranks away) and empty bands, the property checker
+// shown to reject each kind of broken plan, and partitions under an execution plan (plan.h):
+// Winograd bands fetch whole tiles, a space-to-depth conv is a whole-layer step.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "fivefold/partition.h"
+#include "fivefold/winograd.h"
 
 static void bands_tile_and_owner_agrees(void **state) {
     (void)state;
@@ -318,11 +320,168 @@ static void print_lists_every_layer(void **state) {
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     assert_non_null(f);
-    assert_int_equal(ff_partition_print(f, &m, 4, FF_SPLIT_ROWS, 1), FF_OK);
+    assert_int_equal(ff_partition_print(f, &m, NULL, 4, FF_SPLIT_ROWS, 1), FF_OK);
     fclose(f);
     for (int i = 0; i < m.n_layers; i++) assert_non_null(strstr(buf, m.layers[i].name));
     assert_non_null(strstr(buf, "1:[13,27)<-[52,115)"));  // conv1, rank 1
     assert_non_null(strstr(buf, "halo bytes exchanged per forward (all ranks, batch 1): 657792"));
+    free(buf);
+}
+
+// The GPU plan of AlexNet with the defaults (Winograd F(4x4, r x r), conv1 through space-to-depth).
+// ff_plan_build is pure: no GPU is needed to make it.
+static ff_plan gpu_plan(const ff_model *m, int wm) {
+    ff_plan_options o;
+    unsetenv("FF_CUDA_CONV");
+    unsetenv("FF_WINOGRAD_M");
+    unsetenv("FF_CUDA_S2D");
+    assert_int_equal(ff_plan_options_default(&o), FF_OK);
+    o.winograd_m = wm;
+    ff_plan p;
+    assert_int_equal(ff_plan_build(&p, m, FF_DEVICE_CUDA, &o), FF_OK);
+    return p;
+}
+
+// Under the GPU plan, for P = 1..8 and every rotation: each Winograd layer's bands need the input
+// rows of whole tiles (ff_winograd_input_rows, never less than the direct window, and more where a
+// band starts or ends inside a tile), conv1 (space-to-depth) is a whole-layer step on every rank
+// (not spatial, full band and input) and the layer after it takes its rows from a whole tensor,
+// and the checker passes.
+static void planned_partition_follows_the_plan(void **state) {
+    (void)state;
+    ff_model m;
+    assert_int_equal(ff_model_init(&m, "alexnet"), FF_OK);
+    for (int wm = 2; wm <= 4; wm += 2) {
+        const ff_plan plan = gpu_plan(&m, wm);
+        int wider = 0;
+        for (int P = 1; P <= 8; P++)
+            for (int rot = 0; rot < P; rot++) {
+                ff_partition *p = NULL;
+                assert_int_equal(ff_partition_build_planned(&p, &m, &plan, 0, m.n_layers - 1, P, FF_SPLIT_ROWS, 3, rot),
+                                 FF_OK);
+                assert_non_null(p->plan);
+                ff_status st = ff_partition_check(p, &m);
+                if (st != FF_OK) fprintf(stderr, "m=%d P=%d rot=%d: %s\n", wm, P, rot, ff_last_error());
+                assert_int_equal(st, FF_OK);
+                const ff_layer_part *c1 = &p->layer[0];
+                assert_true(c1->whole);
+                assert_false(c1->spatial);
+                assert_false(c1->windowed);
+                assert_int_equal(c1->src, FF_SRC_NONE);
+                for (int r = 0; r < P; r++) {
+                    assert_int_equal(c1->band[r].lo, 0);
+                    assert_int_equal(c1->band[r].hi, m.layers[0].out.h);
+                    assert_int_equal(c1->need[r].hi, m.layers[0].in.h);
+                }
+                assert_false(p->layer[1].spatial);               // relu1 stays whole after a whole step (fused anyway)
+                assert_int_equal(p->layer[2].src, FF_SRC_ROOT);  // pool1 takes its rows from the whole tensor
+                for (int i = 0; i < m.n_layers; i++) {
+                    const ff_layer *L = &m.layers[i];
+                    const ff_layer_part *lp = &p->layer[i];
+                    if (plan.layer[i].alg != FF_CONV_WINOGRAD || plan.layer[i].s2d) continue;
+                    assert_true(lp->spatial && lp->windowed);
+                    for (int r = 0; r < P; r++) {
+                        const ff_range b = lp->band[r], nd = lp->need[r];
+                        if (ff_range_len(b) == 0) continue;
+                        const ff_range want = ff_winograd_input_rows(L, wm, b.lo, b.hi);
+                        const ff_range direct = ff_layer_input_rows(L, b.lo, b.hi);
+                        assert_int_equal(nd.lo, want.lo);
+                        assert_int_equal(nd.hi, want.hi);
+                        assert_true(nd.lo <= direct.lo && nd.hi >= direct.hi);
+                        wider += nd.lo < direct.lo || nd.hi > direct.hi;
+                    }
+                }
+                ff_partition_free(p);
+            }
+        assert_true(wider > 0);
+    }
+    // Four ranks, F(4x4, 3x3): conv3's rank 1 computes rows [3, 6) = tiles 0 and 1, which read
+    // input rows [0, 9) (pad 1: tile 1 reads 3..8), where the direct window is [2, 7).
+    const ff_plan plan = gpu_plan(&m, 4);
+    ff_partition *p = NULL;
+    assert_int_equal(ff_partition_build_planned(&p, &m, &plan, 0, m.n_layers - 1, 4, FF_SPLIT_ROWS, 1, 0), FF_OK);
+    const ff_layer_part *c3 = &p->layer[ff_model_find_layer(&m, "conv3")];
+    assert_int_equal(c3->band[1].lo, 3);
+    assert_int_equal(c3->band[1].hi, 6);
+    assert_int_equal(c3->need[1].lo, 0);
+    assert_int_equal(c3->need[1].hi, 9);
+    ff_partition_free(p);
+    // Batch and replicate splits are not banded: the plan changes nothing there.
+    assert_int_equal(ff_partition_build_planned(&p, &m, &plan, 0, m.n_layers - 1, 3, FF_SPLIT_BATCH, 5, 0), FF_OK);
+    assert_int_equal(ff_partition_check(p, &m), FF_OK);
+    for (int i = 0; i < m.n_layers; i++) assert_false(p->layer[i].spatial);
+    ff_partition_free(p);
+    // A plan of another model is refused.
+    ff_model mn;
+    assert_int_equal(ff_model_init(&mn, "mnist-cnn"), FF_OK);
+    assert_int_equal(ff_partition_build_planned(&p, &mn, &plan, 0, mn.n_layers - 1, 2, FF_SPLIT_ROWS, 1, 0),
+                     FF_ERR_INPUT);
+    assert_null(p);
+    ff_clear_error();
+}
+
+// The checker holds the partition to its plan: a Winograd band one row short of its tiles (at
+// either end), the direct window instead of the tiles, a row too many, a whole-layer step split
+// into bands, or a partition that ignores the plan all fail; undone, it passes.
+static void checker_holds_partition_to_plan(void **state) {
+    (void)state;
+    ff_model m;
+    assert_int_equal(ff_model_init(&m, "alexnet"), FF_OK);
+    const ff_plan plan = gpu_plan(&m, 4);
+    ff_partition *p = NULL;
+    assert_int_equal(ff_partition_build_planned(&p, &m, &plan, 0, m.n_layers - 1, 4, FF_SPLIT_ROWS, 1, 0), FF_OK);
+    assert_int_equal(ff_partition_check(p, &m), FF_OK);
+    ff_layer_part *lp = &p->layer[ff_model_find_layer(&m, "conv3")];
+    const ff_range saved = lp->need[1];
+    lp->need[1].lo++;  // one row short above: tile 0 reads row 0
+    assert_int_equal(ff_partition_check(p, &m), FF_ERR_INTERNAL);
+    assert_non_null(strstr(ff_last_error(), "winograd-4"));
+    lp->need[1] = saved;
+    lp->need[1].hi--;  // one row short below
+    assert_int_equal(ff_partition_check(p, &m), FF_ERR_INTERNAL);
+    lp->need[1] = ff_layer_input_rows(&m.layers[ff_model_find_layer(&m, "conv3")], 3, 6);  // the direct window
+    assert_int_equal(ff_partition_check(p, &m), FF_ERR_INTERNAL);
+    lp->need[1] = saved;
+    lp->need[2].hi++;  // one row more than the tiles read
+    assert_int_equal(ff_partition_check(p, &m), FF_ERR_INTERNAL);
+    lp->need[2].hi--;
+    assert_int_equal(ff_partition_check(p, &m), FF_OK);
+    // conv1 is computed whole only: a band of it is a violation.
+    p->layer[0].band[0].hi = 10;
+    assert_int_equal(ff_partition_check(p, &m), FF_ERR_INTERNAL);
+    p->layer[0].band[0].hi = m.layers[0].out.h;
+    p->layer[0].spatial = true;
+    assert_int_equal(ff_partition_check(p, &m), FF_ERR_INTERNAL);
+    p->layer[0].spatial = false;
+    assert_int_equal(ff_partition_check(p, &m), FF_OK);
+    ff_partition_free(p);
+    // The direct partition (no plan) is not the GPU plan's: checked against the plan, it fails.
+    assert_int_equal(ff_partition_build(&p, &m, 0, m.n_layers - 1, 4, FF_SPLIT_ROWS, 1), FF_OK);
+    assert_int_equal(ff_partition_check(p, &m), FF_OK);
+    p->plan_copy = plan;
+    p->plan = &p->plan_copy;
+    assert_int_equal(ff_partition_check(p, &m), FF_ERR_INTERNAL);
+    ff_partition_free(p);
+    ff_clear_error();
+}
+
+// info's table under the plan: the algorithm column, conv1 a whole step, conv2's tile rows.
+static void print_follows_the_plan(void **state) {
+    (void)state;
+    ff_model m;
+    assert_int_equal(ff_model_init(&m, "alexnet"), FF_OK);
+    const ff_plan plan = gpu_plan(&m, 4);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(ff_partition_print(f, &m, &plan, 4, FF_SPLIT_ROWS, 1), FF_OK);
+    fclose(f);
+    assert_non_null(strstr(buf, "cuda plan"));
+    assert_non_null(strstr(buf, "winograd-4-s2d"));
+    assert_non_null(strstr(buf, "whole step"));
+    assert_non_null(strstr(buf, "1:[6,13)<-[2,18)"));  // conv2, rank 1: tiles 1..3 (rows 4..15), pad 2
+    assert_null(strstr(buf, "1:[13,27)<-[52,115)"));   // no band of conv1
     free(buf);
 }
 
@@ -338,6 +497,9 @@ int main(void) {
         cmocka_unit_test(bad_arguments),
         cmocka_unit_test(checker_rejects_broken_plans),
         cmocka_unit_test(print_lists_every_layer),
+        cmocka_unit_test(planned_partition_follows_the_plan),
+        cmocka_unit_test(checker_holds_partition_to_plan),
+        cmocka_unit_test(print_follows_the_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

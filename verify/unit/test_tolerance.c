@@ -14,6 +14,7 @@
 
 #include "fivefold/model.h"
 #include "fivefold/rng.h"
+#include "fivefold/plan.h"
 #include "fivefold/tolerance.h"
 #include "fivefold/verify.h"
 
@@ -489,21 +490,44 @@ static void stat_model_matches_float32_chains(void **state) {
 
 // The digest class of a configuration: serial and mpi share "cpu", the GPU modes "gpu"; the vendor
 // backend and tf32 have none (judged by tolerance only).
+// The digest class a run is compared with is named by its device and plan (plan.h): the CPU
+// reference, the default GPU plan ("gpu", what the committed goldens record), every other GPU
+// plan its own class, and none for the vendor backend (its own summation orders).
 static void digest_class_selection(void **state) {
     (void)state;
-    ff_digest_class c;
-    assert_true(ff_verify_digest_class(&c, FF_MODE_SERIAL, FF_BACKEND_OWN, FF_PRECISION_FP32));
-    assert_int_equal(c, FF_CLASS_CPU);
-    assert_true(ff_verify_digest_class(&c, FF_MODE_MPI, FF_BACKEND_OWN, FF_PRECISION_FP32));
-    assert_int_equal(c, FF_CLASS_CPU);
-    const ff_mode gpu[] = {FF_MODE_CUDA, FF_MODE_HYBRID, FF_MODE_DIRECT};
-    for (int i = 0; i < 3; i++) {
-        assert_true(ff_verify_digest_class(&c, gpu[i], FF_BACKEND_OWN, FF_PRECISION_FP32));
-        assert_int_equal(c, FF_CLASS_GPU);
-        assert_false(ff_verify_digest_class(&c, gpu[i], FF_BACKEND_VENDOR, FF_PRECISION_FP32));
-        assert_false(ff_verify_digest_class(&c, gpu[i], FF_BACKEND_VENDOR, FF_PRECISION_TF32));
-        assert_false(ff_verify_digest_class(&c, gpu[i], FF_BACKEND_OWN, FF_PRECISION_TF32));
-    }
+    ff_model m;
+    assert_int_equal(ff_model_init(&m, "alexnet"), FF_OK);
+    ff_plan_options o;
+    ff_plan p;
+    unsetenv("FF_CUDA_CONV");
+    unsetenv("FF_WINOGRAD_M");
+    unsetenv("FF_CUDA_S2D");
+    assert_int_equal(ff_plan_options_default(&o), FF_OK);
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CPU, &o), FF_OK);
+    assert_string_equal(p.digest_class, "cpu");
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
+    assert_string_equal(p.digest_class, "gpu");
+    o.conv = FF_CONV_DIRECT;
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
+    assert_string_equal(p.digest_class, "gpu-direct");
+    o.conv = FF_CONV_WINOGRAD;
+    o.winograd_m = 2;
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
+    assert_string_equal(p.digest_class, "gpu-wg2");
+    o.winograd_m = 4;
+    o.s2d = false;
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
+    assert_string_equal(p.digest_class, "gpu-wg4-nos2d");
+    o.s2d = true;
+    o.backend = FF_BACKEND_VENDOR;
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
+    assert_string_equal(p.digest_class, "");
+    o.precision = FF_PRECISION_TF32;
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
+    assert_string_equal(p.digest_class, "");
+    o.backend = FF_BACKEND_OWN;  // tf32 needs the vendor backend
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "tf32"));
 }
 
 int main(void) {

@@ -378,7 +378,7 @@ static void variant_choice(void **state) {
     assert_int_equal(j, 5);
 }
 
-// A CPU mode reports the direct algorithm for every layer and has no device-resident timing.
+// A CPU mode's plan runs every layer direct (class "cpu"), and it has no device-resident timing.
 static void cpu_mode_hooks(void **state) {
     (void)state;
     ff_model m;
@@ -390,7 +390,15 @@ static void cpu_mode_hooks(void **state) {
     ff_exec_options_default(&o);
     ff_executor *e = NULL;
     assert_int_equal(ff_exec_create(&e, &m, &w, &o), FF_OK);
-    for (int i = 0; i < m.n_layers; i++) assert_string_equal(ff_exec_layer_algorithm(e, i), "direct");
+    const ff_plan *plan = ff_exec_plan(e);
+    assert_string_equal(plan->digest_class, "cpu");
+    for (int i = 0; i < m.n_layers; i++) {
+        assert_int_equal(plan->layer[i].alg, FF_CONV_DIRECT);
+        assert_string_equal(plan->layer[i].name, "direct");
+    }
+    ff_exec_caps caps;
+    ff_exec_caps_of(&caps, e);
+    assert_false(caps.resident_timing);
     double ms[2];
     assert_int_equal(ff_exec_time_resident(e, 1, 2, ms), FF_ERR_INPUT);
     assert_non_null(strstr(ff_last_error(), "not supported"));

@@ -58,6 +58,15 @@ ff_status ff_gpu_copy_d2d(void *dst, const void *src, size_t bytes, ff_gpu_strea
     (void)dst, (void)src, (void)bytes, (void)s;
     return FF_NO_CUDA();
 }
+ff_status ff_gpu_copy_any(void *dst, const void *src, size_t bytes) {
+    (void)dst, (void)src, (void)bytes;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                         ff_gpu_stream s) {
+    (void)dst, (void)dpitch, (void)src, (void)spitch, (void)width, (void)height, (void)s;
+    return FF_NO_CUDA();
+}
 ff_status ff_gpu_fill(float *dst, float value, size_t count, ff_gpu_stream s) {
     (void)dst, (void)value, (void)count, (void)s;
     return FF_NO_CUDA();

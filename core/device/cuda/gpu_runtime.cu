@@ -119,6 +119,22 @@ ff_status ff_gpu_copy_d2d(void *dst, const void *src, size_t bytes, ff_gpu_strea
     return FF_OK;
 }
 
+ff_status ff_gpu_copy_any(void *dst, const void *src, size_t bytes) {
+    if (!bytes) return FF_OK;
+    // cudaMemcpy may return before a device-to-device copy has finished (it only orders the copy on
+    // the legacy default stream): synchronise that stream so the copy has landed for every kind.
+    FF_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+    FF_CUDA_CHECK(cudaStreamSynchronize(0));
+    return FF_OK;
+}
+
+ff_status ff_gpu_copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                         ff_gpu_stream s) {
+    if (!width || !height) return FF_OK;
+    FF_CUDA_CHECK(cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, cudaMemcpyDefault, ff_cu_stream(s)));
+    return FF_OK;
+}
+
 ff_status ff_gpu_stream_create(ff_gpu_stream *s) {
     cudaStream_t cs;
     FF_CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));

@@ -27,6 +27,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <atomic>
+#include <mutex>
+
 #include "fivefold/gpu.h"
 #include "fivefold/linear_split.h"
 #include "fivefold/winograd.h"
@@ -409,8 +412,13 @@ __global__ void __launch_bounds__(GV_T)
 #define CFG_16 32, 32, 2, 2, 32, 8  // 256 threads
 enum { TILE_GEMV = 3, N_TILES = 17 };
 
+// Threads (gpu.h, ff_gpu_set_tuning): several threads may launch at once, each on its own device
+// and stream (the loopback transport's simulated ranks share one GPU). The tuning switch and the
+// last configuration are per thread; the table of tuned choices (g_tuned) is shared under
+// g_tuned_mu; the multiprocessor count is an atomic written by every ff_gpu_select. The forced
+// tile is a test hook, set while no other thread launches.
 static int g_force_tile = -1;
-static bool g_tuning = false;
+static thread_local bool g_tuning = false;
 extern "C" void ff_gpu_debug_force_tile(int tile) {
     g_force_tile = tile;
 }
@@ -420,7 +428,7 @@ extern "C" int ff_gpu_debug_tile_count(void) {
 extern "C" void ff_gpu_set_tuning(bool on) {
     g_tuning = on;
 }
-static int g_last_tile = -1;
+static thread_local int g_last_tile = -1;
 extern "C" int ff_gpu_debug_last_tile(void) {
     return g_last_tile;
 }
@@ -432,14 +440,18 @@ static ff_status set_smem_limit() {
     return FF_OK;
 }
 
-static int g_sms = 132;
+static std::atomic<int> g_sms{132};
+static int sms_count() {
+    return g_sms.load(std::memory_order_relaxed);
+}
 
 #define FF_FOR_EACH_CFG(X) X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16)
 
 extern "C" ff_status ff_gpu_kernels_init(void) {
-    int dev = 0;
+    int dev = 0, sms = 0;
     FF_CUDA_CHECK(cudaGetDevice(&dev));
-    FF_CUDA_CHECK(cudaDeviceGetAttribute(&g_sms, cudaDevAttrMultiProcessorCount, dev));
+    FF_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    g_sms.store(sms, std::memory_order_relaxed);
 #define FF_SET_LIMIT(i)                         \
     FF_TRY((set_smem_limit<CFG_##i, false>())); \
     FF_TRY((set_smem_limit<CFG_##i, true>()));
@@ -486,6 +498,8 @@ static ff_status launch_cfg(int cfg, float *out, const float *in, const float *w
 }
 
 // Shape -> configuration: a small cache filled by the tuner (ff_gpu_set_tuning), consulted first.
+// Shared by every thread; g_tuned_mu guards it (held for the lookup or the insertion only, never
+// while timing: a tuning run synchronises with the GPU).
 typedef struct {
     GemmGeom g;
     bool lin;
@@ -494,16 +508,33 @@ typedef struct {
 #define FF_TUNE_CACHE 128
 static tuned_entry g_tuned[FF_TUNE_CACHE];
 static int g_n_tuned = 0;
+static std::mutex g_tuned_mu;
 
-static int find_tuned(const GemmGeom &g, bool lin) {
+static int find_tuned_locked(const GemmGeom &g, bool lin) {
     for (int i = 0; i < g_n_tuned; i++)
         if (g_tuned[i].lin == lin && memcmp(&g_tuned[i].g, &g, sizeof g) == 0) return g_tuned[i].cfg;
     return -1;
 }
 
+static int find_tuned(const GemmGeom &g, bool lin) {
+    std::lock_guard<std::mutex> lock(g_tuned_mu);
+    return find_tuned_locked(g, lin);
+}
+
+// Records `cfg` for the shape unless another thread tuned it meanwhile: then *cfg becomes that
+// thread's choice, so every thread (and every graph captured later) uses one choice per shape.
+static void remember_tuned(int *cfg, const GemmGeom &g, bool lin) {
+    std::lock_guard<std::mutex> lock(g_tuned_mu);
+    const int had = find_tuned_locked(g, lin);
+    if (had >= 0)
+        *cfg = had;
+    else if (g_n_tuned < FF_TUNE_CACHE)
+        g_tuned[g_n_tuned++] = tuned_entry{g, lin, *cfg};
+}
+
 // Without a tuned entry: the largest tile that still gives about one block per multiprocessor.
 static int heuristic_cfg(const GemmGeom &g) {
-    const long long want = (long long)g_sms * 9 / 10;
+    const long long want = (long long)sms_count() * 9 / 10;
     if (((g.M + 127) / 128) * ((g.P + 127) / 128) >= want) return g.M % 128 && g.M % 96 == 0 ? 5 : 0;
     if (((g.M + 63) / 64) * ((g.P + 63) / 64) >= want) return 1;
     return 2;
@@ -535,7 +566,7 @@ static ff_status tune(int *best, float *out, const float *in, const float *w, co
     }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
-    if (g_n_tuned < FF_TUNE_CACHE) g_tuned[g_n_tuned++] = tuned_entry{g, LIN, *best};
+    remember_tuned(best, g, LIN);
     return FF_OK;
 }
 
@@ -627,7 +658,7 @@ extern "C" ff_status ff_gpu_linear(float *out, const float *in, const float *w, 
     if (gemv && aligned && n <= GV_MAXN) {
         const size_t smem = GV_SMEM_FLOATS * sizeof(float);
         const int kc = S > 1 ? (int)(chunk / GV_KT) : 0;
-        if ((J + 15) / 16 >= g_sms)
+        if ((J + 15) / 16 >= sms_count())
             k_gemv<16><<<(unsigned)((J + 15) / 16), GV_T, smem, ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I,
                                                                                    (int)n, kc, relu ? 1 : 0);
         else
@@ -678,7 +709,7 @@ __global__ void k_fill(float *out, float v, long long count) {
 
 static unsigned grid_for(long long count, int threads) {
     long long b = (count + threads - 1) / threads;
-    const long long cap = (long long)g_sms * 32;
+    const long long cap = (long long)sms_count() * 32;
     return (unsigned)(b < 1 ? 1 : b > cap ? cap : b);
 }
 

@@ -19,6 +19,9 @@ typedef struct ff_comm ff_comm;
 
 int ff_comm_rank(const ff_comm *c);
 int ff_comm_size(const ff_comm *c);
+// This rank's index among the ranks on its node (MPI_COMM_TYPE_SHARED; loopback: its rank): a GPU
+// mode gives rank r the GPU local_rank % GPUs.
+int ff_comm_local_rank(const ff_comm *c);
 
 // Point-to-point exchange of a whole plan at once (halo exchange): post every receive and send,
 // then wait for all. send_buf[i] goes to send_peer[i]; recv_buf[i] comes from recv_peer[i].
@@ -46,10 +49,24 @@ ff_status ff_comm_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_counts
                             const void *sendbuf, const size_t *send_counts, const size_t *send_displs);
 // Sum of n doubles / int64 across ranks (in place, result on every rank). For losses, counters and
 // agreement checks; gradients use the deterministic scheme in train.c, not a float all-reduce.
+// These two always take host memory, even on a communicator bound to a device.
 ff_status ff_comm_allreduce_sum_f64(ff_comm *c, double *buf, size_t n);
 ff_status ff_comm_allreduce_max_i64(ff_comm *c, int64_t *buf, size_t n);
-// Non-deterministic fast path (--reduce allreduce): float sum in the library's order.
+// Non-deterministic fast path (--reduce allreduce): float sum in the library's order (device
+// memory on a bound communicator: reduced on the host).
 ff_status ff_comm_allreduce_sum_f32(ff_comm *c, float *buf, size_t n);
+
+// Where the buffers handed to c live (default: host memory). After binding device d, every buffer
+// passed to c is d's memory (device.h); d's pending work is the caller's to finish (ff_device_sync)
+// before a call. The loopback backend then copies with ff_device_copy_bytes (one GPU shared by the
+// simulated ranks); the MPI backend stages each message through host buffers (device -> host ->
+// MPI -> host -> device: the hybrid mode's transport). NULL: host memory again.
+struct ff_device;
+ff_status ff_comm_bind_device(ff_comm *c, struct ff_device *d);
+struct ff_device *ff_comm_device(const ff_comm *c);
+// How bytes move for the buffers c now carries: "mpi", "loopback", "mpi (staged through host
+// memory)", "loopback (device copies)".
+const char *ff_comm_transport_name(const ff_comm *c);
 
 // Bytes this rank has sent since creation (for traces and bus bandwidth).
 int64_t ff_comm_bytes_sent(const ff_comm *c);

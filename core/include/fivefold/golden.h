@@ -21,14 +21,27 @@ extern "C" {
 
 #define FF_GOLDEN_FORMAT_VERSION 1
 
-// Digest classes: bit-identical groups of modes, each with its own recorded digests.
-typedef enum { FF_CLASS_CPU, FF_CLASS_GPU, FF_N_CLASSES } ff_digest_class;
-const char *ff_digest_class_name(ff_digest_class c);  // "cpu", "gpu"
-
 // Where a recorded digest lives: one per layer, plus the two end-to-end outputs.
 #define FF_GOLDEN_E2E_LOGITS FF_MAX_LAYERS
 #define FF_GOLDEN_E2E_OUTPUT (FF_MAX_LAYERS + 1)
 #define FF_GOLDEN_N_SLOTS (FF_MAX_LAYERS + 2)
+
+// Digest classes (docs/ARCHITECTURE.md §5): the bits one device computes under one plan, named by
+// the plan (plan.h: "cpu" for the CPU reference, "gpu" for the default GPU plan, "gpu-direct",
+// "gpu-wg2", "gpu-wg4-nos2d", ...). A golden records each class it was --record'ed with in
+// /expected/<class>; a class it has no record of is compared by tolerance alone.
+#define FF_DIGEST_CLASS_MAX 32    // bytes of a class name, its NUL included (ff_plan.digest_class)
+#define FF_GOLDEN_MAX_CLASSES 32  // classes one golden may record (more: refused as malformed)
+
+// A class name is 1..31 characters of a-z, A-Z, 0-9, '-', '_', '.' (it names an HDF5 group):
+// FF_ERR_INPUT naming it otherwise.
+ff_status ff_digest_class_check(const char *name);
+
+typedef struct {
+    char name[FF_DIGEST_CLASS_MAX];
+    uint64_t digest[FF_GOLDEN_N_SLOTS];  // recorded digest per slot (layer index, FF_GOLDEN_E2E_*)
+    bool has[FF_GOLDEN_N_SLOTS];         // the slot is recorded
+} ff_golden_class;
 
 typedef struct {
     float *in_f32;        // (n, layer in): PyTorch's float32 input of the layer
@@ -58,9 +71,10 @@ typedef struct {
     uint64_t w_digest[FF_MAX_LAYERS], b_digest[FF_MAX_LAYERS], weights_digest;
     bool weights_stored;  // /weights/<layer>/w and b are in the file
     int64_t file;         // the HDF5 file (an in-memory image of the checked bytes), open until free
-    // Recorded digests of fivefold's own reference outputs (verify --record), per class and slot.
-    uint64_t expected[FF_N_CLASSES][FF_GOLDEN_N_SLOTS];
-    bool has_expected[FF_N_CLASSES][FF_GOLDEN_N_SLOTS];
+    // Recorded digests of fivefold's own outputs (verify --record): one entry per group of
+    // /expected, in the file's (name) order.
+    int n_classes;
+    ff_golden_class classes[FF_GOLDEN_MAX_CLASSES];
 } ff_golden;
 
 typedef struct {
@@ -77,6 +91,10 @@ void ff_golden_default_path(char *out, size_t cap, const char *model);
 ff_status ff_golden_load(ff_golden *g, const ff_model *m, const char *path, const ff_golden_options *o);
 void ff_golden_free(ff_golden *g);
 
+// The recorded digests of class `name` ("cpu", "gpu", "gpu-direct", ...); NULL when the golden
+// records none for it (or name is NULL or empty: no digest class).
+const ff_golden_class *ff_golden_find_class(const ff_golden *g, const char *name);
+
 // The weights the golden was made with: read from the file when stored, else regenerated from the
 // seed; either way every tensor's FNV-1a digest must equal the recorded one (FF_ERR_INTEGRITY
 // naming the tensor otherwise). wt must be allocated for m (ff_weights_alloc).
@@ -92,11 +110,12 @@ ff_status ff_manifest_update(const char *manifest, const char *path, char old_he
 // The manifest that governs `path` (the first of the candidates in ff_golden_options that exists).
 void ff_manifest_default(char *out, size_t cap, const char *path);
 
-// --record: writes digests[slot] for the slots with set[slot] into /expected/<class> of the file at
-// g->path (attributes named after the layer, "end_to_end_logits", "end_to_end_output"), updates
-// the manifest entry, and prints one line per digest that changed (old -> new) to stdout.
-// Returns the number of changed digests in *changed.
-ff_status ff_golden_record(const ff_golden *g, const ff_model *m, ff_digest_class cls, const uint64_t *digests,
+// --record: writes digests[slot] for the slots with set[slot] into /expected/<cls> of the file at
+// g->path (attributes named after the layer, "end_to_end_logits", "end_to_end_output"; the group
+// is created for a class the golden has no record of), updates the manifest entry, and prints one
+// line per digest that changed (old -> new) to stdout. Returns the number of changed digests in
+// *changed. FF_ERR_INPUT for a class name ff_digest_class_check refuses.
+ff_status ff_golden_record(const ff_golden *g, const ff_model *m, const char *cls, const uint64_t *digests,
                            const bool *set, const char *manifest, int *changed);
 
 #ifdef __cplusplus

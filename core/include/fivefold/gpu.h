@@ -1,5 +1,5 @@
 // The GPU entry points the C side calls (docs/ARCHITECTURE.md §1, §4, §5). Plain C: no CUDA header is needed to
-// include this file, so modes/cuda.c (and hybrid.c, direct.c) compile on machines without a CUDA
+// include this file, so the cuda device (core/device/cuda/device_cuda.c) compiles on machines without a CUDA
 // toolkit, where core/device/cuda/gpu_none.c provides every function below returning FF_ERR_NO_CUDA.
 //
 // Layer launchers take the same arguments, in the same order, as their CPU twins in layers_cpu.h
@@ -84,6 +84,17 @@ void ff_gpu_host_unregister(void *p);
 ff_status ff_gpu_copy_h2d(void *dst, const void *src, size_t bytes, ff_gpu_stream s);
 ff_status ff_gpu_copy_d2h(void *dst, const void *src, size_t bytes, ff_gpu_stream s);
 ff_status ff_gpu_copy_d2d(void *dst, const void *src, size_t bytes, ff_gpu_stream s);
+// Synchronous copy in any direction (host or device memory of any GPU, told apart by unified
+// addressing): returns when the bytes have landed, device-to-device copies included. It runs on
+// the legacy default stream, which does not wait for fivefold's streams (they are non-blocking):
+// work pending on a stream that reads or writes dst or src must be synchronised first. The
+// loopback transport's copy between simulated ranks' buffers on one GPU, and between host and GPU.
+ff_status ff_gpu_copy_any(void *dst, const void *src, size_t bytes);
+// Strided 2-D copy on stream s, any direction: `height` rows of `width` bytes, row i from
+// src + i*spitch to dst + i*dpitch (pitches >= width). Pack and unpack of row bands: one copy
+// moves the same rows of every (image, channel) plane.
+ff_status ff_gpu_copy_2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height,
+                         ff_gpu_stream s);
 // dst[i] = value for i < count (tests poison outputs with NaN before a kernel runs).
 ff_status ff_gpu_fill(float *dst, float value, size_t count, ff_gpu_stream s);
 
@@ -151,14 +162,20 @@ ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, cons
 // in all of them; the tests show they give identical bits). While tuning is on, the first launch
 // of each new shape times every configuration on its real buffers and remembers the fastest for
 // that shape; later launches (and graph captures, which must not tune) use the remembered one, or
-// a size heuristic for shapes never tuned. The cuda executor tunes once per new (batch, range)
-// before it captures the graph. Process-wide state: call from one thread.
+// a size heuristic for shapes never tuned. The cuda device (core/device/cuda/device_cuda.c) tunes
+// once per new graph before it captures it. Threads: the switch is per thread (it affects the
+// launches of the calling thread only), so simulated ranks that each own a cuda device on one GPU
+// (the loopback transport's threads) tune independently; the remembered choices are shared by all
+// threads (a mutex guards them; the first choice recorded for a shape is the one every thread
+// uses). Ranks tuning at the same time on one GPU time each other's work too: the choice may be
+// slower than it could be, never different in value (every configuration gives the same bits).
 void ff_gpu_set_tuning(bool on);
 // Test hook: force configuration `tile` (0 .. ff_gpu_debug_tile_count()-1; 3 is the small-batch
-// linear GEMV path, used where it applies); -1 restores the automatic choice. Tests only.
+// linear GEMV path, used where it applies); -1 restores the automatic choice. Tests only:
+// process-wide, set it while no other thread launches kernels.
 void ff_gpu_debug_force_tile(int tile);
 int ff_gpu_debug_tile_count(void);
-// The configuration of the last conv2d/linear launch (for benchmark rows).
+// The configuration of the calling thread's last conv2d/linear launch (for benchmark rows).
 int ff_gpu_debug_last_tile(void);
 
 #ifdef __cplusplus

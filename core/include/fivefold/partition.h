@@ -10,8 +10,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "fivefold/executor.h"
+#include "fivefold/executor.h"  // ff_split
 #include "fivefold/model.h"
+#include "fivefold/plan.h"
 #include "fivefold/status.h"
 
 #ifdef __cplusplus
@@ -59,20 +60,24 @@ ff_status ff_plan_exchange(ff_xfer *xfers, int64_t *n_xfers, const ff_range *own
 
 // ---- a whole layer range [first, last] under one split ----
 typedef enum {
-    FF_SRC_NONE,   // layer is not split by rows (batch/replicate split, or a non-spatial layer)
-    FF_SRC_ROOT,   // its input rows come from a full tensor (rank 0's input, or a replicated
-                   // tensor): each rank receives/extracts need[r] directly
+    FF_SRC_NONE,   // layer is not split by rows (batch/replicate split, a non-spatial layer, or a
+                   // layer the plan computes whole)
+    FF_SRC_ROOT,   // its input rows come from a full tensor (rank 0's input, a replicated tensor,
+                   // or the output of a whole-layer step): each rank receives/extracts need[r]
     FF_SRC_BANDS,  // its input is the previous layer's bands (own = previous band): halo exchange
 } ff_src_kind;
 
 typedef struct {
     int layer;      // index into the model's layers
-    bool spatial;   // split by rows (conv2d, maxpool, relu, lrn)
+    bool spatial;   // split by rows (conv2d, maxpool, relu, lrn, unless the plan computes it whole)
     bool windowed;  // conv2d, maxpool: needs a halo
+    bool whole;     // the plan computes this layer whole only (FF_BAND_WHOLE: a space-to-depth
+                    // Winograd conv); in a rows split it is a whole-layer step, not spatial
     ff_src_kind src;
     ff_range *band;  // [P] output rows rank r computes (spatial), or output features (linear,
                      // rows split: FC layers are split by output feature); else the full range
-    ff_range *need;  // [P] input rows rank r needs (spatial)
+    ff_range *need;  // [P] input rows rank r needs (spatial: ff_plan_input_rows of its band, so a
+                     // Winograd band needs whole tiles); else the full input range
     ff_range *own;   // [P] input rows rank r holds before the layer (FF_SRC_BANDS)
     ff_xfer *xfers;  // [n_xfers] halo messages (FF_SRC_BANDS and windowed)
     int64_t n_xfers;
@@ -87,16 +92,26 @@ typedef struct {
     int rot;                             // rows split: the band rotation (ff_band_rotated), 0..P-1
     ff_range *images;                    // [P] images per rank (batch split); [0, batch) for the others
     ff_layer_part layer[FF_MAX_LAYERS];  // index i - first for model layer i
+    const ff_plan *plan;                 // the plan the needs follow: &plan_copy, or NULL (every
+                                         // layer direct: the receptive field of ff_layer_input_rows)
+    ff_plan plan_copy;                   // the partition's own copy (the caller's need not outlive it)
 } ff_partition;
 
-// Builds the partition of layers [first, last] of m over P ranks. Rows split: spatial layers get
-// row bands (windowed: balanced over the output height; relu/lrn: the band of their input), FC
-// layers are split by output features, flatten/softmax are computed whole on every rank. A range
-// with no spatial layer is fine (it runs feature-split). FF_ERR_INPUT for P outside
-// 1..FF_PART_MAX_RANKS, a bad range, or split NONE with P > 1.
+// Builds the partition of layers [first, last] of m over P ranks under `plan` (plan.h; NULL: every
+// layer direct). Rows split: spatial layers get row bands (windowed: balanced over the output
+// height, rotated by `rot` (ff_band_rotated); relu/lrn: the band of their input), and each band's
+// input rows are the plan's (ff_plan_input_rows: the receptive field for a direct layer, whole
+// tiles for a Winograd one). A layer the plan computes whole (FF_BAND_WHOLE) is not spatial: like
+// flatten, its band is the full range on every rank (a whole-layer step), and the next spatial
+// layer takes its rows from that full tensor (FF_SRC_ROOT). FC layers are split by output
+// features, flatten/softmax are computed whole on every rank. A range with no spatial layer is
+// fine (it runs feature-split). FF_ERR_INPUT for P outside 1..FF_PART_MAX_RANKS, a bad range,
+// split NONE with P > 1, or a plan made for another model (layer count).
+ff_status ff_partition_build_planned(ff_partition **out, const ff_model *m, const ff_plan *plan, int first, int last,
+                                     int P, ff_split split, int64_t batch, int rot);
+// ff_partition_build_planned with no plan (every layer direct) and rotation 0 / `rot`.
 ff_status ff_partition_build(ff_partition **out, const ff_model *m, int first, int last, int P, ff_split split,
                              int64_t batch);
-// The same with the row bands of every spatial layer rotated by `rot` (ff_band_rotated).
 ff_status ff_partition_build_rotated(ff_partition **out, const ff_model *m, int first, int last, int P, ff_split split,
                                      int64_t batch, int rot);
 void ff_partition_free(ff_partition *p);
@@ -106,14 +121,18 @@ int64_t ff_layer_part_send_bytes(const ff_layer_part *lp, int r, int64_t n);
 // Halo rows rank r receives (rows of need[r] outside own[r]) for layer part lp.
 int64_t ff_layer_part_halo_rows(const ff_layer_part *lp, int r);
 
-// Property checks (the fuzzer's oracle, also usable in debug builds): bands tile the output
-// exactly, need covers the receptive field of every band row (brute force over the window),
-// own tiles the input, every row of need outside own arrives exactly once, from its owner, and
-// every send has its matching receive. FF_ERR_INTERNAL naming the first violation.
+// Property checks (the fuzzer's oracle, also usable in debug builds), under the partition's plan
+// (p->plan): bands tile the output exactly; need is exactly the input rows the band's computation
+// reads, found by brute force over every band row: the window of a direct layer, the whole tile
+// (rows th*m - pad .. th*m - pad + m + k - 2 of tile th = row / m) of a Winograd layer; a layer
+// the plan computes whole is not split (full band and input on every rank); own tiles the input,
+// every row of need outside own arrives exactly once, from its owner, and every send has its
+// matching receive. FF_ERR_INTERNAL naming the first violation.
 ff_status ff_partition_check(const ff_partition *p, const ff_model *m);
 
-// `fivefold info --model M --ranks P --split S`: per layer, the bands, halo rows and bytes exchanged.
-ff_status ff_partition_print(FILE *f, const ff_model *m, int P, ff_split s, int64_t batch);
+// `fivefold info --model M --ranks P --split S`: per layer, the algorithm (plan NULL: direct), the
+// bands, the input rows each band needs under the plan, halo rows and bytes exchanged.
+ff_status ff_partition_print(FILE *f, const ff_model *m, const ff_plan *plan, int P, ff_split s, int64_t batch);
 
 #ifdef __cplusplus
 }

@@ -7,7 +7,11 @@
 //   <layer>      per layer in isolation: ff_exec_forward(e, out, golden in_f32 of L, n, L, L)
 //                compared by the layer's rule (tolerance.h); exact layers must also have the
 //                golden's own digest; every row's digest is compared with the one recorded for
-//                the mode's digest class (/expected/<class>/<layer>) when the whole golden batch runs
+//                the plan's digest class (/expected/<class>/<layer>) when the whole golden batch
+//                runs. The comparison rule of a conv layer (direct or Winograd F(m x m, r x r)) and
+//                the digest class both come from the executor's plan (ff_exec_plan): a class the
+//                golden has no record of is compared by tolerance alone ("digest: not compared"),
+//                never reported as a digest mismatch
 //   end-to-end-logits  forward(0, logits layer): within the propagated bound of the float64 chain;
 //                top-1/top-5 equal to PyTorch's up to ties
 //   end-to-end-output  forward(0, last): the model output within its propagated bound
@@ -26,14 +30,14 @@ extern "C" {
 
 typedef struct {
     const char *model;     // "alexnet", "mnist-cnn"
-    ff_exec_options exec;  // mode, split, backend, precision, fault_layer (--inject-fault), comm;
-                           // max_batch is set by the runner
+    ff_exec_options exec;  // mode, split, plan options (algorithms, backend, precision), fault_layer
+                           // (--inject-fault), comm; max_batch is set by the runner
     int64_t batch;         // golden images to use (first `batch`); 0: all
     const char *golden;    // NULL: ff_golden_default_path(model)
     bool trust;            // accept a golden not listed in the manifest
     const char *manifest;  // NULL: the default manifest for the golden's path
     const char *filter;    // POSIX extended regex matched against each case string; NULL: all
-    bool record;           // write this run's digests into /expected/<class> (ff_golden_record):
+    bool record;           // write this run's digests into /expected/<the plan's class> (ff_golden_record):
                            // refused unless every row passes or fails only on its recorded digest
                            // (a deliberate change of the reference's bits); those rows then pass
     int ranks;             // for the case strings when exec.comm is NULL (1)
@@ -50,8 +54,10 @@ typedef struct {
     ff_tol_stat_result stat;  // dot layers: the statistical rule (stat.applied false elsewhere)
     uint64_t digest;          // FNV-1a of our output; 0: the row has no output of its own (none printed)
     int digest_state;         // 0: nothing to compare, 1: equals the recorded one, -1: differs from it,
-                              // 2: equals serial's computed in the same run (mpi on a golden without
-                              // recorded digests, or a partial batch), -2: differs from it
+                              // 2: equals the single-process run's computed in the same run (a
+                              // multi-rank mode on a golden without recorded digests of its class,
+                              // or a partial batch), -2: differs from it
+    char digest_ref[8];       // digest_state +-2: that single-process mode ("serial", "cuda")
     uint64_t expected_digest;
     bool pass;
     bool digest_only;  // failed only because the digest differs from the recorded one
@@ -70,14 +76,11 @@ typedef struct {
     int recorded;   // digests changed by --record
     char golden_path[1024];
     char golden_sha256[65];
-    char digest_class[8];  // "cpu", "gpu", or "none" (vendor backend, tf32: not compared)
+    char digest_class[FF_DIGEST_CLASS_MAX];  // the plan's ("cpu", "gpu", "gpu-direct", ...); "" for none
+                                             // (vendor backend, tf32: judged by tolerance only)
+    bool class_recorded;                     // the golden holds a record of digest_class
     int rank, ranks;
 } ff_verify_report;
-
-// The digest class whose recorded digests a configuration is compared with (and --record writes).
-// False when it has none: the vendor backend (cuBLAS/cuDNN sum in their own orders) and reduced
-// precision make other bits, judged by tolerance only; their rows say "digest: not compared".
-bool ff_verify_digest_class(ff_digest_class *out, ff_mode mode, ff_backend backend, ff_precision precision);
 
 // Runs the checks. Returns FF_OK when the checks ran (pass/fail is in the report); an error status
 // when they could not run (bad configuration, golden refused, executor error). Collective for
@@ -85,9 +88,10 @@ bool ff_verify_digest_class(ff_digest_class *out, ff_mode mode, ff_backend backe
 ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg);
 void ff_verify_report_free(ff_verify_report *rep);
 
-// The gate `bench` uses: exactly (model, mode, split, batch, fault layer, golden path).
-ff_status ff_verify_gate(ff_verify_report *rep, const char *model, ff_mode mode, ff_split split, int64_t batch,
-                         int fault_layer, const char *golden, struct ff_comm *comm);
+// The checks of exactly the configuration `bench` times: the model, the executor options (mode,
+// split, plan options, fault layer, comm) and the golden; batch 0: the whole golden batch.
+ff_status ff_verify_gate(ff_verify_report *rep, const char *model, const ff_exec_options *exec, int64_t batch,
+                         const char *golden);
 
 void ff_verify_print_row(FILE *out, const ff_verify_row *r);
 void ff_verify_print_summary(FILE *out, const ff_verify_report *rep);  // "N passed, M failed"

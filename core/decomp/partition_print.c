@@ -1,6 +1,7 @@
-// `fivefold info --ranks P --split S`: the partition as a table (partition.h). Kept apart from
-// partition.c so that the pure partition math builds alone (the libFuzzer target links only
-// partition.c, model.c and status.c).
+// `fivefold info --ranks P --split S`: the partition as a table (partition.h), under the plan the
+// configuration runs (halo rows per the plan: a Winograd band fetches whole tiles). Kept apart
+// from partition.c so that the pure partition math builds alone (the libFuzzer target compiles
+// partition.c with the model, status, plan and Winograd geometry only).
 #include "fivefold/partition.h"
 
 static void print_shape(FILE *f, ff_shape s) {
@@ -9,17 +10,18 @@ static void print_shape(FILE *f, ff_shape s) {
     fprintf(f, "%-12s", buf);
 }
 
-ff_status ff_partition_print(FILE *f, const ff_model *m, int P, ff_split s, int64_t batch) {
+ff_status ff_partition_print(FILE *f, const ff_model *m, const ff_plan *plan, int P, ff_split s, int64_t batch) {
     if (batch < 1) batch = 1;
     ff_partition *p = NULL;
-    FF_TRY(ff_partition_build(&p, m, 0, m->n_layers - 1, P, s, batch));
+    FF_TRY(ff_partition_build_planned(&p, m, plan, 0, m->n_layers - 1, P, s, batch, 0));
     ff_status st = ff_partition_check(p, m);
     if (st != FF_OK) {
         ff_partition_free(p);
         return st;
     }
-    fprintf(f, "partition of %s: split %s, %d rank%s, batch %lld\n", m->name, ff_split_name(s), P, P == 1 ? "" : "s",
-            (long long)batch);
+    fprintf(f, "partition of %s: split %s, %d rank%s, batch %lld, %s%s\n", m->name, ff_split_name(s), P,
+            P == 1 ? "" : "s", (long long)batch,
+            plan ? ff_device_kind_name(plan->device) : "no plan: every layer direct", plan ? " plan" : "");
     int64_t in_bytes = ff_shape_numel(m->input) * (int64_t)sizeof(float);
     if (s == FF_SPLIT_BATCH) {
         fprintf(f, "images per rank:");
@@ -44,13 +46,15 @@ ff_status ff_partition_print(FILE *f, const ff_model *m, int P, ff_split s, int6
         ff_partition_free(p);
         return FF_OK;
     }
-    fprintf(f, "%-8s %-8s %-12s %-10s %10s %14s  %s\n", "layer", "op", "out", "input from", "halo rows", "bytes sent",
-            "rank: output rows <- input rows");
+    fprintf(f, "%-8s %-8s %-16s %-12s %-10s %10s %14s  %s\n", "layer", "op", "algorithm", "out", "input from",
+            "halo rows", "bytes sent", "rank: output rows <- input rows");
     int64_t total = 0;
+    int whole_steps = 0;
     for (int i = 0; i < m->n_layers; i++) {
         const ff_layer *L = &m->layers[i];
         const ff_layer_part *lp = &p->layer[i];
-        fprintf(f, "%-8s %-8s ", L->name, ff_op_name(L->op));
+        whole_steps += lp->whole;
+        fprintf(f, "%-8s %-8s %-16s ", L->name, ff_op_name(L->op), plan ? plan->layer[i].name : "direct");
         print_shape(f, L->out);
         int64_t halo = 0, bytes = 0;
         for (int r = 0; r < P; r++) {
@@ -58,7 +62,8 @@ ff_status ff_partition_print(FILE *f, const ff_model *m, int P, ff_split s, int6
             bytes += ff_layer_part_send_bytes(lp, r, batch);
         }
         total += bytes;
-        const char *src = !lp->spatial             ? (L->op == FF_OP_LINEAR ? "features" : "whole")
+        const char *src = lp->whole                ? "whole step"
+                          : !lp->spatial           ? (L->op == FF_OP_LINEAR ? "features" : "whole")
                           : lp->src == FF_SRC_ROOT ? "scatter"
                           : lp->windowed           ? "halo"
                                                    : "local";
@@ -73,6 +78,18 @@ ff_status ff_partition_print(FILE *f, const ff_model *m, int P, ff_split s, int6
         fprintf(f, "\n");
     }
     fprintf(f, "halo bytes exchanged per forward (all ranks, batch %lld): %lld\n", (long long)batch, (long long)total);
+    if (whole_steps)
+        fprintf(f,
+                "'whole step': the plan computes the layer whole only (a space-to-depth Winograd conv rewrites its "
+                "whole input), so it is not banded; the next banded layer takes its rows from that whole output\n");
+    const char *wino = NULL;
+    for (int i = 0; i < m->n_layers && plan && !wino; i++)
+        if (p->layer[i].spatial && plan->layer[i].alg == FF_CONV_WINOGRAD) wino = m->layers[i].name;
+    if (wino)
+        fprintf(f,
+                "Winograd layers (%s, ...) need the input rows of whole output tiles: up to m - 1 rows more than the "
+                "direct window on either side of a band\n",
+                wino);
     ff_partition_free(p);
     return FF_OK;
 }

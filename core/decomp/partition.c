@@ -1,5 +1,6 @@
-// Row bands, halos and exchange plans (partition.h). Pure: the only allocation is the plan
-// object itself (ff_partition_build), and nothing here talks to MPI.
+// Row bands, halos and exchange plans (partition.h). Pure: the only allocation is the partition
+// object itself (ff_partition_build_planned), and nothing here talks to MPI. The input rows a band
+// needs come from the execution plan (plan.h: ff_plan_input_rows), never from a guess here.
 #include "fivefold/partition.h"
 
 #include <stdlib.h>
@@ -102,11 +103,16 @@ void ff_partition_free(ff_partition *p) {
 
 ff_status ff_partition_build(ff_partition **out, const ff_model *m, int first, int last, int P, ff_split split,
                              int64_t batch) {
-    return ff_partition_build_rotated(out, m, first, last, P, split, batch, 0);
+    return ff_partition_build_planned(out, m, NULL, first, last, P, split, batch, 0);
 }
 
 ff_status ff_partition_build_rotated(ff_partition **out, const ff_model *m, int first, int last, int P, ff_split split,
                                      int64_t batch, int rot) {
+    return ff_partition_build_planned(out, m, NULL, first, last, P, split, batch, rot);
+}
+
+ff_status ff_partition_build_planned(ff_partition **out, const ff_model *m, const ff_plan *plan, int first, int last,
+                                     int P, ff_split split, int64_t batch, int rot) {
     *out = NULL;
     if (P < 1 || P > FF_PART_MAX_RANKS)
         return FF_FAIL(FF_ERR_INPUT, "rank count %d: expected 1..%d", P, FF_PART_MAX_RANKS);
@@ -119,8 +125,15 @@ ff_status ff_partition_build_rotated(ff_partition **out, const ff_model *m, int 
                        "split 'none' with %d ranks: expected batch, rows or "
                        "replicate",
                        P);
+    if (plan && plan->n_layers != m->n_layers)
+        return FF_FAIL(FF_ERR_INPUT, "plan of %d layers for model %s: expected %d (a plan of another model)",
+                       plan->n_layers, m->name, m->n_layers);
     ff_partition *p = calloc(1, sizeof *p);
     if (!p) return FF_FAIL(FF_ERR_OOM, "partition: %zu bytes", sizeof *p);
+    if (plan) {
+        p->plan_copy = *plan;
+        p->plan = &p->plan_copy;
+    }
     p->split = split;
     p->P = P;
     p->first = first;
@@ -154,10 +167,13 @@ ff_status ff_partition_build_rotated(ff_partition **out, const ff_model *m, int 
             goto fail;
         }
         lp->row_bytes = L->in.c * L->in.w * (int64_t)sizeof(float);
-        // Element-wise layers (relu, lrn) stay on the layout they receive: banded after a banded
-        // layer, whole after an FC layer (relu6 on 4096 features is not worth a scatter); first
-        // in the range they are banded when there are rows to split.
-        lp->spatial = split == FF_SPLIT_ROWS && ff_layer_is_spatial(L) &&
+        // A layer the plan computes whole only (a space-to-depth Winograd conv) is a whole-layer
+        // step, like flatten. Element-wise layers (relu, lrn) stay on the layout they receive:
+        // banded after a banded layer, whole after an FC layer or a whole-layer step (relu6 on
+        // 4096 features is not worth a scatter); first in the range they are banded when there
+        // are rows to split.
+        lp->whole = p->plan && p->plan->layer[i].band == FF_BAND_WHOLE;
+        lp->spatial = split == FF_SPLIT_ROWS && ff_layer_is_spatial(L) && !lp->whole &&
                       (ff_layer_is_windowed(L) || (i > first ? prev_band != NULL : L->in.h > 1));
         lp->windowed = lp->spatial && ff_layer_is_windowed(L);
         lp->src = FF_SRC_NONE;
@@ -180,7 +196,7 @@ ff_status ff_partition_build_rotated(ff_partition **out, const ff_model *m, int 
         for (int r = 0; r < P; r++) {
             if (lp->windowed) {
                 lp->band[r] = ff_band_rotated(L->out.h, P, r, p->rot);
-                lp->need[r] = ff_layer_input_rows(L, lp->band[r].lo, lp->band[r].hi);
+                lp->need[r] = ff_plan_input_rows(p->plan, m, i, lp->band[r].lo, lp->band[r].hi);
             } else {
                 // relu / lrn: rows map to themselves; keep the distribution of the input so no
                 // exchange is needed.
@@ -227,13 +243,53 @@ int64_t ff_layer_part_halo_rows(const ff_layer_part *lp, int r) {
 
 // ---------------------------------------------------------------- property checks
 
+// The input rows one output row o of L reads under its layer plan lp (NULL: direct), clipped to
+// [0, in.h): [*lo, *hi); empty (lo == hi) when it reads padding only. Derived here from the
+// definitions, not from ff_plan_input_rows or winograd.c, so that the check is an independent
+// oracle: a direct conv/pool reads its window, rows o*s - pad + t for t < kh; a Winograd layer
+// computes the whole tile th = o / m of its row, which reads rows th*m - pad + t for
+// t < alpha = m + kh - 1 (winograd.h); a space-to-depth layer rewrites the whole input, so any of
+// its rows reads all of it.
+static void rows_read(int64_t *lo, int64_t *hi, const ff_layer *L, const ff_layer_plan *lp, int64_t o) {
+    int64_t first, count;
+    if (lp && lp->alg == FF_CONV_WINOGRAD && lp->s2d) {
+        first = 0;
+        count = L->in.h;
+    } else if (lp && lp->alg == FF_CONV_WINOGRAD) {
+        first = (o / lp->wg_m) * lp->wg_m - L->pad;
+        count = lp->wg_m + L->kh - 1;
+    } else {
+        first = o * L->stride - L->pad;
+        count = L->kh;
+    }
+    *lo = first < 0 ? 0 : first;
+    *hi = first + count > L->in.h ? L->in.h : first + count;
+    if (*hi < *lo) *hi = *lo;
+}
+
 static ff_status check_layer(const ff_partition *p, const ff_layer_part *lp, const ff_layer *L) {
     const int P = p->P;
+    const ff_layer_plan *pl = p->plan ? &p->plan->layer[lp->layer] : NULL;
+    const bool whole = pl && pl->band == FF_BAND_WHOLE;
+    if (whole != lp->whole || (whole && (lp->spatial || lp->windowed || lp->src != FF_SRC_NONE)))
+        return FF_FAIL(FF_ERR_INTERNAL, "%s: the plan computes it %s, but the partition %s", L->name,
+                       whole ? "whole only (a whole-layer step)" : "in bands",
+                       lp->spatial ? "splits it by rows" : "does not split it");
     if (!lp->spatial) {
         if (p->split == FF_SPLIT_ROWS && L->op == FF_OP_LINEAR) {
             ff_status st = check_tiling(lp->band, P, L->out.c, L->name);
             if (st != FF_OK) return ff_fail_context(FF_ERR_INTERNAL, "feature bands: ");
         }
+        if (whole)
+            for (int r = 0; r < P; r++)
+                if (lp->band[r].lo != 0 || lp->band[r].hi != L->out.h || lp->need[r].lo != 0 ||
+                    lp->need[r].hi != L->in.h)
+                    return FF_FAIL(FF_ERR_INTERNAL,
+                                   "%s rank %d: a whole-layer step computes rows [%lld, %lld) from [%lld, %lld): "
+                                   "expected all of them, [0, %lld) from [0, %lld)",
+                                   L->name, r, (long long)lp->band[r].lo, (long long)lp->band[r].hi,
+                                   (long long)lp->need[r].lo, (long long)lp->need[r].hi, (long long)L->out.h,
+                                   (long long)L->in.h);
         return FF_OK;
     }
     if (check_tiling(lp->band, P, L->out.h, L->name) != FF_OK)
@@ -246,23 +302,24 @@ static ff_status check_layer(const ff_partition *p, const ff_layer_part *lp, con
                                (long long)nd.lo, (long long)nd.hi);
             continue;
         }
-        // Brute force receptive field: every valid input row any band row reads must be in need,
-        // and need must not extend beyond the rows some band row reads (tight halo).
-        int64_t kh = lp->windowed ? L->kh : 1, stride = lp->windowed ? L->stride : 1;
-        int64_t pad = lp->windowed ? L->pad : 0;
+        // Brute force over the band's rows: every input row any of them reads must be in need, and
+        // need must not extend beyond the rows some band row reads (tight halo). Element-wise
+        // layers (relu, lrn) read their own row.
         int64_t min_row = INT64_MAX, max_row = INT64_MIN;
-        for (int64_t o = b.lo; o < b.hi; o++)
-            for (int64_t k = 0; k < kh; k++) {
-                int64_t row = o * stride - pad + k;
-                if (row < 0 || row >= L->in.h) continue;
+        for (int64_t o = b.lo; o < b.hi; o++) {
+            int64_t lo = o, hi = o + 1;
+            if (lp->windowed) rows_read(&lo, &hi, L, pl, o);
+            for (int64_t row = lo; row < hi; row++) {
                 if (row < nd.lo || row >= nd.hi)
                     return FF_FAIL(FF_ERR_INTERNAL,
-                                   "%s rank %d: output row %lld reads input row %lld, outside its "
+                                   "%s rank %d: output row %lld reads input row %lld (%s), outside its "
                                    "input rows [%lld, %lld)",
-                                   L->name, r, (long long)o, (long long)row, (long long)nd.lo, (long long)nd.hi);
+                                   L->name, r, (long long)o, (long long)row, pl ? pl->name : "direct", (long long)nd.lo,
+                                   (long long)nd.hi);
                 if (row < min_row) min_row = row;
                 if (row > max_row) max_row = row;
             }
+        }
         if (min_row == INT64_MAX) {  // band reads only padding (possible with pad >= kernel - stride)
             if (ff_range_len(nd) != 0 && (nd.lo != nd.hi))
                 return FF_FAIL(FF_ERR_INTERNAL,
@@ -272,8 +329,9 @@ static ff_status check_layer(const ff_partition *p, const ff_layer_part *lp, con
         } else if (nd.lo != min_row || nd.hi != max_row + 1) {
             return FF_FAIL(FF_ERR_INTERNAL,
                            "%s rank %d: needs rows [%lld, %lld) but its band reads exactly "
-                           "[%lld, %lld)",
-                           L->name, r, (long long)nd.lo, (long long)nd.hi, (long long)min_row, (long long)max_row + 1);
+                           "[%lld, %lld) (%s)",
+                           L->name, r, (long long)nd.lo, (long long)nd.hi, (long long)min_row, (long long)max_row + 1,
+                           pl ? pl->name : "direct");
         }
     }
     if (lp->src != FF_SRC_BANDS) return FF_OK;

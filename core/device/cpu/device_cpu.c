@@ -1,0 +1,174 @@
+// The cpu device (device.h): host memory and the reference layers (layers_cpu.h). Every other
+// device is checked against what this one computes. Work runs at once (there is no stream), so
+// sync has nothing to wait for.
+#include <stdlib.h>
+#include <string.h>
+
+#include "../device_internal.h"
+#include "fivefold/executor.h"
+
+typedef struct {
+    ff_device base;
+    float *params;                  // (n_total): the device's copy of the weights (NULL: borrowed)
+    const float *w[FF_MAX_LAYERS];  // views into params; NULL for layers without parameters
+    const float *b[FF_MAX_LAYERS];
+    float *act[2];         // (max_batch, max_act) each: ping-pong activations of run
+    ff_conv_segment *seg;  // [seg_cap] scratch of run_bands
+    int seg_cap;
+} cpu_device;
+
+static void cpu_destroy(ff_device *d) {
+    cpu_device *c = (cpu_device *)d;
+    free(c->params);
+    free(c->act[0]);
+    free(c->act[1]);
+    free(c->seg);
+    free(c);
+}
+
+static ff_status cpu_alloc(ff_device *d, float **p, size_t floats, const char *what) {
+    (void)d;
+    *p = malloc((floats ? floats : 1) * sizeof(float));
+    if (!*p) return FF_FAIL(FF_ERR_OOM, "%s: %zu bytes of host memory", what, floats * sizeof(float));
+    return FF_OK;
+}
+
+static void cpu_free(ff_device *d, float *p) {
+    (void)d;
+    free(p);
+}
+
+static ff_status cpu_copy(ff_device *d, float *dst, const float *src, size_t floats) {
+    (void)d;
+    if (dst != src) memmove(dst, src, floats * sizeof(float));
+    return FF_OK;
+}
+
+static ff_status cpu_copy_bytes(ff_device *d, void *dst, const void *src, size_t bytes) {
+    (void)d;
+    memmove(dst, src, bytes);
+    return FF_OK;
+}
+
+static ff_status cpu_copy_rows(ff_device *d, float *dst, int64_t dst_lo, int64_t dst_rows, const float *src,
+                               int64_t src_lo, int64_t src_rows, int64_t n, int64_t C, int64_t W, int64_t lo,
+                               int64_t hi) {
+    (void)d;
+    const size_t len = (size_t)((hi - lo) * W) * sizeof(float);
+    for (int64_t i = 0; i < n * C; i++)
+        memcpy(dst + (i * dst_rows + (lo - dst_lo)) * W, src + (i * src_rows + (lo - src_lo)) * W, len);
+    return FF_OK;
+}
+
+static ff_status cpu_sync(ff_device *d) {
+    (void)d;
+    return FF_OK;
+}
+
+static ff_status cpu_run(ff_device *d, const float **out, const float *in, int64_t n, int first, int last,
+                         int fault_layer, ff_trace *trace) {
+    cpu_device *c = (cpu_device *)d;
+    const float *src = in;
+    for (int i = first; i <= last; i++) {
+        const ff_layer *L = &d->model->layers[i];
+        float *dst = c->act[(i - first) & 1];
+        const double t0 = trace ? ff_now() : 0;
+        const ff_rows rows = ff_rows_full(L);
+        ff_cpu_layer_forward(dst, src, c->w[i], c->b[i], L, &rows, n);
+        if (i == fault_layer) dst[0] = ff_fault_value(dst[0]);
+        if (trace) trace->seconds[i][FF_PHASE_COMPUTE] += ff_now() - t0;
+        src = dst;
+    }
+    *out = src;
+    return FF_OK;
+}
+
+static ff_status cpu_run_bands(ff_device *d, const ff_band_job *jobs, int n_jobs, int layer) {
+    cpu_device *c = (cpu_device *)d;
+    const ff_layer *L = &d->model->layers[layer];
+    if (L->op != FF_OP_CONV2D) {
+        for (int q = 0; q < n_jobs; q++)
+            if (jobs[q].n > 0 && jobs[q].rows.out_hi > jobs[q].rows.out_lo)
+                ff_cpu_layer_forward(jobs[q].out, jobs[q].in, c->w[layer], c->b[layer], L, &jobs[q].rows, jobs[q].n);
+        return FF_OK;
+    }
+    // One conv call for every band: the weights are packed once (layers_cpu.h).
+    if (n_jobs > c->seg_cap) {
+        ff_conv_segment *s = realloc(c->seg, (size_t)n_jobs * sizeof *s);
+        if (!s) return FF_FAIL(FF_ERR_OOM, "cpu device: %d band jobs", n_jobs);
+        c->seg = s;
+        c->seg_cap = n_jobs;
+    }
+    for (int q = 0; q < n_jobs; q++) {
+        const bool empty = jobs[q].rows.out_hi <= jobs[q].rows.out_lo;
+        c->seg[q] = (ff_conv_segment){jobs[q].out, jobs[q].in, jobs[q].rows, empty ? 0 : jobs[q].n};
+    }
+    ff_cpu_conv2d_segments(c->seg, n_jobs, c->w[layer], c->b[layer], L);
+    return FF_OK;
+}
+
+static ff_status cpu_run_features(ff_device *d, float *out, const float *in, int layer, int64_t f_lo, int64_t f_hi,
+                                  int64_t n) {
+    cpu_device *c = (cpu_device *)d;
+    const ff_layer *L = &d->model->layers[layer];
+    const int64_t nf = f_hi - f_lo, in_el = ff_shape_numel(L->in);
+    ff_layer sub = *L;  // the same layer restricted to features [f_lo, f_hi)
+    sub.out_c = nf;
+    sub.out.c = nf;
+    sub.n_weight = nf * in_el;
+    sub.n_bias = nf;
+    ff_cpu_linear(out, in, c->w[layer] + f_lo * in_el, c->b[layer] + f_lo, &sub, n);
+    return FF_OK;
+}
+
+static ff_status cpu_fault(ff_device *d, float *x) {
+    (void)d;
+    x[0] = ff_fault_value(x[0]);
+    return FF_OK;
+}
+
+static const ff_device_ops cpu_ops = {
+    .destroy = cpu_destroy,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .copy_rows = cpu_copy_rows,
+    .copy_bytes = cpu_copy_bytes,
+    .sync = cpu_sync,
+    .run = cpu_run,
+    .run_bands = cpu_run_bands,
+    .run_features = cpu_run_features,
+    .fault = cpu_fault,
+};
+
+ff_status ff_device_cpu_create(ff_device **out, const ff_model *m, const ff_weights *w, const ff_plan *p,
+                               const ff_device_options *o) {
+    (void)p;
+    cpu_device *c = calloc(1, sizeof *c);
+    if (!c) return FF_FAIL(FF_ERR_OOM, "cpu device: out of host memory");
+    c->base.ops = &cpu_ops;
+    c->base.host_memory = true;
+    const size_t abytes = (size_t)o->max_batch * (size_t)m->max_act * sizeof(float);
+    if (!o->borrow_weights) c->params = malloc((size_t)(w->n_total > 0 ? w->n_total : 1) * sizeof(float));
+    c->act[0] = malloc(abytes);
+    c->act[1] = malloc(abytes);
+    c->seg = malloc(sizeof *c->seg);  // one band job never reallocates: run_bands of one cannot fail
+    c->seg_cap = 1;
+    if ((!o->borrow_weights && !c->params) || !c->act[0] || !c->act[1] || !c->seg) {
+        cpu_destroy(&c->base);
+        return FF_FAIL(FF_ERR_OOM, "cpu device: %lld bytes of weights and 2 x %zu bytes of activations for batch %lld",
+                       (long long)w->n_total * 4, abytes, (long long)o->max_batch);
+    }
+    const float *base = w->data;
+    if (c->params) {
+        if (w->n_total > 0) memcpy(c->params, w->data, (size_t)w->n_total * sizeof(float));
+        base = c->params;
+    }
+    for (int i = 0; i < m->n_layers; i++) {
+        if (w->w[i]) c->w[i] = base + (w->w[i] - w->data);
+        if (w->b[i]) c->b[i] = base + (w->b[i] - w->data);
+    }
+    *out = &c->base;
+    return FF_OK;
+}

@@ -1,0 +1,590 @@
+// The cuda device (device.h): one GPU, one stream, fivefold's kernels (gpu.h). Plain C over gpu.h
+// (no CUDA header), so this file compiles everywhere; without a toolkit gpu_none.c makes create
+// fail with FF_ERR_NO_CUDA.
+//
+// Weights are uploaded once, at create, with one copy of the contiguous parameter buffer, and the
+// Winograd layers' transformed weights next to them. Activations stay on the device between
+// layers: a run reads the caller's device buffer and leaves its result in one of the device's own
+// activation buffers. The layer sequence of a (batch, first, last, input, fault) key is captured
+// once into a CUDA graph and replayed (a whole AlexNet forward is one launch). Per the plan, a
+// conv/linear followed by relu inside the range is fused (one kernel writes relu(conv)); a
+// per-layer run (first == last) computes each layer's own output. The fault hook and the trace use
+// the same kernels: the fault is one more tiny kernel (captured too), the trace runs without a
+// graph, with an event pair around each layer.
+//
+// Which algorithm each layer runs is the plan's (plan.h: direct, Winograd with tile m, space-to-
+// depth; the vendor library for linear layers with --backend vendor), never an environment
+// variable read here. Band runs (ff_device_run_bands) and feature runs (ff_device_run_features)
+// are eager, unfused, and use the same kernels, which are position-independent (gpu.h): a band's
+// rows get exactly the bits a whole-layer run gives them.
+//
+// Threads: a device belongs to one thread at a time, and its ops run on the thread's current GPU
+// (create selects o->gpu for the creating thread; a thread on a one-GPU machine always has GPU 0
+// current). Several devices may live in one process, each on its own thread (the loopback
+// transport's simulated ranks on one GPU): capture is thread-local (ff_gpu_capture_begin), the
+// tuning switch is per thread and the tuned choices are shared under a lock (gpu.h,
+// ff_gpu_set_tuning), so each device tunes and captures its own graphs independently.
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../device_internal.h"
+#include "fivefold/gpu.h"
+#include "fivefold/winograd.h"
+
+#define CUDA_GRAPHS 16    // cached graphs; the least recently used is replaced
+#define CUDA_RESIDENT 16  // remembered inputs of whole-model runs, one per batch size
+
+typedef struct {
+    int64_t n;
+    int first, last;
+    const float *in;      // the input buffer the graph reads (its address is part of the graph)
+    int fault;            // the fault layer captured with it, -1 none
+    ff_gpu_graph graph;   // NULL: empty slot
+    const float *result;  // device buffer holding layer `last`'s output after a replay
+    uint64_t used;
+} graph_slot;
+
+// The last whole-model run of batch n: what ff_device_time_resident replays.
+typedef struct {
+    int64_t n;  // 0: empty
+    const float *in;
+    int fault;
+    uint64_t used;
+} resident_src;
+
+typedef struct {
+    ff_device base;  // first: device.c sees the header
+    ff_gpu_stream stream;
+    ff_gpu_blas blas;                 // --backend vendor only
+    float *d_params;                  // (n_total): the parameter buffer, uploaded once
+    const float *d_w[FF_MAX_LAYERS];  // views into d_params; NULL for layers without parameters
+    const float *d_b[FF_MAX_LAYERS];
+    // Activations: a run writes layer after layer into these, ping-pong, never into its input.
+    // Two suffice when the input is the caller's; a run whose input is one of them (a previous
+    // run's output handed back) uses the other two, so the third is made the first time that
+    // happens. (max_batch, max_act) each.
+    float *d_buf[3];
+    size_t act_floats;  // max_batch * max_act: the floats of each d_buf
+    graph_slot graphs[CUDA_GRAPHS];
+    resident_src resident_in[CUDA_RESIDENT];
+    uint64_t tick;
+    ff_gpu_event ev[2 * FF_MAX_LAYERS];  // trace: start/stop per layer
+    bool ev_used[FF_MAX_LAYERS];         // trace: layer i's pair was recorded by the last traced run
+    int n_events;
+    // Winograd layers (winograd.h, the plan's alg/wg_m): transformed weights, and one workspace
+    // shared by all of them, sized for a whole layer at max_batch (a band has a subset of the
+    // layer's tiles, so it needs no more).
+    float *d_wg[FF_MAX_LAYERS];  // (alpha^2, K, C') (C' = C*s*s for a space-to-depth layer)
+    float *d_work;
+    int64_t work_floats;
+    // The split-K linear layers' partial sums (linear_split.h), one buffer shared by all of them,
+    // sized for max_batch; NULL when no linear layer is split (or the vendor library runs them).
+    float *d_lin_work;
+    int64_t lin_work_floats;
+    ff_gpu_event tev[2];    // resident timing
+    const float *resident;  // output of the last resident replay
+    int64_t resident_n;     // its batch
+} cuda_device;
+
+static cuda_device *cuda_of(ff_device *d) {
+    return (cuda_device *)d;
+}
+
+// ---------------------------------------------------------------- create / destroy
+
+static void cuda_destroy(ff_device *d) {
+    cuda_device *c = cuda_of(d);
+    for (int i = 0; i < CUDA_GRAPHS; i++) ff_gpu_graph_destroy(c->graphs[i].graph);
+    for (int i = 0; i < c->n_events; i++) ff_gpu_event_destroy(c->ev[i]);
+    for (int i = 0; i < 2; i++) ff_gpu_event_destroy(c->tev[i]);
+    for (int i = 0; i < FF_MAX_LAYERS; i++) ff_gpu_free(c->d_wg[i]);
+    ff_gpu_free(c->d_work);
+    ff_gpu_free(c->d_lin_work);
+    ff_gpu_blas_destroy(c->blas);
+    ff_gpu_free(c->d_params);
+    for (int i = 0; i < 3; i++) ff_gpu_free(c->d_buf[i]);
+    ff_gpu_stream_destroy(c->stream);
+    free(c);
+}
+
+static bool is_winograd(const ff_plan *p, const ff_model *m, int i) {
+    return m->layers[i].op == FF_OP_CONV2D && p->layer[i].alg == FF_CONV_WINOGRAD;
+}
+
+// The Winograd layers the plan names: their weights transformed once (U = G g G^T, winograd.h) and
+// uploaded, and one workspace for the largest of them at max_batch. The plan (plan.c) picks
+// Winograd for every layer ff_winograd_m accepts (stride-1 3x3/5x5 convs, and strided convs that
+// space-to-depth makes stride-1 3x3 ones, such as AlexNet's conv1, with at least 16 channels after
+// the rewrite) unless told --conv direct; m = 2 instead of the default 4 means smaller tiles (fewer
+// wasted outputs on 13x13 maps) but 1.8x (3x3) and 2.25x (5x5) more multiplications. The choice is
+// per layer and never depends on the batch, so image i's bits are the same at every N.
+static ff_status winograd_setup(cuda_device *c, const ff_model *m, const ff_weights *w, const ff_plan *p,
+                                int64_t max_batch) {
+    int64_t work = 0;
+    for (int i = 0; i < m->n_layers; i++) {
+        if (!is_winograd(p, m, i)) continue;
+        const ff_layer *L = &m->layers[i];
+        const int wm = p->layer[i].wg_m;
+        if (wm == 0 || ff_winograd_m(L, wm) != wm)
+            return FF_FAIL(FF_ERR_INPUT, "plan: %s as Winograd F(%dx%d): expected a tile size the layer has (%s)",
+                           L->name, wm, wm, ff_winograd_m(L, 4) ? "2 or 4" : "none: direct only");
+        const int64_t nf = ff_winograd_weight_floats(L, wm);
+        float *u = malloc((size_t)nf * sizeof(float));
+        if (!u) return FF_FAIL(FF_ERR_OOM, "%s: %lld floats for the Winograd weights", L->name, (long long)nf);
+        ff_status st = ff_winograd_weights(u, w->w[i], L, wm);
+        if (st == FF_OK) st = ff_gpu_alloc((void **)&c->d_wg[i], (size_t)nf * sizeof(float), "Winograd weights");
+        if (st == FF_OK) st = ff_gpu_copy_h2d(c->d_wg[i], u, (size_t)nf * sizeof(float), c->stream);
+        if (st == FF_OK) st = ff_gpu_stream_sync(c->stream);  // u is freed next
+        free(u);
+        FF_TRY(st);
+        const int64_t wf = ff_winograd_workspace_floats(L, wm, 0, L->out.h, max_batch);
+        if (wf > work) work = wf;
+    }
+    if (work) FF_TRY(ff_gpu_alloc((void **)&c->d_work, (size_t)work * sizeof(float), "the Winograd workspace"));
+    c->work_floats = work;
+    return FF_OK;
+}
+
+static ff_status cuda_setup(cuda_device *c, const ff_model *m, const ff_weights *w, const ff_plan *p,
+                            const ff_device_options *o) {
+    int count = 0;
+    FF_TRY(ff_gpu_device_count(&count));
+    // -1: the node's ranks spread over its GPUs (device.h); 0 for a single process.
+    const int gpu = o->gpu >= 0 ? o->gpu : (o->local_rank > 0 ? o->local_rank : 0) % count;
+    if (gpu >= count)
+        return FF_FAIL(FF_ERR_INPUT, "GPU %d: expected 0..%d (this machine has %d CUDA device%s)", gpu, count - 1,
+                       count, count == 1 ? "" : "s");
+    FF_TRY(ff_gpu_select(gpu));
+    if (p->opt.precision == FF_PRECISION_TF32 && p->opt.backend != FF_BACKEND_VENDOR)
+        return FF_FAIL(FF_ERR_INPUT,
+                       "--precision tf32 needs --backend vendor: fivefold's own GPU kernels "
+                       "are fp32 only");
+    const bool vendor = p->opt.backend == FF_BACKEND_VENDOR;
+    FF_TRY(ff_gpu_stream_create(&c->stream));
+    if (vendor) FF_TRY(ff_gpu_blas_create(&c->blas, c->stream, p->opt.precision == FF_PRECISION_TF32));
+
+    // Weights: one upload of the contiguous buffer (device.c checked its size); per-layer views at
+    // the same offsets as on the host.
+    const size_t wbytes = (size_t)w->n_total * sizeof(float);
+    FF_TRY(ff_gpu_alloc((void **)&c->d_params, wbytes, "the model's weights"));
+    FF_TRY(ff_gpu_copy_h2d(c->d_params, w->data, wbytes, c->stream));
+    for (int i = 0; i < m->n_layers; i++) {
+        if (w->w[i]) c->d_w[i] = c->d_params + (w->w[i] - w->data);
+        if (w->b[i]) c->d_b[i] = c->d_params + (w->b[i] - w->data);
+    }
+
+    FF_TRY(winograd_setup(c, m, w, p, o->max_batch));
+    if (!vendor) {  // the vendor path (cuBLAS) needs no workspace
+        int64_t lin = 0;
+        for (int i = 0; i < m->n_layers; i++)
+            if (m->layers[i].op == FF_OP_LINEAR) {
+                const int64_t f = ff_gpu_linear_workspace_floats(&m->layers[i], o->max_batch);
+                if (f > lin) lin = f;
+            }
+        if (lin)
+            FF_TRY(ff_gpu_alloc((void **)&c->d_lin_work, (size_t)lin * sizeof(float), "the split-K linear workspace"));
+        c->lin_work_floats = lin;
+    }
+
+    if (m->max_act > 0 && o->max_batch > (int64_t)(SIZE_MAX / sizeof(float) / (size_t)m->max_act))
+        return FF_FAIL(FF_ERR_INPUT, "max batch %lld x %lld floats per image: expected a size that fits memory",
+                       (long long)o->max_batch, (long long)m->max_act);
+    c->act_floats = (size_t)o->max_batch * (size_t)m->max_act;
+    FF_TRY(ff_gpu_alloc((void **)&c->d_buf[0], c->act_floats * sizeof(float), "activations (buffer 1 of 2)"));
+    FF_TRY(ff_gpu_alloc((void **)&c->d_buf[1], c->act_floats * sizeof(float), "activations (buffer 2 of 2)"));
+    return ff_gpu_stream_sync(c->stream);  // the weight upload has landed before create returns
+}
+
+static const ff_device_ops cuda_ops;  // defined at the end
+
+ff_status ff_device_cuda_create(ff_device **out, const ff_model *m, const ff_weights *w, const ff_plan *p,
+                                const ff_device_options *o) {
+    *out = NULL;
+    cuda_device *c = calloc(1, sizeof *c);
+    if (!c) return FF_FAIL(FF_ERR_OOM, "cuda device: out of host memory");
+    ff_status st = cuda_setup(c, m, w, p, o);
+    if (st != FF_OK) {
+        cuda_destroy(&c->base);
+        return ff_fail_context(st, "cuda device");
+    }
+    c->base.ops = &cuda_ops;
+    c->base.host_memory = false;
+    *out = &c->base;
+    return FF_OK;
+}
+
+// ---------------------------------------------------------------- memory
+
+static ff_status cuda_alloc(ff_device *d, float **p, size_t floats, const char *what) {
+    (void)d;
+    if (floats > SIZE_MAX / sizeof(float))
+        return FF_FAIL(FF_ERR_INPUT, "%s: %zu floats: expected at most %zu", what, floats, SIZE_MAX / sizeof(float));
+    return ff_gpu_alloc((void **)p, floats * sizeof(float), what);
+}
+
+static void cuda_free(ff_device *d, float *p) {
+    (void)d;
+    ff_gpu_free(p);
+}
+
+// Enqueued on the stream like everything else (device.h): the host buffer is the caller's to keep
+// until the next ff_device_sync, so a forward is upload, run, download and one synchronisation.
+// (A pinned buffer, ff_device_pin_host, makes the copies truly asynchronous; a pageable one is
+// staged by the driver.)
+static ff_status cuda_upload(ff_device *d, float *dst, const float *src_host, size_t floats) {
+    return ff_gpu_copy_h2d(dst, src_host, floats * sizeof(float), cuda_of(d)->stream);
+}
+
+static ff_status cuda_download(ff_device *d, float *dst_host, const float *src, size_t floats) {
+    return ff_gpu_copy_d2h(dst_host, src, floats * sizeof(float), cuda_of(d)->stream);
+}
+
+// Rows [lo, hi) of each of the n*C planes: one strided copy, a plane's rows being contiguous.
+static ff_status cuda_copy_rows(ff_device *d, float *dst, int64_t dst_lo, int64_t dst_rows, const float *src,
+                                int64_t src_lo, int64_t src_rows, int64_t n, int64_t C, int64_t W, int64_t lo,
+                                int64_t hi) {
+    cuda_device *c = cuda_of(d);
+    const size_t row = (size_t)W * sizeof(float);
+    return ff_gpu_copy_2d(dst + (lo - dst_lo) * W, (size_t)dst_rows * row, src + (lo - src_lo) * W,
+                          (size_t)src_rows * row, (size_t)(hi - lo) * row, (size_t)(n * C), c->stream);
+}
+
+// Synchronous, outside the stream (ff_gpu_copy_any: host or any device buffer of this process, so
+// the loopback ranks sharing a GPU copy between each other's buffers). It does not wait for the
+// stream's pending work: the callers (the transports, comm.h) synchronise their devices first.
+static ff_status cuda_copy_bytes(ff_device *d, void *dst, const void *src, size_t bytes) {
+    (void)d;
+    return ff_gpu_copy_any(dst, src, bytes);
+}
+
+static ff_status cuda_sync(ff_device *d) {
+    return ff_gpu_stream_sync(cuda_of(d)->stream);
+}
+
+static ff_status cuda_pin_host(ff_device *d, void *p, size_t bytes) {
+    (void)d;
+    return ff_gpu_host_register(p, bytes);
+}
+
+static void cuda_unpin_host(ff_device *d, void *p) {
+    (void)d;
+    ff_gpu_host_unregister(p);
+}
+
+static ff_status cuda_fault(ff_device *d, float *x) {
+    return ff_gpu_fault(x, cuda_of(d)->stream);
+}
+
+// ---------------------------------------------------------------- whole-image runs
+
+static bool within(const float *p, const float *buf, size_t floats) {
+    const uintptr_t a = (uintptr_t)p, b = (uintptr_t)buf;
+    return buf && a >= b && a < b + floats * sizeof(float);
+}
+
+// The activation buffer d_buf[k] holding `p`, -1 if none does.
+static int own_buffer(const cuda_device *c, const float *p) {
+    for (int k = 0; k < 3; k++)
+        if (within(p, c->d_buf[k], c->act_floats)) return k;
+    return -1;
+}
+
+// The buffer the next layer writes: neither its source nor the run's input.
+static float *next_buffer(const cuda_device *c, const float *src, const float *in) {
+    const int s = own_buffer(c, src), i = own_buffer(c, in);
+    for (int k = 0; k < 3; k++)
+        if (k != s && k != i) return c->d_buf[k];
+    return NULL;  // not reached: three buffers, two excluded
+}
+
+// A run whose input lies in one of the activation buffers needs the third (made once, before any
+// capture: allocation is not allowed while capturing).
+static ff_status ensure_buffers(cuda_device *c, const float *in) {
+    if (c->d_buf[2] || own_buffer(c, in) < 0) return FF_OK;
+    return ff_gpu_alloc((void **)&c->d_buf[2], c->act_floats * sizeof(float), "activations (buffer 3 of 3)");
+}
+
+// Enqueues layers [first, last] on the stream, reading `in`; *result receives the device buffer
+// that holds layer `last`'s output. With `timed`, records an event pair around each layer that
+// does work (ev_used says which).
+static ff_status enqueue(cuda_device *c, const float **result, const float *in, int64_t n, int first, int last,
+                         int fault, bool timed) {
+    const ff_model *m = c->base.model;
+    const ff_plan *p = &c->base.plan;
+    const bool vendor = p->opt.backend == FF_BACKEND_VENDOR;
+    const float *src = in;
+    for (int i = first; i <= last; i++) {
+        const ff_layer *L = &m->layers[i];
+        if (timed) c->ev_used[i] = false;
+        // conv/linear + relu in one kernel where the plan fuses them, unless the caller wants the
+        // conv's own output (range ends at it) or the fault hook must perturb the conv's output
+        // before the relu.
+        const bool fuse = p->layer[i].fuse_relu && i < last && m->layers[i + 1].op == FF_OP_RELU && fault != i;
+        const int produced = fuse ? i + 1 : i;
+        if (timed && fuse) c->ev_used[i + 1] = false;
+        float *dst;
+        if (L->op == FF_OP_FLATTEN && !(fault == i && src == in)) {
+            dst = (float *)src;  // (n, C, H, W) is already (n, C*H*W): no work
+        } else {
+            // (a flatten whose output the fault hook perturbs is copied first: the caller's input,
+            // read again by every replay of the graph, must stay as it was.)
+            dst = next_buffer(c, src, in);
+            if (timed) FF_TRY(ff_gpu_event_record(c->ev[2 * i], c->stream));
+            ff_rows rows = ff_rows_full(L);
+            if (is_winograd(p, m, i))
+                FF_TRY(ff_gpu_conv2d_winograd(dst, src, c->d_wg[i], c->d_b[i], L, p->layer[i].wg_m, fuse, &rows, n,
+                                              c->d_work, c->stream));
+            else if (L->op == FF_OP_LINEAR && vendor)
+                FF_TRY(ff_gpu_linear_vendor(dst, src, c->d_w[i], c->d_b[i], L, fuse, n, c->blas, c->stream));
+            else
+                FF_TRY(
+                    ff_gpu_layer_forward(dst, src, c->d_w[i], c->d_b[i], L, fuse, &rows, n, c->d_lin_work, c->stream));
+            if (timed) FF_TRY(ff_gpu_event_record(c->ev[2 * i + 1], c->stream));
+            if (timed) c->ev_used[i] = true;
+        }
+        if (fault >= i && fault <= produced) FF_TRY(ff_gpu_fault(dst, c->stream));
+        src = dst;
+        i = produced;
+    }
+    *result = src;
+    return FF_OK;
+}
+
+static ff_status graph_for(cuda_device *c, graph_slot **out, const float *in, int64_t n, int first, int last,
+                           int fault) {
+    graph_slot *victim = &c->graphs[0];
+    for (int i = 0; i < CUDA_GRAPHS; i++) {
+        graph_slot *g = &c->graphs[i];
+        if (g->graph && g->n == n && g->first == first && g->last == last && g->in == in && g->fault == fault) {
+            g->used = ++c->tick;
+            *out = g;
+            return FF_OK;
+        }
+        if (!g->graph || (victim->graph && g->used < victim->used)) victim = g;
+    }
+    ff_gpu_graph_destroy(victim->graph);
+    memset(victim, 0, sizeof *victim);
+    // One eager run with tuning on first: each conv/linear shape not seen before picks its fastest
+    // tile configuration (no value changes with it); the capture then records those choices. The
+    // switch is the calling thread's own (gpu.h), so devices on other threads are not affected.
+    const float *ignored = NULL;
+    ff_gpu_set_tuning(true);
+    ff_status st_tune = enqueue(c, &ignored, in, n, first, last, fault, false);
+    ff_gpu_set_tuning(false);
+    FF_TRY(st_tune);
+    FF_TRY(ff_gpu_stream_sync(c->stream));
+    FF_TRY(ff_gpu_capture_begin(c->stream));
+    const float *result = NULL;
+    ff_status st = enqueue(c, &result, in, n, first, last, fault, false);
+    ff_gpu_graph g = NULL;
+    ff_status st_end = ff_gpu_capture_end(&g, c->stream);  // always end the capture
+    if (st != FF_OK) {
+        ff_gpu_graph_destroy(g);
+        return st;
+    }
+    FF_TRY(st_end);
+    victim->n = n, victim->first = first, victim->last = last;
+    victim->in = in, victim->fault = fault;
+    victim->graph = g;
+    victim->result = result;
+    victim->used = ++c->tick;
+    *out = victim;
+    return FF_OK;
+}
+
+// Remembers the input of a whole-model run of batch n (ff_device_time_resident replays it).
+static void remember_whole(cuda_device *c, const float *in, int64_t n, int fault) {
+    resident_src *slot = &c->resident_in[0];
+    for (int i = 0; i < CUDA_RESIDENT; i++) {
+        resident_src *r = &c->resident_in[i];
+        if (r->n == n) {
+            slot = r;
+            break;
+        }
+        if (!r->n || (slot->n && r->used < slot->used)) slot = r;
+    }
+    slot->n = n, slot->in = in, slot->fault = fault;
+    slot->used = ++c->tick;
+}
+
+// The trace's events, made at the first traced run (fivefold bench traces a separate pass after the
+// timed ones, so untraced use never pays for them).
+static ff_status make_events(cuda_device *c) {
+    for (int i = c->n_events; i < 2 * FF_MAX_LAYERS; i++) {
+        FF_TRY(ff_gpu_event_create(&c->ev[i]));
+        c->n_events = i + 1;
+    }
+    return FF_OK;
+}
+
+// *out is one of the activation buffers, valid until the next run (run_bands and run_features do
+// not touch them); a range that does no work (flatten alone) answers `in` itself. The input may
+// be a previous run's output: the run then writes into the two other buffers.
+static ff_status cuda_run(ff_device *d, const float **out, const float *in, int64_t n, int first, int last,
+                          int fault_layer, ff_trace *trace) {
+    cuda_device *c = cuda_of(d);
+    *out = NULL;
+    FF_TRY(ensure_buffers(c, in));
+    if (first == 0 && last == d->model->n_layers - 1) remember_whole(c, in, n, fault_layer);
+    if (!trace) {
+        graph_slot *g;
+        FF_TRY(graph_for(c, &g, in, n, first, last, fault_layer));
+        FF_TRY(ff_gpu_graph_launch(g->graph, c->stream));
+        *out = g->result;
+        return FF_OK;
+    }
+    // Traced: eager (no graph), an event pair around each layer; a fused relu's time is in its
+    // conv/linear's row. Copies to and from the host are the caller's (and so are their phases).
+    FF_TRY(make_events(c));
+    const float *result = NULL;
+    FF_TRY(enqueue(c, &result, in, n, first, last, fault_layer, true));
+    FF_TRY(ff_gpu_stream_sync(c->stream));
+    for (int i = first; i <= last; i++) {
+        if (!c->ev_used[i]) continue;
+        double t;
+        FF_TRY(ff_gpu_event_elapsed(&t, c->ev[2 * i], c->ev[2 * i + 1]));
+        trace->seconds[i][FF_PHASE_COMPUTE] += t;
+    }
+    *out = result;
+    return FF_OK;
+}
+
+// ---------------------------------------------------------------- bands and features
+
+// One layer on each job's band, eagerly and unfused: the same kernels as a whole-layer run, which
+// are position-independent (gpu.h: a Winograd band computes whole tiles anchored at absolute
+// rows; the direct conv's and the pool's output elements depend only on their inputs), so the rows
+// of a band get the whole run's bits.
+static ff_status cuda_run_bands(ff_device *d, const ff_band_job *jobs, int n_jobs, int layer) {
+    cuda_device *c = cuda_of(d);
+    const ff_model *m = d->model;
+    const ff_layer *L = &m->layers[layer];
+    const ff_plan *p = &d->plan;
+    const bool wg = is_winograd(p, m, layer);
+    for (int q = 0; q < n_jobs; q++) {
+        const ff_band_job *j = &jobs[q];
+        const ff_rows *r = &j->rows;
+        if (j->n <= 0 || r->out_hi <= r->out_lo) continue;
+        if (L->op == FF_OP_RELU || L->op == FF_OP_LRN) {
+            if (r->in_lo != r->out_lo || r->in_hi != r->out_hi)
+                return FF_FAIL(FF_ERR_INPUT,
+                               "run bands: %s band [%lld, %lld) given input rows [%lld, %lld): expected the same rows",
+                               L->name, (long long)r->out_lo, (long long)r->out_hi, (long long)r->in_lo,
+                               (long long)r->in_hi);
+        } else if (ff_layer_is_spatial(L)) {
+            const ff_range need = ff_plan_input_rows(p, m, layer, r->out_lo, r->out_hi);
+            if (need.lo < r->in_lo || need.hi > r->in_hi)
+                return FF_FAIL(FF_ERR_INPUT,
+                               "run bands: %s (%s) band [%lld, %lld) needs input rows [%lld, %lld); got [%lld, %lld)",
+                               L->name, p->layer[layer].name, (long long)r->out_lo, (long long)r->out_hi,
+                               (long long)need.lo, (long long)need.hi, (long long)r->in_lo, (long long)r->in_hi);
+        }
+        if (wg) {
+            const int wm = p->layer[layer].wg_m;
+            const int64_t need = ff_winograd_workspace_floats(L, wm, r->out_lo, r->out_hi, j->n);
+            if (need > c->work_floats)
+                return FF_FAIL(FF_ERR_INTERNAL, "run bands: %s band needs %lld workspace floats; %lld allocated",
+                               L->name, (long long)need, (long long)c->work_floats);
+            FF_TRY(ff_gpu_conv2d_winograd(j->out, j->in, c->d_wg[layer], c->d_b[layer], L, wm, false, r, j->n,
+                                          c->d_work, c->stream));
+        } else if (L->op == FF_OP_LINEAR && p->opt.backend == FF_BACKEND_VENDOR) {
+            FF_TRY(
+                ff_gpu_linear_vendor(j->out, j->in, c->d_w[layer], c->d_b[layer], L, false, j->n, c->blas, c->stream));
+        } else {
+            if (L->op == FF_OP_LINEAR && ff_gpu_linear_workspace_floats(L, j->n) > c->lin_work_floats)
+                return FF_FAIL(
+                    FF_ERR_INTERNAL, "run bands: %s at batch %lld needs %lld workspace floats; %lld allocated", L->name,
+                    (long long)j->n, (long long)ff_gpu_linear_workspace_floats(L, j->n), (long long)c->lin_work_floats);
+            FF_TRY(ff_gpu_layer_forward(j->out, j->in, c->d_w[layer], c->d_b[layer], L, false, r, j->n, c->d_lin_work,
+                                        c->stream));
+        }
+    }
+    return FF_OK;
+}
+
+// The linear layer restricted to output features [f_lo, f_hi), as the mpi rows split does on the
+// CPU: the same layer with out_features = f_hi - f_lo, weight rows from f_lo, bias from f_lo. The
+// split-K (linear_split.h) depends on in_features only, so each feature's chain is the whole
+// layer's: the bits equal the whole layer's for these features.
+static ff_status cuda_run_features(ff_device *d, float *out, const float *in, int layer, int64_t f_lo, int64_t f_hi,
+                                   int64_t n) {
+    cuda_device *c = cuda_of(d);
+    const ff_layer *L = &d->model->layers[layer];
+    const int64_t nf = f_hi - f_lo, in_el = ff_shape_numel(L->in);
+    ff_layer sub = *L;  // the same layer restricted to features [f_lo, f_hi)
+    sub.out_c = nf;
+    sub.out.c = nf;
+    sub.n_weight = nf * in_el;
+    sub.n_bias = nf;
+    sub.flops = 2 * nf * in_el;
+    const float *w = c->d_w[layer] + f_lo * in_el, *b = c->d_b[layer] + f_lo;
+    if (d->plan.opt.backend == FF_BACKEND_VENDOR)
+        return ff_gpu_linear_vendor(out, in, w, b, &sub, false, n, c->blas, c->stream);
+    const int64_t need = ff_gpu_linear_workspace_floats(&sub, n);
+    if (need > c->lin_work_floats)
+        return FF_FAIL(FF_ERR_INPUT, "run features: %s at batch %lld: expected a batch <= %lld (max batch)", L->name,
+                       (long long)n, (long long)d->max_batch);
+    return ff_gpu_linear(out, in, w, b, &sub, false, n, c->d_lin_work, c->stream);
+}
+
+// ---------------------------------------------------------------- device-resident timing
+
+// Event-timed replays of the whole model's graph on the input of the last whole-model run of batch
+// n (that buffer must still hold its batch): what PyTorch's device-resident figure measures.
+static ff_status cuda_time_resident(ff_device *d, int64_t n, int iters, double *ms_out) {
+    cuda_device *c = cuda_of(d);
+    const resident_src *src = NULL;
+    for (int i = 0; i < CUDA_RESIDENT; i++)
+        if (c->resident_in[i].n == n) src = &c->resident_in[i];
+    if (!src)
+        return FF_FAIL(FF_ERR_INPUT,
+                       "resident timing at batch %lld: no run of the whole model at that batch yet (expected "
+                       "ff_device_run of layers 0..%d first)",
+                       (long long)n, d->model->n_layers - 1);
+    for (int i = 0; i < 2; i++)
+        if (!c->tev[i]) FF_TRY(ff_gpu_event_create(&c->tev[i]));
+    graph_slot *g;
+    FF_TRY(graph_for(c, &g, src->in, n, 0, d->model->n_layers - 1, src->fault));
+    for (int it = 0; it < iters; it++) {
+        FF_TRY(ff_gpu_event_record(c->tev[0], c->stream));
+        FF_TRY(ff_gpu_graph_launch(g->graph, c->stream));
+        FF_TRY(ff_gpu_event_record(c->tev[1], c->stream));
+        double sec;
+        FF_TRY(ff_gpu_event_elapsed(&sec, c->tev[0], c->tev[1]));
+        ms_out[it] = sec * 1e3;
+    }
+    c->resident = g->result;
+    c->resident_n = n;
+    return FF_OK;
+}
+
+static ff_status cuda_resident_output(ff_device *d, float *out_host, int64_t n) {
+    cuda_device *c = cuda_of(d);
+    if (!c->resident) return FF_FAIL(FF_ERR_INPUT, "resident output: no resident replay has run");
+    if (n != c->resident_n)
+        return FF_FAIL(FF_ERR_INPUT, "resident output of batch %lld: the last resident replay ran batch %lld",
+                       (long long)n, (long long)c->resident_n);
+    const size_t bytes = (size_t)n * (size_t)d->model->classes * sizeof(float);
+    FF_TRY(ff_gpu_copy_d2h(out_host, c->resident, bytes, c->stream));
+    return ff_gpu_stream_sync(c->stream);
+}
+
+static const ff_device_ops cuda_ops = {
+    .destroy = cuda_destroy,
+    .alloc = cuda_alloc,
+    .free = cuda_free,
+    .upload = cuda_upload,
+    .download = cuda_download,
+    .copy_rows = cuda_copy_rows,
+    .copy_bytes = cuda_copy_bytes,
+    .sync = cuda_sync,
+    .run = cuda_run,
+    .run_bands = cuda_run_bands,
+    .run_features = cuda_run_features,
+    .fault = cuda_fault,
+    .time_resident = cuda_time_resident,
+    .resident_output = cuda_resident_output,
+    .pin_host = cuda_pin_host,
+    .unpin_host = cuda_unpin_host,
+};

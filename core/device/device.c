@@ -1,0 +1,138 @@
+// The device interface (device.h): argument checks, then dispatch to the implementation.
+#include <string.h>
+
+#include "device_internal.h"
+
+ff_status ff_device_create(ff_device **out, const ff_model *m, const ff_weights *w, const ff_plan *p,
+                           const ff_device_options *o) {
+    *out = NULL;
+    if (o->max_batch < 1)
+        return FF_FAIL(FF_ERR_INPUT, "device: max batch %lld: expected at least 1", (long long)o->max_batch);
+    if (p->n_layers != m->n_layers)
+        return FF_FAIL(FF_ERR_INPUT, "device: the plan has %d layers, model %s %d", p->n_layers, m->name, m->n_layers);
+    if (!w || (w->n_total > 0 && !w->data) || w->n_total != m->n_weights_total)
+        return FF_FAIL(FF_ERR_INPUT, "device: weights hold %lld floats; model %s needs %lld",
+                       w ? (long long)w->n_total : 0LL, m->name, (long long)m->n_weights_total);
+    for (int i = 0; i < m->n_layers; i++)  // buffers are sized by max_act: a model must say it
+        if (ff_shape_numel(m->layers[i].in) > m->max_act || ff_shape_numel(m->layers[i].out) > m->max_act)
+            return FF_FAIL(FF_ERR_INPUT, "device: model %s: layer %s has more elements than max_act %lld", m->name,
+                           m->layers[i].name, (long long)m->max_act);
+    ff_status st =
+        p->device == FF_DEVICE_CUDA ? ff_device_cuda_create(out, m, w, p, o) : ff_device_cpu_create(out, m, w, p, o);
+    if (st != FF_OK) return st;
+    (*out)->kind = p->device;
+    (*out)->model = m;
+    (*out)->plan = *p;
+    (*out)->max_batch = o->max_batch;
+    return FF_OK;
+}
+
+void ff_device_destroy(ff_device *d) {
+    if (d) d->ops->destroy(d);
+}
+
+ff_device_kind ff_device_kind_of(const ff_device *d) {
+    return d->kind;
+}
+const ff_plan *ff_device_plan(const ff_device *d) {
+    return &d->plan;
+}
+bool ff_device_is_host(const ff_device *d) {
+    return d->host_memory;
+}
+
+static ff_status unsupported(const ff_device *d, const char *what) {
+    return FF_FAIL(FF_ERR_INPUT, "%s is not supported on the %s device", what, ff_device_kind_name(d->kind));
+}
+
+ff_status ff_device_alloc(ff_device *d, float **p, size_t floats, const char *what) {
+    *p = NULL;
+    return d->ops->alloc(d, p, floats, what);
+}
+void ff_device_free(ff_device *d, float *p) {
+    if (p) d->ops->free(d, p);
+}
+ff_status ff_device_upload(ff_device *d, float *dst, const float *src_host, size_t floats) {
+    if (!floats) return FF_OK;
+    return d->ops->upload(d, dst, src_host, floats);
+}
+ff_status ff_device_download(ff_device *d, float *dst_host, const float *src, size_t floats) {
+    if (!floats) return FF_OK;
+    return d->ops->download(d, dst_host, src, floats);
+}
+ff_status ff_device_copy_rows(ff_device *d, float *dst, int64_t dst_lo, int64_t dst_rows, const float *src,
+                              int64_t src_lo, int64_t src_rows, int64_t n, int64_t C, int64_t W, int64_t lo,
+                              int64_t hi) {
+    if (hi <= lo || n <= 0 || C <= 0 || W <= 0) return FF_OK;
+    if (lo < dst_lo || hi > dst_lo + dst_rows || lo < src_lo || hi > src_lo + src_rows)
+        return FF_FAIL(FF_ERR_INTERNAL, "copy rows [%lld, %lld): source holds [%lld, %lld), destination [%lld, %lld)",
+                       (long long)lo, (long long)hi, (long long)src_lo, (long long)(src_lo + src_rows),
+                       (long long)dst_lo, (long long)(dst_lo + dst_rows));
+    return d->ops->copy_rows(d, dst, dst_lo, dst_rows, src, src_lo, src_rows, n, C, W, lo, hi);
+}
+ff_status ff_device_copy_bytes(ff_device *d, void *dst, const void *src, size_t bytes) {
+    if (!bytes || dst == src) return FF_OK;
+    return d->ops->copy_bytes(d, dst, src, bytes);
+}
+ff_status ff_device_sync(ff_device *d) {
+    return d->ops->sync(d);
+}
+
+ff_status ff_device_run(ff_device *d, const float **out, const float *in, int64_t n, int first, int last,
+                        int fault_layer, ff_trace *trace) {
+    if (first < 0 || last >= d->model->n_layers || first > last)
+        return FF_FAIL(FF_ERR_INPUT, "layer range [%d, %d]: expected 0 <= first <= last < %d", first, last,
+                       d->model->n_layers);
+    if (n < 1 || n > d->max_batch)
+        return FF_FAIL(FF_ERR_INPUT, "device run: batch %lld: expected 1..%lld", (long long)n, (long long)d->max_batch);
+    return d->ops->run(d, out, in, n, first, last, fault_layer, trace);
+}
+
+ff_status ff_device_run_bands(ff_device *d, const ff_band_job *jobs, int n_jobs, int layer) {
+    if (layer < 0 || layer >= d->model->n_layers)
+        return FF_FAIL(FF_ERR_INPUT, "run bands: layer %d: expected 0..%d", layer, d->model->n_layers - 1);
+    const ff_layer *L = &d->model->layers[layer];
+    for (int q = 0; q < n_jobs; q++) {
+        const ff_rows *r = &jobs[q].rows;
+        if (jobs[q].n > d->max_batch)
+            return FF_FAIL(FF_ERR_INPUT, "run bands: %s: batch %lld: expected <= %lld", L->name, (long long)jobs[q].n,
+                           (long long)d->max_batch);
+        if (d->plan.layer[layer].band != FF_BAND_ROWS &&
+            (r->in_lo != 0 || r->in_hi != L->in.h || r->out_lo != 0 || r->out_hi != L->out.h))
+            return FF_FAIL(FF_ERR_INPUT, "run bands: %s is planned as a whole layer (%s): band [%lld, %lld) refused",
+                           L->name, d->plan.layer[layer].name, (long long)r->out_lo, (long long)r->out_hi);
+    }
+    return d->ops->run_bands(d, jobs, n_jobs, layer);
+}
+
+ff_status ff_device_run_features(ff_device *d, float *out, const float *in, int layer, int64_t f_lo, int64_t f_hi,
+                                 int64_t n) {
+    const ff_layer *L = &d->model->layers[layer];
+    if (L->op != FF_OP_LINEAR || f_lo < 0 || f_hi > L->out.c || f_lo > f_hi)
+        return FF_FAIL(FF_ERR_INPUT, "run features: %s [%lld, %lld): expected a linear layer and 0 <= lo <= hi <= %lld",
+                       L->name, (long long)f_lo, (long long)f_hi, (long long)L->out.c);
+    if (f_hi == f_lo || n == 0) return FF_OK;
+    return d->ops->run_features(d, out, in, layer, f_lo, f_hi, n);
+}
+
+ff_status ff_device_fault(ff_device *d, float *x) {
+    return d->ops->fault(d, x);
+}
+
+ff_status ff_device_time_resident(ff_device *d, int64_t n, int iters, double *ms_out) {
+    if (!d->ops->time_resident) return unsupported(d, "device-resident timing");
+    if (n < 1 || n > d->max_batch || iters < 1)
+        return FF_FAIL(FF_ERR_INPUT, "resident timing: batch %lld (1..%lld), iters %d (>= 1)", (long long)n,
+                       (long long)d->max_batch, iters);
+    return d->ops->time_resident(d, n, iters, ms_out);
+}
+ff_status ff_device_resident_output(ff_device *d, float *out_host, int64_t n) {
+    if (!d->ops->resident_output) return unsupported(d, "device-resident timing");
+    return d->ops->resident_output(d, out_host, n);
+}
+ff_status ff_device_pin_host(ff_device *d, void *p, size_t bytes) {
+    return d->ops->pin_host && p && bytes ? d->ops->pin_host(d, p, bytes) : FF_OK;
+}
+void ff_device_unpin_host(ff_device *d, void *p) {
+    if (d->ops->unpin_host && p) d->ops->unpin_host(d, p);
+}

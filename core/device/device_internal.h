@@ -1,0 +1,43 @@
+// Private to the device implementations (device.c, cpu/device_cpu.c, cuda/device_cuda.c): every
+// ff_device starts with this header; the public functions in device.c check arguments and
+// dispatch through its ops table. An op a device does not offer is NULL (device.c answers
+// FF_ERR_INPUT "not supported on the <kind> device").
+#pragma once
+#include "fivefold/device.h"
+
+typedef struct {
+    void (*destroy)(ff_device *d);
+    ff_status (*alloc)(ff_device *d, float **p, size_t floats, const char *what);
+    void (*free)(ff_device *d, float *p);
+    ff_status (*upload)(ff_device *d, float *dst, const float *src_host, size_t floats);
+    ff_status (*download)(ff_device *d, float *dst_host, const float *src, size_t floats);
+    ff_status (*copy_rows)(ff_device *d, float *dst, int64_t dst_lo, int64_t dst_rows, const float *src, int64_t src_lo,
+                           int64_t src_rows, int64_t n, int64_t C, int64_t W, int64_t lo, int64_t hi);
+    ff_status (*copy_bytes)(ff_device *d, void *dst, const void *src, size_t bytes);
+    ff_status (*sync)(ff_device *d);
+    ff_status (*run)(ff_device *d, const float **out, const float *in, int64_t n, int first, int last, int fault_layer,
+                     ff_trace *trace);
+    ff_status (*run_bands)(ff_device *d, const ff_band_job *jobs, int n_jobs, int layer);
+    ff_status (*run_features)(ff_device *d, float *out, const float *in, int layer, int64_t f_lo, int64_t f_hi,
+                              int64_t n);
+    ff_status (*fault)(ff_device *d, float *x);
+    ff_status (*time_resident)(ff_device *d, int64_t n, int iters, double *ms_out);
+    ff_status (*resident_output)(ff_device *d, float *out_host, int64_t n);
+    ff_status (*pin_host)(ff_device *d, void *p, size_t bytes);
+    void (*unpin_host)(ff_device *d, void *p);
+} ff_device_ops;
+
+struct ff_device {
+    const ff_device_ops *ops;
+    ff_device_kind kind;
+    bool host_memory;  // device memory is host memory (cpu)
+    const ff_model *model;
+    ff_plan plan;  // a copy: the device's algorithm choices
+    int64_t max_batch;
+};
+
+// The implementations' constructors (device.c picks one by plan->device).
+ff_status ff_device_cpu_create(ff_device **out, const ff_model *m, const ff_weights *w, const ff_plan *p,
+                               const ff_device_options *o);
+ff_status ff_device_cuda_create(ff_device **out, const ff_model *m, const ff_weights *w, const ff_plan *p,
+                                const ff_device_options *o);

@@ -1,0 +1,111 @@
+// The device interface (docs/ARCHITECTURE.md §1, §3): where tensors live and which kernels run.
+// Implementations: cpu (core/device/cpu/device_cpu.c: host memory, the reference layers) and cuda
+// (core/device/cuda/device_cuda.c: one GPU, its kernels, one stream). The decompositions
+// (core/decomp/) are written once over this interface and comm.h; a mode is a device, a
+// decomposition and a transport.
+//
+// Every float pointer handed to a device function is memory of that device ("device memory"; for
+// the cpu device, ordinary host memory) unless its name says host. Work is enqueued in order on
+// the device's one stream: a function may return before its work is done, and ff_device_sync
+// waits for all of it. That includes upload and download: the host buffer must stay valid and
+// unchanged until the next ff_device_sync (so a whole forward is upload, run, download, one
+// sync). Callers own memory: buffers come from ff_device_alloc.
+#pragma once
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fivefold/layers_cpu.h"
+#include "fivefold/model.h"
+#include "fivefold/plan.h"
+#include "fivefold/status.h"
+#include "fivefold/trace.h"
+#include "fivefold/weights.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ff_device ff_device;
+
+typedef struct {
+    int64_t max_batch;    // largest n any run will use (workspaces are sized once)
+    int gpu;              // cuda: the device index to use; -1: local_rank % the GPUs present
+    int local_rank;       // this rank's index among its node's ranks (0 for one process)
+    bool borrow_weights;  // cpu: run on the caller's weight buffer in place instead of a copy (it
+                          // must outlive the device; the trainer's SGD updates it between runs)
+} ff_device_options;
+
+// One piece of a banded layer: output rows rows.out_* of n images into out, from input rows
+// rows.in_* in `in` (the rows the plan's ff_plan_input_rows names, or more).
+typedef struct {
+    float *out;       // (n, K, rows.out_hi - rows.out_lo, Wo)
+    const float *in;  // (n, C, rows.in_hi - rows.in_lo, W)
+    ff_rows rows;
+    int64_t n;
+} ff_band_job;
+
+// Creates a device of kind p->device for model m: uploads the weights once (they need not outlive
+// the call) and prepares what the plan needs (Winograd weights, workspaces). FF_ERR_NO_CUDA where
+// the kind is cuda and no GPU (or no toolkit) is present.
+ff_status ff_device_create(ff_device **out, const ff_model *m, const ff_weights *w, const ff_plan *p,
+                           const ff_device_options *o);
+void ff_device_destroy(ff_device *d);
+
+ff_device_kind ff_device_kind_of(const ff_device *d);
+const ff_plan *ff_device_plan(const ff_device *d);
+// True when the device's memory is host memory (the cpu device): callers may then pass host
+// buffers where device buffers are expected and skip uploads and downloads.
+bool ff_device_is_host(const ff_device *d);
+
+// ---- memory ----
+// FF_ERR_OOM naming `what`, the bytes asked for (and free, on a GPU).
+ff_status ff_device_alloc(ff_device *d, float **p, size_t floats, const char *what);
+void ff_device_free(ff_device *d, float *p);
+// Copies between the host and the device, enqueued (see above: done at the next ff_device_sync).
+ff_status ff_device_upload(ff_device *d, float *dst, const float *src_host, size_t floats);
+ff_status ff_device_download(ff_device *d, float *dst_host, const float *src, size_t floats);
+// Copies rows [lo, hi) of n*C planes of width W from src, which holds rows [src_lo, src_lo +
+// src_rows) of each plane, to dst, which holds rows [dst_lo, dst_lo + dst_rows). Pack, unpack and
+// gather of bands all reduce to it (a (n, F) feature block is n planes of F rows of width 1).
+ff_status ff_device_copy_rows(ff_device *d, float *dst, int64_t dst_lo, int64_t dst_rows, const float *src,
+                              int64_t src_lo, int64_t src_rows, int64_t n, int64_t C, int64_t W, int64_t lo,
+                              int64_t hi);
+// Copy of any bytes between any two buffers of this device (or of another device of the same
+// kind in this process: the loopback ranks sharing a GPU) or the host: the transports' copy.
+// Synchronous: returns when the copy is done; it does not wait for the stream's pending work
+// (ff_device_sync first).
+ff_status ff_device_copy_bytes(ff_device *d, void *dst, const void *src, size_t bytes);
+// Waits for every piece of work enqueued so far.
+ff_status ff_device_sync(ff_device *d);
+
+// ---- compute ----
+// Layers [first, last] on n whole images: `in` (n, layers[first].in) device memory; *out receives
+// a device buffer owned by the device holding (n, layers[last].out), valid until the next run. The
+// device may fuse per the plan and replay a captured graph (cuda: keyed by n, first, last, in,
+// fault). fault_layer: the layer whose output element 0 is perturbed (ff_fault_value), -1 none.
+// trace: per-layer compute (and, on a GPU, nothing else) seconds added; NULL: untimed.
+ff_status ff_device_run(ff_device *d, const float **out, const float *in, int64_t n, int first, int last,
+                        int fault_layer, ff_trace *trace);
+// One layer on several bands (the rows split's image groups): job q computes its rows as a run of
+// that layer alone would, bit for bit. A layer planned FF_BAND_WHOLE accepts full rows only.
+ff_status ff_device_run_bands(ff_device *d, const ff_band_job *jobs, int n_jobs, int layer);
+// A linear layer restricted to output features [f_lo, f_hi): out (n, f_hi - f_lo); in (n, in_features).
+ff_status ff_device_run_features(ff_device *d, float *out, const float *in, int layer, int64_t f_lo, int64_t f_hi,
+                                 int64_t n);
+// x[0] = ff_fault_value(x[0]) (the --inject-fault hook).
+ff_status ff_device_fault(ff_device *d, float *x);
+
+// ---- device-resident timing (FF_ERR_INPUT "not supported" on the cpu device) ----
+// Times `iters` replays of the whole model on the input of the last ff_device_run of the whole
+// model with the same n, without host copies; ms_out (iters) receives each.
+ff_status ff_device_time_resident(ff_device *d, int64_t n, int iters, double *ms_out);
+// The output of the last resident replay, to host memory (n, classes).
+ff_status ff_device_resident_output(ff_device *d, float *out_host, int64_t n);
+// Page-locks a host buffer for fast copies (no-op on the cpu device); unpin before freeing it.
+ff_status ff_device_pin_host(ff_device *d, void *p, size_t bytes);
+void ff_device_unpin_host(ff_device *d, void *p);
+
+#ifdef __cplusplus
+}
+#endif
