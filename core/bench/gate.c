@@ -13,7 +13,6 @@
 
 void ff_gate_release(ff_gate_state *s) {
     ff_exec_destroy(s->exec);
-    ff_weights_free(&s->weights);
     free(s->x);
     free(s->y);
     memset(s, 0, sizeof *s);
@@ -49,6 +48,10 @@ ff_status ff_gate_run(ff_gate_result *r, ff_gate_state *s, const ff_gate_config 
     vc.golden = c->golden;
     vc.trust = c->trust;
     vc.ranks = comm ? ff_comm_size(comm) : 1;
+    // The executor that passes the checks is the one timed: verify sizes it for the timed batch
+    // and hands it over with the golden input (one golden load, one weight upload).
+    vc.max_batch = c->batch;
+    vc.keep = &s->exec;
     ff_verify_report rep;
     FF_TRY(ff_verify_run(&rep, &vc));
     snprintf(r->golden, sizeof r->golden, "%.1000s", rep.golden_path);
@@ -63,41 +66,20 @@ ff_status ff_gate_run(ff_gate_result *r, ff_gate_state *s, const ff_gate_config 
         }
     }
     uint64_t verified_output = rep.output_digest;
-    ff_verify_report_free(&rep);
-    FF_TRY(agree(comm, &r->passed));
-    if (!r->passed) return FF_OK;
-
-    // 2. The executor to be timed, with the golden's weights, and the batch to be timed: golden image
-    //    i % G at position i. Rank 0 holds input and weights; the mode distributes them.
-    ff_golden g = {0};
-    ff_status st = FF_OK;
-    int64_t G = 0;
-    if (rank == 0) {
-        char path[1024];
-        if (c->golden)
-            snprintf(path, sizeof path, "%s", c->golden);
-        else
-            ff_golden_default_path(path, sizeof path, m->name);
-        ff_golden_options go = {.trust = c->trust, .manifest = NULL};
-        st = ff_golden_load(&g, m, path, &go);
-        if (st == FF_OK) st = ff_weights_alloc(&s->weights, m);
-        if (st == FF_OK) st = ff_golden_weights(&s->weights, &g, m);
-        G = g.n;
-    }
-    if (comm && ff_comm_size(comm) > 1) {
-        ff_status any = st;
-        int64_t v[2] = {st != FF_OK, G};
-        if (ff_comm_bcast(comm, v, sizeof v, 0) != FF_OK || v[0]) {
-            if (rank == 0) ff_golden_free(&g);
-            ff_gate_release(s);  // the weights rank 0 may have allocated before the failure
-            return any != FF_OK ? any : FF_FAIL(FF_ERR_INPUT, "gate: rank 0 could not load the golden");
-        }
-        G = v[1];
-    } else if (st != FF_OK) {
-        ff_golden_free(&g);
+    ff_status st = agree(comm, &r->passed);
+    if (st != FF_OK || !r->passed) {
+        ff_verify_report_free(&rep);
         ff_gate_release(s);
         return st;
     }
+    if (!s->exec) {
+        ff_verify_report_free(&rep);
+        return FF_FAIL(FF_ERR_INTERNAL, "gate: the verifier passed but handed over no executor");
+    }
+
+    // 2. The batch to be timed: golden image i % G at position i (rank 0 holds the input; the
+    //    mode distributes it).
+    const int64_t G = rep.input_n;
     int64_t n = c->batch, in_el = ff_shape_numel(m->input);
     int64_t nmax = n > G ? n : G;
     float *yg = NULL;
@@ -105,14 +87,11 @@ ff_status ff_gate_run(ff_gate_result *r, ff_gate_state *s, const ff_gate_config 
         s->x = malloc((size_t)(nmax * in_el) * sizeof(float));
         s->y = malloc((size_t)(nmax * m->classes) * sizeof(float));
         yg = malloc((size_t)(G * m->classes) * sizeof(float));
-        if (!s->x || !s->y || !yg) st = FF_FAIL(FF_ERR_OOM, "gate: batch %lld buffers", (long long)nmax);
+        if (!s->x || !s->y || !yg || !rep.input) st = FF_FAIL(FF_ERR_OOM, "gate: batch %lld buffers", (long long)nmax);
     }
-    ff_exec_options o = c->opt;
-    o.max_batch = nmax;
-    if (st == FF_OK) st = ff_exec_create(&s->exec, m, &s->weights, &o);
     int last = m->n_layers - 1;
     // 3. The golden batch again through this executor: it must give the verified output digest.
-    if (st == FF_OK && rank == 0) memcpy(s->x, g.input, (size_t)(G * in_el) * sizeof(float));
+    if (st == FF_OK && rank == 0) memcpy(s->x, rep.input, (size_t)(G * in_el) * sizeof(float));
     if (st == FF_OK) st = ff_exec_forward(s->exec, yg, s->x, G, 0, last);
     bool ok = true;
     if (st == FF_OK && rank == 0) {
@@ -123,7 +102,7 @@ ff_status ff_gate_run(ff_gate_result *r, ff_gate_state *s, const ff_gate_config 
                       "");
         }
         for (int64_t i = 0; i < n; i++)
-            memcpy(s->x + i * in_el, g.input + (i % G) * in_el, (size_t)in_el * sizeof(float));
+            memcpy(s->x + i * in_el, rep.input + (i % G) * in_el, (size_t)in_el * sizeof(float));
     }
     // 4. Batch N: row i must equal the verified row i % G bit for bit (position independence).
     if (st == FF_OK) st = ff_exec_forward(s->exec, s->y, s->x, n, 0, last);
@@ -142,7 +121,7 @@ ff_status ff_gate_run(ff_gate_result *r, ff_gate_state *s, const ff_gate_config 
         r->batch_digest = ff_digest_f32(s->y, (size_t)(n * m->classes));
     }
     free(yg);
-    if (rank == 0) ff_golden_free(&g);
+    ff_verify_report_free(&rep);
     if (st != FF_OK) {
         ff_gate_release(s);
         return st;

@@ -21,6 +21,7 @@ void ff_verify_config_default(ff_verify_config *c) {
 
 void ff_verify_report_free(ff_verify_report *rep) {
     free(rep->rows);
+    free(rep->input);
     memset(rep, 0, sizeof *rep);
 }
 
@@ -601,7 +602,7 @@ ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg) {
     }
     if (wst == FF_OK) {
         ff_exec_options eo = cfg->exec;
-        eo.max_batch = n;
+        eo.max_batch = cfg->max_batch > n ? cfg->max_batch : n;
         st = ff_exec_create(&e, &m, &wt, &eo);
         if (st != FF_OK) goto done;
         c.e = e;
@@ -708,6 +709,21 @@ ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg) {
     }
 done:
     rep->pass = st == FF_OK && rep->failed == 0 && rep->passed > 0;
+    if (st == FF_OK && cfg->keep && e) {  // the caller times this executor: hand it and the input over
+        rep->input_n = g.n;
+        if (c.root && g.input) {
+            const size_t bytes = (size_t)(g.n * ff_shape_numel(m.input)) * sizeof(float);
+            rep->input = malloc(bytes);
+            if (rep->input)
+                memcpy(rep->input, g.input, bytes);
+            else
+                st = FF_FAIL(FF_ERR_OOM, "verify: a copy of the golden input, %zu bytes", bytes);
+        }
+        if (st == FF_OK) {
+            *cfg->keep = e;
+            e = NULL;
+        }
+    }
     if (e) ff_exec_destroy(e);
     if (c.serial) ff_exec_destroy(c.serial);
     for (int i = 0; i < FF_MAX_LAYERS; i++) free(A[i]);

@@ -14,7 +14,9 @@
 
 struct ff_executor {
     ff_mode mode;
-    const ff_model *model;
+    const ff_model *model;  // &own_model
+    ff_model own_model;     // a copy: the executor may outlive the caller's model (the gate times the
+                            // executor the verifier built)
     ff_exec_options opt;
     ff_plan plan;
     ff_device *dev;
@@ -39,22 +41,6 @@ ff_status ff_mode_parse(ff_mode *out, const char *s) {
 const char *ff_mode_name(ff_mode m) {
     const ff_mode_desc *d = ff_mode_desc_of(m);
     return d ? d->name : "?";
-}
-
-static const char *split_names[] = {"none", "batch", "rows", "replicate"};
-
-ff_status ff_split_parse(ff_split *out, const char *s) {
-    for (int i = 0; i < 4; i++) {
-        if (s && strcmp(s, split_names[i]) == 0) {
-            *out = (ff_split)i;
-            return FF_OK;
-        }
-    }
-    return FF_FAIL(FF_ERR_INPUT, "unknown split '%s': expected batch|rows|replicate", s ? s : "(none)");
-}
-
-const char *ff_split_name(ff_split s) {
-    return (unsigned)s < 4 ? split_names[s] : "?";
 }
 
 bool ff_mode_is_multirank(ff_mode m) {
@@ -163,7 +149,8 @@ ff_status ff_exec_create(ff_executor **out, const ff_model *m, const ff_weights 
     ff_executor *e = calloc(1, sizeof *e);
     if (!e) return FF_FAIL(FF_ERR_OOM, "executor: %zu bytes", sizeof *e);
     e->mode = o->mode;
-    e->model = m;
+    e->own_model = *m;
+    e->model = m = &e->own_model;
     e->opt = *o;
     e->comm = d->multirank ? o->comm : NULL;
     e->rank = e->comm ? ff_comm_rank(e->comm) : 0;

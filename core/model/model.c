@@ -183,3 +183,14 @@ ff_range ff_layer_input_rows(const ff_layer *L, int64_t o0, int64_t o1) {
     if (r.hi < r.lo) r.hi = r.lo;
     return r;
 }
+
+ff_layer ff_linear_features(const ff_layer *L, int64_t f_lo, int64_t f_hi) {
+    const int64_t nf = f_hi - f_lo, in_el = ff_shape_numel(L->in);
+    ff_layer sub = *L;
+    sub.out_c = nf;
+    sub.out.c = nf;
+    sub.n_weight = nf * in_el;
+    sub.n_bias = nf;
+    sub.flops = 2 * nf * in_el;
+    return sub;
+}

@@ -138,7 +138,7 @@ M('flatten_last_element', L,
 
 # ---------------------------------------------------------------- partition: bands, halo rows, rotation
 PART = '^(test_partition|test_model)$'
-P = 'core/decomposition/partition.c'
+P = 'core/decomp/partition.c'
 M('band_lo_floor', P, ('b.lo = (int64_t)r * n / P;', 'b.lo = (int64_t)r * (n / P);'), PART)
 M('band_hi_floor', P, ('b.hi = (int64_t)(r + 1) * n / P;', 'b.hi = (int64_t)(r + 1) * (n / P);'), PART)
 M('band_owner_off_by_one', P, ('(((i + 1) * (int64_t)P + n - 1) / n - 1)', '((i * (int64_t)P + n - 1) / n)'), PART)
@@ -164,45 +164,45 @@ M('halo_below_one_short', MD,
 M('halo_above_ignores_pad', MD, ('int64_t lo = o0 * L->stride - L->pad;', 'int64_t lo = o0 * L->stride;'), PART)
 M('halo_not_clipped_at_bottom', MD, ('r.hi = hi > L->in.h ? L->in.h : hi;', 'r.hi = hi;'), PART)
 
-# ---------------------------------------------------------------- decompositions (mode mpi, loopback ranks)
+# ---------------------------------------------------------------- decompositions (loopback ranks)
 LOOP = '^test_comm_loopback$'
-X = 'core/exec/modes/mpi.c'
-M('batch_scatter_displs_even', X,
+DB = 'core/decomp/batch.c'
+DP = 'core/decomp/replicate.c'
+DR = 'core/decomp/rows.c'
+EX = 'core/exec/executor.c'
+M('batch_scatter_displs_even', DB,
   ('x->displs[r] = (size_t)(b.lo * in_el) * sizeof(float);',
    'x->displs[r] = (size_t)(r * (n / P) * in_el) * sizeof(float);'), LOOP)
-M('batch_gather_displs_even', X,
+M('batch_gather_displs_even', DB,
   ('x->displs[r] = (size_t)(b.lo * out_el) * sizeof(float);',
    'x->displs[r] = (size_t)(r * (n / P) * out_el) * sizeof(float);'), LOOP)
-M('batch_fault_on_rank0', X, ('int owner0 = n > 0 ? ff_band_owner(n, P, 0) : -1;', 'int owner0 = n > 0 ? 0 : -1;'), LOOP)
-M('replicate_last_element_lost', X,
-  ('memcpy(out, cur, (size_t)(ff_shape_numel(m->layers[last].out) * n) * sizeof(float));',
-   'memcpy(out, cur, (size_t)(ff_shape_numel(m->layers[last].out) * n - 1) * sizeof(float));'), LOOP)
-M('weights_bias_offset', X,
-  ('x->w.b[i] = hdr[2 + 2 * i] >= 0 ? x->own_data + hdr[2 + 2 * i] : NULL;',
-   'x->w.b[i] = hdr[2 + 2 * i] >= 0 ? x->own_data + hdr[1 + 2 * i] : NULL;'), LOOP)
-M('rows_scatter_drops_last_row', X,
-  ('lp->need[r].lo, lp->need[r].hi);', 'lp->need[r].lo, lp->need[r].hi - 1);'), LOOP)
-M('rows_local_copy_drops_last_row', X,
-  ('ff_range_intersect(need, own).lo, ff_range_intersect(need, own).hi);',
-   'ff_range_intersect(need, own).lo, ff_range_intersect(need, own).hi - 1);'), LOOP)
-M('rows_halo_send_drops_last_row', X,
-  ('copy_rows(p, xf->rows.lo, ff_range_len(xf->rows), s->p, own.lo, ff_range_len(own), n, C, W, xf->rows.lo,\n'
-   '                          xf->rows.hi);',
-   'copy_rows(p, xf->rows.lo, ff_range_len(xf->rows), s->p, own.lo, ff_range_len(own), n, C, W, xf->rows.lo,\n'
-   '                          xf->rows.hi - 1);'), LOOP)
-M('rows_halo_unpack_offset_kept', X,
+M('batch_fault_on_rank0', DB,
+  ('const int owner0 = n > 0 ? ff_band_owner(n, P, 0) : -1;', 'const int owner0 = n > 0 ? 0 : -1;'), LOOP)
+M('replicate_last_element_lost', DP,
+  ('return ff_decomp_export(x, out, res, out_floats, FF_MAX_LAYERS);',
+   'return ff_decomp_export(x, out, res, out_floats - 1, FF_MAX_LAYERS);'), LOOP)
+M('weights_bias_offset', EX,
+  ('view->b[i] = hdr[2 + 2 * i] >= 0 ? *own + hdr[2 + 2 * i] : NULL;',
+   'view->b[i] = hdr[2 + 2 * i] >= 0 ? *own + hdr[1 + 2 * i] : NULL;'), LOOP)
+M('rows_scatter_drops_last_row', DR,
+  ('lp->need[r].lo, lp->need[r].hi));', 'lp->need[r].lo, lp->need[r].hi - 1));'), LOOP)
+M('rows_local_copy_drops_last_row', DR, ('kept.lo, kept.hi));', 'kept.lo, kept.hi - 1));'), LOOP)
+M('rows_halo_send_drops_last_row', DR,
+  ('ff_range_len(own), n, C, W, xf->rows.lo, xf->rows.hi));',
+   'ff_range_len(own), n, C, W, xf->rows.lo, xf->rows.hi - 1));'), LOOP)
+M('rows_halo_unpack_offset_kept', DR,
   ('            ro += band_floats(xf->rows, n, C, W);\n        }\n    }\n    return ff_guarded_check',
    '        }\n    }\n    return ff_guarded_check'), LOOP)
-M('rows_gather_unpacks_first_block', X,
-  ('copy_rows(dst, 0, H, (const float *)((const char *)ff_guarded_data(stage) + x->displs[r]),',
-   'copy_rows(dst, 0, H, (const float *)((const char *)ff_guarded_data(stage) + x->displs[0]),'), LOOP)
-M('rows_gather_skips_last_band', X,
-  ('for (int r = 0; r < P; r++)\n            copy_rows(dst, 0, H,', 'for (int r = 0; r + 1 < P; r++)\n            copy_rows(dst, 0, H,'),
+M('rows_gather_unpacks_first_block', DR,
+  ('ff_guarded_data(stage) + x->displs[r]), s->bands[r].lo,', 'ff_guarded_data(stage) + x->displs[0]), s->bands[r].lo,'),
   LOOP)
-M('rows_fc_features_even_blocks', X,
-  ('memcpy(o + img * out_el + fr.lo, blk + img * ff_range_len(fr),',
-   'memcpy(o + img * out_el + fr.lo, blk + img * ff_range_len(lp->band[0]),'), LOOP)
-M('rows_groups_drop_remainder', X,
+M('rows_gather_skips_last_band', DR,
+  ('for (int r = 0; r < P; r++)\n            FF_TRY(ff_device_copy_rows(\n                x->dev, dst, 0, H,',
+   'for (int r = 0; r + 1 < P; r++)\n            FF_TRY(ff_device_copy_rows(\n                x->dev, dst, 0, H,'), LOOP)
+M('rows_fc_features_even_blocks', DR,
+  ('blk, fr.lo, ff_range_len(fr), n, 1, 1, fr.lo, fr.hi)', 'blk, fr.lo, ff_range_len(lp->band[0]), n, 1, 1, fr.lo, fr.hi)'),
+  LOOP)
+M('rows_groups_drop_remainder', DR,
   ('gr->images[g] = ff_band(n, G, g);', 'gr->images[g] = ff_band(n / G * G, G, g);'), LOOP)
 # Dropped as equivalent: one image group instead of min(P, n) (groups balance the work; each
 # element's bits do not depend on the group), and replicate without the input broadcast (only
@@ -216,11 +216,14 @@ M('loopback_bcast_from_rank0', C,
   ('lb_slot *rs = &W(c)->slot[root];\n    if (c->rank != root) {', 'lb_slot *rs = &W(c)->slot[0];\n    if (c->rank != root) {'),
   LOOP)
 M('loopback_gatherv_even_blocks', C,
-  ('            if (o->bytes) memcpy((char *)recvbuf + displs[r], o->send, o->bytes);',
-   '            if (o->bytes) memcpy((char *)recvbuf + ((void)displs, r * o->bytes), o->send, o->bytes);'), LOOP)
+  ('            if (o->bytes) FF_TRY(ff_comm_copy(c, (char *)recvbuf + displs[r], o->send, o->bytes));',
+   '            if (o->bytes) FF_TRY(ff_comm_copy(c, (char *)recvbuf + ((void)displs, r * o->bytes), o->send, o->bytes));'),
+  LOOP)
 M('loopback_allgatherv_even_blocks', C,
-  ('        if (o->bytes) memcpy((char *)recvbuf + displs[r], o->send, o->bytes);\n    }\n    return lb_leave(c, LB_ALLGATHERV);',
-   '        if (o->bytes) memcpy((char *)recvbuf + ((void)displs, r * o->bytes), o->send, o->bytes);\n    }\n    return lb_leave(c, LB_ALLGATHERV);'),
+  ('        if (o->bytes) FF_TRY(ff_comm_copy(c, (char *)recvbuf + displs[r], o->send, o->bytes));\n'
+   '    }\n    return lb_leave(c, LB_ALLGATHERV);',
+   '        if (o->bytes) FF_TRY(ff_comm_copy(c, (char *)recvbuf + ((void)displs, r * o->bytes), o->send, o->bytes));\n'
+   '    }\n    return lb_leave(c, LB_ALLGATHERV);'),
   LOOP)
 M('loopback_scatterv_even_blocks', C,
   ('(const char *)rs->send + rs->displs[c->rank], recvbytes)', '(const char *)rs->send + c->rank * recvbytes, recvbytes)'),

@@ -111,12 +111,8 @@ static ff_status cpu_run_features(ff_device *d, float *out, const float *in, int
                                   int64_t n) {
     cpu_device *c = (cpu_device *)d;
     const ff_layer *L = &d->model->layers[layer];
-    const int64_t nf = f_hi - f_lo, in_el = ff_shape_numel(L->in);
-    ff_layer sub = *L;  // the same layer restricted to features [f_lo, f_hi)
-    sub.out_c = nf;
-    sub.out.c = nf;
-    sub.n_weight = nf * in_el;
-    sub.n_bias = nf;
+    const int64_t in_el = ff_shape_numel(L->in);
+    const ff_layer sub = ff_linear_features(L, f_lo, f_hi);
     ff_cpu_linear(out, in, c->w[layer] + f_lo * in_el, c->b[layer] + f_lo, &sub, n);
     return FF_OK;
 }

@@ -511,13 +511,8 @@ static ff_status cuda_run_features(ff_device *d, float *out, const float *in, in
                                    int64_t n) {
     cuda_device *c = cuda_of(d);
     const ff_layer *L = &d->model->layers[layer];
-    const int64_t nf = f_hi - f_lo, in_el = ff_shape_numel(L->in);
-    ff_layer sub = *L;  // the same layer restricted to features [f_lo, f_hi)
-    sub.out_c = nf;
-    sub.out.c = nf;
-    sub.n_weight = nf * in_el;
-    sub.n_bias = nf;
-    sub.flops = 2 * nf * in_el;
+    const int64_t in_el = ff_shape_numel(L->in);
+    const ff_layer sub = ff_linear_features(L, f_lo, f_hi);
     const float *w = c->d_w[layer] + f_lo * in_el, *b = c->d_b[layer] + f_lo;
     if (d->plan.opt.backend == FF_BACKEND_VENDOR)
         return ff_gpu_linear_vendor(out, in, w, b, &sub, false, n, c->blas, c->stream);

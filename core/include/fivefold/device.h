@@ -37,13 +37,9 @@ typedef struct {
 } ff_device_options;
 
 // One piece of a banded layer: output rows rows.out_* of n images into out, from input rows
-// rows.in_* in `in` (the rows the plan's ff_plan_input_rows names, or more).
-typedef struct {
-    float *out;       // (n, K, rows.out_hi - rows.out_lo, Wo)
-    const float *in;  // (n, C, rows.in_hi - rows.in_lo, W)
-    ff_rows rows;
-    int64_t n;
-} ff_band_job;
+// rows.in_* in `in` (the rows the plan's ff_plan_input_rows names, or more). The same record the
+// CPU conv takes for its segments (layers_cpu.h).
+typedef ff_conv_segment ff_band_job;
 
 // Creates a device of kind p->device for model m: uploads the weights once (they need not outlive
 // the call) and prepares what the plan needs (Winograd weights, workspaces). FF_ERR_NO_CUDA where

@@ -9,6 +9,7 @@
 
 #include "fivefold/model.h"
 #include "fivefold/plan.h"
+#include "fivefold/split.h"
 #include "fivefold/status.h"
 #include "fivefold/trace.h"
 #include "fivefold/weights.h"
@@ -18,13 +19,10 @@ extern "C" {
 #endif
 
 typedef enum { FF_MODE_SERIAL, FF_MODE_MPI, FF_MODE_CUDA, FF_MODE_HYBRID, FF_MODE_DIRECT, FF_N_MODES } ff_mode;
-typedef enum { FF_SPLIT_NONE, FF_SPLIT_BATCH, FF_SPLIT_ROWS, FF_SPLIT_REPLICATE } ff_split;
 
 // Parses "serial" or its alias "v1", ... ; FF_ERR_INPUT naming the accepted values otherwise.
 ff_status ff_mode_parse(ff_mode *out, const char *s);
-ff_status ff_split_parse(ff_split *out, const char *s);
 const char *ff_mode_name(ff_mode m);
-const char *ff_split_name(ff_split s);
 bool ff_mode_is_multirank(ff_mode m);
 
 struct ff_comm;  // comm.h
@@ -61,9 +59,9 @@ typedef struct {
 // A mode's capabilities before any executor exists (device, needs_comm, default_split).
 void ff_mode_caps(ff_exec_caps *out, ff_mode m);
 
-// Creates an executor for o->mode. The model must outlive it; the weights need not (every device
-// keeps its own copy). Multi-rank modes: collective; every rank passes the same model/options;
-// weights need only be valid on rank 0 (they are broadcast).
+// Creates an executor for o->mode. Neither the model nor the weights need outlive it (it keeps a
+// copy of the model table; every device keeps its own copy of the weights). Multi-rank modes: collective; every rank
+// passes the same model/options; weights need only be valid on rank 0 (they are broadcast).
 ff_status ff_exec_create(ff_executor **out, const ff_model *m, const ff_weights *w, const ff_exec_options *o);
 void ff_exec_destroy(ff_executor *e);
 

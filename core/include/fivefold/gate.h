@@ -30,10 +30,9 @@ typedef struct {
 
 // What the gate hands to the timer (valid until ff_gate_release).
 typedef struct {
-    ff_executor *exec;
-    ff_weights weights;  // the golden's weights (the executor may point into them)
-    float *x;            // (batch, input): golden image i % G at position i (rank 0)
-    float *y;            // (batch, classes) scratch (rank 0)
+    ff_executor *exec;  // the executor the verifier checked (ff_verify_config.keep), sized for batch
+    float *x;           // (batch, input): golden image i % G at position i (rank 0)
+    float *y;           // (batch, classes) scratch (rank 0)
 } ff_gate_state;
 
 // Collective in multi-rank modes. Returns a status only for errors that prevent judging (missing

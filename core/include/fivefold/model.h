@@ -90,6 +90,9 @@ bool ff_layer_is_windowed(const ff_layer *L);
 // True if the layer is computed per pixel / per element on (C, H, W) maps (relu, lrn, and
 // windowed ones): such layers can be split by rows. flatten, linear and softmax cannot.
 bool ff_layer_is_spatial(const ff_layer *L);
+// A linear layer restricted to output features [f_lo, f_hi) (the rows split's FC layers): the
+// same layer with out_features f_hi - f_lo; its weights are rows f_lo.. of L's, its bias from f_lo.
+ff_layer ff_linear_features(const ff_layer *L, int64_t f_lo, int64_t f_hi);
 
 #ifdef __cplusplus
 }

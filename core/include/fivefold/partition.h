@@ -10,9 +10,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "fivefold/executor.h"  // ff_split
 #include "fivefold/model.h"
 #include "fivefold/plan.h"
+#include "fivefold/split.h"
 #include "fivefold/status.h"
 
 #ifdef __cplusplus

@@ -29,19 +29,23 @@ extern "C" {
 #endif
 
 typedef struct {
-    const char *model;     // "alexnet", "mnist-cnn"
-    ff_exec_options exec;  // mode, split, plan options (algorithms, backend, precision), fault_layer
-                           // (--inject-fault), comm; max_batch is set by the runner
-    int64_t batch;         // golden images to use (first `batch`); 0: all
-    const char *golden;    // NULL: ff_golden_default_path(model)
-    bool trust;            // accept a golden not listed in the manifest
-    const char *manifest;  // NULL: the default manifest for the golden's path
-    const char *filter;    // POSIX extended regex matched against each case string; NULL: all
-    bool record;           // write this run's digests into /expected/<the plan's class> (ff_golden_record):
-                           // refused unless every row passes or fails only on its recorded digest
-                           // (a deliberate change of the reference's bits); those rows then pass
-    int ranks;             // for the case strings when exec.comm is NULL (1)
-    FILE *progress;        // rows are printed here as they are made (NULL: silent)
+    const char *model;          // "alexnet", "mnist-cnn"
+    ff_exec_options exec;       // mode, split, plan options (algorithms, backend, precision), fault_layer
+                                // (--inject-fault), comm; max_batch is set by the runner
+    int64_t batch;              // golden images to use (first `batch`); 0: all
+    const char *golden;         // NULL: ff_golden_default_path(model)
+    bool trust;                 // accept a golden not listed in the manifest
+    const char *manifest;       // NULL: the default manifest for the golden's path
+    const char *filter;         // POSIX extended regex matched against each case string; NULL: all
+    bool record;                // write this run's digests into /expected/<the plan's class> (ff_golden_record):
+                                // refused unless every row passes or fails only on its recorded digest
+                                // (a deliberate change of the reference's bits); those rows then pass
+    int ranks;                  // for the case strings when exec.comm is NULL (1)
+    FILE *progress;             // rows are printed here as they are made (NULL: silent)
+    int64_t max_batch;          // the executor's capacity: at least the golden batch (0: exactly that)
+    struct ff_executor **keep;  // non-NULL: the verified executor is handed over here instead of
+                                // destroyed (the benchmark gate times the very executor it checked),
+                                // and the report keeps the golden input (rank 0)
 } ff_verify_config;
 
 void ff_verify_config_default(ff_verify_config *c);
@@ -80,6 +84,8 @@ typedef struct {
                                              // (vendor backend, tf32: judged by tolerance only)
     bool class_recorded;                     // the golden holds a record of digest_class
     int rank, ranks;
+    float *input;     // config.keep: the golden batch's input on rank 0, (input_n, model input)
+    int64_t input_n;  // config.keep: the golden's image count (every rank)
 } ff_verify_report;
 
 // Runs the checks. Returns FF_OK when the checks ran (pass/fail is in the report); an error status
