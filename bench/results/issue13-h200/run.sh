@@ -38,3 +38,12 @@ else
   s mpiexec -n 2 $b/fivefold bench --model alexnet --mode hybrid --split batch --batch 32,256 --json $out/json-after
   s mpiexec -n 2 $b/fivefold bench --model alexnet --mode hybrid --split rows --batch 32 --json $out/json-after
 fi
+# final: the whole suite but mutation_run at the final commit, then hybrid verify and the gated cuda bench
+if [ "$what" = final ]; then
+  s cmake --build $b -j 16
+  s ctest --test-dir $b -E mutation_run -j 8 --timeout 500 --output-on-failure
+  s mpiexec --oversubscribe -n 4 $b/fivefold verify --mode hybrid --split rows --model alexnet
+  s mpiexec --oversubscribe -n 4 $b/fivefold verify --mode hybrid --split batch --model mnist-cnn
+  s $b/fivefold bench --model alexnet --mode cuda --batch 1,256 --json $out/json-final
+  s $b/fivefold verify --mode cuda --model alexnet --winograd-m 2 --s2d off
+fi
