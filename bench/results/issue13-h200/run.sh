@@ -24,7 +24,7 @@ if [ "$what" = tests ]; then
   done
   s $b/fivefold verify --mode cuda --model alexnet --conv direct
   s $b/fivefold info --model alexnet --mode hybrid --ranks 4 --split rows
-else
+elif [ "$what" = bench ]; then
   mkdir -p /tmp/before && tar -xzf .ff-before.tar.gz -C /tmp/before && cp -r .deps /tmp/before/
   (cd /tmp/before && cmake -S . -B build $cfg -DCMAKE_PREFIX_PATH=$PWD/.deps/usr > /dev/null && cmake --build build -j 8 > /tmp/before-build.log 2>&1; echo "before build: $?") &
   s cmake --build $b -j 8
