@@ -44,6 +44,6 @@ if [ "$what" = final ]; then
   s ctest --test-dir $b -E mutation_run -j 8 --timeout 500 --output-on-failure
   s mpiexec --oversubscribe -n 4 $b/fivefold verify --mode hybrid --split rows --model alexnet
   s mpiexec --oversubscribe -n 4 $b/fivefold verify --mode hybrid --split batch --model mnist-cnn
-  s $b/fivefold bench --model alexnet --mode cuda --batch 1,256 --json $out/json-final
+  mkdir -p $out/json-final; s $b/fivefold bench --model alexnet --mode cuda --batch 1,256 --json $out/json-final/
   s $b/fivefold verify --mode cuda --model alexnet --winograd-m 2 --s2d off
 fi
