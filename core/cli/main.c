@@ -23,14 +23,15 @@ static void usage(FILE *f) {
     fprintf(f,
             "\nexit codes: 0 ok, 1 internal failure, 2 bad usage or input, 3 bench gate refused,\n"
             "            4 verification failed, 77 mode unavailable on this machine (no GPU / no CUDA)\n");
-    fprintf(f,
-            "\nenvironment (mode cuda; each choice changes the cuda digest class, so goldens recorded\n"
-            "with the defaults then report a digest mismatch, while the tolerance checks still apply):\n"
-            "  FF_CUDA_CONV=direct   direct conv kernels everywhere (default: Winograd where it applies)\n"
-            "  FF_WINOGRAD_M=2       Winograd F(2x2, r x r) instead of the default F(4x4, r x r)\n"
-            "  FF_CUDA_S2D=0         strided convs (conv1) direct instead of space-to-depth Winograd\n"
-            "environment (CPU modes; same bits either way):\n"
-            "  FF_CPU_VECTOR=128|256 the conv kernel's 128-bit baseline or AVX2 copy (default: AVX2 if present)\n");
+    fprintf(
+        f,
+        "\nenvironment (GPU modes: the defaults of --conv, --winograd-m and --s2d, which always win;\n"
+        "each plan is its own digest class, compared with its own record or by tolerance alone):\n"
+        "  FF_CUDA_CONV=direct   default of --conv: direct conv kernels everywhere (else Winograd where it applies)\n"
+        "  FF_WINOGRAD_M=2       default of --winograd-m: F(2x2, r x r) instead of F(4x4, r x r)\n"
+        "  FF_CUDA_S2D=0         default of --s2d: strided convs (conv1) direct instead of space-to-depth\n"
+        "environment (CPU modes; same bits either way):\n"
+        "  FF_CPU_VECTOR=128|256 the conv kernel's 128-bit baseline or AVX2 copy (default: AVX2 if present)\n");
 }
 
 int main(int argc, char **argv) {
