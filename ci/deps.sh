@@ -5,9 +5,14 @@ set -euo pipefail
 pkgs=(cmake ninja-build gcc g++ make pkg-config git
       mpich libmpich-dev libhdf5-dev libcmocka-dev zlib1g-dev
       python3 python3-numpy python3-h5py python3-torch python3-matplotlib
-      dataset-fashion-mnist clang clang-format)
+      dataset-fashion-mnist clang clang-format
+      munge slurmctld slurmd slurm-client)
 # clang: the libFuzzer target (fuzz/run_fuzz_partition.sh). clang-format: ci/format-check (test
 # lint_format), which wants version 14, what Debian 12's clang-format package installs.
+# munge slurmctld slurmd slurm-client: test slurm_sbatch starts a one-node Slurm cluster inside the
+# CI machine and submits the ci/slurm/ CPU template to it (verify/cluster/test_slurm_sbatch.sh).
+# (slurm-wlm is the metapackage of the last three.) The test runs its own daemons with its own
+# configuration in a temporary directory; the services these packages install are not used.
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -29,7 +29,7 @@ static void help(void) {
         "usage: fivefold bench --model alexnet|mnist-cnn --mode MODE [--split S] [--batch N[,N...]]\n"
         "                      [--iters K] [--warmup W] [--json OUT.json|DIR] [--peer pytorch]\n"
         "                      [--golden F.h5 [--trust]] [--inject-fault LAYER] [--verbose]\n"
-        "                      " FF_CLI_PLAN_USAGE
+        "                      " FF_CLI_PLAN_USAGE "\n                      " FF_CLI_EXEC_USAGE
         "\n\n"
         "Runs the verification checks for exactly this configuration first and times nothing unless\n"
         "they pass (exit 3 naming the failed check). Then times --iters forwards per batch size after\n"
@@ -47,7 +47,7 @@ static void help(void) {
         "                   accepts one not listed in golden/MANIFEST.sha256\n"
         "  --verbose        error messages also name the source location\n"
         "  --loader         the IDX data loader benchmark instead (fivefold bench --loader --help)\n" FF_CLI_PLAN_HELP
-        "Defaults: --batch 1, --iters 20, --warmup 3. Multi-rank modes run under mpiexec.\n",
+            FF_CLI_EXEC_HELP "Defaults: --batch 1, --iters 20, --warmup 3. Multi-rank modes run under mpiexec.\n",
         FF_CLI_MAX_BATCH, MAX_BATCHES);
 }
 
@@ -106,6 +106,7 @@ static int parse(bench_args *a, int argc, char **argv) {
                                          {"golden", required_argument, 0, 'g'},
                                          {"trust", no_argument, 0, 'T'},
                                          FF_CLI_PLAN_OPTIONS,
+                                         FF_CLI_EXEC_OPTIONS,
                                          {"inject-fault", required_argument, 0, 'f'},
                                          {"verbose", no_argument, 0, 'v'},
                                          {"help", no_argument, 0, 'h'},
@@ -317,7 +318,29 @@ static ff_status write_json(const char *path, const bench_args *a, const ff_mode
     for (int p = 0; p < FF_N_PHASES; p++) ff_json_num(&j, ff_phase_name(p), t->phase_ms[p]);
     ff_json_end_object(&j);
     ff_json_int(&j, "comm_bytes", t->comm_bytes);
+    ff_json_int(&j, "halo_bytes", t->halo_bytes);
+    ff_json_int(&j, "gather_bytes", t->comm_bytes - t->halo_bytes);
     ff_json_num(&j, "comm_busbw_gbs", t->comm_busbw_gbs);
+    // Per layer, rank 0, mean per forward ("(other)": the input scatter and output gather).
+    ff_json_begin_array(&j, "layers");
+    for (int l = 0; l <= m->n_layers; l++) {
+        const int row = l == m->n_layers ? FF_MAX_LAYERS : l;
+        double s = 0;
+        for (int p = 0; p < FF_N_PHASES; p++) s += t->layer_ms[row][p];
+        if (s == 0 && t->layer_comm_bytes[row] == 0) continue;
+        ff_json_begin_object(&j, NULL);
+        ff_json_str(&j, "layer", l == m->n_layers ? "(other)" : m->layers[l].name);
+        for (int p = 0; p < FF_N_PHASES; p++) {
+            char key[32];
+            snprintf(key, sizeof key, "%s_ms", ff_phase_name(p));
+            ff_json_num(&j, key, t->layer_ms[row][p]);
+        }
+        ff_json_int(&j, "halo_bytes", t->layer_halo_bytes[row]);
+        ff_json_int(&j, "gather_bytes", t->layer_comm_bytes[row] - t->layer_halo_bytes[row]);
+        ff_json_num(&j, "busbw_gbs", t->layer_busbw_gbs[row]);
+        ff_json_end_object(&j);
+    }
+    ff_json_end_array(&j);
     if (t->has_resident) {  // device-resident replays: what the GPU peer's figure measures
         ff_json_num(&j, "resident_median_ms", t->resident_median_ms);
         ff_json_num(&j, "resident_min_ms", t->resident_min_ms);
@@ -427,7 +450,12 @@ int ff_cmd_bench(int argc, char **argv) {
             ff_exec_set_trace(e, false);
             if (st == FF_OK) {
                 memcpy(t.phase_ms, traced.phase_ms, sizeof t.phase_ms);
+                memcpy(t.layer_ms, traced.layer_ms, sizeof t.layer_ms);
+                memcpy(t.layer_comm_bytes, traced.layer_comm_bytes, sizeof t.layer_comm_bytes);
+                memcpy(t.layer_halo_bytes, traced.layer_halo_bytes, sizeof t.layer_halo_bytes);
+                memcpy(t.layer_busbw_gbs, traced.layer_busbw_gbs, sizeof t.layer_busbw_gbs);
                 t.comm_bytes = traced.comm_bytes;
+                t.halo_bytes = traced.halo_bytes;
                 t.comm_busbw_gbs = traced.comm_busbw_gbs;
                 t.wrong += traced.wrong;
             }
@@ -450,7 +478,10 @@ int ff_cmd_bench(int argc, char **argv) {
                     t.resident_median_ms, t.resident_min_ms, t.resident_max_ms, pinned ? " (pinned buffers)" : "");
             printf("  phases (ms per forward, rank 0):");
             for (int p = 0; p < FF_N_PHASES; p++) printf(" %s %.3f", ff_phase_name(p), t.phase_ms[p]);
-            if (t.comm_bytes) printf("; sent %lld bytes, %.4f GB/s", (long long)t.comm_bytes, t.comm_busbw_gbs);
+            if (t.comm_bytes)
+                printf("; sent %lld bytes (halo %lld, collectives %lld), bus bandwidth %.3f GB/s",
+                       (long long)t.comm_bytes, (long long)t.halo_bytes, (long long)(t.comm_bytes - t.halo_bytes),
+                       t.comm_busbw_gbs);
             printf("\n");
             if (a.peer) {
                 const char *flags[MAX_PEER_VARIANTS];
@@ -471,6 +502,19 @@ int ff_cmd_bench(int argc, char **argv) {
                 if (peers.best >= 0 && peers.n > 1)
                     printf("  against the strongest PyTorch variant (%s): %.2fx\n", peers.v[peers.best].name,
                            peers.v[peers.best].median_ms / ours);
+            }
+        }
+        if (a.peer && ranks > 1) {
+            // Rank 0 alone ran PyTorch, for as long as that takes: the others wait for it here
+            // without the communication deadline (a rank that dies meanwhile still ends the job).
+            const double keep = ff_comm_timeout(o.comm);
+            ff_comm_set_timeout(o.comm, 0);
+            st = ff_comm_barrier(o.comm);
+            ff_comm_set_timeout(o.comm, keep);
+            if (st != FF_OK) {
+                if (pinned) ff_exec_unpin_host(e, x), ff_exec_unpin_host(e, y);
+                ff_gate_release(&gs);
+                return ff_cli_fail("bench", st);
             }
         }
         if (t.wrong) {

@@ -85,38 +85,78 @@ typedef struct {
     const char *s2d;         // --s2d on|off
     const char *backend;     // --backend own|vendor
     const char *precision;   // --precision fp32|tf32
+    const char *transport;   // --transport nccl|mpi|ipc|auto (direct mode)
+    // The communication flags of infer, verify and bench (FF_CLI_EXEC_OPTIONS below):
+    const char *comm_timeout;  // --comm-timeout S
+    const char *inject_crash;  // --inject-crash RANK:LAYER (test hook)
+    const char *inject_hang;   // --inject-hang RANK:LAYER (test hook)
 } ff_cli_plan_args;
 
 // getopt_long values of those flags (above every character a command uses for its own flags), and
 // the option table entries: put FF_CLI_PLAN_OPTIONS in a command's table and hand every value to
 // ff_cli_plan_arg before the command's own switch.
-enum { FF_CLI_OPT_CONV = 0x1000, FF_CLI_OPT_WINOGRAD_M, FF_CLI_OPT_S2D, FF_CLI_OPT_BACKEND, FF_CLI_OPT_PRECISION };
+enum {
+    FF_CLI_OPT_CONV = 0x1000,
+    FF_CLI_OPT_WINOGRAD_M,
+    FF_CLI_OPT_S2D,
+    FF_CLI_OPT_BACKEND,
+    FF_CLI_OPT_PRECISION,
+    FF_CLI_OPT_TRANSPORT
+};
 // clang-format off
 #define FF_CLI_PLAN_OPTIONS                                                                       \
     {"conv", required_argument, 0, FF_CLI_OPT_CONV},                                              \
     {"winograd-m", required_argument, 0, FF_CLI_OPT_WINOGRAD_M},                                  \
     {"s2d", required_argument, 0, FF_CLI_OPT_S2D},                                                \
     {"backend", required_argument, 0, FF_CLI_OPT_BACKEND},                                        \
-    {"precision", required_argument, 0, FF_CLI_OPT_PRECISION}
+    {"precision", required_argument, 0, FF_CLI_OPT_PRECISION},                                    \
+    {"transport", required_argument, 0, FF_CLI_OPT_TRANSPORT}
 // clang-format on
 // Stores the value of getopt_long's answer c if c is one of the plan flags (true); false otherwise.
 bool ff_cli_plan_arg(ff_cli_plan_args *a, int c, const char *value);
 // The synopsis and the --help lines of the plan flags (every command that takes them prints both).
-#define FF_CLI_PLAN_USAGE \
-    "[--conv direct|winograd] [--winograd-m 2|4] [--s2d on|off] [--backend own|vendor] [--precision fp32|tf32]"
-#define FF_CLI_PLAN_HELP                                                                                          \
-    "How each layer is computed (the plan; `fivefold info --mode M` prints it). Each GPU choice makes its own\n"  \
-    "digest class (gpu for the defaults; gpu-direct, gpu-wg2, gpu-wg4-nos2d, ...), compared with its own\n"       \
-    "record in a golden or, where it has none, by tolerance alone:\n"                                             \
-    "  --conv A          GPU conv algorithm: winograd (default: Winograd for the 3x3/5x5 convs that have one,\n"  \
-    "                    direct for the others) or direct; the cpu device always runs direct\n"                   \
-    "  --winograd-m M    Winograd output tile: F(MxM, 3x3 or 5x5) with M = 4 (default) or 2\n"                    \
-    "  --s2d on|off      strided convs (AlexNet's conv1) as Winograd through space-to-depth: on (default; such\n" \
-    "                    a layer runs whole, never in row bands) or off (direct)\n"                               \
-    "  --backend B       own (default) or vendor (cuDNN/cuBLAS in GPU modes: no digest class, tolerance only)\n"  \
-    "  --precision P     fp32 (default) or tf32 (GPU modes, with --backend vendor)\n"                             \
-    "  The environment sets the defaults of the first three: FF_CUDA_CONV=direct|winograd, FF_WINOGRAD_M=2|4,\n"  \
-    "  FF_CUDA_S2D=0|1; a flag always wins.\n"
+#define FF_CLI_PLAN_USAGE                                                                                         \
+    "[--conv direct|winograd] [--winograd-m 2|4] [--s2d on|off] [--backend own|vendor] [--precision fp32|tf32]\n" \
+    "                      [--transport nccl|mpi|ipc|auto]"
+#define FF_CLI_PLAN_HELP                                                                                           \
+    "How each layer is computed (the plan; `fivefold info --mode M` prints it). Each GPU choice makes its own\n"   \
+    "digest class (gpu for the defaults; gpu-direct, gpu-wg2, gpu-wg4-nos2d, ...), compared with its own\n"        \
+    "record in a golden or, where it has none, by tolerance alone:\n"                                              \
+    "  --conv A          GPU conv algorithm: winograd (default: Winograd for the 3x3/5x5 convs that have one,\n"   \
+    "                    direct for the others) or direct; the cpu device always runs direct\n"                    \
+    "  --winograd-m M    Winograd output tile: F(MxM, 3x3 or 5x5) with M = 4 (default) or 2\n"                     \
+    "  --s2d on|off      strided convs (AlexNet's conv1) as Winograd through space-to-depth: on (default; such\n"  \
+    "                    a layer runs whole, never in row bands) or off (direct)\n"                                \
+    "  --backend B       own (default) or vendor (cuDNN/cuBLAS in GPU modes: no digest class, tolerance only)\n"   \
+    "  --precision P     fp32 (default) or tf32 (GPU modes, with --backend vendor)\n"                              \
+    "  The environment sets the defaults of the first three: FF_CUDA_CONV=direct|winograd, FF_WINOGRAD_M=2|4,\n"   \
+    "  FF_CUDA_S2D=0|1; a flag always wins.\n"                                                                     \
+    "  --transport T     direct mode: how device buffers travel between ranks: nccl (one GPU per rank; the\n"      \
+    "                    NCCL communicator is bootstrapped over MPI), mpi (only with a CUDA-aware MPI: an error\n" \
+    "                    names the library otherwise), ipc (CUDA IPC: ranks of one node, GPUs may be shared) or\n" \
+    "                    auto (default: nccl when every rank has its own GPU, else ipc on one node, else mpi)\n"
+
+// The communication flags of the commands that build an executor (infer, verify, bench; not info):
+// put FF_CLI_EXEC_OPTIONS in the table beside FF_CLI_PLAN_OPTIONS (ff_cli_plan_arg stores their
+// values in the same ff_cli_plan_args), print FF_CLI_EXEC_USAGE and FF_CLI_EXEC_HELP.
+enum { FF_CLI_OPT_COMM_TIMEOUT = 0x1100, FF_CLI_OPT_INJECT_CRASH, FF_CLI_OPT_INJECT_HANG };
+// clang-format off
+#define FF_CLI_EXEC_OPTIONS                                                                       \
+    {"comm-timeout", required_argument, 0, FF_CLI_OPT_COMM_TIMEOUT},                              \
+    {"inject-crash", required_argument, 0, FF_CLI_OPT_INJECT_CRASH},                              \
+    {"inject-hang", required_argument, 0, FF_CLI_OPT_INJECT_HANG}
+// clang-format on
+#define FF_CLI_EXEC_USAGE "[--comm-timeout S] [--inject-crash RANK:LAYER | --inject-hang RANK:LAYER]"
+#define FF_CLI_EXEC_HELP                                                                                        \
+    "Multi-rank modes never hang on a lost rank: a rank killed mid-exchange ends the job at once (the\n"        \
+    "launcher sees it die), and a rank that stops answering is named by the others after the deadline:\n"       \
+    "  --comm-timeout S  seconds a rank waits for a message or collective that makes no progress before it\n"   \
+    "                    ends the job naming whom it waited for (default 30; 0: wait for ever)\n"               \
+    "  --inject-crash R:L  test hook: rank R kills itself (SIGKILL) just before the communication of layer L\n" \
+    "                    (a name or index; a layer with no exchange of its own: the next one), the other\n"     \
+    "                    ranks inside or entering it\n"                                                         \
+    "  --inject-hang R:L test hook: rank R stops answering there instead (sleeps for ever; the others'\n"      \
+    "                    --comm-timeout must end the job)\n"
 
 // The plan options from those flags; what is not given comes from ff_plan_options_default (the
 // FF_CUDA_* variables). FF_ERR_INPUT naming the flag (or variable), its value and what was expected.
@@ -124,6 +164,8 @@ ff_status ff_cli_plan_options(ff_plan_options *o, const ff_cli_plan_args *a);
 
 // Executor options from the flag strings shared by infer, verify and bench (NULL = not given):
 // --mode (default serial), --split (default batch for multi-rank modes), the plan flags (plan may
-// be NULL: all defaults), --inject-fault LAYER (a layer name of m), --trace.
+// be NULL: all defaults) and the communication flags (--comm-timeout, --inject-crash,
+// --inject-hang: multi-rank modes only; the rank is checked against the job's size by
+// ff_exec_create), --inject-fault LAYER (a layer name of m), --trace.
 ff_status ff_cli_exec_options(ff_exec_options *o, const ff_model *m, const char *mode, const char *split,
                               const ff_cli_plan_args *plan, const char *fault, bool trace);

@@ -250,6 +250,24 @@ ff_status ff_cli_parse_u64(uint64_t *out, const char *flag, const char *s) {
 
 static ff_comm *world_comm;
 
+// --verbose under mpiexec: rank 0 prints every rank's process id and host, so that a launcher
+// that reports a dead process by its pid alone (MPICH's "BAD TERMINATION ... PID 4711") names
+// the rank too.
+static void print_rank_map(void) {
+    int P = ff_cli_ranks(), me = ff_cli_rank();
+    if (P < 2) return;
+    struct {
+        long pid;
+        char host[64];
+    } mine = {(long)getpid(), ""}, *all = me == 0 ? calloc((size_t)P, sizeof mine) : NULL;
+    gethostname(mine.host, sizeof mine.host - 1);
+    if (MPI_Gather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, 0, fail_comm) == MPI_SUCCESS &&
+        all)
+        for (int r = 0; r < P; r++) fprintf(stderr, "fivefold: rank %d: pid %ld on %s\n", r, all[r].pid, all[r].host);
+    fflush(stderr);
+    free(all);
+}
+
 ff_status ff_cli_mpi_comm(ff_comm **out) {
     if (!mpi_started()) {
         int provided;
@@ -261,6 +279,7 @@ ff_status ff_cli_mpi_comm(ff_comm **out) {
     if (!world_comm) {
         MPI_Comm w = MPI_COMM_WORLD;
         FF_TRY(ff_comm_mpi_create(&world_comm, &w));
+        if (ff_cli_verbose) print_rank_map();
     }
     *out = world_comm;
     return FF_OK;
@@ -308,6 +327,10 @@ bool ff_cli_plan_arg(ff_cli_plan_args *a, int c, const char *value) {
         case FF_CLI_OPT_S2D: a->s2d = value; return true;
         case FF_CLI_OPT_BACKEND: a->backend = value; return true;
         case FF_CLI_OPT_PRECISION: a->precision = value; return true;
+        case FF_CLI_OPT_TRANSPORT: a->transport = value; return true;
+        case FF_CLI_OPT_COMM_TIMEOUT: a->comm_timeout = value; return true;
+        case FF_CLI_OPT_INJECT_CRASH: a->inject_crash = value; return true;
+        case FF_CLI_OPT_INJECT_HANG: a->inject_hang = value; return true;
         default: return false;
     }
 }
@@ -358,6 +381,80 @@ ff_status ff_cli_plan_options(ff_plan_options *o, const ff_cli_plan_args *a) {
     return FF_OK;
 }
 
+// --inject-crash / --inject-hang RANK:LAYER: the rank (checked against the job's size later, by
+// ff_exec_create) and a layer of m by name or index.
+static ff_status parse_crash(ff_exec_options *o, const ff_model *m, const char *flag, const char *s) {
+    FF_TRY(ff_cli_value(flag, s));
+    const char *colon = strchr(s, ':');
+    char *end = NULL;
+    errno = 0;
+    long r = colon && colon != s && isdigit((unsigned char)s[0]) ? strtol(s, &end, 10) : -1;
+    if (r < 0 || end != colon || errno == ERANGE || r > INT32_MAX || !colon[1])
+        return FF_FAIL(FF_ERR_INPUT,
+                       "%s '%s': expected RANK:LAYER, a rank number and a layer name or index (e.g. 1:conv2)", flag, s);
+    const char *layer = colon + 1;
+    int li = ff_model_find_layer(m, layer);
+    if (li < 0 && isdigit((unsigned char)layer[0])) {
+        long v = strtol(layer, &end, 10);
+        if (!*end && v >= 0 && v < m->n_layers) li = (int)v;
+    }
+    if (li < 0) {
+        char names[1024];
+        size_t k = 0;
+        names[0] = 0;
+        for (int i = 0; i < m->n_layers && k < sizeof names; i++)
+            k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "", m->layers[i].name);
+        return FF_FAIL(FF_ERR_INPUT, "%s %s: model %s has no layer '%s': expected a name (%s) or an index 0..%d", flag,
+                       s, m->name, layer, names, m->n_layers - 1);
+    }
+    o->crash_rank = (int)r;
+    o->crash_layer = li;
+    o->crash_hang = strcmp(flag, "--inject-hang") == 0;
+    // Said before it happens: a rank killed by SIGKILL says nothing, and MPICH's launcher names
+    // its process id only.
+    if (ff_cli_launcher_rank() == o->crash_rank) {
+        char host[256] = "?";
+        gethostname(host, sizeof host - 1);
+        fprintf(stderr,
+                "fivefold: rank %d (pid %ld on %s): test hook %s %s: this rank will %s at its first "
+                "communication from layer %s on\n",
+                o->crash_rank, (long)getpid(), host, flag, s,
+                o->crash_hang ? "stop answering (sleep for ever)" : "kill itself (SIGKILL)", m->layers[li].name);
+        fflush(stderr);
+    }
+    return FF_OK;
+}
+
+// --comm-timeout, --inject-crash, --inject-hang (multi-rank modes).
+static ff_status comm_flags(ff_exec_options *o, const ff_model *m, const ff_cli_plan_args *a) {
+    const char *given = a->comm_timeout   ? "--comm-timeout"
+                        : a->inject_crash ? "--inject-crash"
+                        : a->inject_hang  ? "--inject-hang"
+                                          : NULL;
+    if (!given) return FF_OK;
+    if (!ff_mode_is_multirank(o->mode))
+        return FF_FAIL(FF_ERR_INPUT,
+                       "%s: mode %s runs on one process: expected a multi-rank mode (mpi, hybrid, direct)", given,
+                       ff_mode_name(o->mode));
+    if (a->comm_timeout) {
+        const char *s = a->comm_timeout;
+        FF_TRY(ff_cli_value("--comm-timeout", s));
+        char *end;
+        errno = 0;
+        double v = strtod(s, &end);
+        if (end == s || *end || !isfinite(v) || v < 0)
+            return FF_FAIL(FF_ERR_INPUT, "--comm-timeout '%s': expected a number of seconds >= 0 (0: wait for ever)",
+                           s);
+        o->comm_timeout_s = v;
+    }
+    if (a->inject_crash && a->inject_hang)
+        return FF_FAIL(FF_ERR_INPUT, "--inject-crash %s and --inject-hang %s: expected one of them", a->inject_crash,
+                       a->inject_hang);
+    if (a->inject_crash) FF_TRY(parse_crash(o, m, "--inject-crash", a->inject_crash));
+    if (a->inject_hang) FF_TRY(parse_crash(o, m, "--inject-hang", a->inject_hang));
+    return FF_OK;
+}
+
 ff_status ff_cli_exec_options(ff_exec_options *o, const ff_model *m, const char *mode, const char *split,
                               const ff_cli_plan_args *plan, const char *fault, bool trace) {
     ff_exec_options_default(o);
@@ -368,11 +465,19 @@ ff_status ff_cli_exec_options(ff_exec_options *o, const ff_model *m, const char 
                        ff_mode_name(o->mode));
     if (ff_mode_is_multirank(o->mode) && o->split == FF_SPLIT_NONE) o->split = FF_SPLIT_BATCH;
     FF_TRY(ff_cli_plan_options(&o->plan, plan));
+    if (plan && plan->transport) {
+        FF_TRY(ff_transport_parse(&o->transport, plan->transport));
+        if (o->mode != FF_MODE_DIRECT && o->transport != FF_TRANSPORT_AUTO)
+            return FF_FAIL(FF_ERR_INPUT, "--transport %s: only the direct mode chooses its transport (mode %s: %s)",
+                           plan->transport, ff_mode_name(o->mode),
+                           o->mode == FF_MODE_HYBRID ? "MPI staged through pinned host memory" : "fixed");
+    }
     if (fault) {
         o->fault_layer = ff_model_find_layer(m, fault);
         if (o->fault_layer < 0)
             return FF_FAIL(FF_ERR_INPUT, "--inject-fault '%s': model %s has no such layer", fault, m->name);
     }
+    if (plan) FF_TRY(comm_flags(o, m, plan));
     o->trace = trace;
     return FF_OK;
 }

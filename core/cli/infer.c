@@ -14,7 +14,7 @@ static void help(void) {
         "                      [--split batch|rows|replicate] [--batch N] [--seed S]\n"
         "                      [--weights W.h5] [--input X.h5] [--output Y.h5] [--iters K] [--trace]\n"
         "                      [--inject-fault LAYER] [--save-weights W.h5] [--verbose]\n"
-        "                      " FF_CLI_PLAN_USAGE
+        "                      " FF_CLI_PLAN_USAGE "\n                      " FF_CLI_EXEC_USAGE
         "\n\n"
         "Runs a forward pass and prints the output digest (FNV-1a-64 of the float32 output), the\n"
         "top-5 classes of the first images and the time: the median of --iters warm iterations\n"
@@ -35,6 +35,7 @@ static void help(void) {
         "  --trace          per-layer compute / communication time (ms per forward) and bytes sent\n"
         "  --inject-fault L test hook: perturb layer L's first output element (verify must catch it)\n"
         "  --verbose        say whether weight digests were checked; errors name the source location\n" FF_CLI_PLAN_HELP
+            FF_CLI_EXEC_HELP
         "Multi-rank modes run under mpiexec: mpiexec -n 4 fivefold infer --mode mpi --split rows ...\n",
         FF_CLI_MAX_BATCH);
 }
@@ -66,6 +67,7 @@ static int parse(infer_args *a, int argc, char **argv) {
                                          {"trace", no_argument, 0, 't'},
                                          {"inject-fault", required_argument, 0, 'f'},
                                          FF_CLI_PLAN_OPTIONS,
+                                         FF_CLI_EXEC_OPTIONS,
                                          {"save-weights", required_argument, 0, 'W'},
                                          {"verbose", no_argument, 0, 'v'},
                                          {"help", no_argument, 0, 'h'},
@@ -172,8 +174,8 @@ static void print_top5(const float *y, int64_t n, int64_t classes) {
 static void print_trace(const ff_trace *t, const ff_model *m, int rank, int ranks) {
     if (!t || t->calls == 0) return;
     printf("trace (rank %d of %d, mean per forward over %lld):\n", rank, ranks, (long long)t->calls);
-    printf("  %-8s %10s %10s %10s %10s %10s %12s\n", "layer", "compute ms", "h2d ms", "d2h ms", "comm ms", "host ms",
-           "sent bytes");
+    printf("  %-8s %10s %10s %10s %10s %10s %12s %12s %10s\n", "layer", "compute ms", "h2d ms", "d2h ms", "comm ms",
+           "host ms", "sent bytes", "halo bytes", "busbw GB/s");
     for (int l = 0; l <= m->n_layers; l++) {
         int row = l == m->n_layers ? FF_MAX_LAYERS : l;
         double s = 0;
@@ -181,7 +183,9 @@ static void print_trace(const ff_trace *t, const ff_model *m, int rank, int rank
         if (s == 0 && t->comm_bytes[row] == 0) continue;
         printf("  %-8s", l == m->n_layers ? "(other)" : m->layers[l].name);
         for (int p = 0; p < FF_N_PHASES; p++) printf(" %10.3f", 1e3 * t->seconds[row][p] / (double)t->calls);
-        printf(" %12lld\n", (long long)(t->comm_bytes[row] / t->calls));
+        const double comm_s = t->seconds[row][FF_PHASE_COMM];
+        printf(" %12lld %12lld %10.3f\n", (long long)(t->comm_bytes[row] / t->calls),
+               (long long)(t->halo_bytes[row] / t->calls), comm_s > 0 ? t->bus_bytes[row] / comm_s / 1e9 : 0.0);
     }
 }
 

@@ -15,7 +15,7 @@ static void help(void) {
         "                       [--split batch|rows|replicate] [--ranks P] [--batch N] [--golden F.h5]\n"
         "                       [--filter REGEX] [--json OUT.json] [--record] [--trust]\n"
         "                       [--inject-fault LAYER] [--verbose]\n"
-        "                       " FF_CLI_PLAN_USAGE
+        "                       " FF_CLI_PLAN_USAGE "\n                       " FF_CLI_EXEC_USAGE
         "\n\n"
         "Checks the mode against the PyTorch golden file (golden/README.md explains every rule):\n"
         "  per layer   the golden float32 input of each layer through our layer, against PyTorch's\n"
@@ -48,7 +48,7 @@ static void help(void) {
         "                    updated); prints what changed\n"
         "  --inject-fault L  test hook: perturb layer L's first output element (name or index);\n"
         "                    verify must fail\n"
-        "  --verbose         error messages also name the source location\n" FF_CLI_PLAN_HELP
+        "  --verbose         error messages also name the source location\n" FF_CLI_PLAN_HELP FF_CLI_EXEC_HELP
         "Multi-rank: mpiexec -n 4 fivefold verify --mode mpi --split rows --model alexnet\n");
 }
 
@@ -61,15 +61,23 @@ typedef struct {
 
 static int parse(verify_args *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'},    {"mode", required_argument, 0, 'M'},
-        {"split", required_argument, 0, 's'},    {"ranks", required_argument, 0, 'P'},
-        {"golden", required_argument, 0, 'g'},   {"filter", required_argument, 0, 'F'},
-        {"json", required_argument, 0, 'j'},     {"record", no_argument, 0, 'r'},
-        {"trust", no_argument, 0, 'T'},          {"inject-fault", required_argument, 0, 'f'},
-        {"batch", required_argument, 0, 'n'},    FF_CLI_PLAN_OPTIONS,
-        {"manifest", required_argument, 0, 'X'}, {"verbose", no_argument, 0, 'v'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"mode", required_argument, 0, 'M'},
+                                         {"split", required_argument, 0, 's'},
+                                         {"ranks", required_argument, 0, 'P'},
+                                         {"golden", required_argument, 0, 'g'},
+                                         {"filter", required_argument, 0, 'F'},
+                                         {"json", required_argument, 0, 'j'},
+                                         {"record", no_argument, 0, 'r'},
+                                         {"trust", no_argument, 0, 'T'},
+                                         {"inject-fault", required_argument, 0, 'f'},
+                                         {"batch", required_argument, 0, 'n'},
+                                         FF_CLI_PLAN_OPTIONS,
+                                         {"manifest", required_argument, 0, 'X'},
+                                         {"verbose", no_argument, 0, 'v'},
+                                         {"help", no_argument, 0, 'h'},
+                                         FF_CLI_EXEC_OPTIONS,
+                                         {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
     for (int c, li = 0; (c = getopt_long(argc, argv, "", opts, &li)) != -1;) {

@@ -1,6 +1,8 @@
 // The decompositions' front door and shared helpers (decomp.h, decomp_internal.h).
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "decomp_internal.h"
 
@@ -61,17 +63,74 @@ ff_status ff_decomp_forward(ff_decomp *x, float *out, const float *in, int64_t n
     if (x->rank == 0 && n > 0 && (!in || !out)) return FF_FAIL(FF_ERR_INPUT, "rank 0 needs input and output buffers");
     x->fault_layer = fault_layer;
     x->trace = trace;
+    x->replay = false;
+    x->crash_armed = x->crash_on && x->rank == x->crash_rank && first <= x->crash_layer && x->crash_layer <= last;
+    ff_status st = FF_FAIL(FF_ERR_INPUT, "split %d: expected none, batch, rows or replicate", (int)x->split);
     switch (x->split) {
-        case FF_SPLIT_NONE: return ff_decomp_forward_none(x, out, in, n, first, last);
-        case FF_SPLIT_BATCH: return ff_decomp_forward_batch(x, out, in, n, first, last);
-        case FF_SPLIT_REPLICATE: return ff_decomp_forward_replicate(x, out, in, n, first, last);
-        case FF_SPLIT_ROWS: return ff_decomp_forward_rows(x, out, in, n, first, last);
+        case FF_SPLIT_NONE: st = ff_decomp_forward_none(x, out, in, n, first, last); break;
+        case FF_SPLIT_BATCH: st = ff_decomp_forward_batch(x, out, in, n, first, last); break;
+        case FF_SPLIT_REPLICATE: st = ff_decomp_forward_replicate(x, out, in, n, first, last); break;
+        case FF_SPLIT_ROWS: st = ff_decomp_forward_rows(x, out, in, n, first, last); break;
     }
-    return FF_FAIL(FF_ERR_INPUT, "split %d: expected none, batch, rows or replicate", (int)x->split);
+    if (st == FF_OK) ff_decomp_crash_point(x, last);  // no communication came after the layer
+    x->crash_armed = false;
+    return st;
+}
+
+void ff_decomp_set_crash(ff_decomp *x, int rank, int layer, bool hang) {
+    x->crash_on = rank >= 0 && layer >= 0;
+    x->crash_rank = rank;
+    x->crash_layer = layer;
+    x->crash_hang = hang;
+}
+
+// A test hook, not error handling (the library never ends the process on an error): the others
+// must meet a rank that vanished (SIGKILL: the launcher sees it die) or went silent (a sleep that
+// never answers: only their communication deadline notices).
+void ff_decomp_crash_point(ff_decomp *x, int layer) {
+    if (!x->crash_armed || layer < x->crash_layer) return;
+    if (!x->crash_hang) raise(SIGKILL);
+    for (;;) {
+        struct timespec ts = {3600, 0};
+        nanosleep(&ts, NULL);
+    }
+}
+
+ff_status ff_decomp_replay(ff_decomp *x, int64_t n, int first, int last) {
+    if (ff_device_is_host(x->dev))
+        return FF_FAIL(FF_ERR_INPUT, "device-resident replay: the %s split runs on host memory here",
+                       ff_split_name(x->split));
+    if (x->rank == 0 && !x->out_dev)
+        return FF_FAIL(FF_ERR_INPUT, "device-resident replay before any forward of these images");
+    x->fault_layer = -1;
+    x->trace = NULL;
+    x->replay = true;
+    ff_status st = FF_FAIL(FF_ERR_INPUT, "split %s: no device-resident replay", ff_split_name(x->split));
+    switch (x->split) {
+        case FF_SPLIT_NONE: st = ff_decomp_forward_none(x, NULL, NULL, n, first, last); break;
+        case FF_SPLIT_BATCH: st = ff_decomp_forward_batch(x, NULL, NULL, n, first, last); break;
+        case FF_SPLIT_ROWS: st = ff_decomp_forward_rows(x, NULL, NULL, n, first, last); break;
+        case FF_SPLIT_REPLICATE: break;
+    }
+    x->replay = false;
+    if (st == FF_OK) st = ff_device_sync(x->dev);
+    return st;
+}
+
+ff_status ff_decomp_resident_output(ff_decomp *x, float *out_host, int64_t n, int last) {
+    if (x->rank != 0) return FF_OK;
+    if (!x->out_dev) return FF_FAIL(FF_ERR_INPUT, "no device-resident output yet");
+    FF_TRY(ff_device_download(x->dev, out_host, x->out_dev, (size_t)(n * ff_shape_numel(x->model->layers[last].out))));
+    return ff_device_sync(x->dev);
 }
 
 ff_mark ff_decomp_mark(ff_decomp *x) {
-    ff_mark m = {x->trace ? ff_now() : 0, x->comm ? ff_comm_bytes_sent(x->comm) : 0};
+    ff_mark m = {x->trace ? ff_now() : 0, 0, 0, 0};
+    if (x->comm) {
+        m.bytes = ff_comm_bytes_sent(x->comm);
+        m.halo = ff_comm_p2p_bytes(x->comm);
+        m.bus = ff_comm_bus_bytes(x->comm);
+    }
     return m;
 }
 
@@ -79,7 +138,11 @@ ff_status ff_decomp_account(ff_decomp *x, int row, ff_phase ph, ff_mark m) {
     if (!x->trace) return FF_OK;
     FF_TRY(ff_device_sync(x->dev));
     x->trace->seconds[row][ph] += ff_now() - m.t;
-    if (x->comm) x->trace->comm_bytes[row] += ff_comm_bytes_sent(x->comm) - m.bytes;
+    if (x->comm) {
+        x->trace->comm_bytes[row] += ff_comm_bytes_sent(x->comm) - m.bytes;
+        x->trace->halo_bytes[row] += ff_comm_p2p_bytes(x->comm) - m.halo;
+        x->trace->bus_bytes[row] += ff_comm_bus_bytes(x->comm) - m.bus;
+    }
     return FF_OK;
 }
 
@@ -95,6 +158,10 @@ ff_status ff_decomp_reserve(ff_guarded *g, size_t floats) {
 ff_status ff_decomp_import(ff_decomp *x, const float **out, const float *in_host, size_t floats, int row) {
     *out = NULL;
     if (x->rank != 0) return FF_OK;
+    if (x->replay) {  // the last forward's upload is still there
+        *out = ff_guarded_data(&x->buf[INPUT]);
+        return FF_OK;
+    }
     if (ff_device_is_host(x->dev)) {
         *out = in_host;
         return FF_OK;
@@ -111,7 +178,9 @@ ff_status ff_decomp_import(ff_decomp *x, const float **out, const float *in_host
 }
 
 ff_status ff_decomp_export(ff_decomp *x, float *out_host, const float *src, size_t floats, int row) {
-    if (x->rank != 0 || out_host == src) return FF_OK;
+    if (x->rank != 0) return FF_OK;
+    x->out_dev = src;
+    if (x->replay || out_host == src) return FF_OK;
     ff_mark t = ff_decomp_mark(x);
     FF_TRY(ff_device_download(x->dev, out_host, src, floats));
     FF_TRY(ff_device_sync(x->dev));

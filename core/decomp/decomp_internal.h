@@ -22,19 +22,31 @@ struct ff_decomp {
     // per forward
     int fault_layer;
     ff_trace *trace;
+    bool replay;  // ff_decomp_replay: input already in place, output left on the device
+    // test hooks (ff_decomp_set_crash): crash_armed in a forward of the crashing rank that runs
+    // crash_layer; ff_decomp_crash_point stops it there
+    bool crash_on, crash_hang, crash_armed;
+    int crash_rank, crash_layer;
+    const float *out_dev;  // rank 0: where the last forward's output is on the device
 };
 
 // Phase timing: a mark before, account after (the device is synchronised first so that a GPU's
 // time is its work's, not its launches').
 typedef struct {
     double t;
-    int64_t bytes;
+    int64_t bytes, halo;
+    double bus;
 } ff_mark;
 ff_mark ff_decomp_mark(ff_decomp *x);
 ff_status ff_decomp_account(ff_decomp *x, int row, ff_phase ph, ff_mark m);
 
 // Finishes the device's pending work before the comm reads or writes its buffers.
 ff_status ff_decomp_comm_ready(ff_decomp *x);
+
+// The test hooks' stop (ff_decomp_set_crash): call it just before each communication, with the
+// layer the communication belongs to (the layer whose input it fetches, or whose output it
+// collects). Returns only when this rank is not to stop here.
+void ff_decomp_crash_point(ff_decomp *x, int layer);
 
 // Rank 0's input as device memory (n floats of in_host): in_host itself on a host-memory device;
 // else uploaded into buf[INPUT]. Other ranks get NULL.

@@ -41,8 +41,9 @@ static ff_guarded *other_act(ff_decomp *x, const float *a, const float *b) {
 
 // AT_BANDS -> the whole tensor: every rank (to_all) or rank 0 (into dst) receives every band;
 // bands are unpacked from the packed blocks.
+// crash_layer: the layer this collection belongs to (the test hooks' ff_decomp_crash_point).
 static ff_status collect_bands(ff_decomp *x, float *dst, tensor_state *s, int64_t n, bool to_all, int row,
-                               const char *layer) {
+                               const char *layer, int crash_layer) {
     const int P = x->ranks, me = x->rank;
     const int64_t C = s->shape.c, H = s->shape.h, W = s->shape.w;
     size_t total = 0;
@@ -54,6 +55,7 @@ static ff_status collect_bands(ff_decomp *x, float *dst, tensor_state *s, int64_
     ff_guarded *stage = &x->buf[RECV];
     FF_TRY(ff_decomp_reserve(stage, total / sizeof(float)));
     FF_TRY(ff_decomp_comm_ready(x));
+    ff_decomp_crash_point(x, crash_layer);
     ff_mark t = ff_decomp_mark(x);
     if (to_all)
         FF_TRY(ff_comm_allgatherv(x->comm, ff_guarded_data(stage), x->counts, x->displs, s->p, x->counts[me]));
@@ -80,11 +82,12 @@ static ff_status make_all(ff_decomp *x, tensor_state *s, int64_t n, int row, con
     ff_guarded *full = &x->buf[FULL];
     FF_TRY(ff_decomp_reserve(full, floats));
     if (s->at == AT_BANDS) {
-        FF_TRY(collect_bands(x, ff_guarded_data(full), s, n, true, row, layer));
+        FF_TRY(collect_bands(x, ff_guarded_data(full), s, n, true, row, layer, row));
     } else {
         if (x->rank == 0 && s->p != ff_guarded_data(full))
             FF_TRY(ff_device_copy_bytes(x->dev, ff_guarded_data(full), s->p, floats * sizeof(float)));
         FF_TRY(ff_decomp_comm_ready(x));
+        ff_decomp_crash_point(x, row);
         ff_mark t = ff_decomp_mark(x);
         FF_TRY(ff_comm_bcast(x->comm, ff_guarded_data(full), floats * sizeof(float), 0));
         FF_TRY(ff_decomp_account(x, row, FF_PHASE_COMM, t));
@@ -122,6 +125,7 @@ static ff_status fetch_input(ff_decomp *x, ff_guarded *dst, const tensor_state *
             FF_TRY(ff_guarded_check(send, total / sizeof(float), "after packing the scatter", L->name));
         }
         FF_TRY(ff_decomp_comm_ready(x));
+        ff_decomp_crash_point(x, i);
         ff_mark t = ff_decomp_mark(x);
         FF_TRY(ff_comm_scatterv(x->comm, d, used * sizeof(float), me == 0 ? ff_guarded_data(send) : NULL, x->counts,
                                 x->displs, 0));
@@ -165,6 +169,7 @@ static ff_status fetch_input(ff_decomp *x, ff_guarded *dst, const tensor_state *
             }
         }
         FF_TRY(ff_decomp_comm_ready(x));
+        ff_decomp_crash_point(x, i);
         ff_mark t = ff_decomp_mark(x);
         FF_TRY(ff_comm_exchange(x->comm, x->sends, ns, x->recvs, nr));
         FF_TRY(ff_decomp_account(x, i, FF_PHASE_COMM, t));
@@ -322,6 +327,7 @@ static ff_status rows_linear_layer(ff_decomp *x, tensor_state *s, const ff_layer
     ff_guarded *stage = &x->buf[RECV];
     FF_TRY(ff_decomp_reserve(stage, total / sizeof(float)));
     FF_TRY(ff_decomp_comm_ready(x));
+    ff_decomp_crash_point(x, i);
     t = ff_decomp_mark(x);
     FF_TRY(ff_comm_allgatherv(x->comm, ff_guarded_data(stage), x->counts, x->displs, ff_guarded_data(slice),
                               x->counts[me]));
@@ -387,7 +393,7 @@ static ff_status forward_groups(ff_decomp *x, row_groups *gr, float *out, const 
             FF_TRY(ff_decomp_reserve(full, floats));
             for (int g = 0; g < gr->G; g++)
                 FF_TRY(collect_bands(x, ff_guarded_data(full) + gr->images[g].lo * per, &gr->s[g],
-                                     ff_range_len(gr->images[g]), true, i, L->name));
+                                     ff_range_len(gr->images[g]), true, i, L->name, i));
             FF_TRY(ff_guarded_check(full, floats, "after assembling bands", L->name));
             s.at = AT_ALL;
             s.p = ff_guarded_data(full);
@@ -410,7 +416,7 @@ static ff_status forward_groups(ff_decomp *x, row_groups *gr, float *out, const 
         }
         for (int g = 0; g < gr->G; g++)
             FF_TRY(collect_bands(x, me == 0 && dst ? dst + gr->images[g].lo * per : NULL, &gr->s[g],
-                                 ff_range_len(gr->images[g]), false, FF_MAX_LAYERS, m->layers[last].name));
+                                 ff_range_len(gr->images[g]), false, FF_MAX_LAYERS, m->layers[last].name, last));
         return ff_decomp_export(x, out, dst, floats, FF_MAX_LAYERS);
     }
     return me == 0 ? ff_decomp_export(x, out, s.p, floats, FF_MAX_LAYERS) : FF_OK;

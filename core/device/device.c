@@ -77,6 +77,15 @@ ff_status ff_device_copy_bytes(ff_device *d, void *dst, const void *src, size_t 
 ff_status ff_device_sync(ff_device *d) {
     return d->ops->sync(d);
 }
+ff_status ff_device_fence(ff_device *d) {
+    return d->ops->fence ? d->ops->fence(d) : FF_OK;
+}
+ff_status ff_device_wait_fence(ff_device *d) {
+    return d->ops->wait_fence ? d->ops->wait_fence(d) : FF_OK;
+}
+bool ff_device_is_async(const ff_device *d) {
+    return d->ops->fence != NULL;
+}
 
 ff_status ff_device_run(ff_device *d, const float **out, const float *in, int64_t n, int first, int last,
                         int fault_layer, ff_trace *trace) {

@@ -25,6 +25,8 @@ typedef struct {
     ff_status (*resident_output)(ff_device *d, float *out_host, int64_t n);
     ff_status (*pin_host)(ff_device *d, void *p, size_t bytes);
     void (*unpin_host)(ff_device *d, void *p);
+    ff_status (*fence)(ff_device *d);       // NULL: a synchronous device (nothing to wait for)
+    ff_status (*wait_fence)(ff_device *d);  // NULL likewise
 } ff_device_ops;
 
 struct ff_device {

@@ -21,7 +21,8 @@ struct ff_executor {
     ff_plan plan;
     ff_device *dev;
     ff_decomp *decomp;
-    ff_comm *comm;  // multi-rank modes (bound to dev's memory on a GPU); NULL otherwise
+    ff_comm *comm;      // multi-rank modes (bound to dev's memory on a GPU); NULL otherwise
+    ff_comm *own_comm;  // the direct mode's NCCL comm (bootstrapped over opt.comm): e->comm then
     ff_trace trace;
     int rank, ranks;
 };
@@ -48,6 +49,21 @@ bool ff_mode_is_multirank(ff_mode m) {
     return d && d->multirank;
 }
 
+ff_status ff_transport_parse(ff_transport *out, const char *s) {
+    static const char *names[] = {"auto", "nccl", "mpi", "ipc"};
+    for (int i = 0; i < 4; i++)
+        if (s && strcmp(s, names[i]) == 0) {
+            *out = (ff_transport)i;
+            return FF_OK;
+        }
+    return FF_FAIL(FF_ERR_INPUT, "--transport '%s': expected nccl, mpi, ipc or auto", s ? s : "(none)");
+}
+
+const char *ff_transport_name(ff_transport t) {
+    static const char *names[] = {"auto", "nccl", "mpi", "ipc"};
+    return (unsigned)t < 4 ? names[t] : "?";
+}
+
 void ff_exec_options_default(ff_exec_options *o) {
     memset(o, 0, sizeof *o);
     o->mode = FF_MODE_SERIAL;
@@ -55,6 +71,8 @@ void ff_exec_options_default(ff_exec_options *o) {
     o->max_batch = 1;
     o->fault_layer = -1;
     o->gpu = -1;
+    o->comm_timeout_s = -1;
+    o->crash_rank = o->crash_layer = -1;
     // A bad FF_CUDA_* value leaves the built-in default here; the command line reports it
     // (ff_plan_options_default is what the CLI calls before parsing its flags).
     (void)ff_plan_options_default(&o->plan);
@@ -68,9 +86,12 @@ void ff_mode_caps(ff_exec_caps *out, ff_mode m) {
     out->digest_class = d->device == FF_DEVICE_CUDA ? "gpu" : "cpu";
     out->needs_comm = d->multirank;
     out->default_split = d->default_split;
-    out->resident_timing = d->device == FF_DEVICE_CUDA && !d->multirank;
+    out->resident_timing = d->device == FF_DEVICE_CUDA;
     out->pins_host = d->device == FF_DEVICE_CUDA;
-    out->transport = d->multirank ? (d->device == FF_DEVICE_CUDA ? "mpi (staged through host memory)" : "mpi") : "none";
+    out->transport = !d->multirank                 ? "none"
+                     : d->device != FF_DEVICE_CUDA ? "mpi"
+                     : m == FF_MODE_DIRECT         ? "nccl (device buffers)"
+                                                   : "mpi (staged through pinned host memory)";
 }
 
 // Rank 0's weights reach every rank: the size and each tensor's offset first, then the data, into
@@ -104,6 +125,36 @@ static ff_status share_weights(ff_weights *view, float **own, ff_comm *comm, con
     return ff_comm_bcast(comm, view->data, (size_t)view->n_total * sizeof(float), 0);
 }
 
+// The direct mode's transport, chosen once the device (and so the GPU) is set: NCCL bootstrapped
+// over the rank's communicator, or that communicator itself when it is a CUDA-aware MPI.
+static ff_status direct_transport(ff_executor *e) {
+    ff_transport t = e->opt.transport;
+    if (t == FF_TRANSPORT_AUTO) {
+        bool own = false, node = false, aware = false;
+        char shared[160] = "", why[256] = "";
+        FF_TRY(ff_comm_gpu_layout(e->comm, &own, &node, shared, sizeof shared));
+        FF_TRY(ff_comm_mpi_cuda_aware(&aware, why, sizeof why));
+        if (own && ff_comm_nccl_built())
+            t = FF_TRANSPORT_NCCL;
+        else if (node && strcmp(ff_comm_transport_name(e->comm), "mpi") == 0)
+            t = FF_TRANSPORT_IPC;
+        else if (aware)
+            t = FF_TRANSPORT_MPI;
+        else
+            return FF_FAIL(FF_ERR_INPUT,
+                           "direct mode: no transport fits: NCCL %s, CUDA IPC needs the ranks on one node, and the "
+                           "MPI library is not CUDA-aware (%s); use --mode hybrid",
+                           ff_comm_nccl_built() ? (*shared ? shared : "needs one GPU per rank") : "is not built", why);
+    }
+    if (t == FF_TRANSPORT_MPI) return ff_comm_mpi_device_direct(e->comm);
+    if (t == FF_TRANSPORT_IPC)
+        FF_TRY(ff_comm_ipc_create(&e->own_comm, e->comm));
+    else
+        FF_TRY(ff_comm_nccl_create(&e->own_comm, e->comm));
+    e->comm = e->own_comm;
+    return FF_OK;
+}
+
 static ff_status compose(ff_executor *e, const ff_model *m, const ff_weights *w) {
     const ff_exec_options *o = &e->opt;
     const ff_mode_desc *d = ff_mode_desc_of(o->mode);
@@ -124,6 +175,7 @@ static ff_status compose(ff_executor *e, const ff_model *m, const ff_weights *w)
     ff_status st = ff_device_create(&e->dev, m, use, &e->plan, &dopt);
     free(own);
     FF_TRY(st);
+    if (o->mode == FF_MODE_DIRECT) FF_TRY(direct_transport(e));
     if (e->comm) FF_TRY(ff_comm_bind_device(e->comm, e->dev));
     return ff_decomp_create(&e->decomp, d->multirank ? o->split : FF_SPLIT_NONE, m, e->dev, e->comm);
 }
@@ -144,6 +196,22 @@ ff_status ff_exec_create(ff_executor **out, const ff_model *m, const ff_weights 
     if (o->fault_layer < -1 || o->fault_layer >= m->n_layers)
         return FF_FAIL(FF_ERR_INPUT, "fault layer %d: model %s has layers 0..%d", o->fault_layer, m->name,
                        m->n_layers - 1);
+    if (o->crash_rank != -1 || o->crash_layer != -1) {  // test hooks --inject-crash / --inject-hang
+        const char *hook = o->crash_hang ? "--inject-hang" : "--inject-crash";
+        if (!d->multirank)
+            return FF_FAIL(FF_ERR_INPUT,
+                           "%s: mode %s runs one process: expected a multi-rank mode (mpi, hybrid, direct)", hook,
+                           d->name);
+        if (o->crash_rank < 0 || o->crash_rank >= ff_comm_size(o->comm))
+            return FF_FAIL(FF_ERR_INPUT, "%s: rank %d: expected 0..%d (the job has %d rank%s)", hook, o->crash_rank,
+                           ff_comm_size(o->comm) - 1, ff_comm_size(o->comm), ff_comm_size(o->comm) == 1 ? "" : "s");
+        if (o->crash_layer < 0 || o->crash_layer >= m->n_layers)
+            return FF_FAIL(FF_ERR_INPUT, "%s: layer %d: model %s has layers 0..%d", hook, o->crash_layer, m->name,
+                           m->n_layers - 1);
+    }
+    // The deadline first: the weights' broadcast in compose waits under it (and an NCCL comm
+    // bootstrapped over o->comm takes it from there).
+    if (d->multirank && o->comm_timeout_s >= 0) ff_comm_set_timeout(o->comm, o->comm_timeout_s);
     bool wide;
     FF_TRY(ff_cpu_vector_choose(&wide));  // FF_CPU_VECTOR: refused here, before any work, when bad
     ff_executor *e = calloc(1, sizeof *e);
@@ -161,6 +229,7 @@ ff_status ff_exec_create(ff_executor **out, const ff_model *m, const ff_weights 
         ff_exec_destroy(e);
         return ff_fail_context(st, "%s mode", d->name);
     }
+    if (o->crash_rank >= 0) ff_decomp_set_crash(e->decomp, o->crash_rank, o->crash_layer, o->crash_hang);
     *out = e;
     return FF_OK;
 }
@@ -169,6 +238,8 @@ void ff_exec_destroy(ff_executor *e) {
     if (!e) return;
     ff_decomp_destroy(e->decomp);
     if (e->comm && e->dev) ff_comm_bind_device(e->comm, NULL);
+    if (e->opt.comm) ff_comm_bind_device(e->opt.comm, NULL);  // also forgets a CUDA-aware MPI's device mode
+    ff_comm_destroy(e->own_comm);                             // before the device: its stream is on that GPU
     ff_device_destroy(e->dev);
     free(e);
 }
@@ -192,8 +263,6 @@ ff_status ff_exec_forward(ff_executor *e, float *out, const float *in, int64_t n
 void ff_exec_caps_of(ff_exec_caps *out, const ff_executor *e) {
     ff_mode_caps(out, e->mode);
     out->digest_class = e->plan.digest_class;
-    // Resident replays time the device's undivided run: one process only.
-    out->resident_timing = out->resident_timing && e->ranks == 1;
     if (e->comm) out->transport = ff_comm_transport_name(e->comm);
 }
 
@@ -227,7 +296,17 @@ ff_status ff_exec_time_resident(ff_executor *e, int64_t n, int iters, double *ms
     ff_exec_caps_of(&caps, e);
     if (!caps.resident_timing)
         return FF_FAIL(FF_ERR_INPUT, "mode '%s': device-resident timing is not supported", ff_mode_name(e->mode));
-    return ff_device_time_resident(e->dev, n, iters, ms_out);
+    if (!e->comm) return ff_device_time_resident(e->dev, n, iters, ms_out);
+    // Several ranks: each replay starts from a barrier and ends when rank 0 holds the output (its
+    // gather waits for every rank); the caller takes each replay's maximum over ranks.
+    const int last = e->model->n_layers - 1;
+    for (int i = 0; i < iters; i++) {
+        FF_TRY(ff_comm_barrier(e->comm));
+        const double t0 = ff_now();
+        FF_TRY(ff_decomp_replay(e->decomp, n, 0, last));
+        ms_out[i] = 1e3 * (ff_now() - t0);
+    }
+    return FF_OK;
 }
 
 ff_status ff_exec_resident_output(ff_executor *e, float *out, int64_t n) {
@@ -235,7 +314,8 @@ ff_status ff_exec_resident_output(ff_executor *e, float *out, int64_t n) {
     ff_exec_caps_of(&caps, e);
     if (!caps.resident_timing)
         return FF_FAIL(FF_ERR_INPUT, "mode '%s': device-resident timing is not supported", ff_mode_name(e->mode));
-    return ff_device_resident_output(e->dev, out, n);
+    if (!e->comm) return ff_device_resident_output(e->dev, out, n);
+    return ff_decomp_resident_output(e->decomp, out, n, e->model->n_layers - 1);
 }
 
 ff_status ff_exec_pin_host(ff_executor *e, void *p, size_t bytes) {

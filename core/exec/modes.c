@@ -14,8 +14,10 @@ static const ff_mode_desc table[FF_N_MODES] = {
     // staged through host memory; over loopback (tests, fuzzer) the simulated ranks share a GPU.
     [FF_MODE_HYBRID] = {"hybrid", "v4", FF_DEVICE_CUDA, true, B(FF_SPLIT_BATCH) | B(FF_SPLIT_ROWS), FF_SPLIT_BATCH,
                         true, NULL},
+    // cuda device + device buffers handed straight to NCCL (bootstrapped over the rank's MPI
+    // communicator) or to a CUDA-aware MPI (--transport): no host copy on the way.
     [FF_MODE_DIRECT] = {"direct", "v5", FF_DEVICE_CUDA, true, B(FF_SPLIT_BATCH) | B(FF_SPLIT_ROWS), FF_SPLIT_BATCH,
-                        false, "its transport (NCCL, or CUDA-aware MPI) arrives with issue 14"},
+                        true, NULL},
 };
 
 const ff_mode_desc *ff_mode_desc_of(ff_mode m) {

@@ -5,12 +5,29 @@
 #include "fivefold/device.h"
 
 // Device buffers on a backend that moves host memory only: staged (comm_staged.c).
+static bool is_nccl(const ff_comm *c) {
+    return strcmp(c->ops->name, "nccl") == 0;
+}
+
 static bool staged(const ff_comm *c) {
-    return c->dev && !c->ops->device_copies;
+    return c->dev && !c->ops->device_copies && !c->device_native;
+}
+
+// The collective factor of nccl-tests' bus bandwidth ((P-1)/P for gathers, scatters, all-to-all).
+static double spread(const ff_comm *c) {
+    return c->size > 1 ? (double)(c->size - 1) / c->size : 0.0;
+}
+static size_t total(const size_t *counts, int P) {
+    size_t t = 0;
+    for (int r = 0; r < P; r++) t += counts[r];
+    return t;
 }
 
 ff_status ff_comm_bind_device(ff_comm *c, struct ff_device *d) {
-    c->dev = d && !ff_device_is_host(d) ? d : NULL;
+    struct ff_device *next = d && !ff_device_is_host(d) ? d : NULL;
+    if (next != c->dev) ff_comm_staged_free(c);  // its stages are page-locked by the old device
+    c->dev = next;
+    if (!c->dev) c->device_native = false;  // ff_comm_mpi_device_direct holds for one binding
     return FF_OK;
 }
 
@@ -20,7 +37,10 @@ struct ff_device *ff_comm_device(const ff_comm *c) {
 
 const char *ff_comm_transport_name(const ff_comm *c) {
     if (!c->dev) return c->ops->name;
-    return c->ops->device_copies ? "loopback (device copies)" : "mpi (staged through host memory)";
+    if (c->device_native) return "mpi (CUDA-aware: device buffers)";
+    if (!c->ops->device_copies) return "mpi (staged through pinned host memory)";
+    if (is_nccl(c)) return "nccl (device buffers)";
+    return strcmp(c->ops->name, "ipc") == 0 ? "cuda-ipc (device to device)" : "loopback (device copies)";
 }
 
 ff_status ff_comm_copy(ff_comm *c, void *dst, const void *src, size_t bytes) {
@@ -39,8 +59,20 @@ int ff_comm_size(const ff_comm *c) {
 int ff_comm_local_rank(const ff_comm *c) {
     return c->local_rank;
 }
+void ff_comm_set_timeout(ff_comm *c, double seconds) {
+    c->timeout_s = seconds;
+}
+double ff_comm_timeout(const ff_comm *c) {
+    return c->timeout_s;
+}
 int64_t ff_comm_bytes_sent(const ff_comm *c) {
     return c->bytes_sent;
+}
+int64_t ff_comm_p2p_bytes(const ff_comm *c) {
+    return c->p2p_bytes;
+}
+double ff_comm_bus_bytes(const ff_comm *c) {
+    return c->bus_bytes;
 }
 
 static ff_status check_root(const ff_comm *c, int root, const char *what) {
@@ -68,7 +100,11 @@ ff_status ff_comm_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, co
     FF_TRY(check_msgs(c, sends, n_sends, "send"));
     FF_TRY(check_msgs(c, recvs, n_recvs, "receive"));
     for (int i = 0; i < n_sends; i++)
-        if (sends[i].peer != c->rank) c->bytes_sent += (int64_t)sends[i].bytes;
+        if (sends[i].peer != c->rank) {
+            c->bytes_sent += (int64_t)sends[i].bytes;
+            c->p2p_bytes += (int64_t)sends[i].bytes;
+            c->bus_bytes += (double)sends[i].bytes;  // send/recv: factor 1
+        }
     if (staged(c)) return ff_comm_staged_exchange(c, sends, n_sends, recvs, n_recvs);
     return c->ops->exchange(c, sends, n_sends, recvs, n_recvs);
 }
@@ -80,6 +116,7 @@ ff_status ff_comm_barrier(ff_comm *c) {
 ff_status ff_comm_bcast(ff_comm *c, void *buf, size_t bytes, int root) {
     FF_TRY(check_root(c, root, "bcast"));
     if (c->rank == root) c->bytes_sent += (int64_t)bytes * (c->size - 1);
+    if (c->size > 1) c->bus_bytes += (double)bytes;  // broadcast: factor 1, every rank
     if (staged(c)) return ff_comm_staged_bcast(c, buf, bytes, root);
     return c->ops->bcast(c, buf, bytes, root);
 }
@@ -88,6 +125,7 @@ ff_status ff_comm_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const
                           size_t sendbytes, int root) {
     FF_TRY(check_root(c, root, "gatherv"));
     if (c->rank != root) c->bytes_sent += (int64_t)sendbytes;
+    if (c->rank == root) c->bus_bytes += (double)total(counts, c->size) * spread(c);
     if (staged(c)) return ff_comm_staged_gatherv(c, recvbuf, counts, displs, sendbuf, sendbytes, root);
     return c->ops->gatherv(c, recvbuf, counts, displs, sendbuf, sendbytes, root);
 }
@@ -98,6 +136,7 @@ ff_status ff_comm_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const vo
     if (c->rank == root)
         for (int r = 0; r < c->size; r++)
             if (r != root) c->bytes_sent += (int64_t)counts[r];
+    if (c->rank == root) c->bus_bytes += (double)total(counts, c->size) * spread(c);
     if (staged(c)) return ff_comm_staged_scatterv(c, recvbuf, recvbytes, sendbuf, counts, displs, root);
     return c->ops->scatterv(c, recvbuf, recvbytes, sendbuf, counts, displs, root);
 }
@@ -108,6 +147,7 @@ ff_status ff_comm_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, co
         return FF_FAIL(FF_ERR_INPUT, "allgatherv: rank %d sends %zu bytes but counts[%d] = %zu", c->rank, sendbytes,
                        c->rank, counts[c->rank]);
     c->bytes_sent += (int64_t)sendbytes * (c->size - 1);
+    c->bus_bytes += (double)total(counts, c->size) * spread(c);
     if (staged(c)) return ff_comm_staged_allgatherv(c, recvbuf, counts, displs, sendbuf, sendbytes);
     return c->ops->allgatherv(c, recvbuf, counts, displs, sendbuf, sendbytes);
 }
@@ -116,6 +156,7 @@ ff_status ff_comm_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_counts
                             const void *sendbuf, const size_t *send_counts, const size_t *send_displs) {
     for (int r = 0; r < c->size; r++)
         if (r != c->rank) c->bytes_sent += (int64_t)send_counts[r];
+    c->bus_bytes += (double)total(send_counts, c->size) * spread(c);
     if (staged(c))
         return ff_comm_staged_alltoallv(c, recvbuf, recv_counts, recv_displs, sendbuf, send_counts, send_displs);
     return c->ops->alltoallv(c, recvbuf, recv_counts, recv_displs, sendbuf, send_counts, send_displs);
@@ -123,17 +164,21 @@ ff_status ff_comm_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_counts
 
 ff_status ff_comm_allreduce_sum_f64(ff_comm *c, double *buf, size_t n) {
     c->bytes_sent += (int64_t)(n * sizeof(double)) * (c->size - 1);
+    c->bus_bytes += (double)(n * sizeof(double)) * 2 * spread(c);
     return c->ops->allreduce_sum_f64(c, buf, n);
 }
 
 ff_status ff_comm_allreduce_max_i64(ff_comm *c, int64_t *buf, size_t n) {
     c->bytes_sent += (int64_t)(n * sizeof(int64_t)) * (c->size - 1);
+    c->bus_bytes += (double)(n * sizeof(int64_t)) * 2 * spread(c);
     return c->ops->allreduce_max_i64(c, buf, n);
 }
 
 ff_status ff_comm_allreduce_sum_f32(ff_comm *c, float *buf, size_t n) {
     c->bytes_sent += (int64_t)(n * sizeof(float)) * (c->size - 1);
-    if (c->dev) return ff_comm_staged_sum_f32(c, buf, n);  // both backends reduce on the host
+    c->bus_bytes += (double)(n * sizeof(float)) * 2 * spread(c);
+    // Device memory: NCCL and a CUDA-aware MPI reduce it in place; the others on a host stage.
+    if (c->dev && !c->device_native && !is_nccl(c)) return ff_comm_staged_sum_f32(c, buf, n);
     return c->ops->allreduce_sum_f32(c, buf, n);
 }
 

@@ -6,9 +6,10 @@
 #include "fivefold/comm.h"
 
 typedef struct {
-    const char *name;    // "mpi", "loopback"
-    bool device_copies;  // copies device buffers itself (through ff_device_copy_bytes); else comm.c
-                         // stages them through host memory (comm_staged.c)
+    const char *name;    // "mpi", "loopback", "nccl"
+    bool device_copies;  // moves device buffers itself (loopback: ff_device_copy_bytes; nccl); else
+                         // comm.c stages them through host memory (comm_staged.c) unless the comm is
+                         // device_native (a CUDA-aware MPI)
     ff_status (*exchange)(ff_comm *c, const ff_comm_msg *sends, int n_sends, const ff_comm_msg *recvs, int n_recvs);
     ff_status (*barrier)(ff_comm *c);
     ff_status (*bcast)(ff_comm *c, void *buf, size_t bytes, int root);
@@ -35,9 +36,17 @@ struct ff_comm {
     // non-root its block; scatterv: root the blocks of the others; allgatherv: own block*(P-1);
     // alltoallv: the blocks for other ranks; allreduce: n*size*(P-1) (what a naive reduce moves).
     int64_t bytes_sent;
+    int64_t p2p_bytes;  // the part of bytes_sent sent by ff_comm_exchange (halo rows)
+    // nccl-tests' bus bytes: each operation's size S times its collective's factor (exchange and
+    // bcast 1, gatherv/scatterv/allgatherv/alltoallv (P-1)/P, allreduce 2(P-1)/P), so that bus
+    // bytes / time is the bus bandwidth, comparable across rank counts and with nccl-tests.
+    double bus_bytes;
+    bool device_native;     // device buffers go to the backend as they are (a CUDA-aware MPI)
+    double timeout_s;       // a wait with no progress for this long fails (ff_comm_set_timeout); <= 0: none
     struct ff_device *dev;  // the device whose memory the buffers are (ff_comm_bind_device); NULL: host
-    void *stage[2];         // comm_staged.c: host copies of the send and receive sides
-    size_t stage_cap[2];
+    void *stage[2];         // comm_staged.c: host copies of the send and receive sides, page-locked
+    size_t stage_cap[2];    // by dev (pinned: the device copies them by DMA at full speed)
+    bool stage_pinned[2];
 };
 
 // A copy between buffers of this comm's memory (host memcpy, or the bound device's copy).

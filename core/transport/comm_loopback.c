@@ -3,8 +3,10 @@
 // and per-pair tag in FIFO order, as MPI's non-overtaking rule gives); collectives publish their
 // buffers in per-rank slots and copy between two barriers. Misuse that would hang real MPI — a
 // rank failing, or leaving, while others wait, or ranks entering different collectives — ends
-// every waiting rank with FF_ERR_MPI instead; a wait with no progress for the timeout (60 s by
-// default: sends and receives that do not match) fails too.
+// every waiting rank with FF_ERR_MPI instead; a wait with no progress for the rank's timeout fails
+// too (sends and receives that do not match). Timeouts: each rank comm starts with the
+// process-wide loopback default (ff_comm_loopback_set_timeout, 60 s); ff_comm_set_timeout on a
+// rank comm changes that rank's own waits (<= 0: it waits until the others fail or return).
 #include <errno.h>
 #include <pthread.h>
 #include <time.h>
@@ -82,18 +84,26 @@ static lb_world *W(ff_comm *c) {
     return ((lb_comm *)c)->w;
 }
 
-static double lb_timeout_s = 60.0;
+static double lb_timeout_s = 60.0;  // what the rank comms of the next ff_comm_loopback_run start with
 void ff_comm_loopback_set_timeout(double seconds) {
     lb_timeout_s = seconds > 0 ? seconds : 60.0;
 }
 
-static struct timespec lb_deadline(void) {
+// The deadline of a wait that starts now, for a rank whose timeout is `timeout` seconds.
+static struct timespec lb_deadline(double timeout) {
     struct timespec t;
     clock_gettime(CLOCK_REALTIME, &t);
-    double s = (double)t.tv_sec + t.tv_nsec * 1e-9 + lb_timeout_s;
+    double s = (double)t.tv_sec + t.tv_nsec * 1e-9 + timeout;
     t.tv_sec = (time_t)s;
     t.tv_nsec = (long)((s - (double)t.tv_sec) * 1e9);
     return t;
+}
+
+// Waits for the world's condition; ETIMEDOUT after `until`, or never when the rank has no
+// timeout (timeout <= 0). The world's lock is held.
+static int lb_wait(lb_world *w, double timeout, const struct timespec *until) {
+    if (!(timeout > 0)) return pthread_cond_wait(&w->cv, &w->mu);
+    return pthread_cond_timedwait(&w->cv, &w->mu, until);
 }
 
 // Why a wait cannot complete, or FF_OK. Called with the lock held.
@@ -111,7 +121,7 @@ static ff_status lb_doomed(lb_world *w, int me, const char *what) {
     return FF_OK;
 }
 
-static ff_status lb_barrier_locked(lb_world *w, int me, const char *what) {
+static ff_status lb_barrier_locked(lb_world *w, int me, const char *what, double timeout) {
     ff_status st = lb_doomed(w, me, what);
     if (st != FF_OK) return st;
     int64_t g = w->gen;
@@ -121,24 +131,25 @@ static ff_status lb_barrier_locked(lb_world *w, int me, const char *what) {
         pthread_cond_broadcast(&w->cv);
         return FF_OK;
     }
-    struct timespec until = lb_deadline();
+    struct timespec until = lb_deadline(timeout);
     while (w->gen == g) {
         st = lb_doomed(w, me, what);
         if (st != FF_OK) return st;
-        if (pthread_cond_timedwait(&w->cv, &w->mu, &until) == ETIMEDOUT && w->gen == g) {
+        if (lb_wait(w, timeout, &until) == ETIMEDOUT && w->gen == g) {
             w->arrived--;  // leave the barrier: this rank gives up
             return FF_FAIL(FF_ERR_MPI,
-                           "loopback rank %d: %s: no progress in %.0f s (%d of %d "
+                           "loopback rank %d: %s made no progress for %g s (%d of %d "
                            "ranks arrived): a rank is stuck elsewhere",
-                           me, what, lb_timeout_s, w->arrived + 1, w->P);
+                           me, what, timeout, w->arrived + 1, w->P);
         }
     }
     return FF_OK;
 }
 
-static ff_status lb_barrier_op(lb_world *w, int me, const char *what) {
+static ff_status lb_barrier_op(ff_comm *c, const char *what) {
+    lb_world *w = W(c);
     pthread_mutex_lock(&w->mu);
-    ff_status st = lb_barrier_locked(w, me, what);
+    ff_status st = lb_barrier_locked(w, c->rank, what, c->timeout_s);
     pthread_mutex_unlock(&w->mu);
     return st;
 }
@@ -147,7 +158,7 @@ static ff_status lb_barrier_op(lb_world *w, int me, const char *what) {
 static ff_status lb_enter(ff_comm *c, const lb_slot *mine) {
     lb_world *w = W(c);
     w->slot[c->rank] = *mine;
-    FF_TRY(lb_barrier_op(w, c->rank, lb_op_name(mine->op)));
+    FF_TRY(lb_barrier_op(c, lb_op_name(mine->op)));
     for (int r = 0; r < w->P; r++)
         if (w->slot[r].op != mine->op || w->slot[r].root != mine->root)
             return FF_FAIL(FF_ERR_MPI,
@@ -158,7 +169,7 @@ static ff_status lb_enter(ff_comm *c, const lb_slot *mine) {
 }
 // Second half: nobody leaves (and reuses buffers or slots) until everyone has copied.
 static ff_status lb_leave(ff_comm *c, int op) {
-    return lb_barrier_op(W(c), c->rank, lb_op_name(op));
+    return lb_barrier_op(c, lb_op_name(op));
 }
 
 static ff_status lb_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, const ff_comm_msg *recvs, int n_recvs) {
@@ -188,8 +199,9 @@ static ff_status lb_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, 
     }
     ff_status st = FF_OK;
     pthread_mutex_lock(&w->mu);
-    struct timespec until = lb_deadline();
+    const double timeout = c->timeout_s;
     for (int i = 0; i < n_recvs && st == FF_OK; i++) {
+        struct timespec until = lb_deadline(timeout);  // per message: each arrival is progress
         int tag = 0, src = recvs[i].peer;
         for (int j = 0; j < i; j++) tag += recvs[j].peer == src;
         for (;;) {
@@ -216,11 +228,11 @@ static ff_status lb_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, 
                              w->failed_rank >= 0 ? "failed" : "has returned without sending it");
                 break;
             }
-            if (pthread_cond_timedwait(&w->cv, &w->mu, &until) == ETIMEDOUT) {
+            if (lb_wait(w, timeout, &until) == ETIMEDOUT) {
                 st = FF_FAIL(FF_ERR_MPI,
                              "loopback rank %d: receive %d from rank %d: no matching "
-                             "message in %.0f s (sends and receives do not match)",
-                             me, tag, src, lb_timeout_s);
+                             "message in %g s (sends and receives do not match, or rank %d is stuck)",
+                             me, tag, src, timeout, src);
                 break;
             }
         }
@@ -335,7 +347,7 @@ static ff_status lb_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_coun
             }                                                                         \
             tmp[i] = acc;                                                             \
         }                                                                             \
-        ff_status st = lb_barrier_op(W(c), c->rank, lb_op_name(OPID));                \
+        ff_status st = lb_barrier_op(c, lb_op_name(OPID));                            \
         if (st == FF_OK) {                                                            \
             memcpy(buf, tmp, sizeof(T) * n);                                          \
             st = lb_leave(c, OPID);                                                   \
@@ -400,6 +412,7 @@ ff_status ff_comm_loopback_run(int P, ff_comm_body body, void *arg) {
         rank[r].base.size = P;
         rank[r].base.local_rank = r;
         rank[r].base.local_size = P;
+        rank[r].base.timeout_s = lb_timeout_s;
         rank[r].w = &w;
         rank[r].body = body;
         rank[r].arg = arg;

@@ -1,7 +1,9 @@
 // Device buffers over a backend that moves host memory only (comm.h: ff_comm_bind_device on the
 // MPI backend — the hybrid mode's transport): each operation copies the device data it sends into
 // a host stage, runs the backend on the stages, and copies what it received back to the device.
-// The stages grow to the largest message and are kept (one send and one receive side per comm).
+// The stages grow to the largest message and are kept (one send and one receive side per comm),
+// page-locked by the bound device so that the copies run at DMA speed (pageable memory would add
+// the driver's own staging copy); they are released when the comm is bound to another device.
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,24 +12,32 @@
 
 enum { SEND_SIDE, RECV_SIDE };
 
+static void release(ff_comm *c, int side) {
+    if (c->stage_pinned[side] && c->dev) ff_device_unpin_host(c->dev, c->stage[side]);
+    free(c->stage[side]);
+    c->stage[side] = NULL;
+    c->stage_cap[side] = 0;
+    c->stage_pinned[side] = false;
+}
+
 static ff_status stage(ff_comm *c, int side, size_t bytes, unsigned char **out) {
     if (bytes > c->stage_cap[side] || !c->stage[side]) {
-        void *p = malloc(bytes ? bytes : 1);
-        if (!p) return FF_FAIL(FF_ERR_OOM, "host staging buffer of %zu bytes", bytes);
-        free(c->stage[side]);
+        // Grow geometrically: registering page-locked memory costs far more than the copy.
+        size_t cap = bytes > 2 * c->stage_cap[side] ? bytes : 2 * c->stage_cap[side];
+        void *p = malloc(cap ? cap : 1);
+        if (!p) return FF_FAIL(FF_ERR_OOM, "host staging buffer of %zu bytes", cap);
+        release(c, side);
         c->stage[side] = p;
-        c->stage_cap[side] = bytes;
+        c->stage_cap[side] = cap;
+        c->stage_pinned[side] = c->dev && ff_device_pin_host(c->dev, p, cap) == FF_OK;
+        if (!c->stage_pinned[side]) ff_clear_error();  // pageable: slower copies, same bytes
     }
     *out = c->stage[side];
     return FF_OK;
 }
 
 void ff_comm_staged_free(ff_comm *c) {
-    for (int s = 0; s < 2; s++) {
-        free(c->stage[s]);
-        c->stage[s] = NULL;
-        c->stage_cap[s] = 0;
-    }
+    for (int s = 0; s < 2; s++) release(c, s);
 }
 
 // Synchronous copies (the caller has finished the device's work on these buffers: comm.h).

@@ -17,6 +17,7 @@
 #include "fivefold/digest.h"
 #include "fivefold/executor.h"
 #include "fivefold/partition.h"
+#include "fivefold/trace.h"
 #include "fivefold/weights.h"
 
 #define LOOPBACK_TIMEOUT_S 10.0
@@ -120,6 +121,34 @@ static void misuse_fails_instead_of_hanging(void **state) {
     assert_non_null(strstr(ff_last_error(), "unreceived"));
     assert_int_equal(ff_comm_loopback_run(2, wrong_size_body, NULL), FF_ERR_MPI);
     assert_int_equal(ff_comm_loopback_run(0, collectives_body, NULL), FF_ERR_INPUT);
+}
+
+// ff_comm_set_timeout on a loopback rank sets that rank's own deadline: rank 0 gives up on a
+// message rank 1 never sends after 0.3 s (the others keep the process-wide 10 s), and rank 1's
+// barrier then ends because rank 0 failed. Every rank starts with the process-wide timeout.
+static ff_status own_timeout_body(ff_comm *c, void *arg) {
+    double *took = arg;
+    if (ff_comm_timeout(c) != LOOPBACK_TIMEOUT_S)
+        return FF_FAIL(FF_ERR_INTERNAL, "rank %d starts with a %g s timeout, expected %g", ff_comm_rank(c),
+                       ff_comm_timeout(c), LOOPBACK_TIMEOUT_S);
+    if (ff_comm_rank(c) != 0) return ff_comm_barrier(c);
+    ff_comm_set_timeout(c, 0.3);
+    if (ff_comm_timeout(c) != 0.3) return FF_FAIL(FF_ERR_INTERNAL, "ff_comm_timeout after setting 0.3 s");
+    int y = 0;
+    ff_comm_msg r = {1, &y, sizeof y};
+    const double t0 = ff_now();
+    ff_status st = ff_comm_exchange(c, NULL, 0, &r, 1);
+    *took = ff_now() - t0;
+    return st;
+}
+
+static void set_timeout_is_per_rank(void **state) {
+    (void)state;
+    double took = -1;
+    assert_int_equal(ff_comm_loopback_run(2, own_timeout_body, &took), FF_ERR_MPI);
+    assert_non_null(
+        strstr(ff_last_error(), "rank 0 of 2: loopback rank 0: receive 0 from rank 1: no matching message in 0.3 s"));
+    assert_true(took >= 0.25 && took < 5.0);
 }
 
 // ---- the mpi mode over loopback ranks, against serial ----
@@ -325,6 +354,67 @@ static void mpi_mode_rejects_bad_options(void **state) {
     assert_null(e);
 }
 
+// The executor's communication options: comm_timeout_s reaches the communicator (< 0 leaves it);
+// the test hooks' rank and layer are checked, naming the flag and the range.
+static ff_status exec_comm_options_body(ff_comm *c, void *arg) {
+    const ff_weights *w = arg;
+    ff_model m;
+    FF_TRY(ff_model_init(&m, "mnist-cnn"));
+    ff_exec_options o;
+    ff_exec_options_default(&o);
+    o.mode = FF_MODE_MPI;
+    o.split = FF_SPLIT_ROWS;
+    o.comm = c;
+    ff_executor *e = NULL;
+    const int me = ff_comm_rank(c);
+    if (o.comm_timeout_s >= 0 || o.crash_rank != -1 || o.crash_layer != -1)
+        return FF_FAIL(FF_ERR_INTERNAL, "defaults: comm_timeout_s %g, crash %d:%d", o.comm_timeout_s, o.crash_rank,
+                       o.crash_layer);
+    FF_TRY(ff_exec_create(&e, &m, me == 0 ? w : NULL, &o));
+    ff_exec_destroy(e);
+    if (ff_comm_timeout(c) != LOOPBACK_TIMEOUT_S)
+        return FF_FAIL(FF_ERR_INTERNAL, "a default executor changed the timeout");
+    o.comm_timeout_s = 7;
+    FF_TRY(ff_exec_create(&e, &m, me == 0 ? w : NULL, &o));
+    ff_exec_destroy(e);
+    if (ff_comm_timeout(c) != 7) return FF_FAIL(FF_ERR_INTERNAL, "comm_timeout_s 7 gave %g", ff_comm_timeout(c));
+    ff_comm_set_timeout(c, LOOPBACK_TIMEOUT_S);
+    o.comm_timeout_s = -1;
+    o.crash_rank = 2;  // of 2 ranks
+    o.crash_layer = 1;
+    if (ff_exec_create(&e, &m, me == 0 ? w : NULL, &o) != FF_ERR_INPUT ||
+        !strstr(ff_last_error(), "--inject-crash: rank 2: expected 0..1 (the job has 2 ranks)"))
+        return FF_FAIL(FF_ERR_INTERNAL, "crash rank 2 of 2 was not refused as expected");
+    o.crash_rank = 1;
+    o.crash_layer = m.n_layers;
+    o.crash_hang = true;
+    if (ff_exec_create(&e, &m, me == 0 ? w : NULL, &o) != FF_ERR_INPUT ||
+        !strstr(ff_last_error(), "--inject-hang: layer 10: model mnist-cnn has layers 0..9"))
+        return FF_FAIL(FF_ERR_INTERNAL, "hang layer 10 was not refused as expected");
+    ff_clear_error();
+    return FF_OK;
+}
+
+static void exec_comm_options(void **state) {
+    (void)state;
+    ff_model m;
+    assert_int_equal(ff_model_init(&m, "mnist-cnn"), FF_OK);
+    ff_weights w;
+    assert_int_equal(ff_weights_alloc(&w, &m), FF_OK);
+    ff_weights_generate(&w, &m, 3);
+    ff_status st = ff_comm_loopback_run(2, exec_comm_options_body, &w);
+    if (st != FF_OK) fail_msg("%s", ff_last_error());
+    ff_weights_free(&w);
+    // A single-process mode takes no hook.
+    ff_exec_options o;
+    ff_exec_options_default(&o);
+    o.crash_rank = 0;
+    o.crash_layer = 1;
+    ff_executor *e = NULL;
+    assert_int_equal(ff_exec_create(&e, &m, NULL, &o), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "--inject-crash: mode serial runs one process"));
+}
+
 int main(void) {
     // A wait with no progress fails after this long instead of 60 s: a broken exchange (the
     // mutation run breaks them on purpose) ends the test quickly; ranks here wait milliseconds.
@@ -333,10 +423,12 @@ int main(void) {
         cmocka_unit_test(collectives),
         cmocka_unit_test(exchange_matches_in_list_order),
         cmocka_unit_test(misuse_fails_instead_of_hanging),
+        cmocka_unit_test(set_timeout_is_per_rank),
         cmocka_unit_test(allreduce_adds_in_rank_order),
         cmocka_unit_test(mpi_mode_equals_serial),
         cmocka_unit_test(mpi_mode_every_rank_count_elementwise),
         cmocka_unit_test(mpi_mode_rejects_bad_options),
+        cmocka_unit_test(exec_comm_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

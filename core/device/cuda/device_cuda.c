@@ -83,6 +83,7 @@ typedef struct {
     float *d_lin_work;
     int64_t lin_work_floats;
     ff_gpu_event tev[2];    // resident timing
+    ff_gpu_event fence;     // ff_device_fence (made at the first use)
     const float *resident;  // output of the last resident replay
     int64_t resident_n;     // its batch
 } cuda_device;
@@ -98,6 +99,7 @@ static void cuda_destroy(ff_device *d) {
     for (int i = 0; i < CUDA_GRAPHS; i++) ff_gpu_graph_destroy(c->graphs[i].graph);
     for (int i = 0; i < c->n_events; i++) ff_gpu_event_destroy(c->ev[i]);
     for (int i = 0; i < 2; i++) ff_gpu_event_destroy(c->tev[i]);
+    if (c->fence) ff_gpu_event_destroy(c->fence);
     for (int i = 0; i < FF_MAX_LAYERS; i++) ff_gpu_free(c->d_wg[i]);
     ff_gpu_free(c->d_work);
     ff_gpu_free(c->d_lin_work);
@@ -260,6 +262,17 @@ static ff_status cuda_copy_bytes(ff_device *d, void *dst, const void *src, size_
 
 static ff_status cuda_sync(ff_device *d) {
     return ff_gpu_stream_sync(cuda_of(d)->stream);
+}
+
+static ff_status cuda_fence(ff_device *d) {
+    cuda_device *c = cuda_of(d);
+    if (!c->fence) FF_TRY(ff_gpu_event_create(&c->fence));
+    return ff_gpu_event_record(c->fence, c->stream);
+}
+
+static ff_status cuda_wait_fence(ff_device *d) {
+    cuda_device *c = cuda_of(d);
+    return c->fence ? ff_gpu_event_sync(c->fence) : ff_gpu_stream_sync(c->stream);
 }
 
 static ff_status cuda_pin_host(ff_device *d, void *p, size_t bytes) {
@@ -582,4 +595,6 @@ static const ff_device_ops cuda_ops = {
     .resident_output = cuda_resident_output,
     .pin_host = cuda_pin_host,
     .unpin_host = cuda_unpin_host,
+    .fence = cuda_fence,
+    .wait_fence = cuda_wait_fence,
 };

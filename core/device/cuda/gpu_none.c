@@ -93,6 +93,10 @@ ff_status ff_gpu_event_record(ff_gpu_event ev, ff_gpu_stream s) {
     (void)ev, (void)s;
     return FF_NO_CUDA();
 }
+ff_status ff_gpu_event_sync(ff_gpu_event ev) {
+    (void)ev;
+    return FF_NO_CUDA();
+}
 ff_status ff_gpu_event_elapsed(double *seconds, ff_gpu_event start, ff_gpu_event stop) {
     (void)start, (void)stop;
     *seconds = 0;

@@ -167,6 +167,11 @@ ff_status ff_gpu_event_record(ff_gpu_event ev, ff_gpu_stream s) {
     return FF_OK;
 }
 
+ff_status ff_gpu_event_sync(ff_gpu_event ev) {
+    FF_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)ev));
+    return FF_OK;
+}
+
 ff_status ff_gpu_event_elapsed(double *seconds, ff_gpu_event start, ff_gpu_event stop) {
     float ms = 0;
     FF_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)stop));

@@ -18,9 +18,16 @@ typedef struct {
     double gflops;                 // model FLOPs * batch / median
     double phase_ms[FF_N_PHASES];  // mean per forward, summed over layers (this rank)
     int64_t comm_bytes;            // per forward, this rank
-    double comm_busbw_gbs;         // comm bytes / comm time, GB/s (0 when no communication)
-    int64_t wrong;                 // timed runs whose output digest differed from the expected one
-    uint64_t digest;               // output digest of the last timed run (rank 0)
+    int64_t halo_bytes;            // the part of comm_bytes sent point-to-point (halo rows); the rest
+                                   // went through collectives (scatter, gathers, broadcasts)
+    double comm_busbw_gbs;         // bus bandwidth, GB/s: bus bytes / comm time with nccl-tests'
+                                   // collective factors (comm.h); 0 when no communication
+    // Per layer (last row: outside any layer), mean per forward: phases (ms), bytes, bus bandwidth.
+    double layer_ms[FF_MAX_LAYERS + 1][FF_N_PHASES];
+    int64_t layer_comm_bytes[FF_MAX_LAYERS + 1], layer_halo_bytes[FF_MAX_LAYERS + 1];
+    double layer_busbw_gbs[FF_MAX_LAYERS + 1];
+    int64_t wrong;    // timed runs whose output digest differed from the expected one
+    uint64_t digest;  // output digest of the last timed run (rank 0)
     // Device-resident figures (modes with ff_exec_time_resident, i.e. GPU modes; zero elsewhere):
     // the same forward replayed `iters` times on the batch already on the device, event-timed, no
     // host copies: what PyTorch's GPU figure measures. The output of the last replay is copied back

@@ -6,6 +6,7 @@
 //     fast tests; same semantics as MPI (blocking collectives, matched point-to-point by tag).
 // All counts are in bytes unless the name says elements. All collectives are blocking.
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -22,6 +23,19 @@ int ff_comm_size(const ff_comm *c);
 // This rank's index among the ranks on its node (MPI_COMM_TYPE_SHARED; loopback: its rank): a GPU
 // mode gives rank r the GPU local_rank % GPUs.
 int ff_comm_local_rank(const ff_comm *c);
+
+// The deadline of every wait (default 30 s; <= 0: wait forever): a point-to-point message or
+// collective that makes no progress for this long fails with FF_ERR_MPI naming this rank and what
+// it waited for, instead of hanging on a lost or stopped peer. Progress (any message or request
+// completing) restarts the clock; a rank busy for longer than this between two communications
+// (rank 0 alone reading files, say) trips it too. The MPI backend names the peers an exchange
+// waits for and, after a short roll call among the ranks that timed out, the ranks that are silent,
+// with what this node sees of their processes ("rank 1: its process 4711 is stopped"); a timed-out
+// call's receives are cancelled, its sends and collectives may still use their buffers until the
+// job ends (end it: the CLI calls MPI_Abort). Per communicator; loopback ranks start with the
+// process-wide loopback timeout (ff_comm_loopback_set_timeout), which this overrides for one rank.
+void ff_comm_set_timeout(ff_comm *c, double seconds);
+double ff_comm_timeout(const ff_comm *c);
 
 // Point-to-point exchange of a whole plan at once (halo exchange): post every receive and send,
 // then wait for all. send_buf[i] goes to send_peer[i]; recv_buf[i] comes from recv_peer[i].
@@ -68,8 +82,13 @@ struct ff_device *ff_comm_device(const ff_comm *c);
 // memory)", "loopback (device copies)".
 const char *ff_comm_transport_name(const ff_comm *c);
 
-// Bytes this rank has sent since creation (for traces and bus bandwidth).
+// Bytes this rank has sent since creation (for traces), and the part sent by ff_comm_exchange.
 int64_t ff_comm_bytes_sent(const ff_comm *c);
+int64_t ff_comm_p2p_bytes(const ff_comm *c);
+// Bus bytes since creation, nccl-tests' convention: each operation's size times its collective's
+// factor (send/recv and bcast 1; gatherv, scatterv, allgatherv, alltoallv (P-1)/P; allreduce
+// 2(P-1)/P). Bus bytes / communication time is the bus bandwidth, comparable across rank counts.
+double ff_comm_bus_bytes(const ff_comm *c);
 
 // ---- backends ----
 // MPI: wraps `mpi_comm` (an MPI_Comm passed as its integer/handle value via a pointer, so that
@@ -80,8 +99,37 @@ ff_status ff_comm_mpi_create(ff_comm **out, const void *mpi_comm);
 typedef ff_status (*ff_comm_body)(ff_comm *c, void *arg);
 ff_status ff_comm_loopback_run(int P, ff_comm_body body, void *arg);
 void ff_comm_destroy(ff_comm *c);  // MPI backend only; loopback comms are owned by the runner
-// Loopback only: a blocked receive or collective that sees no progress for this long fails with
-// FF_ERR_MPI instead of hanging (default 60 s; tests of misuse set it short). Process-wide.
+
+// ---- GPU-direct transports (the direct mode): device buffers go to the interconnect as they are ----
+// A CUDA-aware MPI (MPIX_Query_cuda_support in Open MPI, MPIX_GPU_query_support in MPICH): sets
+// *yes and writes the library's name and what it reported to `why` (for messages).
+ff_status ff_comm_mpi_cuda_aware(bool *yes, char *why, size_t why_cap);
+// Makes an MPI comm hand device buffers straight to MPI (no host staging) once it is bound to a
+// device. FF_ERR_INPUT naming the MPI library when it is not CUDA-aware.
+ff_status ff_comm_mpi_device_direct(ff_comm *c);
+// NCCL over the calling thread's current GPU, bootstrapped through `boot` (MPI, or loopback ranks
+// each on their own GPU): rank 0's unique id is broadcast, then every point-to-point message and
+// collective on device buffers is an NCCL call on the comm's own stream (grouped send/recv for
+// exchanges and v-collectives, ncclBroadcast, ncclAllReduce); host-memory operations (barrier,
+// f64/i64 all-reduces, and everything while no device is bound) go through `boot`, which must
+// outlive the new comm. NCCL refuses two ranks on one GPU: that is checked first and reported as
+// FF_ERR_INPUT naming the ranks, the GPU and the host. Waits poll NCCL's asynchronous error and
+// the stream against the comm's timeout (ff_comm_set_timeout); on a lost peer the communicator is
+// aborted and FF_ERR_MPI names this rank and the operation. ff_comm_destroy frees it.
+ff_status ff_comm_nccl_create(ff_comm **out, ff_comm *boot);
+// Whether this build has NCCL (ff_comm_nccl_create returns FF_ERR_NO_CUDA otherwise).
+bool ff_comm_nccl_built(void);
+// CUDA IPC between the MPI ranks of one node (any GPUs, shared ones included): a receiver maps the
+// sender's device allocation and copies from it device to device; only descriptors and
+// acknowledgements go through `boot` (which must outlive the new comm). Device all-reduces are
+// staged through host memory. FF_ERR_INPUT when the ranks span several hosts.
+ff_status ff_comm_ipc_create(ff_comm **out, ff_comm *boot);
+// Over `boot` (collective; the calling thread's current GPU): whether every rank has a GPU of its
+// own (else `why` names two ranks sharing one) and whether all ranks are on one host.
+ff_status ff_comm_gpu_layout(ff_comm *boot, bool *one_gpu_per_rank, bool *one_node, char *why, size_t cap);
+// Loopback only: the timeout (ff_comm_set_timeout) the rank comms of later ff_comm_loopback_run
+// calls start with: a blocked receive or collective that sees no progress for this long fails with
+// FF_ERR_MPI instead of hanging (default 60 s; <= 0 restores it; tests of misuse set it short).
 void ff_comm_loopback_set_timeout(double seconds);
 
 #ifdef __cplusplus

@@ -39,6 +39,20 @@ void ff_decomp_destroy(ff_decomp *x);
 ff_status ff_decomp_forward(ff_decomp *x, float *out, const float *in, int64_t n, int first, int last, int fault_layer,
                             ff_trace *trace);
 
+// Test hooks --inject-crash / --inject-hang (executor.h: crash_rank, crash_layer): in every later
+// forward that runs `layer`, rank `rank` stops just before the first communication belonging to
+// that layer or a later one (or at the forward's end if none follows): raise(SIGKILL), or (hang)
+// sleep for ever, so that the other ranks are left inside or entering that exchange.
+void ff_decomp_set_crash(ff_decomp *x, int rank, int layer, bool hang);
+
+// Device-resident replay (GPU devices; what a data-parallel PyTorch figure measures): the last
+// forward of these n images and layers again, without host copies. The input is where that forward
+// put it — batch: each rank's images already on its own device (no scatter); rows: the batch on
+// rank 0's device, scattered in row bands as usual — and the output stays on rank 0's device,
+// where ff_decomp_resident_output downloads it. Collective.
+ff_status ff_decomp_replay(ff_decomp *x, int64_t n, int first, int last);
+ff_status ff_decomp_resident_output(ff_decomp *x, float *out_host, int64_t n, int last);
+
 #ifdef __cplusplus
 }
 #endif

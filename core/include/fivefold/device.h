@@ -74,6 +74,14 @@ ff_status ff_device_copy_rows(ff_device *d, float *dst, int64_t dst_lo, int64_t 
 ff_status ff_device_copy_bytes(ff_device *d, void *dst, const void *src, size_t bytes);
 // Waits for every piece of work enqueued so far.
 ff_status ff_device_sync(ff_device *d);
+// A fence: ff_device_wait_fence waits for the work enqueued before the last ff_device_fence, not
+// for what was enqueued after it. The rows split packs its halo rows, fences, enqueues the
+// interior of the layer (rows that need no halo), waits for the fence and exchanges: the interior
+// is computed while the halos travel. On the cpu device (synchronous) both return at once.
+ff_status ff_device_fence(ff_device *d);
+ff_status ff_device_wait_fence(ff_device *d);
+// Whether work returns before it is done (a GPU): only then is overlapping worth its extra steps.
+bool ff_device_is_async(const ff_device *d);
 
 // ---- compute ----
 // Layers [first, last] on n whole images: `in` (n, layers[first].in) device memory; *out receives

@@ -1,7 +1,8 @@
 // One executor interface for all five modes (docs/ARCHITECTURE.md §1, §3). The CLI, the verifier, the
 // benchmark and the trainer drive modes only through these functions. A mode is a composition of
 // a device (device.h: cpu or cuda), a decomposition (core/decomp/: none, batch, rows, replicate)
-// and a transport (comm.h: none, host MPI, loopback, staged through host memory); the table in
+// and a transport (comm.h: none, host MPI, loopback, staged through host memory, NCCL, CUDA-aware
+// MPI); the table in
 // core/exec/modes.c says which, and the executor itself is opaque.
 #pragma once
 #include <stdbool.h>
@@ -27,16 +28,36 @@ bool ff_mode_is_multirank(ff_mode m);
 
 struct ff_comm;  // comm.h
 
+// How the direct mode's ranks hand device buffers to each other (--transport): NCCL (one GPU per
+// rank), a CUDA-aware MPI, CUDA IPC (ranks of one node, GPUs may be shared), or auto: NCCL when
+// every rank has its own GPU, else CUDA IPC on one node, else a CUDA-aware MPI.
+typedef enum { FF_TRANSPORT_AUTO, FF_TRANSPORT_NCCL, FF_TRANSPORT_MPI, FF_TRANSPORT_IPC } ff_transport;
+ff_status ff_transport_parse(ff_transport *out, const char *s);
+const char *ff_transport_name(ff_transport t);
+
 typedef struct {
     ff_mode mode;
-    ff_split split;        // multi-rank modes; FF_SPLIT_NONE for single-process ones
-    int64_t max_batch;     // largest n forward() will be called with (buffers sized once)
-    ff_plan_options plan;  // algorithm choices, backend, precision (plan.h)
-    int fault_layer;       // test hook (--inject-fault): layer index whose output element 0 is
-                           // perturbed far beyond its tolerance; -1 for none
-    bool trace;            // fill the trace with phase timers
-    int gpu;               // GPU modes: the device index; -1: the node-local rank % the GPUs present
-    struct ff_comm *comm;  // multi-rank modes: the communicator (MPI or loopback); NULL otherwise
+    ff_split split;          // multi-rank modes; FF_SPLIT_NONE for single-process ones
+    int64_t max_batch;       // largest n forward() will be called with (buffers sized once)
+    ff_plan_options plan;    // algorithm choices, backend, precision (plan.h)
+    int fault_layer;         // test hook (--inject-fault): layer index whose output element 0 is
+                             // perturbed far beyond its tolerance; -1 for none
+    bool trace;              // fill the trace with phase timers
+    int gpu;                 // GPU modes: the device index; -1: the node-local rank % the GPUs present
+    struct ff_comm *comm;    // multi-rank modes: the communicator (MPI or loopback); NULL otherwise
+    ff_transport transport;  // direct mode: NCCL (bootstrapped over comm) or comm itself (CUDA-aware MPI)
+    // Multi-rank modes: the communication deadline ff_exec_create gives comm (ff_comm_set_timeout,
+    // --comm-timeout): seconds without progress before a wait fails; 0: none; < 0 (default): leave
+    // comm's own (30 s on MPI).
+    double comm_timeout_s;
+    // Test hooks --inject-crash / --inject-hang RANK:LAYER (multi-rank modes): in a forward that
+    // runs layer crash_layer, rank crash_rank stops just before the first communication that
+    // belongs to that layer or a later one (the rows split's scatter, halo exchange, all-gather or
+    // collect; the batch split's gather of the last layer; the replicate split has none after its
+    // broadcast), or at the end of that forward if none follows: it kills itself with SIGKILL, or
+    // (crash_hang) sleeps for ever without answering. -1: none.
+    int crash_rank, crash_layer;
+    bool crash_hang;
 } ff_exec_options;
 
 // The defaults; the plan's from ff_plan_options_default (FF_CUDA_* variables set its defaults:
@@ -53,7 +74,8 @@ typedef struct {
     ff_split default_split;    // what --split defaults to for this mode
     bool resident_timing;      // ff_exec_time_resident is supported
     bool pins_host;            // ff_exec_pin_host makes host<->device copies faster
-    const char *transport;     // "none", "mpi", "loopback", "mpi (staged through host memory)"
+    const char *transport;     // "none", "mpi", "loopback", "mpi (staged through host memory)",
+                               // "nccl (device buffers)", "mpi (CUDA-aware: device buffers)"
 } ff_exec_caps;
 
 // A mode's capabilities before any executor exists (device, needs_comm, default_split).
@@ -83,8 +105,11 @@ ff_trace *ff_exec_trace(ff_executor *e);
 int ff_exec_rank(const ff_executor *e);
 int ff_exec_ranks(const ff_executor *e);
 
-// Device-resident timing (caps.resident_timing): `iters` whole forwards of n images on the input
-// already resident on the device (the last whole-model forward's, same n), without host copies;
+// Device-resident timing (caps.resident_timing: GPU modes): `iters` whole forwards of n images on
+// the input already resident on the device (the last whole-model forward's, same n), without host
+// copies. Several ranks (collective): batch split — each rank's images on its own GPU, outputs
+// gathered on rank 0's GPU (what PyTorch's data-parallel figure measures); rows — the batch on
+// rank 0's GPU, scattered, halo-exchanged and collected there; each replay from a barrier;
 // ms_out (iters) receives each. FF_ERR_INPUT "not supported" elsewhere.
 ff_status ff_exec_time_resident(ff_executor *e, int64_t n, int iters, double *ms_out);
 // The output of the last resident replay (host memory, (n, classes)); FF_ERR_INPUT where unsupported.

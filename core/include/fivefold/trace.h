@@ -14,6 +14,8 @@ typedef enum { FF_PHASE_COMPUTE, FF_PHASE_H2D, FF_PHASE_D2H, FF_PHASE_COMM, FF_P
 typedef struct {
     double seconds[FF_MAX_LAYERS + 1][FF_N_PHASES];  // last row: outside any layer (scatter, gather)
     int64_t comm_bytes[FF_MAX_LAYERS + 1];           // bytes this rank sent
+    int64_t halo_bytes[FF_MAX_LAYERS + 1];           // the part sent point-to-point (halo rows)
+    double bus_bytes[FF_MAX_LAYERS + 1];             // nccl-tests' bus bytes (comm.h): / comm time = busbw
     int64_t calls;                                   // forwards accumulated
 } ff_trace;
 

@@ -1,0 +1,367 @@
+// NCCL backend of comm.h (the direct mode's transport, docs/ARCHITECTURE.md §7): device buffers go
+// to NCCL as they are, on the comm's own stream; host-memory work goes through the bootstrap comm.
+//
+// Why it looks like this:
+//  - NCCL has no v-collectives. gatherv/scatterv/alltoallv are one group of ncclSend/ncclRecv;
+//    allgatherv is ncclAllGather when the blocks are equal and contiguous, else one group of
+//    ncclBroadcast calls (one per root), which NCCL runs as one fused operation.
+//  - Every wait is a poll, never a blocking call: the communicator is created non-blocking
+//    (config.blocking = 0), and completion is cudaStreamQuery on the comm's stream interleaved with
+//    ncclCommGetAsyncError, against the comm's deadline. A peer that died or stopped therefore ends
+//    in an error naming this rank and the operation, with the communicator aborted
+//    (ncclCommAbort), instead of a kernel spinning forever.
+//  - The decomposition synchronises its device before each call (comm.h), so the comm's stream
+//    needs no event from the device's stream; each call returns with its data landed.
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm_internal.h"
+#include "fivefold/trace.h"
+
+#ifndef FF_HAVE_NCCL
+
+bool ff_comm_nccl_built(void) {
+    return false;
+}
+ff_status ff_comm_nccl_create(ff_comm **out, ff_comm *boot) {
+    (void)boot;
+    *out = NULL;
+    return FF_FAIL(FF_ERR_NO_CUDA, "this build of fivefold has no NCCL (CMake found no nccl.h/libnccl)");
+}
+
+#else
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+#include <sched.h>
+#include <time.h>
+
+typedef struct {
+    ff_comm base;
+    ff_comm *boot;  // host memory: barrier, f64/i64 all-reduces, everything while unbound
+    ncclComm_t nc;
+    cudaStream_t stream;
+    bool aborted;
+} ff_comm_nccl;
+
+static ff_comm_nccl *nccl_of(ff_comm *c) {
+    return (ff_comm_nccl *)c;
+}
+
+bool ff_comm_nccl_built(void) {
+    return true;
+}
+
+static ff_status nccl_fail(ff_comm_nccl *n, ncclResult_t r, const char *file, int line, const char *what) {
+    const char *last = n && n->nc ? ncclGetLastError(n->nc) : "";
+    return ff_fail(FF_ERR_NCCL, file, line, "rank %d: NCCL %s failed: %s%s%s", n ? n->base.rank : -1, what,
+                   ncclGetErrorString(r), last && *last ? ": " : "", last ? last : "");
+}
+#define NCCL_TRY(n, call, what)                                                                                    \
+    do {                                                                                                           \
+        ncclResult_t ff_r_ = (call);                                                                               \
+        if (ff_r_ != ncclSuccess && ff_r_ != ncclInProgress) return nccl_fail(n, ff_r_, __FILE__, __LINE__, what); \
+    } while (0)
+
+static void backoff(int spins) {
+    if (spins < 2000) return;  // the first ~ms: spin (a halo is tens of microseconds)
+    if (spins < 4000) {
+        sched_yield();
+        return;
+    }
+    struct timespec ts = {0, 50000};  // then 50 us naps: a waiting rank leaves its core to others
+    nanosleep(&ts, NULL);
+}
+
+// Waits until NCCL has enqueued the group (non-blocking comms return ncclInProgress) and, when
+// `stream_too`, until the stream has run it; polls the asynchronous error against the deadline.
+static ff_status nccl_wait(ff_comm_nccl *n, const char *what, bool stream_too) {
+    const double t0 = ff_now(), limit = n->base.timeout_s;
+    for (int spins = 0;; spins++) {
+        ncclResult_t ar = ncclSuccess;
+        ncclResult_t r = ncclCommGetAsyncError(n->nc, &ar);
+        if (r != ncclSuccess) return nccl_fail(n, r, __FILE__, __LINE__, "ncclCommGetAsyncError");
+        if (ar != ncclSuccess && ar != ncclInProgress) {
+            ff_status st = nccl_fail(n, ar, __FILE__, __LINE__, what);
+            ncclCommAbort(n->nc);
+            n->aborted = true;
+            return ff_fail_context(st, "a peer of rank %d failed or left: communicator aborted", n->base.rank);
+        }
+        if (ar == ncclSuccess) {
+            if (!stream_too) return FF_OK;
+            cudaError_t e = cudaStreamQuery(n->stream);
+            if (e == cudaSuccess) return FF_OK;
+            if (e != cudaErrorNotReady)
+                return FF_FAIL(FF_ERR_CUDA, "rank %d: NCCL %s: %s", n->base.rank, what, cudaGetErrorString(e));
+        }
+        if (limit > 0 && ff_now() - t0 > limit) {
+            ncclCommAbort(n->nc);
+            n->aborted = true;
+            return FF_FAIL(FF_ERR_MPI,
+                           "rank %d: NCCL %s made no progress for %.0f s: a peer rank is lost or stopped "
+                           "(communicator aborted; --comm-timeout sets the limit)",
+                           n->base.rank, what, limit);
+        }
+        backoff(spins);
+    }
+}
+
+static ff_status usable(ff_comm_nccl *n, const char *what) {
+    if (n->aborted)
+        return FF_FAIL(FF_ERR_NCCL, "rank %d: NCCL %s: the communicator was aborted by an earlier failure",
+                       n->base.rank, what);
+    return FF_OK;
+}
+
+// ncclGroupEnd, then the wait for the whole group.
+static ff_status group_end(ff_comm_nccl *n, const char *what) {
+    NCCL_TRY(n, ncclGroupEnd(), what);
+    return nccl_wait(n, what, true);
+}
+
+static ff_status d2d(ff_comm_nccl *n, void *dst, const void *src, size_t bytes) {
+    if (!bytes || dst == src) return FF_OK;
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, n->stream);
+    if (e != cudaSuccess)
+        return FF_FAIL(FF_ERR_CUDA, "rank %d: device copy of %zu bytes: %s", n->base.rank, bytes,
+                       cudaGetErrorString(e));
+    return FF_OK;
+}
+
+static ff_status nc_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, const ff_comm_msg *recvs, int n_recvs) {
+    ff_comm_nccl *n = nccl_of(c);
+    if (!c->dev) return n->boot->ops->exchange(n->boot, sends, n_sends, recvs, n_recvs);
+    FF_TRY(usable(n, "halo exchange"));
+    // Messages between one pair are matched in the order they are posted (NCCL's rule for
+    // send/recv in a group), which is comm.h's order; empty messages are skipped on both sides.
+    NCCL_TRY(n, ncclGroupStart(), "halo exchange");
+    for (int i = 0; i < n_recvs; i++)
+        if (recvs[i].bytes)
+            NCCL_TRY(n, ncclRecv(recvs[i].buf, recvs[i].bytes, ncclUint8, recvs[i].peer, n->nc, n->stream), "ncclRecv");
+    for (int i = 0; i < n_sends; i++)
+        if (sends[i].bytes)
+            NCCL_TRY(n, ncclSend(sends[i].buf, sends[i].bytes, ncclUint8, sends[i].peer, n->nc, n->stream), "ncclSend");
+    return group_end(n, "halo exchange (grouped send/recv)");
+}
+
+static ff_status nc_barrier(ff_comm *c) {
+    ff_comm_nccl *n = nccl_of(c);
+    return n->boot->ops->barrier(n->boot);
+}
+
+static ff_status nc_bcast(ff_comm *c, void *buf, size_t bytes, int root) {
+    ff_comm_nccl *n = nccl_of(c);
+    if (!c->dev) return n->boot->ops->bcast(n->boot, buf, bytes, root);
+    FF_TRY(usable(n, "broadcast"));
+    NCCL_TRY(n, ncclBroadcast(buf, buf, bytes, ncclUint8, root, n->nc, n->stream), "ncclBroadcast");
+    return nccl_wait(n, "broadcast", true);
+}
+
+static ff_status nc_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs, const void *sendbuf,
+                            size_t sendbytes, int root) {
+    ff_comm_nccl *n = nccl_of(c);
+    if (!c->dev) return n->boot->ops->gatherv(n->boot, recvbuf, counts, displs, sendbuf, sendbytes, root);
+    FF_TRY(usable(n, "gather"));
+    const int me = c->rank;
+    NCCL_TRY(n, ncclGroupStart(), "gather");
+    if (me == root) {
+        for (int r = 0; r < c->size; r++)
+            if (r != me && counts[r])
+                NCCL_TRY(n, ncclRecv((char *)recvbuf + displs[r], counts[r], ncclUint8, r, n->nc, n->stream),
+                         "ncclRecv");
+    } else if (sendbytes) {
+        NCCL_TRY(n, ncclSend(sendbuf, sendbytes, ncclUint8, root, n->nc, n->stream), "ncclSend");
+    }
+    NCCL_TRY(n, ncclGroupEnd(), "gather");
+    if (me == root) FF_TRY(d2d(n, (char *)recvbuf + displs[me], sendbuf, counts[me]));
+    return nccl_wait(n, "gather (grouped send/recv)", true);
+}
+
+static ff_status nc_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf, const size_t *counts,
+                             const size_t *displs, int root) {
+    ff_comm_nccl *n = nccl_of(c);
+    if (!c->dev) return n->boot->ops->scatterv(n->boot, recvbuf, recvbytes, sendbuf, counts, displs, root);
+    FF_TRY(usable(n, "scatter"));
+    const int me = c->rank;
+    NCCL_TRY(n, ncclGroupStart(), "scatter");
+    if (me == root) {
+        for (int r = 0; r < c->size; r++)
+            if (r != me && counts[r])
+                NCCL_TRY(n, ncclSend((const char *)sendbuf + displs[r], counts[r], ncclUint8, r, n->nc, n->stream),
+                         "ncclSend");
+    } else if (recvbytes) {
+        NCCL_TRY(n, ncclRecv(recvbuf, recvbytes, ncclUint8, root, n->nc, n->stream), "ncclRecv");
+    }
+    NCCL_TRY(n, ncclGroupEnd(), "scatter");
+    if (me == root) FF_TRY(d2d(n, recvbuf, (const char *)sendbuf + displs[me], counts[me]));
+    return nccl_wait(n, "scatter (grouped send/recv)", true);
+}
+
+static ff_status nc_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
+                               const void *sendbuf, size_t sendbytes) {
+    ff_comm_nccl *n = nccl_of(c);
+    if (!c->dev) return n->boot->ops->allgatherv(n->boot, recvbuf, counts, displs, sendbuf, sendbytes);
+    FF_TRY(usable(n, "all-gather"));
+    bool equal = true;
+    for (int r = 0; r < c->size; r++) equal = equal && counts[r] == counts[0] && displs[r] == (size_t)r * counts[0];
+    if (equal) {
+        if (counts[0])
+            NCCL_TRY(n, ncclAllGather(sendbuf, recvbuf, counts[0], ncclUint8, n->nc, n->stream), "ncclAllGather");
+        return nccl_wait(n, "all-gather", true);
+    }
+    NCCL_TRY(n, ncclGroupStart(), "all-gather");
+    for (int r = 0; r < c->size; r++) {
+        if (!counts[r]) continue;
+        void *dst = (char *)recvbuf + displs[r];
+        NCCL_TRY(n, ncclBroadcast(r == c->rank ? sendbuf : dst, dst, counts[r], ncclUint8, r, n->nc, n->stream),
+                 "ncclBroadcast");
+    }
+    return group_end(n, "all-gather (grouped broadcasts)");
+}
+
+static ff_status nc_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_counts, const size_t *recv_displs,
+                              const void *sendbuf, const size_t *send_counts, const size_t *send_displs) {
+    ff_comm_nccl *n = nccl_of(c);
+    if (!c->dev)
+        return n->boot->ops->alltoallv(n->boot, recvbuf, recv_counts, recv_displs, sendbuf, send_counts, send_displs);
+    FF_TRY(usable(n, "all-to-all"));
+    const int me = c->rank;
+    NCCL_TRY(n, ncclGroupStart(), "all-to-all");
+    for (int r = 0; r < c->size; r++) {
+        if (r == me) continue;
+        if (recv_counts[r])
+            NCCL_TRY(n, ncclRecv((char *)recvbuf + recv_displs[r], recv_counts[r], ncclUint8, r, n->nc, n->stream),
+                     "ncclRecv");
+        if (send_counts[r])
+            NCCL_TRY(n,
+                     ncclSend((const char *)sendbuf + send_displs[r], send_counts[r], ncclUint8, r, n->nc, n->stream),
+                     "ncclSend");
+    }
+    NCCL_TRY(n, ncclGroupEnd(), "all-to-all");
+    FF_TRY(d2d(n, (char *)recvbuf + recv_displs[me], (const char *)sendbuf + send_displs[me], send_counts[me]));
+    return nccl_wait(n, "all-to-all (grouped send/recv)", true);
+}
+
+static ff_status nc_sum_f64(ff_comm *c, double *buf, size_t k) {
+    ff_comm_nccl *n = nccl_of(c);
+    return n->boot->ops->allreduce_sum_f64(n->boot, buf, k);
+}
+static ff_status nc_max_i64(ff_comm *c, int64_t *buf, size_t k) {
+    ff_comm_nccl *n = nccl_of(c);
+    return n->boot->ops->allreduce_max_i64(n->boot, buf, k);
+}
+static ff_status nc_sum_f32(ff_comm *c, float *buf, size_t k) {
+    ff_comm_nccl *n = nccl_of(c);
+    if (!c->dev) return n->boot->ops->allreduce_sum_f32(n->boot, buf, k);
+    FF_TRY(usable(n, "all-reduce"));
+    NCCL_TRY(n, ncclAllReduce(buf, buf, k, ncclFloat, ncclSum, n->nc, n->stream), "ncclAllReduce");
+    return nccl_wait(n, "all-reduce", true);
+}
+
+static void nc_destroy(ff_comm *c) {
+    ff_comm_nccl *n = nccl_of(c);
+    // Finalize is asynchronous on a non-blocking comm: wait for it (bounded by the deadline), then
+    // destroy; one that does not finish in time is aborted instead of hanging the exit.
+    if (n->nc && !n->aborted) {
+        ncclResult_t r = ncclCommFinalize(n->nc);
+        if ((r == ncclSuccess || r == ncclInProgress) && nccl_wait(n, "finalize", false) == FF_OK)
+            ncclCommDestroy(n->nc);
+        else if (!n->aborted)
+            ncclCommAbort(n->nc);
+        ff_clear_error();
+    }
+    if (n->stream) cudaStreamDestroy(n->stream);
+    free(n);
+}
+
+static const ff_comm_ops nccl_ops = {
+    "nccl",        true,         nc_exchange, nc_barrier, nc_bcast,   nc_gatherv, nc_scatterv,
+    nc_allgatherv, nc_alltoallv, nc_sum_f64,  nc_max_i64, nc_sum_f32, nc_destroy,
+};
+
+// Every rank's host and GPU, so that two ranks on one GPU are refused with names, not NCCL's
+// "invalid usage" later.
+static ff_status check_one_gpu_per_rank(ff_comm *boot, int dev) {
+    enum { KEY = 128 };
+    char key[KEY] = {0}, host[64] = {0}, bus[32] = {0};
+    gethostname(host, sizeof host - 1);
+    cudaError_t e = cudaDeviceGetPCIBusId(bus, sizeof bus, dev);
+    if (e != cudaSuccess) return FF_FAIL(FF_ERR_CUDA, "GPU %d: PCI bus id: %s", dev, cudaGetErrorString(e));
+    snprintf(key, KEY, "%s|%s|%d", host, bus, dev);
+    const int P = ff_comm_size(boot);
+    char *all = calloc((size_t)P, KEY);
+    size_t *counts = calloc((size_t)P, sizeof(size_t)), *displs = calloc((size_t)P, sizeof(size_t));
+    ff_status st = all && counts && displs ? FF_OK : FF_FAIL(FF_ERR_OOM, "GPU table for %d ranks", P);
+    for (int r = 0; r < P && st == FF_OK; r++) counts[r] = KEY, displs[r] = (size_t)r * KEY;
+    if (st == FF_OK) st = ff_comm_allgatherv(boot, all, counts, displs, key, KEY);
+    for (int i = 0; i < P && st == FF_OK; i++)
+        for (int j = i + 1; j < P && st == FF_OK; j++)
+            if (strcmp(all + (size_t)i * KEY, all + (size_t)j * KEY) == 0) {
+                char h[64] = {0}, b[32] = {0};
+                int g = 0;
+                sscanf(all + (size_t)i * KEY, "%63[^|]|%31[^|]|%d", h, b, &g);
+                st = FF_FAIL(FF_ERR_INPUT,
+                             "NCCL needs one GPU per rank: ranks %d and %d both use GPU %d (%s) on host %s "
+                             "(NCCL refuses two ranks on one GPU): start at most one rank per GPU, or use "
+                             "--mode hybrid, where ranks may share a GPU",
+                             i, j, g, b, h);
+            }
+    free(all);
+    free(counts);
+    free(displs);
+    return st;
+}
+
+ff_status ff_comm_nccl_create(ff_comm **out, ff_comm *boot) {
+    *out = NULL;
+    if (!boot) return FF_FAIL(FF_ERR_INPUT, "NCCL: a bootstrap communicator (MPI) is required");
+    int dev = 0;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) return FF_FAIL(FF_ERR_NO_CUDA, "NCCL: no current GPU: %s", cudaGetErrorString(e));
+    FF_TRY(check_one_gpu_per_rank(boot, dev));
+    ff_comm_nccl *n = calloc(1, sizeof *n);
+    if (!n) return FF_FAIL(FF_ERR_OOM, "comm: %zu bytes", sizeof *n);
+    n->base.ops = &nccl_ops;
+    n->base.rank = boot->rank;
+    n->base.size = boot->size;
+    n->base.local_rank = boot->local_rank;
+    n->base.local_size = boot->local_size;
+    n->base.timeout_s = boot->timeout_s;
+    n->boot = boot;
+    ncclUniqueId id;
+    memset(&id, 0, sizeof id);
+    ff_status st = FF_OK;
+    if (boot->rank == 0) {
+        ncclResult_t r = ncclGetUniqueId(&id);
+        if (r != ncclSuccess) st = nccl_fail(n, r, __FILE__, __LINE__, "ncclGetUniqueId");
+    }
+    // Every rank takes part in the broadcast even if rank 0 failed (it then sends zeros and its own
+    // error ends the job), so that no rank waits for an id that never comes.
+    ff_status bst = ff_comm_bcast(boot, &id, sizeof id, 0);
+    if (st == FF_OK) st = bst;
+    if (st == FF_OK) {
+        e = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
+        if (e != cudaSuccess) st = FF_FAIL(FF_ERR_CUDA, "NCCL stream: %s", cudaGetErrorString(e));
+    }
+    if (st == FF_OK) {
+        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+        cfg.blocking = 0;  // every wait is ours to poll with a deadline
+        ncclResult_t r = ncclCommInitRankConfig(&n->nc, boot->size, id, boot->rank, &cfg);
+        if (r != ncclSuccess && r != ncclInProgress)
+            st = nccl_fail(n, r, __FILE__, __LINE__, "ncclCommInitRankConfig");
+        else
+            st = nccl_wait(n, "communicator set-up", false);
+    }
+    if (st != FF_OK) {
+        if (n->nc && !n->aborted) ncclCommAbort(n->nc);
+        n->nc = NULL;
+        nc_destroy(&n->base);
+        return st;
+    }
+    *out = &n->base;
+    return FF_OK;
+}
+
+#endif
