@@ -97,9 +97,11 @@ static ff_status make_all(ff_decomp *x, tensor_state *s, int64_t n, int row, con
     return ff_guarded_check(full, floats, "after assembling the whole tensor", layer);
 }
 
-// Fills `dst` (n, C, need_len, W) with input rows lp->need[me] for a spatial layer.
+// Fills `dst` (n, C, need_len, W) with input rows lp->need[me] for a spatial layer. `early`
+// (halo exchanges only; NULL: none) is a band job over the rows this rank already holds: it is
+// enqueued once the halo rows are packed, and runs while they travel (ff_device_fence).
 static ff_status fetch_input(ff_decomp *x, ff_guarded *dst, const tensor_state *s, const ff_layer_part *lp,
-                             const ff_layer *L, int64_t n) {
+                             const ff_layer *L, int64_t n, const ff_band_job *early) {
     const int P = x->ranks, me = x->rank, i = lp->layer;
     const int64_t C = L->in.c, H = L->in.h, W = L->in.w;
     const ff_range need = lp->need[me];
@@ -168,7 +170,13 @@ static ff_status fetch_input(ff_decomp *x, ff_guarded *dst, const tensor_state *
                 ro += f;
             }
         }
-        FF_TRY(ff_decomp_comm_ready(x));
+        if (early) {  // wait for the packing only: the interior computes during the exchange
+            FF_TRY(ff_device_fence(x->dev));
+            FF_TRY(ff_device_run_bands(x->dev, early, 1, i));
+            FF_TRY(ff_device_wait_fence(x->dev));
+        } else {
+            FF_TRY(ff_decomp_comm_ready(x));
+        }
         ff_decomp_crash_point(x, i);
         ff_mark t = ff_decomp_mark(x);
         FF_TRY(ff_comm_exchange(x->comm, x->sends, ns, x->recvs, nr));
@@ -203,7 +211,8 @@ typedef struct {
     ff_range *images;     // [G] images of group g
     tensor_state *s;      // [G] where group g's tensor is
     const float **src;    // [G] scratch: the input rows of the layer being computed
-    ff_band_job *job;     // [G] scratch
+    ff_band_job *job;     // [2G] scratch
+    ff_range *interior;   // [G] scratch: output rows computed during the halo exchange (or empty)
 } row_groups;
 
 static void groups_free(row_groups *gr) {
@@ -213,6 +222,7 @@ static void groups_free(row_groups *gr) {
     free(gr->s);
     free(gr->src);
     free(gr->job);
+    free(gr->interior);
 }
 
 void ff_decomp_rows_free(ff_decomp *x) {
@@ -221,6 +231,8 @@ void ff_decomp_rows_free(ff_decomp *x) {
     x->gbuf = NULL;
     x->n_gbuf = 0;
 }
+
+enum { GROUP_BUFS = 4 };
 
 static ff_status groups_build(ff_decomp *x, row_groups *gr, int64_t n, int first, int last) {
     const int P = x->ranks;
@@ -231,20 +243,22 @@ static ff_status groups_build(ff_decomp *x, row_groups *gr, int64_t n, int first
     gr->images = calloc((size_t)G, sizeof *gr->images);
     gr->s = calloc((size_t)G, sizeof *gr->s);
     gr->src = calloc((size_t)G, sizeof *gr->src);
-    gr->job = calloc((size_t)G, sizeof *gr->job);
-    if (!gr->part || !gr->images || !gr->s || !gr->src || !gr->job)
+    gr->job = calloc((size_t)(2 * G), sizeof *gr->job);
+    gr->interior = calloc((size_t)G, sizeof *gr->interior);
+    if (!gr->part || !gr->images || !gr->s || !gr->src || !gr->job || !gr->interior)
         return FF_FAIL(FF_ERR_OOM, "rows split: state for %d image groups", G);
-    // Three activation buffers per group (its input rows, output band, and the previous band).
-    if (x->n_gbuf < 3 * G) {
-        ff_guarded *nb = realloc(x->gbuf, (size_t)(3 * G) * sizeof *nb);
+    // Four buffers per group: three activations (its input rows, output band, the previous band)
+    // and the pieces of a band computed apart (interior during the exchange, then the edges).
+    if (x->n_gbuf < GROUP_BUFS * G) {
+        ff_guarded *nb = realloc(x->gbuf, (size_t)(GROUP_BUFS * G) * sizeof *nb);
         if (!nb) return FF_FAIL(FF_ERR_OOM, "rows split: buffers for %d image groups", G);
-        memset(nb + x->n_gbuf, 0, (size_t)(3 * G - x->n_gbuf) * sizeof *nb);
-        for (int k = x->n_gbuf; k < 3 * G; k++) {
-            nb[k].name = "group activation";
+        memset(nb + x->n_gbuf, 0, (size_t)(GROUP_BUFS * G - x->n_gbuf) * sizeof *nb);
+        for (int k = x->n_gbuf; k < GROUP_BUFS * G; k++) {
+            nb[k].name = k % GROUP_BUFS == 3 ? "group band pieces" : "group activation";
             nb[k].dev = x->dev;
         }
         x->gbuf = nb;
-        x->n_gbuf = 3 * G;
+        x->n_gbuf = GROUP_BUFS * G;
     }
     for (int g = 0; g < G; g++) {
         gr->images[g] = ff_band(n, G, g);
@@ -256,45 +270,110 @@ static ff_status groups_build(ff_decomp *x, row_groups *gr, int64_t n, int first
 
 // A group buffer holding neither a nor b.
 static ff_guarded *group_act(ff_decomp *x, int g, const float *a, const float *b) {
-    for (int k = 3 * g; k < 3 * g + 3; k++) {
+    for (int k = GROUP_BUFS * g; k < GROUP_BUFS * g + 3; k++) {
         float *d = ff_guarded_data(&x->gbuf[k]);
         if (!d || (d != a && d != b)) return &x->gbuf[k];
     }
     return NULL;  // unreachable: three buffers, two excluded
 }
 
-// One spatial layer for every group: inputs first, then the computation.
+// The output rows of `band` whose inputs (per the plan: whole Winograd tiles) all lie in `held`:
+// computable before any halo arrives. Empty when there are none, or when a device that computes
+// synchronously would gain nothing from computing them apart.
+static ff_range interior_rows(const ff_decomp *x, int i, ff_range band, ff_range held) {
+    ff_range r = {band.lo, band.lo};
+    if (!ff_device_is_async(x->dev) || x->plan->layer[i].band != FF_BAND_ROWS) return r;
+    int64_t a = band.lo, b = band.hi;
+    while (a < b && ff_plan_input_rows(x->plan, x->model, i, a, a + 1).lo < held.lo) a++;
+    while (b > a && ff_plan_input_rows(x->plan, x->model, i, b - 1, b).hi > held.hi) b--;
+    if (a < b) {
+        const ff_range in = ff_plan_input_rows(x->plan, x->model, i, a, b);
+        if (in.lo >= held.lo && in.hi <= held.hi) r = (ff_range){a, b};
+    }
+    return r;
+}
+
+// One spatial layer for every group: inputs first, then the computation. Where a group's input
+// comes by halo exchange on an asynchronous device, the rows of its band that need no halo (the
+// interior) are computed while the halos travel, into the group's piece buffer; the edges
+// follow the exchange, and the pieces are copied into the band. Each output element is computed
+// from the same inputs by the same kernel whichever piece holds it: the bits do not change.
 static ff_status rows_spatial_layer(ff_decomp *x, row_groups *gr, int i, int first) {
     const ff_layer *L = &x->model->layers[i];
     const int me = x->rank;
-    for (int g = 0; g < gr->G; g++) {
-        const ff_layer_part *lp = &gr->part[g]->layer[i - first];
-        const int64_t ng = ff_range_len(gr->images[g]);
-        tensor_state *s = &gr->s[g];
-        gr->src[g] = s->p;
-        // Input rows for my band: scattered, taken locally, exchanged, or (relu/lrn after a banded
-        // layer) exactly the rows I already hold.
-        if (!(s->at == AT_BANDS && !lp->windowed)) {
-            ff_guarded *inb = group_act(x, g, s->p, NULL);
-            FF_TRY(fetch_input(x, inb, s, lp, L, ng));
-            gr->src[g] = ff_guarded_data(inb);
-        }
-    }
-    ff_mark t = ff_decomp_mark(x);
+    const int64_t K = L->out.c, Wo = L->out.w;
     for (int g = 0; g < gr->G; g++) {
         const ff_layer_part *lp = &gr->part[g]->layer[i - first];
         const int64_t ng = ff_range_len(gr->images[g]);
         const ff_range band = lp->band[me];
+        tensor_state *s = &gr->s[g];
+        gr->src[g] = s->p;
+        gr->interior[g] = (ff_range){band.lo, band.lo};
+        // Input rows for my band: scattered, taken locally, exchanged, or (relu/lrn after a banded
+        // layer) exactly the rows I already hold.
+        if (!(s->at == AT_BANDS && !lp->windowed)) {
+            ff_guarded *inb = group_act(x, g, s->p, NULL);
+            ff_band_job early;
+            const ff_band_job *ep = NULL;
+            if (s->at == AT_BANDS && ng > 0) {
+                const ff_range held = ff_range_intersect(lp->need[me], lp->own[me]);
+                const ff_range in = interior_rows(x, i, band, held);
+                if (ff_range_len(in) > 0 && ff_range_len(in) < ff_range_len(band)) {
+                    ff_guarded *pieces = &x->gbuf[GROUP_BUFS * g + 3];
+                    FF_TRY(ff_guarded_reserve(pieces, band_floats(band, ng, K, Wo)));
+                    FF_TRY(ff_guarded_reserve(inb, band_floats(lp->need[me], ng, L->in.c, L->in.w)));
+                    const ff_rows rows = {lp->need[me].lo, lp->need[me].hi, in.lo, in.hi};
+                    early = (ff_band_job){ff_guarded_data(pieces), ff_guarded_data(inb), rows, ng};
+                    ep = &early;
+                    gr->interior[g] = in;
+                }
+            }
+            FF_TRY(fetch_input(x, inb, s, lp, L, ng, ep));
+            gr->src[g] = ff_guarded_data(inb);
+        }
+    }
+    ff_mark t = ff_decomp_mark(x);
+    int nj = 0;
+    for (int g = 0; g < gr->G; g++) {
+        const ff_layer_part *lp = &gr->part[g]->layer[i - first];
+        const int64_t ng = ff_range_len(gr->images[g]);
+        const ff_range band = lp->band[me], in = gr->interior[g];
         ff_guarded *ob = group_act(x, g, gr->src[g], gr->s[g].p);
-        FF_TRY(ff_guarded_reserve(ob, band_floats(band, ng, L->out.c, L->out.w)));
-        const ff_rows rows = {lp->need[me].lo, lp->need[me].hi, band.lo, band.hi};
-        gr->job[g] = (ff_band_job){ff_guarded_data(ob), gr->src[g], rows, ff_range_len(band) > 0 ? ng : 0};
+        FF_TRY(ff_guarded_reserve(ob, band_floats(band, ng, K, Wo)));
+        const int64_t nlo = lp->need[me].lo, nhi = lp->need[me].hi;
+        if (ff_range_len(in) == 0) {
+            const ff_rows rows = {nlo, nhi, band.lo, band.hi};
+            gr->job[nj++] = (ff_band_job){ff_guarded_data(ob), gr->src[g], rows, ff_range_len(band) > 0 ? ng : 0};
+        } else {  // the edges, after the interior in the piece buffer: [interior | top | bottom]
+            float *pieces = ff_guarded_data(&x->gbuf[GROUP_BUFS * g + 3]);
+            float *top = pieces + band_floats(in, ng, K, Wo);
+            float *bottom = top + band_floats((ff_range){band.lo, in.lo}, ng, K, Wo);
+            if (in.lo > band.lo)
+                gr->job[nj++] = (ff_band_job){top, gr->src[g], (ff_rows){nlo, nhi, band.lo, in.lo}, ng};
+            if (in.hi < band.hi)
+                gr->job[nj++] = (ff_band_job){bottom, gr->src[g], (ff_rows){nlo, nhi, in.hi, band.hi}, ng};
+        }
         gr->s[g].at = AT_BANDS;
         gr->s[g].p = ff_guarded_data(ob);
         gr->s[g].shape = L->out;
         gr->s[g].bands = lp->band;
     }
-    FF_TRY(ff_device_run_bands(x->dev, gr->job, gr->G, i));
+    FF_TRY(ff_device_run_bands(x->dev, gr->job, nj, i));
+    for (int g = 0; g < gr->G; g++) {  // pieces -> bands
+        const ff_range band = gr->part[g]->layer[i - first].band[me], in = gr->interior[g];
+        if (ff_range_len(in) == 0) continue;
+        const int64_t ng = ff_range_len(gr->images[g]), bl = ff_range_len(band);
+        float *ob = (float *)gr->s[g].p, *pieces = ff_guarded_data(&x->gbuf[GROUP_BUFS * g + 3]);
+        float *top = pieces + band_floats(in, ng, K, Wo);
+        float *bottom = top + band_floats((ff_range){band.lo, in.lo}, ng, K, Wo);
+        FF_TRY(ff_device_copy_rows(x->dev, ob, band.lo, bl, pieces, in.lo, ff_range_len(in), ng, K, Wo, in.lo, in.hi));
+        if (in.lo > band.lo)
+            FF_TRY(
+                ff_device_copy_rows(x->dev, ob, band.lo, bl, top, band.lo, in.lo - band.lo, ng, K, Wo, band.lo, in.lo));
+        if (in.hi < band.hi)
+            FF_TRY(ff_device_copy_rows(x->dev, ob, band.lo, bl, bottom, in.hi, band.hi - in.hi, ng, K, Wo, in.hi,
+                                       band.hi));
+    }
     // The fault hook: the element of image 0 (group 0), row 0, on the rank that computes it.
     const ff_range b0 = gr->part[0]->layer[i - first].band[me];
     FF_TRY(
