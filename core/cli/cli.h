@@ -155,7 +155,7 @@ enum { FF_CLI_OPT_COMM_TIMEOUT = 0x1100, FF_CLI_OPT_INJECT_CRASH, FF_CLI_OPT_INJ
     "  --inject-crash R:L  test hook: rank R kills itself (SIGKILL) just before the communication of layer L\n" \
     "                    (a name or index; a layer with no exchange of its own: the next one), the other\n"     \
     "                    ranks inside or entering it\n"                                                         \
-    "  --inject-hang R:L test hook: rank R stops answering there instead (sleeps for ever; the others'\n"      \
+    "  --inject-hang R:L test hook: rank R stops answering there instead (sleeps for ever; the others'\n"       \
     "                    --comm-timeout must end the job)\n"
 
 // The plan options from those flags; what is not given comes from ff_plan_options_default (the

@@ -39,6 +39,7 @@ enum { CACHE = 64 };
 
 typedef struct {
     cudaIpcMemHandle_t handle;
+    uint64_t buffer_id;  // CUDA's id of the allocation: unique in the process, never reused
     uint64_t offset, bytes;
 } ipc_desc;
 
@@ -47,11 +48,21 @@ typedef struct {
     ff_comm *boot;
     cudaStream_t stream;
     CUresult (*address_range)(CUdeviceptr *base, size_t *size, CUdeviceptr p);
+    CUresult (*pointer_attribute)(void *data, CUpointer_attribute attribute, CUdeviceptr p);
+    // Peers' allocations mapped here, by (peer, buffer id): an allocation can be mapped only once
+    // per process (a second cudaIpcOpenMemHandle fails "already mapped"), and handles are not
+    // reliable keys. My own exports, by buffer id.
     struct {
-        cudaIpcMemHandle_t handle;
+        int peer;
+        uint64_t buffer_id;
         void *mapped;
     } cache[CACHE];
     int n_cached, next_evict;
+    struct {
+        uint64_t buffer_id;
+        cudaIpcMemHandle_t handle;
+    } exported[CACHE];
+    int n_exported, next_export;
     ipc_desc *descs;  // scratch: [cap_descs]
     int cap_descs;
     unsigned char *acks;
@@ -80,23 +91,34 @@ static ff_status grow(ff_comm_ipc *n, int msgs) {
     return FF_OK;
 }
 
-// The allocation holding p, as {handle, offset}.
+// The allocation holding p, as {handle, buffer id, offset}.
 static ff_status describe(ff_comm_ipc *n, ipc_desc *d, const void *p, size_t bytes) {
-    CUdeviceptr base = 0;
+    CUdeviceptr base = 0, dp = (CUdeviceptr)(uintptr_t)p;
     size_t size = 0;
-    if (n->address_range((CUdeviceptr *)&base, &size, (CUdeviceptr)(uintptr_t)p) != CUDA_SUCCESS)
+    unsigned long long id = 0;
+    if (n->address_range(&base, &size, dp) != CUDA_SUCCESS ||
+        n->pointer_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, dp) != CUDA_SUCCESS)
         return FF_FAIL(FF_ERR_INPUT, "rank %d: CUDA IPC: %p is not device memory of this GPU", n->base.rank, p);
+    d->buffer_id = id;
+    d->offset = (uint64_t)(dp - base);
+    d->bytes = bytes;
+    for (int i = 0; i < n->n_exported; i++)
+        if (n->exported[i].buffer_id == id) {
+            d->handle = n->exported[i].handle;
+            return FF_OK;
+        }
     cudaError_t e = cudaIpcGetMemHandle(&d->handle, (void *)(uintptr_t)base);
     if (e != cudaSuccess) return cuda_fail(n, e, "cudaIpcGetMemHandle");
-    d->offset = (uint64_t)((uintptr_t)p - (uintptr_t)base);
-    d->bytes = bytes;
+    int slot = n->n_exported < CACHE ? n->n_exported++ : n->next_export++ % CACHE;
+    n->exported[slot].buffer_id = id;
+    n->exported[slot].handle = d->handle;
     return FF_OK;
 }
 
-// The sender's allocation, mapped here (each handle once: opening costs far more than a copy).
-static ff_status mapped(ff_comm_ipc *n, void **out, const ipc_desc *d) {
+// The sender's allocation, mapped here once (opening costs far more than a copy).
+static ff_status mapped(ff_comm_ipc *n, void **out, int peer, const ipc_desc *d) {
     for (int i = 0; i < n->n_cached; i++)
-        if (memcmp(&n->cache[i].handle, &d->handle, sizeof d->handle) == 0) {
+        if (n->cache[i].peer == peer && n->cache[i].buffer_id == d->buffer_id) {
             *out = (char *)n->cache[i].mapped + d->offset;
             return FF_OK;
         }
@@ -106,7 +128,8 @@ static ff_status mapped(ff_comm_ipc *n, void **out, const ipc_desc *d) {
     void *p = NULL;
     cudaError_t e = cudaIpcOpenMemHandle(&p, d->handle, cudaIpcMemLazyEnablePeerAccess);
     if (e != cudaSuccess) return cuda_fail(n, e, "cudaIpcOpenMemHandle (a peer's buffer)");
-    n->cache[slot].handle = d->handle;
+    n->cache[slot].peer = peer;
+    n->cache[slot].buffer_id = d->buffer_id;
     n->cache[slot].mapped = p;
     *out = (char *)p + d->offset;
     return FF_OK;
@@ -154,7 +177,7 @@ static ff_status ipc_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
                 return FF_FAIL(FF_ERR_INPUT, "rank %d: exchange: rank %d sends %llu bytes, receive %d expects %zu", me,
                                recvs[i].peer, (unsigned long long)dr[k].bytes, i, recvs[i].bytes);
             void *p = NULL;
-            FF_TRY(mapped(n, &p, &dr[k++]));
+            FF_TRY(mapped(n, &p, recvs[i].peer, &dr[k++]));
             src = p;
         }
         cudaError_t e = cudaMemcpyAsync(recvs[i].buf, src, recvs[i].bytes, cudaMemcpyDeviceToDevice, n->stream);
@@ -348,6 +371,14 @@ ff_status ff_comm_ipc_create(ff_comm **out, ff_comm *boot) {
                        e != cudaSuccess ? cudaGetErrorString(e) : "symbol not found");
     }
     n->address_range = (CUresult(*)(CUdeviceptr *, size_t *, CUdeviceptr))fn;
+    fn = NULL;
+    e = cudaGetDriverEntryPointByVersion("cuPointerGetAttribute", &fn, 12000, cudaEnableDefault, &q);
+    if (e != cudaSuccess || !fn || q != cudaDriverEntryPointSuccess) {
+        free(n);
+        return FF_FAIL(FF_ERR_CUDA, "CUDA IPC: the driver has no cuPointerGetAttribute (%s)",
+                       e != cudaSuccess ? cudaGetErrorString(e) : "symbol not found");
+    }
+    n->pointer_attribute = (CUresult(*)(void *, CUpointer_attribute, CUdeviceptr))fn;
     e = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
     if (e != cudaSuccess) {
         free(n);

@@ -34,6 +34,7 @@ typedef struct {
     bool *near;          // [size] the rank runs on this node: its process can be looked at
     MPI_Request *stale;  // [n_stale] what timed-out or failed calls left active (sends, collectives)
     int n_stale, cap_stale;
+    bool crowded;  // more ranks on this node than it has cores (pause_poll)
 } ff_comm_mpi;
 
 static MPI_Comm mc(ff_comm *c) {
@@ -124,22 +125,39 @@ static bool abandon(ff_comm_mpi *m, int n, MPI_Request *req, const bool *recv) {
     return left;
 }
 
-// Between two polls that completed nothing: yield the core for the first 100 us (a message in
-// flight lands within that), then sleep for an eighth of the time waited so far, from a few
-// microseconds up to 1 ms: a rank waiting on a slower one leaves its core to the OpenMP threads
-// of the ranks still computing, and wakes at most ~12% late. A completion starts over.
-static void pause_poll(double idle_s) {
-    if (idle_s < 100e-6) {
+// Between two polls that completed nothing. MPI makes progress only inside its calls: a large
+// message in flight (shared-memory fragments, rendezvous) advances one step per poll, so any sleep
+// while data moves slows it by orders of magnitude (1 ms naps took a 79 MB gather from 30 ms to
+// 900 ms on the GPU machine's Open MPI). So: poll back to back for the first 50 ms, then yield the
+// core between polls (free when no other thread wants it; the OpenMP threads of oversubscribed
+// ranks get it when they do), and only after 1 s without a completion — a peer computing for
+// long, or lost — nap 20 us between polls.
+// Except on a crowded node (more ranks than cores: the 2-core CI machine runs 3 to 8): there a
+// polling rank takes the core from a rank that computes, and the job runs at half speed (AlexNet
+// rows, 3 ranks on 2 cores: 260 ms a forward polling, 135 ms napping). So there: yield for the
+// first 100 us, then nap an eighth of the time waited so far, from a few microseconds up to 1 ms.
+static void pause_poll(const ff_comm_mpi *m, double idle_s) {
+    if (m->crowded) {
+        if (idle_s < 100e-6) {
+            sched_yield();
+            return;
+        }
+        const double nap = idle_s / 8 < 1e-3 ? idle_s / 8 : 1e-3;
+        struct timespec ts = {0, (long)(nap * 1e9)};
+        nanosleep(&ts, NULL);
+        return;
+    }
+    if (idle_s < 50e-3) return;
+    if (idle_s < 1.0) {
         sched_yield();
         return;
     }
-    double nap = idle_s / 8;
-    if (nap > 1e-3) nap = 1e-3;
-    struct timespec ts = {0, (long)(nap * 1e9)};
+    struct timespec ts = {0, 20000};
     nanosleep(&ts, NULL);
 }
 
-// What this node sees of rank r's process: "" when it runs elsewhere, or runs (or sleeps) here.
+// What this node sees of rank r's process (exited, stopped, running, asleep); "" when it runs
+// elsewhere or cannot be looked at.
 static void process_state(const ff_comm_mpi *m, int r, char *out, size_t cap) {
     out[0] = 0;
     if (!m->pid || !m->near || !m->near[r] || m->pid[r] <= 0) return;
@@ -161,6 +179,10 @@ static void process_state(const ff_comm_mpi *m, int r, char *out, size_t cap) {
         snprintf(out, cap, "its process %ld is stopped", pid);
     else if (p[2] == 'Z' || p[2] == 'X')
         snprintf(out, cap, "its process %ld has exited", pid);
+    else if (p[2] == 'R')
+        snprintf(out, cap, "its process %ld is running (busy outside communication for longer than the limit?)", pid);
+    else if (p[2] == 'S' || p[2] == 'D')
+        snprintf(out, cap, "its process %ld is asleep", pid);
 }
 
 // The roll call after a timeout: greets every other rank on the private communicator and listens
@@ -235,7 +257,7 @@ static void states(const ff_comm_mpi *m, char *out, size_t cap, const bool *set)
     size_t k = 0;
     out[0] = 0;
     for (int r = 0; r < m->base.size && k < cap; r++) {
-        char s[96];
+        char s[160];
         if (!set[r] || r == m->base.rank) continue;
         process_state(m, r, s, sizeof s);
         if (s[0]) k += (size_t)snprintf(out + k, cap - k, "; rank %d: %s", r, s);
@@ -352,7 +374,7 @@ static ff_status mpi_wait(ff_comm_mpi *m, int n, MPI_Request *req, const wait_wh
                 st = timed_out(m, n, req, w, limit);
                 break;
             }
-            pause_poll(now - idle_since);
+            pause_poll(m, now - idle_since);
         }
     }
     if (st != FF_OK) {
@@ -683,6 +705,8 @@ ff_status ff_comm_mpi_create(ff_comm **out, const void *mpi_comm) {
         free(b);
         MPI_Comm_free(&node);
     }
+    const long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    m->crowded = cores > 0 && m->base.local_size > cores;
     *out = &m->base;
     return FF_OK;
 }

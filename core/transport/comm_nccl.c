@@ -281,46 +281,25 @@ static const ff_comm_ops nccl_ops = {
     nc_allgatherv, nc_alltoallv, nc_sum_f64,  nc_max_i64, nc_sum_f32, nc_destroy,
 };
 
-// Every rank's host and GPU, so that two ranks on one GPU are refused with names, not NCCL's
-// "invalid usage" later.
-static ff_status check_one_gpu_per_rank(ff_comm *boot, int dev) {
-    enum { KEY = 128 };
-    char key[KEY] = {0}, host[64] = {0}, bus[32] = {0};
-    gethostname(host, sizeof host - 1);
-    cudaError_t e = cudaDeviceGetPCIBusId(bus, sizeof bus, dev);
-    if (e != cudaSuccess) return FF_FAIL(FF_ERR_CUDA, "GPU %d: PCI bus id: %s", dev, cudaGetErrorString(e));
-    snprintf(key, KEY, "%s|%s|%d", host, bus, dev);
-    const int P = ff_comm_size(boot);
-    char *all = calloc((size_t)P, KEY);
-    size_t *counts = calloc((size_t)P, sizeof(size_t)), *displs = calloc((size_t)P, sizeof(size_t));
-    ff_status st = all && counts && displs ? FF_OK : FF_FAIL(FF_ERR_OOM, "GPU table for %d ranks", P);
-    for (int r = 0; r < P && st == FF_OK; r++) counts[r] = KEY, displs[r] = (size_t)r * KEY;
-    if (st == FF_OK) st = ff_comm_allgatherv(boot, all, counts, displs, key, KEY);
-    for (int i = 0; i < P && st == FF_OK; i++)
-        for (int j = i + 1; j < P && st == FF_OK; j++)
-            if (strcmp(all + (size_t)i * KEY, all + (size_t)j * KEY) == 0) {
-                char h[64] = {0}, b[32] = {0};
-                int g = 0;
-                sscanf(all + (size_t)i * KEY, "%63[^|]|%31[^|]|%d", h, b, &g);
-                st = FF_FAIL(FF_ERR_INPUT,
-                             "NCCL needs one GPU per rank: ranks %d and %d both use GPU %d (%s) on host %s "
-                             "(NCCL refuses two ranks on one GPU): start at most one rank per GPU, or use "
-                             "--mode hybrid, where ranks may share a GPU",
-                             i, j, g, b, h);
-            }
-    free(all);
-    free(counts);
-    free(displs);
-    return st;
+// Two ranks on one GPU are refused with names (comm_ipc.c's table of every rank's host and GPU),
+// not with NCCL's "invalid usage" later.
+static ff_status check_one_gpu_per_rank(ff_comm *boot) {
+    bool own = true, node = true;
+    char why[160] = "";
+    FF_TRY(ff_comm_gpu_layout(boot, &own, &node, why, sizeof why));
+    if (!own)
+        return FF_FAIL(FF_ERR_INPUT,
+                       "NCCL needs one GPU per rank: %s (NCCL refuses two ranks on one GPU): start at most one rank "
+                       "per GPU, use --transport ipc (ranks of one node may share a GPU), or --mode hybrid",
+                       why);
+    return FF_OK;
 }
 
 ff_status ff_comm_nccl_create(ff_comm **out, ff_comm *boot) {
     *out = NULL;
     if (!boot) return FF_FAIL(FF_ERR_INPUT, "NCCL: a bootstrap communicator (MPI) is required");
-    int dev = 0;
-    cudaError_t e = cudaGetDevice(&dev);
-    if (e != cudaSuccess) return FF_FAIL(FF_ERR_NO_CUDA, "NCCL: no current GPU: %s", cudaGetErrorString(e));
-    FF_TRY(check_one_gpu_per_rank(boot, dev));
+    FF_TRY(check_one_gpu_per_rank(boot));
+    cudaError_t e;
     ff_comm_nccl *n = calloc(1, sizeof *n);
     if (!n) return FF_FAIL(FF_ERR_OOM, "comm: %zu bytes", sizeof *n);
     n->base.ops = &nccl_ops;

@@ -37,6 +37,54 @@ static void exchange_matches_in_list_order(void **state) {
     }
 }
 
+// Bus bytes follow nccl-tests' factors: P = 4 ranks, each operation alone, the counter read
+// before and after on every rank. allgatherv of 4 x 100 bytes: 400 * 3/4 = 300 on every rank;
+// exchange of 24 bytes to the next rank: 24 (factor 1); bcast of 64: 64 (factor 1, every rank);
+// gatherv of 4 x 10 to root 0: 40 * 3/4 = 30 on the root, 0 elsewhere; allreduce of 8 floats:
+// 32 * 2 * 3/4 = 48; the halo (point-to-point) part counts only the exchange.
+static ff_status bus_body(ff_comm *c, void *arg) {
+    double *got = arg;
+    const int me = ff_comm_rank(c), P = ff_comm_size(c);
+    unsigned char send[100] = {0}, recv[400];
+    size_t counts[4], displs[4];
+    for (int r = 0; r < P; r++) counts[r] = 100, displs[r] = (size_t)r * 100;
+    double b0 = ff_comm_bus_bytes(c);
+    FF_TRY(ff_comm_allgatherv(c, recv, counts, displs, send, 100));
+    got[6 * me + 0] = ff_comm_bus_bytes(c) - b0;
+    b0 = ff_comm_bus_bytes(c);
+    int64_t h0 = ff_comm_p2p_bytes(c);
+    ff_comm_msg s = {(me + 1) % P, send, 24}, r = {(me + P - 1) % P, recv, 24};
+    FF_TRY(ff_comm_exchange(c, &s, 1, &r, 1));
+    got[6 * me + 1] = ff_comm_bus_bytes(c) - b0;
+    got[6 * me + 5] = (double)(ff_comm_p2p_bytes(c) - h0);
+    b0 = ff_comm_bus_bytes(c);
+    FF_TRY(ff_comm_bcast(c, recv, 64, 0));
+    got[6 * me + 2] = ff_comm_bus_bytes(c) - b0;
+    for (int q = 0; q < P; q++) counts[q] = 10, displs[q] = (size_t)q * 10;
+    b0 = ff_comm_bus_bytes(c);
+    FF_TRY(ff_comm_gatherv(c, recv, counts, displs, send, 10, 0));
+    got[6 * me + 3] = ff_comm_bus_bytes(c) - b0;
+    float f[8] = {0};
+    b0 = ff_comm_bus_bytes(c);
+    FF_TRY(ff_comm_allreduce_sum_f32(c, f, 8));
+    got[6 * me + 4] = ff_comm_bus_bytes(c) - b0;
+    return FF_OK;
+}
+
+static void bus_bytes_use_collective_factors(void **state) {
+    (void)state;
+    double got[24];
+    assert_int_equal(ff_comm_loopback_run(4, bus_body, got), FF_OK);
+    for (int r = 0; r < 4; r++) {
+        assert_true(got[6 * r + 0] == 300.0);
+        assert_true(got[6 * r + 1] == 24.0);
+        assert_true(got[6 * r + 2] == 64.0);
+        assert_true(got[6 * r + 3] == (r == 0 ? 30.0 : 0.0));
+        assert_true(got[6 * r + 4] == 48.0);
+        assert_true(got[6 * r + 5] == 24.0);
+    }
+}
+
 // The loopback all-reduce adds in rank order (0, 1, 2, ...), the same on every rank: float sums
 // where the order changes the result. Ranks 0..2 hold 1, 2^25, -2^25: (1 + 2^25) rounds to 2^25
 // (the spacing there is 4), so rank order gives 0; the second element holds them reversed and
@@ -425,6 +473,7 @@ int main(void) {
         cmocka_unit_test(misuse_fails_instead_of_hanging),
         cmocka_unit_test(set_timeout_is_per_rank),
         cmocka_unit_test(allreduce_adds_in_rank_order),
+        cmocka_unit_test(bus_bytes_use_collective_factors),
         cmocka_unit_test(mpi_mode_equals_serial),
         cmocka_unit_test(mpi_mode_every_rank_count_elementwise),
         cmocka_unit_test(mpi_mode_rejects_bad_options),
