@@ -49,8 +49,10 @@ static ff_status bus_body(ff_comm *c, void *arg) {
     size_t counts[4], displs[4];
     for (int r = 0; r < P; r++) counts[r] = 100, displs[r] = (size_t)r * 100;
     double b0 = ff_comm_bus_bytes(c);
+    const int64_t p0 = ff_comm_p2p_bytes(c);
     FF_TRY(ff_comm_allgatherv(c, recv, counts, displs, send, 100));
     got[6 * me + 0] = ff_comm_bus_bytes(c) - b0;
+    if (ff_comm_p2p_bytes(c) != p0) got[6 * me + 0] = -1;  // a collective is not halo traffic
     b0 = ff_comm_bus_bytes(c);
     int64_t h0 = ff_comm_p2p_bytes(c);
     ff_comm_msg s = {(me + 1) % P, send, 24}, r = {(me + P - 1) % P, recv, 24};
