@@ -39,7 +39,8 @@ enum { CACHE = 64 };
 
 typedef struct {
     cudaIpcMemHandle_t handle;
-    uint64_t buffer_id;  // CUDA's id of the allocation: unique in the process, never reused
+    uint64_t buffer_id;   // CUDA's id of the allocation: unique in the process, never reused
+    uint64_t base, size;  // the allocation's address range in the sender's process
     uint64_t offset, bytes;
 } ipc_desc;
 
@@ -54,7 +55,7 @@ typedef struct {
     // reliable keys. My own exports, by buffer id.
     struct {
         int peer;
-        uint64_t buffer_id;
+        uint64_t buffer_id, base, size;  // the sender's allocation
         void *mapped;
     } cache[CACHE];
     int n_cached, next_evict;
@@ -100,6 +101,8 @@ static ff_status describe(ff_comm_ipc *n, ipc_desc *d, const void *p, size_t byt
         n->pointer_attribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, dp) != CUDA_SUCCESS)
         return FF_FAIL(FF_ERR_INPUT, "rank %d: CUDA IPC: %p is not device memory of this GPU", n->base.rank, p);
     d->buffer_id = id;
+    d->base = (uint64_t)base;
+    d->size = (uint64_t)size;
     d->offset = (uint64_t)(dp - base);
     d->bytes = bytes;
     for (int i = 0; i < n->n_exported; i++)
@@ -115,21 +118,44 @@ static ff_status describe(ff_comm_ipc *n, ipc_desc *d, const void *p, size_t byt
     return FF_OK;
 }
 
-// The sender's allocation, mapped here once (opening costs far more than a copy).
+static void unmap(ff_comm_ipc *n, int slot) {
+    if (n->cache[slot].mapped) cudaIpcCloseMemHandle(n->cache[slot].mapped);
+    n->cache[slot].mapped = NULL;
+    n->cache[slot].peer = -1;
+}
+
+// The sender's allocation, mapped here once (opening costs far more than a copy). A mapping of a
+// peer's older allocation over the same addresses is stale — that allocation was freed, and its
+// addresses reused — and must be closed first: the driver refuses to map the new one while it is
+// open ("resource already mapped", what Open MPI's CUDA registration cache also evicts on).
 static ff_status mapped(ff_comm_ipc *n, void **out, int peer, const ipc_desc *d) {
     for (int i = 0; i < n->n_cached; i++)
-        if (n->cache[i].peer == peer && n->cache[i].buffer_id == d->buffer_id) {
+        if (n->cache[i].peer == peer && n->cache[i].buffer_id == d->buffer_id && n->cache[i].mapped) {
             *out = (char *)n->cache[i].mapped + d->offset;
             return FF_OK;
         }
-    int slot = n->n_cached < CACHE ? n->n_cached++ : n->next_evict++ % CACHE;
-    if (n->cache[slot].mapped) cudaIpcCloseMemHandle(n->cache[slot].mapped);
-    n->cache[slot].mapped = NULL;
+    for (int i = 0; i < n->n_cached; i++)
+        if (n->cache[i].peer == peer && n->cache[i].mapped && n->cache[i].base < d->base + d->size &&
+            d->base < n->cache[i].base + n->cache[i].size)
+            unmap(n, i);
+    int slot = -1;
+    for (int i = 0; i < n->n_cached && slot < 0; i++)
+        if (!n->cache[i].mapped) slot = i;
+    if (slot < 0) slot = n->n_cached < CACHE ? n->n_cached++ : n->next_evict++ % CACHE;
+    unmap(n, slot);
     void *p = NULL;
     cudaError_t e = cudaIpcOpenMemHandle(&p, d->handle, cudaIpcMemLazyEnablePeerAccess);
+    if (e == cudaErrorAlreadyMapped) {  // still: forget every mapping of this peer and try once more
+        cudaGetLastError();
+        for (int i = 0; i < n->n_cached; i++)
+            if (n->cache[i].peer == peer) unmap(n, i);
+        e = cudaIpcOpenMemHandle(&p, d->handle, cudaIpcMemLazyEnablePeerAccess);
+    }
     if (e != cudaSuccess) return cuda_fail(n, e, "cudaIpcOpenMemHandle (a peer's buffer)");
     n->cache[slot].peer = peer;
     n->cache[slot].buffer_id = d->buffer_id;
+    n->cache[slot].base = d->base;
+    n->cache[slot].size = d->size;
     n->cache[slot].mapped = p;
     *out = (char *)p + d->offset;
     return FF_OK;
