@@ -22,7 +22,7 @@ struct ff_executor {
     ff_device *dev;
     ff_decomp *decomp;
     ff_comm *comm;      // multi-rank modes (bound to dev's memory on a GPU); NULL otherwise
-    ff_comm *own_comm;  // the direct mode's NCCL comm (bootstrapped over opt.comm): e->comm then
+    ff_comm *own_comm;  // the direct mode's NCCL or CUDA IPC comm over opt.comm (e->comm then)
     ff_trace trace;
     int rank, ranks;
 };
@@ -125,8 +125,9 @@ static ff_status share_weights(ff_weights *view, float **own, ff_comm *comm, con
     return ff_comm_bcast(comm, view->data, (size_t)view->n_total * sizeof(float), 0);
 }
 
-// The direct mode's transport, chosen once the device (and so the GPU) is set: NCCL bootstrapped
-// over the rank's communicator, or that communicator itself when it is a CUDA-aware MPI.
+// The direct mode's transport, chosen once the device (and so the GPU) is set: NCCL or CUDA IPC
+// over the rank's communicator, or that communicator itself when it is a CUDA-aware MPI (auto:
+// the first of those that fits the ranks' GPUs and hosts).
 static ff_status direct_transport(ff_executor *e) {
     ff_transport t = e->opt.transport;
     if (t == FF_TRANSPORT_AUTO) {

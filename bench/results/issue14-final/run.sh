@@ -41,5 +41,6 @@ for N in 1 32 256; do
   done
 done
 rm -f "$out/bench.tmp"
+[ "$ngpu" -ge 2 ] && python3 bench/halo_bandwidth.py --nccl "$out/nccl-p2p.jsonl" "$out"/json/*-rows-*.json
 tar czf "$out/json.tgz" -C "$out" json && rm -rf "$out/json"   # one file: the reply brings back ~10
 el done
