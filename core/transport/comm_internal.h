@@ -49,6 +49,9 @@ struct ff_comm {
     bool stage_pinned[2];
 };
 
+// A comm layered over `boot` (nccl, ipc): its ops, and boot's ranks and deadline.
+void ff_comm_layer_over(ff_comm *c, const ff_comm_ops *ops, const ff_comm *boot);
+
 // A copy between buffers of this comm's memory (host memcpy, or the bound device's copy).
 ff_status ff_comm_copy(ff_comm *c, void *dst, const void *src, size_t bytes);
 

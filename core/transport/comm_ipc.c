@@ -381,12 +381,7 @@ ff_status ff_comm_ipc_create(ff_comm **out, ff_comm *boot) {
                        "--transport nccl (one GPU per rank)");
     ff_comm_ipc *n = calloc(1, sizeof *n);
     if (!n) return FF_FAIL(FF_ERR_OOM, "comm: %zu bytes", sizeof *n);
-    n->base.ops = &ipc_ops;
-    n->base.rank = boot->rank;
-    n->base.size = boot->size;
-    n->base.local_rank = boot->local_rank;
-    n->base.local_size = boot->local_size;
-    n->base.timeout_s = boot->timeout_s;
+    ff_comm_layer_over(&n->base, &ipc_ops, boot);
     n->boot = boot;
     enum cudaDriverEntryPointQueryResult q;
     void *fn = NULL;

@@ -302,12 +302,7 @@ ff_status ff_comm_nccl_create(ff_comm **out, ff_comm *boot) {
     cudaError_t e;
     ff_comm_nccl *n = calloc(1, sizeof *n);
     if (!n) return FF_FAIL(FF_ERR_OOM, "comm: %zu bytes", sizeof *n);
-    n->base.ops = &nccl_ops;
-    n->base.rank = boot->rank;
-    n->base.size = boot->size;
-    n->base.local_rank = boot->local_rank;
-    n->base.local_size = boot->local_size;
-    n->base.timeout_s = boot->timeout_s;
+    ff_comm_layer_over(&n->base, &nccl_ops, boot);
     n->boot = boot;
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
