@@ -5,10 +5,6 @@
 #include "fivefold/device.h"
 
 // Device buffers on a backend that moves host memory only: staged (comm_staged.c).
-static bool is_nccl(const ff_comm *c) {
-    return strcmp(c->ops->name, "nccl") == 0;
-}
-
 static bool staged(const ff_comm *c) {
     return c->dev && !c->ops->device_copies && !c->device_native;
 }
@@ -37,10 +33,7 @@ struct ff_device *ff_comm_device(const ff_comm *c) {
 
 const char *ff_comm_transport_name(const ff_comm *c) {
     if (!c->dev) return c->ops->name;
-    if (c->device_native) return "mpi (CUDA-aware: device buffers)";
-    if (!c->ops->device_copies) return "mpi (staged through pinned host memory)";
-    if (is_nccl(c)) return "nccl (device buffers)";
-    return strcmp(c->ops->name, "ipc") == 0 ? "cuda-ipc (device to device)" : "loopback (device copies)";
+    return c->device_native ? "mpi (CUDA-aware: device buffers)" : c->ops->bound_name;
 }
 
 ff_status ff_comm_copy(ff_comm *c, void *dst, const void *src, size_t bytes) {
@@ -187,7 +180,7 @@ ff_status ff_comm_allreduce_sum_f32(ff_comm *c, float *buf, size_t n) {
     c->bytes_sent += (int64_t)(n * sizeof(float)) * (c->size - 1);
     c->bus_bytes += (double)(n * sizeof(float)) * 2 * spread(c);
     // Device memory: NCCL and a CUDA-aware MPI reduce it in place; the others on a host stage.
-    if (c->dev && !c->device_native && !is_nccl(c)) return ff_comm_staged_sum_f32(c, buf, n);
+    if (c->dev && !c->device_native && !c->ops->reduces_device) return ff_comm_staged_sum_f32(c, buf, n);
     return c->ops->allreduce_sum_f32(c, buf, n);
 }
 

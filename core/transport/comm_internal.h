@@ -6,10 +6,12 @@
 #include "fivefold/comm.h"
 
 typedef struct {
-    const char *name;    // "mpi", "loopback", "nccl"
-    bool device_copies;  // moves device buffers itself (loopback: ff_device_copy_bytes; nccl); else
-                         // comm.c stages them through host memory (comm_staged.c) unless the comm is
-                         // device_native (a CUDA-aware MPI)
+    const char *name;        // "mpi", "loopback", "nccl", "ipc"
+    bool device_copies;      // moves device buffers itself (loopback: ff_device_copy_bytes; nccl, ipc);
+                             // else comm.c stages them through host memory (comm_staged.c) unless the
+                             // comm is device_native (a CUDA-aware MPI)
+    const char *bound_name;  // ff_comm_transport_name while bound to a device
+    bool reduces_device;     // allreduce_sum_f32 takes device memory (else comm.c stages it)
     ff_status (*exchange)(ff_comm *c, const ff_comm_msg *sends, int n_sends, const ff_comm_msg *recvs, int n_recvs);
     ff_status (*barrier)(ff_comm *c);
     ff_status (*bcast)(ff_comm *c, void *buf, size_t bytes, int root);

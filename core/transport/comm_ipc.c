@@ -326,8 +326,11 @@ static void ipc_destroy(ff_comm *c) {
 }
 
 static const ff_comm_ops ipc_ops = {
-    "ipc",          true,          ipc_exchange, ipc_barrier, ipc_bcast,   ipc_gatherv, ipc_scatterv,
-    ipc_allgatherv, ipc_alltoallv, ipc_sum_f64,  ipc_max_i64, ipc_sum_f32, ipc_destroy,
+    "ipc",          true,          "cuda-ipc (device to device)",
+    false,          ipc_exchange,  ipc_barrier,
+    ipc_bcast,      ipc_gatherv,   ipc_scatterv,
+    ipc_allgatherv, ipc_alltoallv, ipc_sum_f64,
+    ipc_max_i64,    ipc_sum_f32,   ipc_destroy,
 };
 
 // Every rank's host and GPU: whether each rank has its own GPU (NCCL's requirement) and whether

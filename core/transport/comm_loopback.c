@@ -360,8 +360,11 @@ LB_ALLREDUCE(lb_max_i64, int64_t, LB_MAX_I64, if (v > acc) acc = v)
 LB_ALLREDUCE(lb_sum_f32, float, LB_SUM_F32, acc += v)
 
 static const ff_comm_ops lb_ops = {
-    "loopback",    true,         lb_exchange, lb_barrier, lb_bcast,   lb_gatherv, lb_scatterv,
-    lb_allgatherv, lb_alltoallv, lb_sum_f64,  lb_max_i64, lb_sum_f32, NULL,
+    "loopback",    true,         "loopback (device copies)",
+    false,         lb_exchange,  lb_barrier,
+    lb_bcast,      lb_gatherv,   lb_scatterv,
+    lb_allgatherv, lb_alltoallv, lb_sum_f64,
+    lb_max_i64,    lb_sum_f32,   NULL,
 };
 
 static void *lb_thread(void *p) {

@@ -632,8 +632,11 @@ static void mpi_destroy(ff_comm *c) {
 }
 
 static const ff_comm_ops mpi_ops = {
-    "mpi",          false,         mpi_exchange, mpi_barrier, mpi_bcast,   mpi_gatherv, mpi_scatterv,
-    mpi_allgatherv, mpi_alltoallv, mpi_sum_f64,  mpi_max_i64, mpi_sum_f32, mpi_destroy,
+    "mpi",          false,         "mpi (staged through pinned host memory)",
+    false,          mpi_exchange,  mpi_barrier,
+    mpi_bcast,      mpi_gatherv,   mpi_scatterv,
+    mpi_allgatherv, mpi_alltoallv, mpi_sum_f64,
+    mpi_max_i64,    mpi_sum_f32,   mpi_destroy,
 };
 
 ff_status ff_comm_mpi_create(ff_comm **out, const void *mpi_comm) {

@@ -277,8 +277,9 @@ static void nc_destroy(ff_comm *c) {
 }
 
 static const ff_comm_ops nccl_ops = {
-    "nccl",        true,         nc_exchange, nc_barrier, nc_bcast,   nc_gatherv, nc_scatterv,
-    nc_allgatherv, nc_alltoallv, nc_sum_f64,  nc_max_i64, nc_sum_f32, nc_destroy,
+    "nccl",     true,        "nccl (device buffers)", true,         nc_exchange, nc_barrier, nc_bcast,
+    nc_gatherv, nc_scatterv, nc_allgatherv,           nc_alltoallv, nc_sum_f64,  nc_max_i64, nc_sum_f32,
+    nc_destroy,
 };
 
 // Two ranks on one GPU are refused with names (comm_ipc.c's table of every rank's host and GPU),
