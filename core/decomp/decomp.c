@@ -19,6 +19,7 @@ ff_status ff_decomp_create(ff_decomp **out, ff_split split, const ff_model *m, f
     ff_decomp *x = calloc(1, sizeof *x);
     if (!x) return FF_FAIL(FF_ERR_OOM, "decomposition: %zu bytes", sizeof *x);
     x->split = split;
+    x->last_n = -1;  // no forward yet: nothing to replay
     x->model = m;
     x->dev = dev;
     x->plan = ff_device_plan(dev);
@@ -74,6 +75,9 @@ ff_status ff_decomp_forward(ff_decomp *x, float *out, const float *in, int64_t n
     }
     if (st == FF_OK) ff_decomp_crash_point(x, last);  // no communication came after the layer
     x->crash_armed = false;
+    x->last_n = st == FF_OK ? n : -1;
+    x->last_first = first;
+    x->last_last = last;
     return st;
 }
 
@@ -100,8 +104,14 @@ ff_status ff_decomp_replay(ff_decomp *x, int64_t n, int first, int last) {
     if (ff_device_is_host(x->dev))
         return FF_FAIL(FF_ERR_INPUT, "device-resident replay: the %s split runs on host memory here",
                        ff_split_name(x->split));
-    if (x->rank == 0 && !x->out_dev)
+    // The input a replay reuses is the last forward's: same images, same layers, or nothing.
+    if (x->last_n < 0 || (x->rank == 0 && !x->out_dev))
         return FF_FAIL(FF_ERR_INPUT, "device-resident replay before any forward of these images");
+    if (n != x->last_n || first != x->last_first || last != x->last_last)
+        return FF_FAIL(FF_ERR_INPUT,
+                       "device-resident replay of %lld images, layers %d..%d: expected the last forward's %lld "
+                       "images, layers %d..%d (its input is what a replay reuses)",
+                       (long long)n, first, last, (long long)x->last_n, x->last_first, x->last_last);
     x->fault_layer = -1;
     x->trace = NULL;
     x->replay = true;

@@ -27,7 +27,9 @@ struct ff_decomp {
     // crash_layer; ff_decomp_crash_point stops it there
     bool crash_on, crash_hang, crash_armed;
     int crash_rank, crash_layer;
-    const float *out_dev;  // rank 0: where the last forward's output is on the device
+    const float *out_dev;       // rank 0: where the last forward's output is on the device
+    int64_t last_n;             // the last successful forward's images and layers (what a replay repeats);
+    int last_first, last_last;  // last_n < 0: none yet
 };
 
 // Phase timing: a mark before, account after (the device is synchronised first so that a GPU's
