@@ -21,7 +21,11 @@ import sys
 
 def load_reference(path):
     ref = []
-    with open(path) as f:
+    try:
+        f = open(path)
+    except OSError as e:
+        raise SystemExit(f"halo_bandwidth: --nccl {path}: cannot read it ({e.strerror})")
+    with f:
         for n, line in enumerate(f, 1):
             line = line.strip()
             if line.startswith("JSON "):

@@ -55,6 +55,8 @@ def main():
             f.write("{not json")
         rc, out, err = run(["--nccl", nccl, bad])
         assert rc != 0 and "bad.json" in err, (rc, err)
+        rc, out, err = run(["--nccl", os.path.join(d, "missing.jsonl"), fast])
+        assert rc != 0 and "missing.jsonl" in err and "Traceback" not in err, (rc, err)
     print("test_halo_bandwidth: all checks passed")
 
 

@@ -32,6 +32,22 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return 2;
     }
+    int sizes_mb[16] = {1, 4, 16, 64, 256}, n_sizes = 5;
+    if (argc > 1) {
+        n_sizes = 0;
+        for (int i = 1; i < argc; i++) {
+            char *end = NULL;
+            long v = strtol(argv[i], &end, 10);
+            if (i > 16 || end == argv[i] || *end || v < 1 || v > 8192) {
+                if (rank == 0)
+                    fprintf(stderr, "ff_nccl_p2p: size '%s' (argument %d): expected 1..8192 MB, at most 16 sizes\n",
+                            argv[i], i);
+                MPI_Finalize();
+                return 2;
+            }
+            sizes_mb[n_sizes++] = (int)v;
+        }
+    }
     CK(cudaGetDeviceCount(&ngpu));
     CK(cudaSetDevice(rank % ngpu));
     ncclUniqueId id;
@@ -44,11 +60,6 @@ int main(int argc, char **argv) {
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
-    int sizes_mb[16] = {1, 4, 16, 64, 256}, n_sizes = 5;
-    if (argc > 1) {
-        n_sizes = 0;
-        for (int i = 1; i < argc && n_sizes < 16; i++) sizes_mb[n_sizes++] = atoi(argv[i]);
-    }
     const int peer = rank ^ 1, iters = 20, warm = 5;
     for (int k = 0; k < n_sizes; k++) {
         size_t bytes = (size_t)sizes_mb[k] << 20;
