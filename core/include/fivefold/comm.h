@@ -78,8 +78,10 @@ ff_status ff_comm_allreduce_sum_f32(ff_comm *c, float *buf, size_t n);
 struct ff_device;
 ff_status ff_comm_bind_device(ff_comm *c, struct ff_device *d);
 struct ff_device *ff_comm_device(const ff_comm *c);
-// How bytes move for the buffers c now carries: "mpi", "loopback", "mpi (staged through host
-// memory)", "loopback (device copies)".
+// How bytes move for the buffers c now carries: the backend's name on host memory ("mpi",
+// "loopback", "nccl", "ipc"); bound to a device, "mpi (staged through pinned host memory)",
+// "loopback (device copies)", "nccl (device buffers)", "cuda-ipc (device to device)" or
+// "mpi (CUDA-aware: device buffers)".
 const char *ff_comm_transport_name(const ff_comm *c);
 
 // Bytes this rank has sent since creation (for traces), and the part sent by ff_comm_exchange.
