@@ -255,6 +255,7 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         }
         ff_ckpt_meta cm;
         TRY(ff_checkpoint_load(&w, ff_trainer_momentum(tr), &cm, &m, ckpt_path));
+        TRY(ff_trainer_load(tr));  // the checkpoint's weights and momentum onto the device
         TRY(ff_checkpoint_check_run(&cm, spe, ckpt_path));
         // A bit-identical continuation needs the same recipe: refuse a different one.
         if (cm.batch != B || cm.microbatch != o.microbatch || cm.seed != a->seed || cm.train_limit != a->train_limit ||
@@ -332,6 +333,7 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
                     cm.epoch = e + 1;
                     cm.step_in_epoch = 0;
                 }
+                TRY(ff_trainer_sync(tr));
                 TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
             }
             if (kill_after >= 0 && step == kill_after) {
@@ -352,6 +354,7 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
             if (wr && a->ckpt_every_epochs > 0 && (e + 1) % a->ckpt_every_epochs == 0 && step < total) {
                 ff_ckpt_meta cm = {step,           e + 1, 0,          a->seed,        B,          o.microbatch,
                                    a->train_limit, o.lr,  o.momentum, o.weight_decay, loss_digest};
+                TRY(ff_trainer_sync(tr));
                 TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
             }
         }
@@ -360,10 +363,12 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         const int64_t e = step / spe, s = step % spe;  // every epoch has spe steps
         ff_ckpt_meta cm = {step,           e,    s,          a->seed,        B,          o.microbatch,
                            a->train_limit, o.lr, o.momentum, o.weight_decay, loss_digest};
+        TRY(ff_trainer_sync(tr));
         TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
         TRY(ff_ckpt_writer_wait(wr));
         if (out) printf("checkpoint: %s (step %lld)\n", ckpt_path, (long long)step);
     }
+    TRY(ff_trainer_sync(tr));  // the weights the digest and --save-weights see
     if (out) {
         char hex[17];
         double el = now_s() - t_start;

@@ -145,3 +145,80 @@ ff_status ff_device_pin_host(ff_device *d, void *p, size_t bytes) {
 void ff_device_unpin_host(ff_device *d, void *p) {
     if (d->ops->unpin_host && p) d->ops->unpin_host(d, p);
 }
+
+// ---------------------------------------------------------------- training
+// Argument checks shared by every device; the ops assume them.
+
+float *ff_device_params(ff_device *d) {
+    return d->ops->params ? d->ops->params(d) : NULL;
+}
+ff_status ff_device_alloc_bytes(ff_device *d, void **p, size_t bytes, const char *what) {
+    *p = NULL;
+    if (!d->ops->alloc_bytes) return unsupported(d, "byte allocation");
+    return d->ops->alloc_bytes(d, p, bytes, what);
+}
+ff_status ff_device_upload_bytes(ff_device *d, void *dst, const void *src_host, size_t bytes) {
+    if (!bytes) return FF_OK;
+    if (!d->ops->upload_bytes) return unsupported(d, "byte upload");
+    return d->ops->upload_bytes(d, dst, src_host, bytes);
+}
+ff_status ff_device_gather(ff_device *d, float *x, int32_t *labels, const float *images, const int32_t *all_labels,
+                           const int64_t *idx, int64_t per, int64_t n) {
+    if (!d->ops->gather) return unsupported(d, "training (gather)");
+    if (n < 0 || per < 1)
+        return FF_FAIL(FF_ERR_INPUT, "gather: %lld samples of %lld floats", (long long)n, (long long)per);
+    return n ? d->ops->gather(d, x, labels, images, all_labels, idx, per, n) : FF_OK;
+}
+
+// Layers [0, last] must be ones training supports, every conv direct; n and group in range.
+static ff_status check_train(const ff_device *d, int last, int64_t n, int64_t group, const char *what) {
+    const ff_model *m = d->model;
+    if (last < 0 || last >= m->n_layers)
+        return FF_FAIL(FF_ERR_INPUT, "%s: last layer %d: expected 0..%d", what, last, m->n_layers - 1);
+    if (n < 1 || n > d->max_batch || group < 1)
+        return FF_FAIL(FF_ERR_INPUT, "%s: %lld images in groups of %lld: expected 1..%lld images, groups >= 1", what,
+                       (long long)n, (long long)group, (long long)d->max_batch);
+    for (int l = 0; l <= last; l++) {
+        const ff_op op = m->layers[l].op;
+        if (op != FF_OP_CONV2D && op != FF_OP_RELU && op != FF_OP_MAXPOOL && op != FF_OP_FLATTEN && op != FF_OP_LINEAR)
+            return FF_FAIL(FF_ERR_INPUT, "%s: layer %s is %s; training supports conv2d, relu, maxpool, flatten, linear",
+                           what, m->layers[l].name, ff_op_name(op));
+        if (op == FF_OP_CONV2D && d->plan.layer[l].alg != FF_CONV_DIRECT)
+            return FF_FAIL(FF_ERR_INPUT,
+                           "%s: layer %s is planned %s; training runs direct convolutions (--conv direct)", what,
+                           m->layers[l].name, d->plan.layer[l].name);
+    }
+    return FF_OK;
+}
+
+ff_status ff_device_train_forward(ff_device *d, float *const *act, int last, int64_t n, int64_t group) {
+    if (!d->ops->train_forward) return unsupported(d, "training");
+    FF_TRY(check_train(d, last, n, group, "train forward"));
+    return d->ops->train_forward(d, act, last, n, group);
+}
+ff_status ff_device_softmax_xent(ff_device *d, float *dz, float *loss, const float *z, const int32_t *labels,
+                                 float scale, int64_t classes, int64_t n) {
+    if (!d->ops->softmax_xent) return unsupported(d, "training (softmax cross-entropy)");
+    if (n < 1 || classes < 1)
+        return FF_FAIL(FF_ERR_INPUT, "softmax cross-entropy: %lld images of %lld classes", (long long)n,
+                       (long long)classes);
+    return d->ops->softmax_xent(d, dz, loss, z, labels, scale, classes, n);
+}
+ff_status ff_device_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz, const float *const *act,
+                                   int last, int64_t n, int64_t group) {
+    if (!d->ops->train_backward) return unsupported(d, "training");
+    FF_TRY(check_train(d, last, n, group, "train backward"));
+    return d->ops->train_backward(d, grads, grad_stride, dz, act, last, n, group);
+}
+ff_status ff_device_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len) {
+    if (!d->ops->tree_reduce) return unsupported(d, "training (tree reduction)");
+    if (nrows < 1 || len < 0 || stride < len)
+        return FF_FAIL(FF_ERR_INPUT, "tree reduce: %lld rows of %lld floats, stride %lld", (long long)nrows,
+                       (long long)len, (long long)stride);
+    return nrows > 1 && len > 0 ? d->ops->tree_reduce(d, rows, nrows, stride, len) : FF_OK;
+}
+ff_status ff_device_sgd(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
+                        float weight_decay, bool first) {
+    if (!d->ops->sgd) return unsupported(d, "training (SGD)");
+    return count > 0 ? d->ops->sgd(d, w, mom, g, count, lr, momentum, weight_decay, first) : FF_OK;
+}

@@ -27,6 +27,20 @@ typedef struct {
     void (*unpin_host)(ff_device *d, void *p);
     ff_status (*fence)(ff_device *d);       // NULL: a synchronous device (nothing to wait for)
     ff_status (*wait_fence)(ff_device *d);  // NULL likewise
+    // training (device.h): NULL where a device does not train
+    float *(*params)(ff_device *d);
+    ff_status (*alloc_bytes)(ff_device *d, void **p, size_t bytes, const char *what);
+    ff_status (*upload_bytes)(ff_device *d, void *dst, const void *src_host, size_t bytes);
+    ff_status (*gather)(ff_device *d, float *x, int32_t *labels, const float *images, const int32_t *all_labels,
+                        const int64_t *idx, int64_t per, int64_t n);
+    ff_status (*train_forward)(ff_device *d, float *const *act, int last, int64_t n, int64_t group);
+    ff_status (*softmax_xent)(ff_device *d, float *dz, float *loss, const float *z, const int32_t *labels, float scale,
+                              int64_t classes, int64_t n);
+    ff_status (*train_backward)(ff_device *d, float *grads, int64_t grad_stride, float *dz, const float *const *act,
+                                int last, int64_t n, int64_t group);
+    ff_status (*tree_reduce)(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len);
+    ff_status (*sgd)(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
+                     float weight_decay, bool first);
 } ff_device_ops;
 
 struct ff_device {

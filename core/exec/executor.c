@@ -326,6 +326,13 @@ void ff_exec_unpin_host(ff_executor *e, void *p) {
     ff_device_unpin_host(e->dev, p);
 }
 
+struct ff_device *ff_exec_device(ff_executor *e) {
+    return e->dev;
+}
+struct ff_comm *ff_exec_comm(ff_executor *e) {
+    return e->comm;
+}
+
 float ff_fault_value(float x) {
     return x + 1.0f + 2.0f * fabsf(x);
 }

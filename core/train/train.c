@@ -10,34 +10,42 @@
 #include "fivefold/layers_cpu_backward.h"
 #include "fivefold/plan.h"
 
-// One micro-batch's working set: the activations of every layer (kept for the backward), two
-// gradient ping-pong buffers, the conv im2col scratch and the micro-batch's own parameter gradient.
-typedef struct {
-    float *act[FF_MAX_LAYERS + 1];  // act[0]: input (M, input); act[l+1]: output of layer l (M, out)
-    float *ga, *gb;                 // (M, max_act)
-    float *scratch;                 // largest conv im2col of one image
-    float *g;                       // (n_total) gradient of this micro-batch, weights layout
-    int32_t *labels;                // (M)
-    float *loss;                    // (M) per-image loss
-    int64_t correct;                // evaluate(): matches in this slot
-    ff_device *dev;                 // the forward's device (cpu, on the trainer's weights in place)
-} slot;
-
+// Everything lives on the executor's device (device.h): the host only cuts the batch, reads the
+// losses and (for P > 1) hands device buffers to the executor's communicator.
 struct ff_trainer {
     const ff_model *m;
-    ff_weights *w;
-    ff_weights mom;
+    ff_weights *w;   // the caller's weights: ff_trainer_sync writes them, ff_trainer_load reads them
+    ff_weights mom;  // host copy of the momentum buffers (the same two ways)
     ff_train_options o;
-    ff_comm *comm;
+    ff_executor *exec;
+    ff_device *dev;  // the executor's device
+    ff_comm *comm;   // the executor's communicator (bound to dev's memory); NULL for one process
     int rank, P;
     int last;  // index of the logits layer (the last non-softmax layer)
-    int64_t N;
-    float *grad;  // (N) reduced gradient of the last step
-    int64_t nslots;
-    slot *slots;
-    float *sendbuf;  // (nslots * N) packed slices for the reduce-scatter
-    float *recvbuf;  // (nmb_max * (N/P + 1)) every micro-batch's copy of this rank's slice
-    double *losses;  // (B) per-image losses of the global batch, in batch order
+    int64_t N, classes, per;
+    int64_t cap;  // images one rank computes per step: nslots micro-batches of M
+    int64_t nslots, nmb_max;
+    // device memory
+    float *act[FF_MAX_LAYERS + 1];  // act[0]: input (cap, input); act[l+1]: output of layer l (cap, out)
+    float *dz;                      // (cap, classes): logits' gradient, then backward scratch
+    float *loss;                    // (cap): per-image loss
+    int32_t *labels;                // (cap)
+    int64_t *idx;                   // (cap): sample indices into the resident set
+    float *grads;                   // (nslots, N): each micro-batch's gradient
+    float *grad;                    // (N): the reduced gradient
+    float *d_mom;                   // (N): momentum buffers
+    float *sendbuf;                 // (nslots * N): packed slices for the reduce-scatter (P > 1)
+    float *recvbuf;                 // (nmb_max * (N/P + 1)): every micro-batch's copy of my slice
+    float *res_images;              // (res_n, per): the resident training set, normalised
+    int32_t *res_labels;            // (res_n)
+    const ff_dataset *resident;     // the set held there (ff_trainer_set_resident), NULL none
+    // host memory
+    float *x_host;         // (cap, per): a batch normalised on the host (no resident set)
+    int32_t *labels_host;  // (cap)
+    int64_t *idx_host;     // (cap)
+    float *loss_host;      // (cap)
+    double *losses;        // (B): the global batch's per-image losses, in batch order
+    float *grad_host;      // (N): the reduced gradient at the last ff_trainer_sync
     int64_t steps;
     int64_t samples;  // images trained on since creation (sum of every step's b)
 };
@@ -63,6 +71,13 @@ void ff_train_options_default(ff_train_options *o) {
     o->momentum = 0.9f;
     o->weight_decay = 0.0f;
     o->reduce = FF_REDUCE_DETERMINISTIC;
+    ff_exec_options_default(&o->exec);
+    o->exec.plan.conv = FF_CONV_DIRECT;
+}
+
+// ceil(a / b) for a >= 0, b >= 1, without the overflow of (a + b - 1) / b at a near INT64_MAX.
+static int64_t ceil_div(int64_t a, int64_t b) {
+    return a / b + (a % b != 0);
 }
 
 static void *xcalloc(size_t n, size_t sz, ff_status *st, const char *what) {
@@ -73,29 +88,35 @@ static void *xcalloc(size_t n, size_t sz, ff_status *st, const char *what) {
 
 void ff_trainer_destroy(ff_trainer *t) {
     if (!t) return;
-    for (int64_t s = 0; t->slots && s < t->nslots; s++) {
-        slot *sl = &t->slots[s];
-        for (int l = 0; l <= FF_MAX_LAYERS; l++) free(sl->act[l]);
-        free(sl->ga);
-        free(sl->gb);
-        free(sl->scratch);
-        free(sl->g);
-        free(sl->labels);
-        free(sl->loss);
-        ff_device_destroy(sl->dev);
+    if (t->dev) {
+        for (int l = 0; l <= FF_MAX_LAYERS; l++)
+            if (l == 0 || t->act[l] != t->act[l - 1]) ff_device_free(t->dev, t->act[l]);
+        float *bufs[] = {t->dz,
+                         t->loss,
+                         t->grads,
+                         t->grad,
+                         t->d_mom,
+                         t->sendbuf,
+                         t->recvbuf,
+                         t->res_images,
+                         (float *)t->labels,
+                         (float *)t->idx,
+                         (float *)t->res_labels};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ff_device_free(t->dev, bufs[i]);
+        ff_device_unpin_host(t->dev, t->x_host);
+        ff_device_unpin_host(t->dev, t->labels_host);
+        ff_device_unpin_host(t->dev, t->idx_host);
+        ff_device_unpin_host(t->dev, t->loss_host);
     }
-    free(t->slots);
-    free(t->grad);
-    free(t->sendbuf);
-    free(t->recvbuf);
+    ff_exec_destroy(t->exec);
+    free(t->x_host);
+    free(t->labels_host);
+    free(t->idx_host);
+    free(t->loss_host);
     free(t->losses);
+    free(t->grad_host);
     ff_weights_free(&t->mom);
     free(t);
-}
-
-// ceil(a / b) for a >= 0, b >= 1, without the overflow of (a + b - 1) / b at a near INT64_MAX.
-static int64_t ceil_div(int64_t a, int64_t b) {
-    return a / b + (a % b != 0);
 }
 
 ff_status ff_train_options_check(const ff_train_options *o) {
@@ -134,6 +155,38 @@ static ff_status checked_count(int64_t *out, int64_t a, int64_t b, size_t elem, 
     return FF_OK;
 }
 
+// The multi-rank twin of a single-process mode (a trainer given a communicator).
+static ff_mode multirank_mode(ff_mode m) {
+    return m == FF_MODE_SERIAL ? FF_MODE_MPI : m == FF_MODE_CUDA ? FF_MODE_HYBRID : m;
+}
+
+// Device buffers of the trainer (sizes checked by the caller).
+static ff_status alloc_device(ff_trainer *t) {
+    ff_device *d = t->dev;
+    const ff_model *m = t->m;
+    const int64_t cap = t->cap, N = t->N;
+    FF_TRY(ff_device_alloc(d, &t->act[0], (size_t)(cap * t->per), "training input"));
+    for (int l = 0; l <= t->last; l++) {
+        if (m->layers[l].op == FF_OP_FLATTEN) {  // same memory layout: the flatten's output is its input
+            t->act[l + 1] = t->act[l];
+            continue;
+        }
+        FF_TRY(ff_device_alloc(d, &t->act[l + 1], (size_t)(cap * ff_shape_numel(m->layers[l].out)), "activations"));
+    }
+    FF_TRY(ff_device_alloc(d, &t->dz, (size_t)(cap * t->classes), "logits' gradient"));
+    FF_TRY(ff_device_alloc(d, &t->loss, (size_t)cap, "losses"));
+    FF_TRY(ff_device_alloc_bytes(d, (void **)&t->labels, (size_t)cap * sizeof(int32_t), "labels"));
+    FF_TRY(ff_device_alloc_bytes(d, (void **)&t->idx, (size_t)cap * sizeof(int64_t), "sample indices"));
+    FF_TRY(ff_device_alloc(d, &t->grads, (size_t)(t->nslots * N), "micro-batch gradients"));
+    FF_TRY(ff_device_alloc(d, &t->grad, (size_t)N, "the reduced gradient"));
+    FF_TRY(ff_device_alloc(d, &t->d_mom, (size_t)N, "momentum buffers"));
+    if (t->P > 1) {
+        FF_TRY(ff_device_alloc(d, &t->sendbuf, (size_t)(t->nslots * N), "reduce send buffer"));
+        FF_TRY(ff_device_alloc(d, &t->recvbuf, (size_t)(t->nmb_max * (N / t->P + 1)), "reduce receive buffer"));
+    }
+    return FF_OK;
+}
+
 ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, const ff_train_options *o,
                             ff_comm *comm) {
     *out = NULL;
@@ -149,75 +202,74 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
                            "maxpool, flatten and linear (then softmax cross-entropy)",
                            m->name, m->layers[l].name, ff_op_name(op));
     }
+    const ff_plan_options *po = &o->exec.plan;
+    if (po->conv != FF_CONV_DIRECT || po->backend != FF_BACKEND_OWN || po->precision != FF_PRECISION_FP32)
+        return FF_FAIL(FF_ERR_INPUT,
+                       "training runs fivefold's own direct convolutions in fp32 (--conv direct --backend own): the "
+                       "update changes the weights every step, which Winograd's or a vendor library's transformed "
+                       "copies would not follow");
     ff_status st = FF_OK;
     ff_trainer *t = xcalloc(1, sizeof *t, &st, "the trainer");
     if (!t) return st;
     t->m = m;
     t->w = w;
     t->o = *o;
-    t->comm = comm;
+    t->o.exec.mode = comm ? multirank_mode(o->exec.mode) : o->exec.mode;
+    if (ff_mode_is_multirank(t->o.exec.mode) && !comm) {
+        const ff_mode mode = t->o.exec.mode;
+        free(t);
+        return FF_FAIL(FF_ERR_INPUT, "mode %s trains over several ranks: it needs a communicator (mpiexec)",
+                       ff_mode_name(mode));
+    }
     t->rank = comm ? ff_comm_rank(comm) : 0;
     t->P = comm ? ff_comm_size(comm) : 1;
     t->last = last;
     t->N = w->n_total;
+    t->classes = ff_shape_numel(m->layers[last].out);
+    t->per = ff_shape_numel(m->input);
     const int64_t M = o->microbatch, P = t->P;
-    const int64_t nmb_max = ceil_div(o->batch, M);  // <= FF_MAX_MICROBATCHES (checked above)
-    t->nslots = ceil_div(nmb_max, P);
+    t->nmb_max = ceil_div(o->batch, M);  // <= FF_MAX_MICROBATCHES (checked above)
+    t->nslots = ceil_div(t->nmb_max, P);
     if (t->nslots < 1) t->nslots = 1;
+    t->cap = t->nslots * M;
     // Every buffer size below is a product of a user-chosen count (M, B) and a model size: check
     // each once here, so the allocations can use the plain products.
     int64_t cnt;
-    st = checked_count(&cnt, M, m->max_act, sizeof(float), "micro-batch activations (--microbatch x largest layer)");
+    st = checked_count(&cnt, t->cap, m->max_act, sizeof(float), "micro-batch activations (--batch x largest layer)");
     if (st == FF_OK) st = checked_count(&cnt, o->batch, 1, sizeof(double), "losses (--batch)");
     if (st == FF_OK) st = checked_count(&cnt, t->nslots, t->N, sizeof(float), "micro-batch gradients");
-    if (st == FF_OK) st = checked_count(&cnt, nmb_max, t->N / P + 1, sizeof(float), "reduce buffer");
+    if (st == FF_OK) st = checked_count(&cnt, t->nmb_max, t->N / P + 1, sizeof(float), "reduce buffer");
     if (st == FF_OK) st = ff_weights_alloc(&t->mom, m);
     if (st != FF_OK) {
         free(t);
         return st;
     }
     memset(t->mom.data, 0, (size_t)t->N * sizeof(float));
-    t->grad = xcalloc((size_t)t->N, sizeof(float), &st, "the gradient");
+    // The mode's executor: its device runs the step, its communicator (bound to the device's
+    // memory) carries the gradients. The batch split is the trainer's own (micro-batches by rank).
+    ff_exec_options eo = t->o.exec;
+    eo.split = ff_mode_is_multirank(eo.mode) ? FF_SPLIT_BATCH : FF_SPLIT_NONE;
+    eo.max_batch = t->cap;
+    eo.comm = comm;
+    eo.fault_layer = -1;
+    eo.trace = false;
+    st = ff_exec_create(&t->exec, m, w, &eo);
+    if (st == FF_OK) {
+        t->dev = ff_exec_device(t->exec);
+        t->comm = ff_exec_comm(t->exec);
+        st = alloc_device(t);
+    }
+    t->x_host = xcalloc((size_t)(t->cap * t->per), sizeof(float), &st, "input staging");
+    t->labels_host = xcalloc((size_t)t->cap, sizeof(int32_t), &st, "labels");
+    t->idx_host = xcalloc((size_t)t->cap, sizeof(int64_t), &st, "sample indices");
+    t->loss_host = xcalloc((size_t)t->cap, sizeof(float), &st, "losses");
     t->losses = xcalloc((size_t)o->batch, sizeof(double), &st, "losses");
-    t->slots = xcalloc((size_t)t->nslots, sizeof(slot), &st, "micro-batch slots");
-    int64_t scratch = 1;
-    for (int l = 0; l <= last; l++)
-        if (m->layers[l].op == FF_OP_CONV2D) {
-            int64_t s = ff_cpu_conv2d_backward_weights_scratch(&m->layers[l]);
-            if (s > scratch) scratch = s;
-        }
-    for (int64_t s = 0; t->slots && s < t->nslots && st == FF_OK; s++) {
-        slot *sl = &t->slots[s];
-        sl->act[0] = xcalloc((size_t)(M * ff_shape_numel(m->input)), sizeof(float), &st, "input");
-        for (int l = 0; l <= last; l++)
-            sl->act[l + 1] = xcalloc((size_t)(M * ff_shape_numel(m->layers[l].out)), sizeof(float), &st, "activations");
-        sl->ga = xcalloc((size_t)(M * m->max_act), sizeof(float), &st, "gradients");
-        sl->gb = xcalloc((size_t)(M * m->max_act), sizeof(float), &st, "gradients");
-        sl->scratch = xcalloc((size_t)scratch, sizeof(float), &st, "im2col scratch");
-        sl->g = xcalloc((size_t)t->N, sizeof(float), &st, "micro-batch gradient");
-        sl->labels = xcalloc((size_t)M, sizeof(int32_t), &st, "labels");
-        sl->loss = xcalloc((size_t)M, sizeof(float), &st, "losses");
-        // The forward runs through the device interface (device.h), one device per slot since the
-        // slots run in parallel; the cpu device borrows the weights the SGD update writes.
-        if (st == FF_OK) {
-            ff_plan_options po;
-            ff_plan plan;
-            const ff_device_options dopt = {.max_batch = M, .gpu = -1, .borrow_weights = true};
-            st = ff_plan_options_default(&po);
-            if (st != FF_OK) {  // a bad FF_CUDA_* default does not concern the cpu device
-                ff_clear_error();
-                memset(&po, 0, sizeof po);
-                po.winograd_m = 4;
-                st = FF_OK;
-            }
-            st = ff_plan_build(&plan, m, FF_DEVICE_CPU, &po);
-            if (st == FF_OK) st = ff_device_create(&sl->dev, m, w, &plan, &dopt);
-        }
-    }
-    if (st == FF_OK && P > 1) {
-        t->sendbuf = xcalloc((size_t)(t->nslots * t->N), sizeof(float), &st, "reduce send buffer");
-        t->recvbuf = xcalloc((size_t)(nmb_max * (t->N / P + 1)), sizeof(float), &st, "reduce receive buffer");
-    }
+    t->grad_host = xcalloc((size_t)t->N, sizeof(float), &st, "the gradient");
+    if (st == FF_OK) st = ff_device_pin_host(t->dev, t->x_host, (size_t)(t->cap * t->per) * sizeof(float));
+    if (st == FF_OK) st = ff_device_pin_host(t->dev, t->labels_host, (size_t)t->cap * sizeof(int32_t));
+    if (st == FF_OK) st = ff_device_pin_host(t->dev, t->idx_host, (size_t)t->cap * sizeof(int64_t));
+    if (st == FF_OK) st = ff_device_pin_host(t->dev, t->loss_host, (size_t)t->cap * sizeof(float));
+    if (st == FF_OK) st = ff_trainer_load(t);  // every rank's weights are rank 0's (the executor's broadcast)
     if (st != FF_OK) {
         ff_trainer_destroy(t);
         return st;
@@ -226,8 +278,49 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     return FF_OK;
 }
 
+ff_status ff_trainer_sync(ff_trainer *t) {
+    FF_TRY(ff_device_download(t->dev, t->w->data, ff_device_params(t->dev), (size_t)t->N));
+    FF_TRY(ff_device_download(t->dev, t->mom.data, t->d_mom, (size_t)t->N));
+    FF_TRY(ff_device_download(t->dev, t->grad_host, t->grad, (size_t)t->N));
+    return ff_device_sync(t->dev);
+}
+
+ff_status ff_trainer_load(ff_trainer *t) {
+    // The executor broadcast rank 0's weights into the device; a resume loads the checkpoint's on
+    // every rank (identical files), so uploading this rank's copy is the same.
+    FF_TRY(ff_device_upload(t->dev, ff_device_params(t->dev), t->w->data, (size_t)t->N));
+    FF_TRY(ff_device_upload(t->dev, t->d_mom, t->mom.data, (size_t)t->N));
+    return ff_device_sync(t->dev);
+}
+
+ff_status ff_trainer_set_resident(ff_trainer *t, const ff_dataset *ds) {
+    if (ff_device_is_host(t->dev) || t->resident == ds) return FF_OK;  // the host reads ds directly
+    FF_TRY(ff_train_check_dataset(t->m, ds));
+    ff_device_free(t->dev, t->res_images);
+    ff_device_free(t->dev, (float *)t->res_labels);
+    t->res_images = NULL;
+    t->res_labels = NULL;
+    t->resident = NULL;
+    int64_t cnt = 0;
+    FF_TRY(checked_count(&cnt, ds->n, t->per, sizeof(float), "resident training set"));
+    FF_TRY(ff_device_alloc(t->dev, &t->res_images, (size_t)cnt, "the resident training set"));
+    FF_TRY(ff_device_alloc_bytes(t->dev, (void **)&t->res_labels, (size_t)ds->n * sizeof(int32_t), "its labels"));
+    // Normalised on the host in chunks (the same function as every other batch: same bits), each
+    // uploaded through the pinned staging buffer: one pass, once per run.
+    for (int64_t s0 = 0; s0 < ds->n; s0 += t->cap) {
+        const int64_t cnt_i = ds->n - s0 < t->cap ? ds->n - s0 : t->cap;
+        for (int64_t i = 0; i < cnt_i; i++) t->idx_host[i] = s0 + i;
+        ff_dataset_batch(t->x_host, t->labels_host, ds, t->idx_host, 0, cnt_i);
+        FF_TRY(ff_device_upload(t->dev, t->res_images + s0 * t->per, t->x_host, (size_t)(cnt_i * t->per)));
+        FF_TRY(ff_device_upload_bytes(t->dev, t->res_labels + s0, t->labels_host, (size_t)cnt_i * sizeof(int32_t)));
+        FF_TRY(ff_device_sync(t->dev));
+    }
+    t->resident = ds;
+    return FF_OK;
+}
+
 const float *ff_trainer_grad(const ff_trainer *t) {
-    return t->grad;
+    return t->grad_host;
 }
 ff_weights *ff_trainer_momentum(ff_trainer *t) {
     return &t->mom;
@@ -242,56 +335,7 @@ void ff_trainer_set_steps(ff_trainer *t, int64_t steps) {
     t->steps = steps;
 }
 
-// ---------------------------------------------------------------- one micro-batch
-
-// Every activation is kept for the backward: one layer at a time, whole (device.h run_bands).
-static ff_status forward(const ff_trainer *t, slot *sl, int64_t n) {
-    for (int l = 0; l <= t->last; l++) {
-        const ff_band_job job = {sl->act[l + 1], sl->act[l], ff_rows_full(&t->m->layers[l]), n};
-        FF_TRY(ff_device_run_bands(sl->dev, &job, 1, l));
-    }
-    return FF_OK;
-}
-
-// Gradient of scale * (sum of the n images' losses) into sl->g; per-image losses into sl->loss.
-static void backward(const ff_trainer *t, slot *sl, int64_t n, float scale) {
-    const ff_model *m = t->m;
-    float *cur = sl->ga, *other = sl->gb;
-    ff_cpu_softmax_xent_backward(cur, sl->loss, sl->act[t->last + 1], sl->labels, scale,
-                                 ff_shape_numel(m->layers[t->last].out), n);
-    for (int l = t->last; l >= 0; l--) {
-        const ff_layer *L = &m->layers[l];
-        const float *x = sl->act[l], *y = sl->act[l + 1];
-        const int need_dx = l > 0;  // the data's own gradient is never needed
-        float *tmp;
-        switch (L->op) {
-            case FF_OP_CONV2D:
-            case FF_OP_LINEAR: {
-                float *gw = sl->g + (t->w->w[l] - t->w->data);
-                float *gbias = sl->g + (t->w->b[l] - t->w->data);
-                if (L->op == FF_OP_CONV2D) {
-                    ff_cpu_conv2d_backward_weights(gw, gbias, cur, x, L, n, sl->scratch);
-                    if (need_dx) ff_cpu_conv2d_backward_data(other, cur, t->w->w[l], L, n);
-                } else {
-                    ff_cpu_linear_backward_weights(gw, gbias, cur, x, L, n);
-                    if (need_dx) ff_cpu_linear_backward_data(other, cur, t->w->w[l], L, n);
-                }
-                break;
-            }
-            case FF_OP_RELU:
-                if (need_dx) ff_cpu_relu_backward(other, cur, y, n * ff_shape_numel(L->out));
-                break;
-            case FF_OP_MAXPOOL:
-                if (need_dx) ff_cpu_maxpool_backward(other, cur, x, L, n);
-                break;
-            case FF_OP_FLATTEN: continue;  // same memory layout: the gradient passes through unchanged
-            default: continue;             // excluded by ff_trainer_create
-        }
-        tmp = cur;
-        cur = other;
-        other = tmp;
-    }
-}
+// ---------------------------------------------------------------- the step
 
 // rows[0] += rows[1] + ... in the fixed tree of train.h, element-wise over [lo, hi).
 static void tree_reduce(float *const *rows, int64_t nrows, int64_t lo, int64_t hi) {
@@ -322,14 +366,64 @@ typedef struct {
     const int32_t *labels;
 } batch_source;
 
-static void fetch(const ff_trainer *t, slot *sl, const batch_source *src, int64_t start, int64_t n) {
-    if (src->ds) {
-        ff_dataset_batch(sl->act[0], sl->labels, src->ds, src->idx, start, n);
-    } else {
-        const int64_t per = ff_shape_numel(t->m->input);
-        memcpy(sl->act[0], src->x + start * per, (size_t)(n * per) * sizeof(float));
-        memcpy(sl->labels, src->labels + start, (size_t)n * sizeof(int32_t));
+// Images [start, start + n) of the global batch into act[0] and labels on the device: gathered
+// from the resident set, or normalised on the host (in place on a host device) and uploaded.
+static ff_status fetch(ff_trainer *t, const batch_source *src, int64_t start, int64_t n) {
+    const bool host = ff_device_is_host(t->dev);
+    float *x = host ? t->act[0] : t->x_host;
+    int32_t *lab = host ? t->labels : t->labels_host;
+    if (src->ds && src->ds == t->resident) {
+        memcpy(t->idx_host, src->idx + start, (size_t)n * sizeof(int64_t));
+        FF_TRY(ff_device_upload_bytes(t->dev, t->idx, t->idx_host, (size_t)n * sizeof(int64_t)));
+        return ff_device_gather(t->dev, t->act[0], t->labels, t->res_images, t->res_labels, t->idx, t->per, n);
     }
+    if (src->ds) {
+        ff_dataset_batch(x, lab, src->ds, src->idx, start, n);
+    } else {
+        memcpy(x, src->x + start * t->per, (size_t)(n * t->per) * sizeof(float));
+        memcpy(lab, src->labels + start, (size_t)n * sizeof(int32_t));
+    }
+    if (host) return FF_OK;
+    FF_TRY(ff_device_upload(t->dev, t->act[0], x, (size_t)(n * t->per)));
+    return ff_device_upload_bytes(t->dev, t->labels, lab, (size_t)n * sizeof(int32_t));
+}
+
+// The deterministic reduction for P > 1 (train.h): slice q of every micro-batch gradient goes to
+// rank q, which reduces its slice in the tree, and the slices are all-gathered into t->grad.
+static ff_status reduce_scatter_gather(ff_trainer *t, int64_t nmb, int64_t nloc) {
+    const int64_t P = t->P, N = t->N;
+    size_t scount[FF_MAX_RANKS_TRAIN], sdispl[FF_MAX_RANKS_TRAIN];
+    size_t rcount[FF_MAX_RANKS_TRAIN], rdispl[FF_MAX_RANKS_TRAIN];
+    const int64_t my_lo = N * t->rank / P, my_len = N * (t->rank + 1) / P - my_lo;
+    size_t off = 0;
+    for (int64_t q = 0; q < P; q++) {
+        const int64_t lo = N * q / P, len = N * (q + 1) / P - lo;
+        scount[q] = (size_t)(nloc * len) * sizeof(float);
+        sdispl[q] = off;
+        // Slice q of the nloc gradient rows: rows [lo, lo + len) of nloc planes of N rows of width 1.
+        if (nloc > 0)
+            FF_TRY(ff_device_copy_rows(t->dev, t->sendbuf + off / sizeof(float), lo, len, t->grads, 0, N, nloc, 1, 1,
+                                       lo, lo + len));
+        off += scount[q];
+    }
+    off = 0;
+    for (int64_t q = 0; q < P; q++) {
+        const int64_t nq = nmb * (q + 1) / P - nmb * q / P;
+        rcount[q] = (size_t)(nq * my_len) * sizeof(float);
+        rdispl[q] = off;
+        off += rcount[q];
+    }
+    FF_TRY(ff_device_sync(t->dev));  // the communicator reads what the device wrote
+    FF_TRY(ff_comm_alltoallv(t->comm, t->recvbuf, rcount, rdispl, t->sendbuf, scount, sdispl));
+    FF_TRY(ff_device_tree_reduce(t->dev, t->recvbuf, nmb, my_len, my_len));
+    size_t gcount[FF_MAX_RANKS_TRAIN], gdispl[FF_MAX_RANKS_TRAIN];
+    for (int64_t q = 0; q < P; q++) {
+        const int64_t lo = N * q / P, len = N * (q + 1) / P - lo;
+        gcount[q] = (size_t)len * sizeof(float);
+        gdispl[q] = (size_t)lo * sizeof(float);
+    }
+    FF_TRY(ff_device_sync(t->dev));
+    return ff_comm_allgatherv(t->comm, t->grad, gcount, gdispl, t->recvbuf, (size_t)my_len * sizeof(float));
 }
 
 static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src, int64_t b) {
@@ -338,120 +432,47 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
         return FF_FAIL(FF_ERR_INPUT, "train step: batch of %lld images, expected 1..%lld", (long long)b, (long long)B);
     const int64_t nmb = (b + M - 1) / M;
     const int64_t j0 = nmb * t->rank / P, j1 = nmb * (t->rank + 1) / P, nloc = j1 - j0;
+    const int64_t start = j0 * M < b ? j0 * M : b, nimg = (j1 * M < b ? j1 * M : b) - start;
     const float scale = 1.0f / (float)b;
 
-    // Each micro-batch on its own slot; OpenMP across them keeps every one's sums in order.
-    int failed = 0;  // a forward's status (cpu run_bands of one whole layer cannot fail: its
-                     // argument checks hold by construction and it allocates nothing)
-#pragma omp parallel for schedule(dynamic, 1)
-    for (int64_t jj = 0; jj < nloc; jj++) {
-        slot *sl = &t->slots[jj];
-        const int64_t start = (j0 + jj) * M, n = start + M <= b ? M : b - start;
-        fetch(t, sl, src, start, n);
-        if (forward(t, sl, n) != FF_OK) {
-#pragma omp atomic write
-            failed = 1;
-            continue;
-        }
-        backward(t, sl, n, scale);
+    // ---- this rank's micro-batches: forward, loss, backward (one gradient row per micro-batch)
+    if (nimg > 0) {
+        FF_TRY(fetch(t, src, start, nimg));
+        FF_TRY(ff_device_train_forward(t->dev, t->act, t->last, nimg, M));
+        FF_TRY(ff_device_softmax_xent(t->dev, t->dz, t->loss, t->act[t->last + 1], t->labels, scale, t->classes, nimg));
+        FF_TRY(ff_device_train_backward(t->dev, t->grads, N, t->dz, (const float *const *)t->act, t->last, nimg, M));
+        FF_TRY(ff_device_download(t->dev, t->loss_host, t->loss, (size_t)nimg));
     }
-    if (failed) return FF_FAIL(FF_ERR_INTERNAL, "train step: a micro-batch's forward failed on the cpu device");
 
-    // ---- losses: every image's loss, in batch order, on every rank
-    for (int64_t jj = 0; jj < nloc; jj++) {
-        const int64_t start = (j0 + jj) * M, n = start + M <= b ? M : b - start;
-        for (int64_t i = 0; i < n; i++) t->losses[start + i] = t->slots[jj].loss[i];
-    }
-    if (P > 1) {
-        size_t counts[FF_MAX_RANKS_TRAIN], displs[FF_MAX_RANKS_TRAIN];
-        for (int64_t q = 0; q < P; q++) {
-            int64_t a = nmb * q / P * M, e = nmb * (q + 1) / P * M;
-            if (a > b) a = b;
-            if (e > b) e = b;
-            counts[q] = (size_t)(e - a) * sizeof(double);
-            displs[q] = (size_t)a * sizeof(double);
+    // ---- gradients
+    if (P == 1 || t->o.reduce == FF_REDUCE_ALLREDUCE) {
+        if (nloc > 0) {
+            FF_TRY(ff_device_tree_reduce(t->dev, t->grads, nloc, N, N));
+            FF_TRY(ff_device_copy_rows(t->dev, t->grad, 0, N, t->grads, 0, N, 1, 1, 1, 0, N));
+        } else {
+            memset(t->grad_host, 0, (size_t)N * sizeof(float));
+            FF_TRY(ff_device_upload(t->dev, t->grad, t->grad_host, (size_t)N));
         }
-        double *mine = t->losses + (j0 * M < b ? j0 * M : b);
-        // allgatherv reads sendbuf and writes recvbuf; our block is already in place, so send a
-        // copy to keep the two buffers disjoint.
-        double tmp[1024];
-        size_t nb = counts[t->rank];
-        double *sendp = nb <= sizeof tmp ? tmp : malloc(nb);
-        if (!sendp) return FF_FAIL(FF_ERR_OOM, "train step: cannot allocate %zu bytes", nb);
-        memcpy(sendp, mine, nb);
-        ff_status st = ff_comm_allgatherv(t->comm, t->losses, counts, displs, sendp, nb);
-        if (sendp != tmp) free(sendp);
-        FF_TRY(st);
+        FF_TRY(ff_device_sync(t->dev));
+        if (P > 1) FF_TRY(ff_comm_allreduce_sum_f32(t->comm, t->grad, (size_t)N));
+    } else {
+        FF_TRY(reduce_scatter_gather(t, nmb, nloc));
     }
+
+    // ---- SGD with momentum (PyTorch's rule), on the device, enqueued behind the loss download
+    FF_TRY(ff_device_sgd(t->dev, ff_device_params(t->dev), t->d_mom, t->grad, N, t->o.lr, t->o.momentum,
+                         t->o.weight_decay, t->steps == 0));
+
+    // ---- losses: every image's loss, in batch order, on every rank. Each rank writes its own
+    // images' losses and zeros elsewhere; the sum over ranks adds only zeros to each value, so it
+    // is exact whatever the order.
+    FF_TRY(ff_device_sync(t->dev));
+    memset(t->losses, 0, (size_t)b * sizeof(double));
+    for (int64_t i = 0; i < nimg; i++) t->losses[start + i] = t->loss_host[i];
+    if (P > 1) FF_TRY(ff_comm_allreduce_sum_f64(t->comm, t->losses, (size_t)b));
     double sum = 0.0;
     for (int64_t i = 0; i < b; i++) sum += t->losses[i];
     *loss = sum / (double)b;
-
-    // ---- gradients
-    float *rows[FF_MAX_MICROBATCHES];  // nmb <= FF_MAX_MICROBATCHES: checked by ff_trainer_create
-    if (P == 1 || t->o.reduce == FF_REDUCE_ALLREDUCE) {
-        for (int64_t jj = 0; jj < nloc; jj++) rows[jj] = t->slots[jj].g;
-        if (nloc > 0) {
-            ff_tree_reduce(rows, nloc, N);
-            memcpy(t->grad, rows[0], (size_t)N * sizeof(float));
-        } else {
-            memset(t->grad, 0, (size_t)N * sizeof(float));
-        }
-        if (P > 1) FF_TRY(ff_comm_allreduce_sum_f32(t->comm, t->grad, (size_t)N));
-    } else {
-        // Reduce-scatter by parameter slices: slice q = [N*q/P, N*(q+1)/P) goes to rank q, which
-        // receives it from every micro-batch in j order, reduces it with the tree, and the
-        // reduced slices are all-gathered.
-        size_t scount[FF_MAX_RANKS_TRAIN], sdispl[FF_MAX_RANKS_TRAIN];
-        size_t rcount[FF_MAX_RANKS_TRAIN], rdispl[FF_MAX_RANKS_TRAIN];
-        const int64_t my_lo = N * t->rank / P, my_len = N * (t->rank + 1) / P - my_lo;
-        size_t off = 0;
-        for (int64_t q = 0; q < P; q++) {
-            const int64_t lo = N * q / P, len = N * (q + 1) / P - lo;
-            scount[q] = (size_t)(nloc * len) * sizeof(float);
-            sdispl[q] = off;
-            for (int64_t jj = 0; jj < nloc; jj++)
-                memcpy((char *)t->sendbuf + off + (size_t)(jj * len) * sizeof(float), t->slots[jj].g + lo,
-                       (size_t)len * sizeof(float));
-            off += scount[q];
-        }
-        off = 0;
-        for (int64_t q = 0; q < P; q++) {
-            const int64_t nq = nmb * (q + 1) / P - nmb * q / P;
-            rcount[q] = (size_t)(nq * my_len) * sizeof(float);
-            rdispl[q] = off;
-            off += rcount[q];
-        }
-        FF_TRY(ff_comm_alltoallv(t->comm, t->recvbuf, rcount, rdispl, t->sendbuf, scount, sdispl));
-        for (int64_t j = 0; j < nmb; j++) rows[j] = t->recvbuf + j * my_len;
-        ff_tree_reduce(rows, nmb, my_len);
-        size_t gcount[FF_MAX_RANKS_TRAIN], gdispl[FF_MAX_RANKS_TRAIN];
-        for (int64_t q = 0; q < P; q++) {
-            const int64_t lo = N * q / P, len = N * (q + 1) / P - lo;
-            gcount[q] = (size_t)len * sizeof(float);
-            gdispl[q] = (size_t)lo * sizeof(float);
-        }
-        FF_TRY(ff_comm_allgatherv(t->comm, t->grad, gcount, gdispl, rows[0], (size_t)my_len * sizeof(float)));
-    }
-
-    // ---- SGD with momentum (PyTorch's rule), element-wise
-    const float lr = t->o.lr, mu = t->o.momentum, wd = t->o.weight_decay;
-    const int first = t->steps == 0;
-    float *w = t->w->data, *buf = t->mom.data;
-    const float *g = t->grad;
-#pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < N; i++) {
-        float gi = g[i];
-        if (wd != 0.0f) gi = gi + wd * w[i];
-        float bi;
-        if (mu != 0.0f) {
-            bi = first ? gi : mu * buf[i] + gi;
-            buf[i] = bi;
-        } else {
-            bi = gi;
-        }
-        w[i] = w[i] - lr * bi;
-    }
     t->steps++;
     t->samples += b;
     return FF_OK;
@@ -559,40 +580,38 @@ ff_status ff_train_evaluate(ff_trainer *t, int64_t *correct, const ff_dataset *d
     FF_TRY(check_ranks(t));
     FF_TRY(ff_train_check_dataset(t->m, ds));
     if (n > ds->n) n = ds->n;
-    const int64_t M = t->o.microbatch, P = t->P;
-    const int64_t classes = ff_shape_numel(t->m->layers[t->last].out);
+    const int64_t M = t->o.microbatch, P = t->P, classes = t->classes;
+    // Chunks of M images, dealt to ranks in contiguous runs; each rank runs up to cap at a time.
     const int64_t nch = (n + M - 1) / M;
-    const int64_t c0 = nch * t->rank / P, c1 = nch * (t->rank + 1) / P;
-    int64_t *order = malloc((size_t)(n > 0 ? n : 1) * sizeof *order);
-    if (!order) return FF_FAIL(FF_ERR_OOM, "evaluate: cannot allocate %lld indices", (long long)n);
-    for (int64_t i = 0; i < n; i++) order[i] = i;
-    for (int64_t s = 0; s < t->nslots; s++) t->slots[s].correct = 0;
-    int failed = 0;
-    for (int64_t c = c0; c < c1 && !failed; c += t->nslots) {
-        const int64_t cnt = c1 - c < t->nslots ? c1 - c : t->nslots;
-#pragma omp parallel for schedule(dynamic, 1)
-        for (int64_t jj = 0; jj < cnt; jj++) {
-            slot *sl = &t->slots[jj];
-            const int64_t start = (c + jj) * M, m = start + M <= n ? M : n - start;
-            ff_dataset_batch(sl->act[0], sl->labels, ds, order, start, m);
-            if (forward(t, sl, m) != FF_OK) {
-#pragma omp atomic write
-                failed = 1;
-                continue;
-            }
-            const float *z = sl->act[t->last + 1];
-            for (int64_t i = 0; i < m; i++) {
-                int64_t best = 0;
-                for (int64_t k = 1; k < classes; k++)
-                    if (z[i * classes + k] > z[i * classes + best]) best = k;
-                sl->correct += best == sl->labels[i];
-            }
+    const int64_t lo = nch * t->rank / P * M, hi_ch = nch * (t->rank + 1) / P * M, hi = hi_ch < n ? hi_ch : n;
+    float *z = NULL;
+    if (hi > lo) z = malloc((size_t)(t->cap * classes) * sizeof(float));
+    if (hi > lo && !z) return FF_FAIL(FF_ERR_OOM, "evaluate: %lld logits", (long long)(t->cap * classes));
+    ff_status st = FF_OK;
+    int64_t count = 0;
+    int64_t *order = hi > lo ? malloc((size_t)t->cap * sizeof *order) : NULL;
+    if (hi > lo && !order) st = FF_FAIL(FF_ERR_OOM, "evaluate: %lld indices", (long long)t->cap);
+    const batch_source src = {ds, order, NULL, NULL};
+    for (int64_t s0 = lo; s0 < hi && st == FF_OK; s0 += t->cap) {
+        const int64_t m = hi - s0 < t->cap ? hi - s0 : t->cap;
+        for (int64_t i = 0; i < m; i++) order[i] = s0 + i;
+        st = fetch(t, &src, 0, m);
+        if (st == FF_OK) st = ff_device_train_forward(t->dev, t->act, t->last, m, M);
+        if (st == FF_OK) st = ff_device_download(t->dev, z, t->act[t->last + 1], (size_t)(m * classes));
+        // labels are int32: downloaded as floats of the same size
+        if (st == FF_OK) st = ff_device_download(t->dev, (float *)t->labels_host, (const float *)t->labels, (size_t)m);
+        if (st == FF_OK) st = ff_device_sync(t->dev);
+        for (int64_t i = 0; i < m && st == FF_OK; i++) {
+            int64_t best = 0;
+            for (int64_t k = 1; k < classes; k++)
+                if (z[i * classes + k] > z[i * classes + best]) best = k;
+            count += best == t->labels_host[i];
         }
     }
     free(order);
-    if (failed) return FF_FAIL(FF_ERR_INTERNAL, "evaluate: a forward failed on the cpu device");
-    double total = 0;
-    for (int64_t s = 0; s < t->nslots; s++) total += (double)t->slots[s].correct;
+    free(z);
+    FF_TRY(st);
+    double total = (double)count;
     if (P > 1) FF_TRY(ff_comm_allreduce_sum_f64(t->comm, &total, 1));
     *correct = (int64_t)total;
     return FF_OK;

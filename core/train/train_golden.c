@@ -485,8 +485,12 @@ static ff_status trajectory(ctx *c, ff_weights *w, int64_t K, int64_t B, float l
         for (int64_t i = 0; i < B * 784; i++) x[i] = table[img[k * B * 784 + i]];
         for (int64_t i = 0; i < B; i++) labels[i] = lab[k * B + i];
         if ((st = ff_train_step_tensor(t, &ours[k], x, labels, B)) != FF_OK) goto done;
-        if (k == 0) memcpy(grad1, ff_trainer_grad(t), (size_t)w->n_total * 4);
+        if (k == 0) {
+            if ((st = ff_trainer_sync(t)) != FF_OK) goto done;
+            memcpy(grad1, ff_trainer_grad(t), (size_t)w->n_total * 4);
+        }
     }
+    if ((st = ff_trainer_sync(t)) != FF_OK) goto done;
     if ((st = param_rows(c, "step1", grad1, w, "step1_grad", "step1_grad", "_f32",
                          ff_model_find_layer(&c->m, "fc2"))) != FF_OK)
         goto done;

@@ -51,6 +51,7 @@ static ff_status body(ff_comm *c, void *arg) {
     ff_status st = ff_trainer_create(&t, &r->m, &w, &o, c);
     for (int k = 0; k < K_STEPS && st == FF_OK; k++)
         st = ff_train_step_tensor(t, &r->loss[rank][k], r->x, r->labels, batch_sizes[k]);
+    if (st == FF_OK) st = ff_trainer_sync(t);
     r->digest[rank] = ff_weights_digest(&w);
     r->weights[rank] = malloc((size_t)w.n_total * sizeof(float));
     memcpy(r->weights[rank], w.data, (size_t)w.n_total * sizeof(float));

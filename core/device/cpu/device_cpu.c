@@ -6,6 +6,8 @@
 
 #include "../device_internal.h"
 #include "fivefold/executor.h"
+#include "fivefold/layers_cpu_backward.h"
+#include "fivefold/train.h"
 
 typedef struct {
     ff_device base;
@@ -15,6 +17,9 @@ typedef struct {
     float *act[2];         // (max_batch, max_act) each: ping-pong activations of run
     ff_conv_segment *seg;  // [seg_cap] scratch of run_bands
     int seg_cap;
+    float *weights;        // params, or the borrowed weights: what ff_device_params hands the trainer
+    float *train_scratch;  // train_backward: per group two data-gradient buffers and an im2col
+    size_t train_scratch_floats;
 } cpu_device;
 
 static void cpu_destroy(ff_device *d) {
@@ -23,6 +28,7 @@ static void cpu_destroy(ff_device *d) {
     free(c->act[0]);
     free(c->act[1]);
     free(c->seg);
+    free(c->train_scratch);
     free(c);
 }
 
@@ -123,6 +129,159 @@ static ff_status cpu_fault(ff_device *d, float *x) {
     return FF_OK;
 }
 
+// ---------------------------------------------------------------- training (device.h)
+// The micro-batch groups run on OpenMP threads, each through the reference layers in their
+// documented orders: the bits do not depend on the thread count or on which thread runs a group.
+
+static float *cpu_params(ff_device *d) {
+    return ((cpu_device *)d)->weights;
+}
+
+static ff_status cpu_alloc_bytes(ff_device *d, void **p, size_t bytes, const char *what) {
+    (void)d;
+    *p = malloc(bytes ? bytes : 1);
+    if (!*p) return FF_FAIL(FF_ERR_OOM, "%s: %zu bytes of host memory", what, bytes);
+    return FF_OK;
+}
+
+static ff_status cpu_upload_bytes(ff_device *d, void *dst, const void *src_host, size_t bytes) {
+    (void)d;
+    if (dst != src_host) memmove(dst, src_host, bytes);
+    return FF_OK;
+}
+
+static ff_status cpu_gather(ff_device *d, float *x, int32_t *labels, const float *images, const int32_t *all_labels,
+                            const int64_t *idx, int64_t per, int64_t n) {
+    (void)d;
+    for (int64_t i = 0; i < n; i++) {
+        memcpy(x + i * per, images + idx[i] * per, (size_t)per * sizeof(float));
+        labels[i] = all_labels[idx[i]];
+    }
+    return FF_OK;
+}
+
+static ff_status cpu_train_forward(ff_device *d, float *const *act, int last, int64_t n, int64_t group) {
+    cpu_device *c = (cpu_device *)d;
+    const ff_model *m = d->model;
+    const int64_t ngroups = (n + group - 1) / group;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t g = 0; g < ngroups; g++) {
+        const int64_t i0 = g * group, ng = i0 + group <= n ? group : n - i0;
+        for (int l = 0; l <= last; l++) {
+            const ff_layer *L = &m->layers[l];
+            const ff_rows rows = ff_rows_full(L);
+            ff_cpu_layer_forward(act[l + 1] + i0 * ff_shape_numel(L->out), act[l] + i0 * ff_shape_numel(L->in), c->w[l],
+                                 c->b[l], L, &rows, ng);
+        }
+    }
+    return FF_OK;
+}
+
+static ff_status cpu_softmax_xent(ff_device *d, float *dz, float *loss, const float *z, const int32_t *labels,
+                                  float scale, int64_t classes, int64_t n) {
+    (void)d;
+    ff_cpu_softmax_xent_backward(dz, loss, z, labels, scale, classes, n);
+    return FF_OK;
+}
+
+// One group's backward (images [i0, i0 + ng)): gradient ping-pong in ga/gb, conv im2col in scratch.
+static void backward_group(const cpu_device *c, float *grad_row, float *dz, const float *const *act, int last,
+                           int64_t i0, int64_t ng, float *ga, float *gb, float *scratch) {
+    const ff_model *m = c->base.model;
+    const float *cur = dz + i0 * ff_shape_numel(m->layers[last].out);
+    float *bufs[2] = {ga, gb};
+    int next = 0;
+    for (int l = last; l >= 0; l--) {
+        const ff_layer *L = &m->layers[l];
+        const float *x = act[l] + i0 * ff_shape_numel(L->in), *y = act[l + 1] + i0 * ff_shape_numel(L->out);
+        float *dx = bufs[next];
+        const bool need_dx = l > 0;  // the data's own gradient is never needed
+        switch (L->op) {
+            case FF_OP_CONV2D:
+            case FF_OP_LINEAR: {
+                float *gw = grad_row + (c->w[l] - c->weights), *gbias = grad_row + (c->b[l] - c->weights);
+                if (L->op == FF_OP_CONV2D) {
+                    ff_cpu_conv2d_backward_weights(gw, gbias, cur, x, L, ng, scratch);
+                    if (need_dx) ff_cpu_conv2d_backward_data(dx, cur, c->w[l], L, ng);
+                } else {
+                    ff_cpu_linear_backward_weights(gw, gbias, cur, x, L, ng);
+                    if (need_dx) ff_cpu_linear_backward_data(dx, cur, c->w[l], L, ng);
+                }
+                break;
+            }
+            case FF_OP_RELU:
+                if (need_dx) ff_cpu_relu_backward(dx, cur, y, ng * ff_shape_numel(L->out));
+                break;
+            case FF_OP_MAXPOOL:
+                if (need_dx) ff_cpu_maxpool_backward(dx, cur, x, L, ng);
+                break;
+            default: continue;  // flatten: same memory layout, the gradient passes through
+        }
+        cur = dx;
+        next ^= 1;
+    }
+}
+
+static ff_status cpu_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz, const float *const *act,
+                                    int last, int64_t n, int64_t group) {
+    cpu_device *c = (cpu_device *)d;
+    const ff_model *m = d->model;
+    int64_t im2col = 1;
+    for (int l = 0; l <= last; l++)
+        if (m->layers[l].op == FF_OP_CONV2D) {
+            const int64_t s = ff_cpu_conv2d_backward_weights_scratch(&m->layers[l]);
+            if (s > im2col) im2col = s;
+        }
+    const int64_t ngroups = (n + group - 1) / group;
+    const size_t per_group = (size_t)(2 * group * m->max_act + im2col);
+    if (c->train_scratch_floats < (size_t)ngroups * per_group) {
+        free(c->train_scratch);
+        c->train_scratch_floats = 0;
+        c->train_scratch = malloc((size_t)ngroups * per_group * sizeof(float));
+        if (!c->train_scratch)
+            return FF_FAIL(FF_ERR_OOM, "cpu device: %zu bytes of training scratch for %lld groups of %lld images",
+                           (size_t)ngroups * per_group * sizeof(float), (long long)ngroups, (long long)group);
+        c->train_scratch_floats = (size_t)ngroups * per_group;
+    }
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int64_t g = 0; g < ngroups; g++) {
+        const int64_t i0 = g * group, ng = i0 + group <= n ? group : n - i0;
+        float *ga = c->train_scratch + (size_t)g * per_group, *gb = ga + group * m->max_act;
+        backward_group(c, grads + g * grad_stride, dz, act, last, i0, ng, ga, gb, gb + group * m->max_act);
+    }
+    return FF_OK;
+}
+
+static ff_status cpu_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len) {
+    (void)d;
+    float **r = malloc((size_t)nrows * sizeof *r);
+    if (!r) return FF_FAIL(FF_ERR_OOM, "tree reduce: %lld row pointers", (long long)nrows);
+    for (int64_t j = 0; j < nrows; j++) r[j] = rows + j * stride;
+    ff_tree_reduce(r, nrows, len);
+    free(r);
+    return FF_OK;
+}
+
+// train.h's rule; float32, no fma (the build's -ffp-contract=off): every device gives these bits.
+static ff_status cpu_sgd(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
+                         float weight_decay, bool first) {
+    (void)d;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < count; i++) {
+        float gi = g[i];
+        if (weight_decay != 0.0f) gi = gi + weight_decay * w[i];
+        float bi;
+        if (momentum != 0.0f) {
+            bi = first ? gi : momentum * mom[i] + gi;
+            mom[i] = bi;
+        } else {
+            bi = gi;
+        }
+        w[i] = w[i] - lr * bi;
+    }
+    return FF_OK;
+}
+
 static const ff_device_ops cpu_ops = {
     .destroy = cpu_destroy,
     .alloc = cpu_alloc,
@@ -136,6 +295,15 @@ static const ff_device_ops cpu_ops = {
     .run_bands = cpu_run_bands,
     .run_features = cpu_run_features,
     .fault = cpu_fault,
+    .params = cpu_params,
+    .alloc_bytes = cpu_alloc_bytes,
+    .upload_bytes = cpu_upload_bytes,
+    .gather = cpu_gather,
+    .train_forward = cpu_train_forward,
+    .softmax_xent = cpu_softmax_xent,
+    .train_backward = cpu_train_backward,
+    .tree_reduce = cpu_tree_reduce,
+    .sgd = cpu_sgd,
 };
 
 ff_status ff_device_cpu_create(ff_device **out, const ff_model *m, const ff_weights *w, const ff_plan *p,
@@ -156,11 +324,12 @@ ff_status ff_device_cpu_create(ff_device **out, const ff_model *m, const ff_weig
         return FF_FAIL(FF_ERR_OOM, "cpu device: %lld bytes of weights and 2 x %zu bytes of activations for batch %lld",
                        (long long)w->n_total * 4, abytes, (long long)o->max_batch);
     }
-    const float *base = w->data;
+    float *base = (float *)w->data;  // borrowed: the caller's buffer, which its trainer updates
     if (c->params) {
         if (w->n_total > 0) memcpy(c->params, w->data, (size_t)w->n_total * sizeof(float));
         base = c->params;
     }
+    c->weights = base;
     for (int i = 0; i < m->n_layers; i++) {
         if (w->w[i]) c->w[i] = base + (w->w[i] - w->data);
         if (w->b[i]) c->b[i] = base + (w->b[i] - w->data);

@@ -110,6 +110,62 @@ ff_status ff_device_resident_output(ff_device *d, float *out_host, int64_t n);
 ff_status ff_device_pin_host(ff_device *d, void *p, size_t bytes);
 void ff_device_unpin_host(ff_device *d, void *p);
 
+// ---- training (train.h, docs/ARCHITECTURE.md §9) ----
+// One trainer drives every mode's step through these: train_forward (every activation kept),
+// softmax_xent on the logits, train_backward (per-micro-batch parameter gradients), the tree
+// reduction of train.h, the SGD update. Gradients come per group of `group` consecutive images
+// (train.h's micro-batches): the sums of one group never mix with another's, so the trainer can
+// hand groups to any rank. Bits: the cpu device runs layers_cpu_backward.h (its summation
+// orders); the cuda device keeps the same orders with one fma chain per element (gpu.h), so its
+// bits depend on the inputs and the group size only, never on the rank count or launch shapes.
+// The device's plan must run every conv direct (train.h says why; ff_device_train_forward refuses
+// others).
+
+// The device's weights: n_total floats in ff_weights' layout (ff_weights.data offsets), what
+// every run reads and the update writes.
+float *ff_device_params(ff_device *d);
+
+// Memory for other element types (labels, sample indices); freed with ff_device_free.
+ff_status ff_device_alloc_bytes(ff_device *d, void **p, size_t bytes, const char *what);
+// Enqueued host -> device copy of bytes (same rule as ff_device_upload).
+ff_status ff_device_upload_bytes(ff_device *d, void *dst, const void *src_host, size_t bytes);
+
+// x (n, per) and labels (n) of the batch made of samples idx[0..n) of a device-resident set:
+// x[i] = images[idx[i]], labels[i] = all_labels[idx[i]]. images (count, per), all_labels (count),
+// idx (n) int64 in [0, count): device memory.
+ff_status ff_device_gather(ff_device *d, float *x, int32_t *labels, const float *images, const int32_t *all_labels,
+                           const int64_t *idx, int64_t per, int64_t n);
+
+// Layers [0, last] on n whole images, keeping every output: act[0] (n, input) is the input,
+// act[l + 1] (n, layers[l].out) receives layer l's output (flatten's is act[l] itself: act[l + 1]
+// may equal act[l]). Every act[l] is device memory of n images at least. The cpu device runs the
+// groups of `group` images on its threads; the bits are those of ff_device_run. Layers conv2d,
+// relu, maxpool, flatten, linear only; a conv planned other than direct is refused.
+ff_status ff_device_train_forward(ff_device *d, float *const *act, int last, int64_t n, int64_t group);
+
+// Softmax cross-entropy (layers_cpu_backward.h's formulas): dz (n, classes) receives the gradient
+// of scale * (sum of the n images' losses) w.r.t. the logits z (n, classes); loss (n) each
+// image's loss (NULL: not needed). labels (n) in [0, classes).
+ff_status ff_device_softmax_xent(ff_device *d, float *dz, float *loss, const float *z, const int32_t *labels,
+                                 float scale, int64_t classes, int64_t n);
+
+// Backward of layers [0, last] from dz (n, layers[last].out), the gradient of the logits, with the
+// activations of the matching ff_device_train_forward. Group g's parameter gradients (images
+// [g*group, min(n, (g+1)*group))) overwrite row g of grads ((ceil(n / group), grad_stride) floats,
+// ff_weights' layout in each row). dz is overwritten (used as scratch).
+ff_status ff_device_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz, const float *const *act,
+                                   int last, int64_t n, int64_t group);
+
+// train.h's tree over rows (nrows, stride): rows[0][0..len) becomes the sum of the nrows rows in
+// the fixed tree that depends on nrows only; the other rows get partial sums.
+ff_status ff_device_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len);
+
+// SGD with momentum, train.h's rule, element-wise on count floats: w, mom (momentum buffers),
+// g (the reduced gradient). first: the first step (mom = g). Float32 without fma on every device,
+// so the update's bits are the same everywhere.
+ff_status ff_device_sgd(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
+                        float weight_decay, bool first);
+
 #ifdef __cplusplus
 }
 #endif

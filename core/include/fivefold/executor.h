@@ -119,6 +119,13 @@ ff_status ff_exec_resident_output(ff_executor *e, float *out, int64_t n);
 ff_status ff_exec_pin_host(ff_executor *e, void *p, size_t bytes);
 void ff_exec_unpin_host(ff_executor *e, void *p);
 
+// The executor's parts, for the trainer (train.h), which runs its step on them: the device, and the
+// communicator bound to the device's memory (NULL in single-process modes): host MPI (mpi), staged
+// through pinned host memory (hybrid), NCCL, CUDA IPC or a CUDA-aware MPI (direct).
+struct ff_device;
+struct ff_device *ff_exec_device(ff_executor *e);
+struct ff_comm *ff_exec_comm(ff_executor *e);
+
 // The fault hook shared by every mode: perturbs x[0] so that any check fails (+1 + 2|x|, i.e.
 // far beyond any tolerance the verifier uses, and changes exact-match layers too).
 float ff_fault_value(float x);

@@ -25,6 +25,7 @@
 
 #include "fivefold/comm.h"
 #include "fivefold/data_idx.h"
+#include "fivefold/executor.h"
 #include "fivefold/model.h"
 #include "fivefold/status.h"
 #include "fivefold/weights.h"
@@ -45,9 +46,16 @@ typedef struct {
     int64_t microbatch;  // M: images per micro-batch (the unit of the deterministic reduction)
     float lr, momentum, weight_decay;
     ff_reduce reduce;
+    // Where the step runs: the executor's options (executor.h; the CLI fills them with the shared
+    // parser of infer/verify/bench): mode, GPU, transport, communication deadline, plan. The
+    // trainer sets split (batch: micro-batches by rank), max_batch and comm itself. The plan's convs
+    // must be direct (the update rewrites the weights every step; Winograd's transformed copies
+    // would go stale): the default here.
+    ff_exec_options exec;
 } ff_train_options;
 
-void ff_train_options_default(ff_train_options *o);  // B 64, M 8, lr 0.01, momentum 0.9, wd 0
+// B 64, M 8, lr 0.01, momentum 0.9, wd 0, deterministic; exec: serial, plan defaults but conv direct.
+void ff_train_options_default(ff_train_options *o);
 
 // The ranges ff_train_options_check accepts. lr > 10 or momentum >= 1 make SGD diverge at once
 // (momentum 1 never forgets a gradient; > 1 amplifies them); lr 0 would "train" without changing
@@ -91,10 +99,16 @@ void ff_tree_reduce(float *const *rows, int64_t nrows, int64_t len);
 
 typedef struct ff_trainer ff_trainer;
 
-// Creates a trainer that updates *w in place. comm NULL means one process (serial); otherwise
-// collective over comm, and every rank must pass identical weights and options. The model must
-// consist of conv2d, relu, maxpool, flatten and linear layers, optionally ending with softmax
-// (training uses the logits before it with softmax cross-entropy).
+// Creates a trainer for o->mode: it builds that mode's executor (executor.h) and runs every step on
+// its device (device.h, "training") and communicator. comm NULL: one process (serial, cuda);
+// otherwise collective over comm (a single-process mode then means its multi-rank twin: serial ->
+// mpi, cuda -> hybrid), and every rank must pass identical weights and options. The weights live
+// on the device: ff_trainer_sync copies them (and the momentum) back into *w, ff_trainer_load
+// uploads *w (after a resume changed it). The model must consist of conv2d, relu, maxpool, flatten
+// and linear layers, optionally ending with softmax (training uses the logits before it with
+// softmax cross-entropy). Bits: the cpu modes' (serial, mpi) depend only on (weights, data, B, M);
+// the GPU modes' likewise, in the GPU's summation orders (gpu.h), equal across cuda, hybrid and
+// direct at every rank count.
 ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, const ff_train_options *o,
                             ff_comm *comm);
 void ff_trainer_destroy(ff_trainer *t);
@@ -105,9 +119,18 @@ void ff_trainer_destroy(ff_trainer *t);
 ff_status ff_train_step(ff_trainer *t, double *loss, const ff_dataset *ds, const int64_t *idx, int64_t b);
 // Same from an already normalised batch: x (b, C, H, W) and labels (b), valid on every rank.
 ff_status ff_train_step_tensor(ff_trainer *t, double *loss, const float *x, const int32_t *labels, int64_t b);
-// The reduced gradient of the last step, before the update (n_total floats, weights layout: same
-// offsets as ff_weights.data). For tests and the golden check.
+// The reduced gradient of the last step before the update, as of the last ff_trainer_sync
+// (n_total floats, weights layout: same offsets as ff_weights.data). For tests and the golden check.
 const float *ff_trainer_grad(const ff_trainer *t);
+// Device -> host: the weights into *w, the momentum into ff_trainer_momentum, the last gradient.
+// Before reading any of them (digests, checkpoints, the end of a run).
+ff_status ff_trainer_sync(ff_trainer *t);
+// Host -> device: *w and ff_trainer_momentum become the trainer's state (a resume sets them).
+ff_status ff_trainer_load(ff_trainer *t);
+// Keeps data set ds on the device (a GPU): uploaded once, normalised; steps on ds then gather
+// their batch there from the indices alone. No-op on the cpu device. ds must outlive the trainer
+// (or the next call).
+ff_status ff_trainer_set_resident(ff_trainer *t, const ff_dataset *ds);
 
 // Momentum buffers (same layout as the weights) and the number of steps taken; checkpoints save
 // and restore them. Setting them is how a resume continues bit-identically.
