@@ -2,13 +2,16 @@
 // deterministic reduction of train.h, progress lines, test accuracy per epoch, HDF5 checkpoints
 // and bit-identical resume.
 #include <errno.h>
+#include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -18,6 +21,7 @@
 #include "fivefold/comm.h"
 #include "fivefold/data_idx.h"
 #include "fivefold/digest.h"
+#include "fivefold/json.h"
 #include "fivefold/model.h"
 #include "fivefold/train.h"
 #include "fivefold/weights.h"
@@ -25,7 +29,8 @@
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"  // Debian's dataset-fashion-mnist
 
 typedef struct {
-    const char *model, *mode, *data, *ckpt_dir, *weights, *save_weights;
+    const char *model, *mode, *split, *data, *ckpt_dir, *weights, *save_weights, *json;
+    ff_cli_plan_args plan;
     int64_t epochs, steps, train_limit, test_limit, ckpt_every, ckpt_every_epochs, log_every;
     uint64_t seed;
     int resume;
@@ -34,17 +39,26 @@ typedef struct {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: fivefold train [--model mnist-cnn] [--mode serial|mpi] [--epochs E] [--steps K]\n"
-            "         [--batch B] [--lr LR] [--momentum MU] [--weight-decay WD] [--seed S]\n"
-            "         [--microbatch M] [--reduce deterministic|allreduce] [--data DIR]\n"
+            "usage: fivefold train [--model mnist-cnn] [--mode serial|mpi|cuda|hybrid|direct] [--split batch]\n"
+            "         [--epochs E] [--steps K] [--batch B] [--lr LR] [--momentum MU] [--weight-decay WD]\n"
+            "         [--seed S] [--microbatch M] [--reduce deterministic|allreduce] [--data DIR]\n"
             "         [--train-limit N] [--test-limit N] [--weights FILE.h5] [--save-weights FILE.h5]\n"
             "         [--checkpoint-dir D] [--checkpoint-every N] [--checkpoint-every-epochs N]\n"
-            "         [--resume] [--log-every N] [--verbose]\n"
+            "         [--resume] [--log-every N] [--json FILE] [--verbose] [--comm-timeout S]\n"
+            "         " FF_CLI_PLAN_USAGE
+            "\n"
             "Trains on the IDX data in DIR and prints progress, the test accuracy after each epoch,\n"
             "'weights digest: <16 hex>' (FNV-1a over all parameters) and 'loss digest: <16 hex>' (over\n"
-            "every step's loss as float64) at the end. Same digests for serial and mpi at any rank count.\n"
+            "every step's loss as float64) at the end, then a summary line. The digests are the same for\n"
+            "serial and mpi at any rank count, and the same for cuda, hybrid and direct at any rank count.\n"
             "  --model M                   mnist-cnn (the only trainable model)\n"
-            "  --mode M                    serial (v1, default) or mpi (v2: mpiexec -n P fivefold train ...)\n"
+            "  --mode M                    serial (v1, default), mpi (v2), cuda (v3), hybrid (v4) or direct (v5):\n"
+            "                              cpu, cpu ranks, one GPU, a GPU per rank over MPI staged through host\n"
+            "                              memory, a GPU per rank handing device buffers to NCCL/IPC/CUDA-aware\n"
+            "                              MPI; multi-rank modes run under mpiexec: mpiexec -n P fivefold train\n"
+            "                              --mode mpi ...\n"
+            "  --split S                   batch (the only split training has: the micro-batches of each step\n"
+            "                              are dealt to the ranks; rows and replicate are inference splits)\n"
             "  --data DIR                  folder of MNIST-format IDX files, raw or .gz (default %s)\n"
             "  --epochs E                  passes over the training images (1..1000000; default 1)\n"
             "  --steps K                   stop after K optimizer steps in all, counted from the start of\n"
@@ -69,7 +83,15 @@ static void usage(FILE *f) {
             "  --checkpoint-every-epochs N every N epochs instead of every epoch (0: only at the end)\n"
             "  --resume                    continue bit-identically from D/%s (same flags needed)\n"
             "  --log-every N               a progress line every N steps (default 50; 0: none)\n"
-            "  --verbose                   errors name the source location; say whether digests were checked\n",
+            "  --json FILE                 write the run's figures as a JSON object (schema fivefold-train/1:\n"
+            "                              recipe, steps, images, seconds, seconds per epoch, samples/s, test\n"
+            "                              accuracy per epoch in %%, final loss, digests); written atomically\n"
+            "  --verbose                   errors name the source location; say whether digests were checked\n"
+            "A step whose loss is NaN or infinite stops training (exit 2); the last checkpoint is kept.\n"
+            "Training always runs fivefold's own direct convolutions in fp32 (--conv direct, the default here;\n"
+            "winograd, --backend vendor and --precision tf32 are refused).\n" FF_CLI_PLAN_HELP FF_CLI_EXEC_HELP
+            "  (--inject-crash and --inject-hang are inference hooks and refused here; training's crash test\n"
+            "  is the environment variable FF_TEST_KILL_AFTER_STEP=K: SIGKILL after step K.)\n",
             DEFAULT_DATA, FF_CKPT_FILE, FF_CKPT_FILE);
 }
 
@@ -85,91 +107,124 @@ static int parse_args(train_args *a, int argc, char **argv) {
     a->log_every = 50;
     ff_train_options_default(&a->o);
     const int64_t big = INT64_MAX;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) {
-            usage(stdout);
-            return -1;
-        }
-        if (!strcmp(f, "--resume")) {
-            a->resume = 1;
-            continue;
-        }
-        if (!strcmp(f, "--verbose")) {
-            ff_cli_verbose = true;
-            continue;
-        }
-        static const char *const value_flags[] = {"--model",
-                                                  "--mode",
-                                                  "--data",
-                                                  "--weights",
-                                                  "--save-weights",
-                                                  "--checkpoint-dir",
-                                                  "--epochs",
-                                                  "--steps",
-                                                  "--train-limit",
-                                                  "--test-limit",
-                                                  "--checkpoint-every",
-                                                  "--checkpoint-every-epochs",
-                                                  "--log-every",
-                                                  "--batch",
-                                                  "--microbatch",
-                                                  "--seed",
-                                                  "--lr",
-                                                  "--momentum",
-                                                  "--weight-decay",
-                                                  "--reduce"};
-        bool known = false;
-        for (size_t k = 0; k < sizeof value_flags / sizeof *value_flags; k++) known |= !strcmp(f, value_flags[k]);
-        if (!known) return ff_cli_usage("train", "unknown flag '%s'", f);
-        if (i + 1 >= argc) return ff_cli_usage("train", "%s needs a value", f);
-        const char *v = argv[++i];
-        ff_status st = ff_cli_value(f, v);
+    enum {
+        OPT_MODEL = 0x200,
+        OPT_MODE,
+        OPT_SPLIT,
+        OPT_DATA,
+        OPT_WEIGHTS,
+        OPT_SAVE_WEIGHTS,
+        OPT_CKPT_DIR,
+        OPT_EPOCHS,
+        OPT_STEPS,
+        OPT_TRAIN_LIMIT,
+        OPT_TEST_LIMIT,
+        OPT_CKPT_EVERY,
+        OPT_CKPT_EVERY_EPOCHS,
+        OPT_LOG_EVERY,
+        OPT_BATCH,
+        OPT_MICROBATCH,
+        OPT_SEED,
+        OPT_LR,
+        OPT_MOMENTUM,
+        OPT_WEIGHT_DECAY,
+        OPT_REDUCE,
+        OPT_JSON,
+        OPT_RESUME,
+        OPT_VERBOSE,
+    };
+    static const struct option opts[] = {{"model", required_argument, 0, OPT_MODEL},
+                                         {"mode", required_argument, 0, OPT_MODE},
+                                         {"split", required_argument, 0, OPT_SPLIT},
+                                         {"data", required_argument, 0, OPT_DATA},
+                                         {"weights", required_argument, 0, OPT_WEIGHTS},
+                                         {"save-weights", required_argument, 0, OPT_SAVE_WEIGHTS},
+                                         {"checkpoint-dir", required_argument, 0, OPT_CKPT_DIR},
+                                         {"epochs", required_argument, 0, OPT_EPOCHS},
+                                         {"steps", required_argument, 0, OPT_STEPS},
+                                         {"train-limit", required_argument, 0, OPT_TRAIN_LIMIT},
+                                         {"test-limit", required_argument, 0, OPT_TEST_LIMIT},
+                                         {"checkpoint-every", required_argument, 0, OPT_CKPT_EVERY},
+                                         {"checkpoint-every-epochs", required_argument, 0, OPT_CKPT_EVERY_EPOCHS},
+                                         {"log-every", required_argument, 0, OPT_LOG_EVERY},
+                                         {"batch", required_argument, 0, OPT_BATCH},
+                                         {"microbatch", required_argument, 0, OPT_MICROBATCH},
+                                         {"seed", required_argument, 0, OPT_SEED},
+                                         {"lr", required_argument, 0, OPT_LR},
+                                         {"momentum", required_argument, 0, OPT_MOMENTUM},
+                                         {"weight-decay", required_argument, 0, OPT_WEIGHT_DECAY},
+                                         {"reduce", required_argument, 0, OPT_REDUCE},
+                                         {"json", required_argument, 0, OPT_JSON},
+                                         {"resume", no_argument, 0, OPT_RESUME},
+                                         {"verbose", no_argument, 0, OPT_VERBOSE},
+                                         FF_CLI_PLAN_OPTIONS,
+                                         FF_CLI_EXEC_OPTIONS,
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    // ":h": a missing value is told apart (':') from an unknown flag ('?'); -h is --help.
+    for (int c, li = -1; (li = -1, c = getopt_long(argc, argv, ":h", opts, &li)) != -1;) {
+        if (c == '?') return ff_cli_usage("train", "unknown flag '%s'", argv[optind - 1]);
+        if (c == ':') return ff_cli_usage("train", "%s needs a value", argv[optind - 1]);
+        ff_status st = li >= 0 ? ff_cli_optarg(opts, li, optarg) : FF_OK;
         if (st != FF_OK) return ff_cli_fail("train", st);
-        if (!strcmp(f, "--model"))
-            a->model = v;
-        else if (!strcmp(f, "--mode"))
-            a->mode = v;
-        else if (!strcmp(f, "--data"))
-            a->data = v;
-        else if (!strcmp(f, "--weights"))
-            a->weights = v;
-        else if (!strcmp(f, "--save-weights"))
-            a->save_weights = v;
-        else if (!strcmp(f, "--checkpoint-dir"))
-            a->ckpt_dir = v;
-        else if (!strcmp(f, "--epochs"))
-            st = ff_cli_parse_i64(&a->epochs, f, v, 1, 1000000);
-        else if (!strcmp(f, "--steps"))
-            st = ff_cli_parse_i64(&a->steps, f, v, 1, big);
-        else if (!strcmp(f, "--train-limit"))
-            st = ff_cli_parse_i64(&a->train_limit, f, v, 1, big);
-        else if (!strcmp(f, "--test-limit"))
-            st = ff_cli_parse_i64(&a->test_limit, f, v, 0, big);
-        else if (!strcmp(f, "--checkpoint-every"))
-            st = ff_cli_parse_i64(&a->ckpt_every, f, v, 0, big);
-        else if (!strcmp(f, "--checkpoint-every-epochs"))
-            st = ff_cli_parse_i64(&a->ckpt_every_epochs, f, v, 0, big);
-        else if (!strcmp(f, "--log-every"))
-            st = ff_cli_parse_i64(&a->log_every, f, v, 0, big);
-        else if (!strcmp(f, "--batch"))
-            st = ff_cli_parse_i64(&a->o.batch, f, v, 1, 1 << 20);
-        else if (!strcmp(f, "--microbatch"))
-            st = ff_cli_parse_i64(&a->o.microbatch, f, v, 1, 1 << 20);
-        else if (!strcmp(f, "--seed"))
-            st = ff_cli_parse_seed(&a->seed, f, v);
-        else if (!strcmp(f, "--lr"))
-            st = ff_cli_parse_f32(&a->o.lr, f, v, 0.0, true, FF_TRAIN_LR_MAX, false);
-        else if (!strcmp(f, "--momentum"))
-            st = ff_cli_parse_f32(&a->o.momentum, f, v, 0.0, false, 1.0, true);
-        else if (!strcmp(f, "--weight-decay"))
-            st = ff_cli_parse_f32(&a->o.weight_decay, f, v, 0.0, false, 1.0, true);
-        else if (!strcmp(f, "--reduce"))
-            st = ff_reduce_parse(&a->o.reduce, v);
+        if (ff_cli_plan_arg(&a->plan, c, optarg)) continue;
+        const char *v = optarg;
+        switch (c) {
+            case 'h': usage(stdout); return -1;
+            case OPT_MODEL: a->model = v; break;
+            case OPT_MODE: a->mode = v; break;
+            case OPT_SPLIT: a->split = v; break;
+            case OPT_DATA: a->data = v; break;
+            case OPT_WEIGHTS: a->weights = v; break;
+            case OPT_SAVE_WEIGHTS: a->save_weights = v; break;
+            case OPT_CKPT_DIR: a->ckpt_dir = v; break;
+            case OPT_JSON: a->json = v; break;
+            case OPT_RESUME: a->resume = 1; break;
+            case OPT_VERBOSE: ff_cli_verbose = true; break;
+            case OPT_EPOCHS: st = ff_cli_parse_i64(&a->epochs, "--epochs", v, 1, 1000000); break;
+            case OPT_STEPS: st = ff_cli_parse_i64(&a->steps, "--steps", v, 1, big); break;
+            case OPT_TRAIN_LIMIT: st = ff_cli_parse_i64(&a->train_limit, "--train-limit", v, 1, big); break;
+            case OPT_TEST_LIMIT: st = ff_cli_parse_i64(&a->test_limit, "--test-limit", v, 0, big); break;
+            case OPT_CKPT_EVERY: st = ff_cli_parse_i64(&a->ckpt_every, "--checkpoint-every", v, 0, big); break;
+            case OPT_CKPT_EVERY_EPOCHS:
+                st = ff_cli_parse_i64(&a->ckpt_every_epochs, "--checkpoint-every-epochs", v, 0, big);
+                break;
+            case OPT_LOG_EVERY: st = ff_cli_parse_i64(&a->log_every, "--log-every", v, 0, big); break;
+            case OPT_BATCH: st = ff_cli_parse_i64(&a->o.batch, "--batch", v, 1, 1 << 20); break;
+            case OPT_MICROBATCH: st = ff_cli_parse_i64(&a->o.microbatch, "--microbatch", v, 1, 1 << 20); break;
+            case OPT_SEED: st = ff_cli_parse_seed(&a->seed, "--seed", v); break;
+            case OPT_LR: st = ff_cli_parse_f32(&a->o.lr, "--lr", v, 0.0, true, FF_TRAIN_LR_MAX, false); break;
+            case OPT_MOMENTUM: st = ff_cli_parse_f32(&a->o.momentum, "--momentum", v, 0.0, false, 1.0, true); break;
+            case OPT_WEIGHT_DECAY:
+                st = ff_cli_parse_f32(&a->o.weight_decay, "--weight-decay", v, 0.0, false, 1.0, true);
+                break;
+            case OPT_REDUCE: st = ff_reduce_parse(&a->o.reduce, v); break;
+            default: return ff_cli_usage("train", "unknown flag '%s'", argv[optind - 1]);
+        }
         if (st != FF_OK) return ff_cli_fail("train", st);
     }
-    if (strcmp(a->mode, "serial") && strcmp(a->mode, "v1") && strcmp(a->mode, "mpi") && strcmp(a->mode, "v2"))
-        return ff_cli_usage("train", "--mode '%s': training runs in serial (v1) or mpi (v2)", a->mode);
+    if (optind < argc) return ff_cli_usage("train", "unexpected argument '%s'", argv[optind]);
+    // The test hooks of the inference executors stop a rank inside a forward's communication;
+    // a training step has its own exchanges, and its crash test is FF_TEST_KILL_AFTER_STEP.
+    if (a->plan.inject_crash || a->plan.inject_hang)
+        return ff_cli_usage("train",
+                            "%s %s: an inference test hook (it stops a rank inside a forward's communication); "
+                            "training does not take it: its crash test is FF_TEST_KILL_AFTER_STEP=K (SIGKILL "
+                            "after step K)",
+                            a->plan.inject_crash ? "--inject-crash" : "--inject-hang",
+                            a->plan.inject_crash ? a->plan.inject_crash : a->plan.inject_hang);
+    if (a->split) {
+        ff_split sp;
+        ff_status st = ff_split_parse(&sp, a->split);
+        if (st != FF_OK) return ff_cli_fail("train", st);
+        if (sp != FF_SPLIT_BATCH)
+            return ff_cli_usage("train",
+                                "--split %s: training divides each step's micro-batches among the ranks (--split "
+                                "batch, the default); rows and replicate are inference splits",
+                                a->split);
+    }
     if (a->resume && !a->ckpt_dir)
         return ff_cli_usage("train", "--resume needs --checkpoint-dir (the folder that holds %s)", FF_CKPT_FILE);
     if (a->o.microbatch > a->o.batch) a->o.microbatch = a->o.batch;
@@ -199,6 +254,122 @@ static ff_status share_root_status(ff_status st, ff_comm *comm, bool *follower) 
     return (ff_status)code;
 }
 
+// A growing list of doubles (per-epoch figures).
+typedef struct {
+    double *v;
+    int64_t n, cap;
+} dlist;
+
+static ff_status dlist_push(dlist *l, double x) {
+    if (l->n == l->cap) {
+        int64_t cap = l->cap ? 2 * l->cap : 16;
+        double *v = realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v) return FF_FAIL(FF_ERR_OOM, "per-epoch figures (%lld epochs)", (long long)cap);
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = x;
+    return FF_OK;
+}
+
+static double dlist_mean(const dlist *l) {
+    double s = 0;
+    for (int64_t i = 0; i < l->n; i++) s += l->v[i];
+    return l->n ? s / (double)l->n : 0.0;
+}
+
+// --json: rank 0 creates FILE.tmp.<pid> before any work (a bad path is refused before training),
+// writes the figures into it at the end and renames it onto FILE (readers never see half a file).
+typedef struct {
+    const char *path;
+    char tmp[4096];
+    FILE *f;
+} json_out;
+
+static ff_status json_open(json_out *j, const char *path) {
+    j->path = path;
+    if (snprintf(j->tmp, sizeof j->tmp, "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof j->tmp)
+        return FF_FAIL(FF_ERR_INPUT, "--json '%s': path too long", path);
+    j->f = fopen(j->tmp, "w");
+    if (!j->f)
+        return FF_FAIL(FF_ERR_IO, "--json '%s': cannot create '%s': %s (checked before training)", path, j->tmp,
+                       strerror(errno));
+    return FF_OK;
+}
+
+static void json_abandon(json_out *j) {
+    if (!j->f) return;
+    fclose(j->f);
+    j->f = NULL;
+    remove(j->tmp);
+}
+
+// What the JSON file and the summary report (rank 0).
+typedef struct {
+    const char *mode, *transport;
+    int ranks;
+    int64_t steps, last_step, images, test_images;
+    double seconds, samples_per_s, final_loss;
+    uint64_t loss_digest, weights_digest;
+    const dlist *epoch_s, *accuracy;
+} train_figures;
+
+static ff_status json_write(json_out *j, const train_args *a, const ff_model *m, const ff_train_options *o,
+                            const train_figures *r) {
+    char hex[17];
+    ff_json js;
+    ff_json_init(&js, j->f);
+    ff_json_begin_object(&js, NULL);
+    ff_json_str(&js, "schema", "fivefold-train/1");
+    ff_json_str(&js, "model", m->name);
+    ff_json_str(&js, "mode", r->mode);
+    ff_json_str(&js, "transport", r->transport);
+    ff_json_int(&js, "ranks", r->ranks);
+    ff_json_int(&js, "batch", o->batch);
+    ff_json_int(&js, "microbatch", o->microbatch);
+    ff_json_num(&js, "lr", o->lr);
+    ff_json_num(&js, "momentum", o->momentum);
+    ff_json_num(&js, "weight_decay", o->weight_decay);
+    if (a->seed <= (uint64_t)INT64_MAX) {
+        ff_json_int(&js, "seed", (int64_t)a->seed);
+    } else {  // beyond the writer's integers: the exact decimal as a string
+        char seed[24];
+        snprintf(seed, sizeof seed, "%llu", (unsigned long long)a->seed);
+        ff_json_str(&js, "seed", seed);
+    }
+    ff_json_str(&js, "reduce", ff_reduce_name(o->reduce));
+    ff_json_int(&js, "epochs", a->epochs);
+    ff_json_int(&js, "steps", r->steps);
+    ff_json_int(&js, "last_step", r->last_step);
+    ff_json_int(&js, "images", r->images);
+    ff_json_num(&js, "seconds", r->seconds);
+    ff_json_begin_array(&js, "seconds_per_epoch");
+    for (int64_t i = 0; i < r->epoch_s->n; i++) ff_json_num(&js, NULL, r->epoch_s->v[i]);
+    ff_json_end_array(&js);
+    ff_json_num(&js, "samples_per_s", r->samples_per_s);
+    ff_json_int(&js, "test_images", r->test_images);
+    ff_json_begin_array(&js, "test_accuracy");
+    for (int64_t i = 0; i < r->accuracy->n; i++) ff_json_num(&js, NULL, r->accuracy->v[i]);
+    ff_json_end_array(&js);
+    ff_json_num(&js, "final_loss", r->final_loss);  // null when no step ran
+    ff_json_str(&js, "loss_digest", ff_digest_hex(hex, r->loss_digest));
+    ff_json_str(&js, "weights_digest", ff_digest_hex(hex, r->weights_digest));
+    ff_json_end_object(&js);
+    const bool bad = ferror(j->f) != 0;
+    const int cerr = fclose(j->f);
+    j->f = NULL;
+    if (bad || cerr != 0) {
+        remove(j->tmp);
+        return FF_FAIL(FF_ERR_IO, "--json '%s': writing '%s' failed: %s", j->path, j->tmp, strerror(errno));
+    }
+    if (rename(j->tmp, j->path) != 0) {
+        const int e = errno;
+        remove(j->tmp);
+        return FF_FAIL(FF_ERR_IO, "--json '%s': cannot rename '%s' onto it: %s", j->path, j->tmp, strerror(e));
+    }
+    return FF_OK;
+}
+
 // Everything that can fail returns a status; the caller prints it and picks the exit code.
 // *follower: this rank stopped because rank 0 failed (rank 0 reports it).
 static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
@@ -213,11 +384,15 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
     int64_t *order = NULL;
     ff_status st = FF_OK;
     char ckpt_path[4096] = "";
+    json_out jo = {0};
+    dlist epoch_s = {0}, accuracy = {0};
 #define TRY(expr)                   \
     do {                            \
         st = (expr);                \
         if (st != FF_OK) goto done; \
     } while (0)
+    // --json first: a path that cannot be written is refused before any work.
+    if (a->json) TRY(share_root_status(out ? json_open(&jo, a->json) : FF_OK, comm, follower));
     // Weights first: a bad --weights file is reported before 60 000 images are decoded.
     TRY(ff_cli_load_weights(&w, &m, a->weights, a->seed));
     TRY(ff_dataset_load_dir(&train, a->data, "train", a->train_limit));
@@ -227,12 +402,14 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
     const int64_t n_test = a->test_limit > 0 && a->test_limit < test.n ? a->test_limit : test.n;
     ff_train_options o = a->o;
     TRY(ff_trainer_create(&tr, &m, &w, &o, comm));
+    TRY(ff_trainer_set_resident(tr, &train));  // GPU modes: the training images stay on the device
 
     const int64_t B = o.batch, n = train.n;
     ff_train_plan plan;  // steps per epoch (the last batch may be short) and in all, overflow-checked
     TRY(ff_train_plan_make(&plan, n, B, a->epochs, a->steps));
     const int64_t spe = plan.steps_per_epoch, total = plan.total;
     int64_t e0 = 0, s0 = 0, step = 0;
+    int64_t last_ckpt = -1;                // the step of the last checkpoint written or submitted (every rank knows)
     uint64_t loss_digest = FF_FNV_OFFSET;  // over every step's loss since the start of training
     if (a->ckpt_dir) {
         if (snprintf(ckpt_path, sizeof ckpt_path, "%s/%s", a->ckpt_dir, FF_CKPT_FILE) >= (int)sizeof ckpt_path) {
@@ -274,6 +451,7 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         e0 = cm.epoch;
         s0 = cm.step_in_epoch;
         step = cm.step;
+        last_ckpt = step;
         loss_digest = cm.loss_digest;
         ff_trainer_set_steps(tr, step);
         if (out)
@@ -285,23 +463,33 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         st = FF_FAIL(FF_ERR_OOM, "cannot allocate the data order (%lld samples)", (long long)n);
         goto done;
     }
+    // The transport of a multi-rank mode: the direct mode's is --transport (auto: chosen by the
+    // executor from the GPUs and nodes); the others have one each.
+    ff_exec_caps caps;
+    ff_mode_caps(&caps, o.exec.mode);
+    const bool multirank = ff_mode_is_multirank(o.exec.mode);
+    const char *transport = !multirank                      ? NULL
+                            : o.exec.mode == FF_MODE_DIRECT ? ff_transport_name(o.exec.transport)
+                                                            : caps.transport;
     if (out)
         printf(
-            "train %s: mode %s, ranks %d, %lld train / %lld test images from %s, epochs %lld, "
+            "train %s: mode %s%s%s, ranks %d, %lld train / %lld test images from %s, epochs %lld, "
             "%lld steps/epoch, batch %lld, microbatch %lld, lr %g, momentum %g, weight-decay %g, "
             "seed %llu, reduce %s\n",
-            m.name, a->mode, P, (long long)n, (long long)n_test, a->data, (long long)a->epochs, (long long)spe,
-            (long long)B, (long long)o.microbatch, o.lr, o.momentum, o.weight_decay, (unsigned long long)a->seed,
+            m.name, ff_mode_name(o.exec.mode), transport ? ", transport " : "", transport ? transport : "", P,
+            (long long)n, (long long)n_test, a->data, (long long)a->epochs, (long long)spe, (long long)B,
+            (long long)o.microbatch, o.lr, o.momentum, o.weight_decay, (unsigned long long)a->seed,
             ff_reduce_name(o.reduce));
     fflush(stdout);
 
     const double t_start = now_s();
-    double t_log = t_start;
+    double t_log = t_start, last_loss = NAN;
     int64_t steps_run = 0, samples_log = 0;
     const char *kill_env = getenv("FF_TEST_KILL_AFTER_STEP");  // test hook: simulate a crash
     const int64_t kill_after = kill_env ? atoll(kill_env) : -1;
     for (int64_t e = e0; e < a->epochs && step < total; e++) {
         ff_shuffle_order(order, n, a->seed, e);
+        const double t_epoch = now_s();
         int64_t s = e == e0 ? s0 : 0;
         for (; s < spe && step < total; s++) {
             const int64_t first = s * B, b = first + B <= n ? B : n - first;
@@ -310,6 +498,26 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
             step++;
             steps_run++;
             samples_log += b;
+            if (!isfinite(loss)) {
+                // Every rank has the same loss bits and stops here. No checkpoint of this step:
+                // rank 0 waits for the write in flight (the last good state), then all fail alike.
+                ff_status ws = out && wr ? ff_ckpt_writer_wait(wr) : FF_OK;
+                TRY(share_root_status(ws, comm, follower));
+                char kept[4200];
+                if (last_ckpt >= 0)
+                    snprintf(kept, sizeof kept, "the last checkpoint (step %lld) is kept in %s", (long long)last_ckpt,
+                             ckpt_path);
+                else if (a->ckpt_dir)
+                    snprintf(kept, sizeof kept, "no checkpoint was written before it");
+                else
+                    snprintf(kept, sizeof kept, "no checkpoint (no --checkpoint-dir)");
+                st = FF_FAIL(FF_ERR_INPUT,
+                             "step %lld (epoch %lld, step %lld of that epoch): loss is %s; training stopped, %s "
+                             "(the recipe diverges: try a smaller --lr or --momentum)",
+                             (long long)step, (long long)e + 1, (long long)s + 1, isnan(loss) ? "nan" : "inf", kept);
+                goto done;
+            }
+            last_loss = loss;
             loss_digest = ff_fnv1a64_update(loss_digest, &loss, sizeof loss);
             if (out && a->log_every > 0 && (step % a->log_every == 0 || step == total)) {
                 double t = now_s();
@@ -326,15 +534,18 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
                 t_log = t;
                 samples_log = 0;
             }
-            if (wr && a->ckpt_every > 0 && step % a->ckpt_every == 0 && step < total) {
-                ff_ckpt_meta cm = {step,           e,    s + 1,      a->seed,        B,          o.microbatch,
-                                   a->train_limit, o.lr, o.momentum, o.weight_decay, loss_digest};
-                if (s + 1 == spe) {
-                    cm.epoch = e + 1;
-                    cm.step_in_epoch = 0;
+            if (a->ckpt_dir && a->ckpt_every > 0 && step % a->ckpt_every == 0 && step < total) {
+                last_ckpt = step;
+                if (wr) {
+                    ff_ckpt_meta cm = {step,           e,    s + 1,      a->seed,        B,          o.microbatch,
+                                       a->train_limit, o.lr, o.momentum, o.weight_decay, loss_digest};
+                    if (s + 1 == spe) {
+                        cm.epoch = e + 1;
+                        cm.step_in_epoch = 0;
+                    }
+                    TRY(ff_trainer_sync(tr));
+                    TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
                 }
-                TRY(ff_trainer_sync(tr));
-                TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
             }
             if (kill_after >= 0 && step == kill_after) {
                 fprintf(stderr, "FF_TEST_KILL_AFTER_STEP=%lld: killing the process\n", (long long)kill_after);
@@ -343,22 +554,30 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
             }
         }
         if (s == spe) {  // the epoch is complete: test accuracy, maybe a checkpoint
+            // This run's training time of the epoch, without the evaluation (an epoch resumed
+            // mid-way counts the steps this run took).
+            TRY(dlist_push(&epoch_s, now_s() - t_epoch));
             int64_t correct;
             TRY(ff_train_evaluate(tr, &correct, &test, n_test));
+            const double acc = n_test ? 100.0 * (double)correct / (double)n_test : 0.0;
+            TRY(dlist_push(&accuracy, acc));
             if (out) {
                 printf("epoch %lld/%lld done: test accuracy %.2f%% (%lld/%lld), %.1f s elapsed\n", (long long)e + 1,
-                       (long long)a->epochs, n_test ? 100.0 * (double)correct / (double)n_test : 0.0,
-                       (long long)correct, (long long)n_test, now_s() - t_start);
+                       (long long)a->epochs, acc, (long long)correct, (long long)n_test, now_s() - t_start);
                 fflush(stdout);
             }
-            if (wr && a->ckpt_every_epochs > 0 && (e + 1) % a->ckpt_every_epochs == 0 && step < total) {
-                ff_ckpt_meta cm = {step,           e + 1, 0,          a->seed,        B,          o.microbatch,
-                                   a->train_limit, o.lr,  o.momentum, o.weight_decay, loss_digest};
-                TRY(ff_trainer_sync(tr));
-                TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
+            if (a->ckpt_dir && a->ckpt_every_epochs > 0 && (e + 1) % a->ckpt_every_epochs == 0 && step < total) {
+                last_ckpt = step;
+                if (wr) {
+                    ff_ckpt_meta cm = {step,           e + 1, 0,          a->seed,        B,          o.microbatch,
+                                       a->train_limit, o.lr,  o.momentum, o.weight_decay, loss_digest};
+                    TRY(ff_trainer_sync(tr));
+                    TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
+                }
             }
         }
     }
+    const double el = now_s() - t_start;               // the training loop's wall time (steps, evaluations)
     if (wr) {                                          // the final checkpoint, at the position training stopped
         const int64_t e = step / spe, s = step % spe;  // every epoch has spe steps
         ff_ckpt_meta cm = {step,           e,    s,          a->seed,        B,          o.microbatch,
@@ -369,15 +588,27 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         if (out) printf("checkpoint: %s (step %lld)\n", ckpt_path, (long long)step);
     }
     TRY(ff_trainer_sync(tr));  // the weights the digest and --save-weights see
+    // Images actually trained on: a short last batch counts what it holds, not B.
+    const int64_t samples = ff_trainer_samples(tr);
+    const double rate = el > 0 ? (double)samples / el : 0.0;
+    const uint64_t weights_digest = ff_weights_digest(&w);
     if (out) {
         char hex[17];
-        double el = now_s() - t_start;
-        // Images actually trained on: a short last batch counts what it holds, not B.
-        const int64_t samples = ff_trainer_samples(tr);
         printf("trained %lld steps (%lld images) in %.1f s (%.1f samples/s)\n", (long long)steps_run,
-               (long long)samples, el, el > 0 ? (double)samples / el : 0.0);
+               (long long)samples, el, rate);
         printf("loss digest: %s\n", ff_digest_hex(hex, loss_digest));
-        printf("weights digest: %s\n", ff_digest_hex(hex, ff_weights_digest(&w)));
+        printf("weights digest: %s\n", ff_digest_hex(hex, weights_digest));
+        if (accuracy.n > 0)
+            printf(
+                "summary: %lld epoch%s, test accuracy %.2f%% (last epoch), %.2f s per epoch (mean of completed "
+                "epochs), %.1f samples/s\n",
+                (long long)accuracy.n, accuracy.n == 1 ? "" : "s", accuracy.v[accuracy.n - 1], dlist_mean(&epoch_s),
+                rate);
+        else
+            printf(
+                "summary: 0 epochs, test accuracy n/a (no epoch completed), s per epoch n/a (no epoch "
+                "completed), %.1f samples/s\n",
+                rate);
         fflush(stdout);
     }
     if (a->save_weights) {
@@ -385,13 +616,38 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         TRY(share_root_status(ss, comm, follower));
         if (out) printf("weights written to %s\n", a->save_weights);
     }
+    if (a->json) {
+        ff_status js = FF_OK;
+        if (out) {
+            train_figures r = {ff_mode_name(o.exec.mode),
+                               transport,
+                               P,
+                               steps_run,
+                               step,
+                               samples,
+                               n_test,
+                               el,
+                               rate,
+                               last_loss,
+                               loss_digest,
+                               weights_digest,
+                               &epoch_s,
+                               &accuracy};
+            js = json_write(&jo, a, &m, &o, &r);
+            if (js == FF_OK) printf("figures written to %s\n", a->json);
+        }
+        TRY(share_root_status(js, comm, follower));
+    }
 #undef TRY
 done:
+    json_abandon(&jo);  // after a failure: no file, and no temporary left behind
     if (wr) {
         ff_status ws = st == FF_OK ? ff_ckpt_writer_wait(wr) : FF_OK;
         if (st == FF_OK) st = ws;
         ff_ckpt_writer_destroy(wr);
     }
+    free(epoch_s.v);
+    free(accuracy.v);
     free(order);
     ff_trainer_destroy(tr);
     ff_weights_free(&w);
@@ -404,8 +660,16 @@ int ff_cmd_train(int argc, char **argv) {
     train_args a;
     int rc = parse_args(&a, argc, argv);
     if (rc) return rc < 0 ? FF_EXIT_OK : rc;
+    // The executor's options from the flags every command shares (mode, split, plan, --comm-timeout).
+    ff_model m;
+    ff_status st = ff_model_init(&m, a.model);
+    if (st == FF_OK) st = ff_cli_exec_options(&a.o.exec, &m, a.mode, a.split, &a.plan, NULL, false);
+    if (st != FF_OK) return ff_cli_fail("train", st);
+    // Training runs direct convolutions: the default here whatever FF_CUDA_CONV says; a --conv
+    // winograd given on the command line reaches the trainer, which refuses it.
+    if (!a.plan.conv) a.o.exec.plan.conv = FF_CONV_DIRECT;
     ff_comm *comm = NULL;
-    if (!strcmp(a.mode, "mpi") || !strcmp(a.mode, "v2")) {
+    if (ff_mode_is_multirank(a.o.exec.mode)) {
         ff_status cs = ff_cli_mpi_comm(&comm);  // MPI_Init once; owned and finalised by main
         if (cs != FF_OK) return ff_cli_fail("train", cs);
 #ifdef _OPENMP
@@ -419,7 +683,7 @@ int ff_cmd_train(int argc, char **argv) {
 #endif
     }
     bool follower = false;
-    ff_status st = run(&follower, &a, comm);
+    st = run(&follower, &a, comm);
     if (st != FF_OK) return follower ? ff_cli_fail_quiet("train", st) : ff_cli_fail("train", st);
     return FF_EXIT_OK;
 }

@@ -151,13 +151,17 @@ static int verify_model(const verify_args *a, const char *model, int *passed, in
         return ff_cli_fail("verify", st);
     }
     // Training rows (issue 7): mnist-cnn's backward and SGD trajectory against PyTorch's training
-    // golden. They do not depend on the inference mode: run once, with the serial CPU mode.
-    if (!strcmp(model, "mnist-cnn") && cfg.exec.mode == FF_MODE_SERIAL && !a->golden && !a->record) {
+    // golden: with the serial mode on the CPU, with the cuda mode on the GPU (the step-1 gradient,
+    // the loss trajectory and the final weights computed there; the multi-rank GPU modes equal
+    // cuda bit for bit, which verify/gpu/train_gpu.sh checks).
+    if (!strcmp(model, "mnist-cnn") && (cfg.exec.mode == FF_MODE_SERIAL || cfg.exec.mode == FF_MODE_CUDA) &&
+        !a->golden && !a->record) {
         ff_verify_report trep;
         memset(&trep, 0, sizeof trep);
         ff_train_golden_config tcfg = {0};
         tcfg.trust = a->trust;
         tcfg.manifest = a->manifest;
+        tcfg.mode = cfg.exec.mode;
         st = ff_train_verify_golden(&trep, &tcfg);
         if (st != FF_OK) {
             ff_verify_report_free(&trep);

@@ -222,3 +222,26 @@ ff_status ff_device_sgd(ff_device *d, float *w, float *mom, const float *g, int6
     if (!d->ops->sgd) return unsupported(d, "training (SGD)");
     return count > 0 ? d->ops->sgd(d, w, mom, g, count, lr, momentum, weight_decay, first) : FF_OK;
 }
+
+// ---------------------------------------------------------------- captured work
+
+bool ff_device_can_capture(const ff_device *d) {
+    return d->ops->capture_begin != NULL;
+}
+ff_status ff_device_capture_begin(ff_device *d) {
+    if (!d->ops->capture_begin) return unsupported(d, "capturing work (graphs)");
+    return d->ops->capture_begin(d);
+}
+ff_status ff_device_capture_end(ff_device *d, ff_device_graph **out) {
+    *out = NULL;
+    if (!d->ops->capture_end) return unsupported(d, "capturing work (graphs)");
+    return d->ops->capture_end(d, out);
+}
+ff_status ff_device_graph_launch(ff_device *d, ff_device_graph *g) {
+    if (!d->ops->graph_launch) return unsupported(d, "capturing work (graphs)");
+    if (!g) return FF_FAIL(FF_ERR_INPUT, "graph launch: no graph");
+    return d->ops->graph_launch(d, g);
+}
+void ff_device_graph_destroy(ff_device *d, ff_device_graph *g) {
+    if (g && d->ops->graph_destroy) d->ops->graph_destroy(d, g);
+}

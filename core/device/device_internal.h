@@ -41,6 +41,11 @@ typedef struct {
     ff_status (*tree_reduce)(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len);
     ff_status (*sgd)(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
                      float weight_decay, bool first);
+    // captured work (device.h): NULL where a device cannot capture
+    ff_status (*capture_begin)(ff_device *d);
+    ff_status (*capture_end)(ff_device *d, ff_device_graph **out);
+    ff_status (*graph_launch)(ff_device *d, ff_device_graph *g);
+    void (*graph_destroy)(ff_device *d, ff_device_graph *g);
 } ff_device_ops;
 
 struct ff_device {

@@ -10,6 +10,16 @@
 #include "fivefold/layers_cpu_backward.h"
 #include "fivefold/plan.h"
 
+// The device work of one step (enqueue_step): what a captured graph replays, so also its key.
+typedef struct {
+    int64_t b, nimg, nloc;  // global batch, this rank's images and micro-batches
+    bool resident;          // the batch is gathered from the resident set (else uploaded)
+    bool local;             // the tree over this rank's micro-batches into t->grad
+    bool update;            // the SGD step too (one process: nothing to exchange first)
+    bool first;             // the first SGD step (momentum = gradient)
+} step_work;
+#define FF_TRAIN_GRAPH_SLOTS 2
+
 // Everything lives on the executor's device (device.h): the host only cuts the batch, reads the
 // losses and (for P > 1) hands device buffers to the executor's communicator.
 struct ff_trainer {
@@ -46,6 +56,14 @@ struct ff_trainer {
     float *loss_host;      // (cap)
     double *losses;        // (B): the global batch's per-image losses, in batch order
     float *grad_host;      // (N): the reduced gradient at the last ff_trainer_sync
+    // captured steps (run_step_work): key, whether seen once, the graph once captured
+    struct {
+        step_work key;
+        bool seen;
+        ff_device_graph *g;
+    } graph[FF_TRAIN_GRAPH_SLOTS];
+    int graph_next;
+    bool no_graphs;  // FF_TRAIN_GRAPHS=0 in the environment: every step eager (A/B timing, debugging)
     int64_t steps;
     int64_t samples;  // images trained on since creation (sum of every step's b)
 };
@@ -89,6 +107,7 @@ static void *xcalloc(size_t n, size_t sz, ff_status *st, const char *what) {
 void ff_trainer_destroy(ff_trainer *t) {
     if (!t) return;
     if (t->dev) {
+        for (int i = 0; i < FF_TRAIN_GRAPH_SLOTS; i++) ff_device_graph_destroy(t->dev, t->graph[i].g);
         for (int l = 0; l <= FF_MAX_LAYERS; l++)
             if (l == 0 || t->act[l] != t->act[l - 1]) ff_device_free(t->dev, t->act[l]);
         float *bufs[] = {t->dz,
@@ -253,6 +272,8 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     eo.comm = comm;
     eo.fault_layer = -1;
     eo.trace = false;
+    const char *graphs_env = getenv("FF_TRAIN_GRAPHS");
+    t->no_graphs = graphs_env && strcmp(graphs_env, "0") == 0;
     st = ff_exec_create(&t->exec, m, w, &eo);
     if (st == FF_OK) {
         t->dev = ff_exec_device(t->exec);
@@ -366,26 +387,40 @@ typedef struct {
     const int32_t *labels;
 } batch_source;
 
-// Images [start, start + n) of the global batch into act[0] and labels on the device: gathered
-// from the resident set, or normalised on the host (in place on a host device) and uploaded.
-static ff_status fetch(ff_trainer *t, const batch_source *src, int64_t start, int64_t n) {
+// Images [start, start + n) of the global batch into act[0] and labels on the device, in two
+// halves: stage_host does the host's part (indices, or normalised images, into the pinned staging
+// buffers; on a host device straight into act[0]); stage_device enqueues the device's part
+// (uploads, or the gather from the resident set), which a captured step replays.
+static bool from_resident(const ff_trainer *t, const batch_source *src) {
+    return src->ds && src->ds == t->resident;
+}
+static void stage_host(ff_trainer *t, const batch_source *src, int64_t start, int64_t n) {
     const bool host = ff_device_is_host(t->dev);
+    if (from_resident(t, src)) {
+        memcpy(t->idx_host, src->idx + start, (size_t)n * sizeof(int64_t));
+        return;
+    }
     float *x = host ? t->act[0] : t->x_host;
     int32_t *lab = host ? t->labels : t->labels_host;
-    if (src->ds && src->ds == t->resident) {
-        memcpy(t->idx_host, src->idx + start, (size_t)n * sizeof(int64_t));
-        FF_TRY(ff_device_upload_bytes(t->dev, t->idx, t->idx_host, (size_t)n * sizeof(int64_t)));
-        return ff_device_gather(t->dev, t->act[0], t->labels, t->res_images, t->res_labels, t->idx, t->per, n);
-    }
     if (src->ds) {
         ff_dataset_batch(x, lab, src->ds, src->idx, start, n);
     } else {
         memcpy(x, src->x + start * t->per, (size_t)(n * t->per) * sizeof(float));
         memcpy(lab, src->labels + start, (size_t)n * sizeof(int32_t));
     }
-    if (host) return FF_OK;
-    FF_TRY(ff_device_upload(t->dev, t->act[0], x, (size_t)(n * t->per)));
-    return ff_device_upload_bytes(t->dev, t->labels, lab, (size_t)n * sizeof(int32_t));
+}
+static ff_status stage_device(ff_trainer *t, bool resident, int64_t n) {
+    if (resident) {
+        FF_TRY(ff_device_upload_bytes(t->dev, t->idx, t->idx_host, (size_t)n * sizeof(int64_t)));
+        return ff_device_gather(t->dev, t->act[0], t->labels, t->res_images, t->res_labels, t->idx, t->per, n);
+    }
+    if (ff_device_is_host(t->dev)) return FF_OK;
+    FF_TRY(ff_device_upload(t->dev, t->act[0], t->x_host, (size_t)(n * t->per)));
+    return ff_device_upload_bytes(t->dev, t->labels, t->labels_host, (size_t)n * sizeof(int32_t));
+}
+static ff_status fetch(ff_trainer *t, const batch_source *src, int64_t start, int64_t n) {
+    stage_host(t, src, start, n);
+    return stage_device(t, from_resident(t, src), n);
 }
 
 // The deterministic reduction for P > 1 (train.h): slice q of every micro-batch gradient goes to
@@ -426,6 +461,65 @@ static ff_status reduce_scatter_gather(ff_trainer *t, int64_t nmb, int64_t nloc)
     return ff_comm_allgatherv(t->comm, t->grad, gcount, gdispl, t->recvbuf, (size_t)my_len * sizeof(float));
 }
 
+// The device work of a step that needs no communication, enqueued (or captured): the batch onto the
+// device, forward, loss, backward, the losses to the host; with `local` also the tree over this
+// rank's micro-batch gradients into t->grad, and with `update` the SGD step after it.
+static ff_status enqueue_step(ff_trainer *t, const step_work *k) {
+    const int64_t M = t->o.microbatch, N = t->N;
+    if (k->nimg > 0) {
+        FF_TRY(stage_device(t, k->resident, k->nimg));
+        FF_TRY(ff_device_train_forward(t->dev, t->act, t->last, k->nimg, M));
+        FF_TRY(ff_device_softmax_xent(t->dev, t->dz, t->loss, t->act[t->last + 1], t->labels, 1.0f / (float)k->b,
+                                      t->classes, k->nimg));
+        FF_TRY(ff_device_train_backward(t->dev, t->grads, N, t->dz, (const float *const *)t->act, t->last, k->nimg, M));
+        FF_TRY(ff_device_download(t->dev, t->loss_host, t->loss, (size_t)k->nimg));
+    }
+    if (k->local && k->nloc > 0) {
+        FF_TRY(ff_device_tree_reduce(t->dev, t->grads, k->nloc, N, N));
+        FF_TRY(ff_device_copy_rows(t->dev, t->grad, 0, N, t->grads, 0, N, 1, 1, 1, 0, N));
+    }
+    if (k->update)
+        FF_TRY(ff_device_sgd(t->dev, ff_device_params(t->dev), t->d_mom, t->grad, N, t->o.lr, t->o.momentum,
+                             t->o.weight_decay, k->first));
+    return FF_OK;
+}
+
+static bool same_work(const step_work *a, const step_work *b) {
+    return a->b == b->b && a->nimg == b->nimg && a->nloc == b->nloc && a->resident == b->resident &&
+           a->local == b->local && a->update == b->update && a->first == b->first;
+}
+
+// Runs the step's device work through a CUDA graph where the device can capture: the first time a
+// shape of work is seen it runs eagerly (lazily sized buffers are made then, outside any capture),
+// the second time it is captured, afterwards replayed: one launch instead of dozens. Bits are
+// unchanged (the same kernels on the same buffers). Two shapes are kept: a full batch and an
+// epoch's short last one.
+static ff_status run_step_work(ff_trainer *t, const step_work *k) {
+    if (!ff_device_can_capture(t->dev) || t->no_graphs) return enqueue_step(t, k);
+    for (int i = 0; i < FF_TRAIN_GRAPH_SLOTS; i++)
+        if (t->graph[i].g && same_work(&t->graph[i].key, k)) return ff_device_graph_launch(t->dev, t->graph[i].g);
+    int seen = -1;
+    for (int i = 0; i < FF_TRAIN_GRAPH_SLOTS; i++)
+        if (t->graph[i].seen && !t->graph[i].g && same_work(&t->graph[i].key, k)) seen = i;
+    if (seen < 0) {  // first sight: remember it (replacing the oldest entry), run eagerly
+        const int i = t->graph_next;
+        t->graph_next = (t->graph_next + 1) % FF_TRAIN_GRAPH_SLOTS;
+        ff_device_graph_destroy(t->dev, t->graph[i].g);
+        t->graph[i].g = NULL;
+        t->graph[i].key = *k;
+        t->graph[i].seen = true;
+        return enqueue_step(t, k);
+    }
+    FF_TRY(ff_device_capture_begin(t->dev));
+    const ff_status st = enqueue_step(t, k);
+    ff_device_graph *g = NULL;
+    const ff_status end = ff_device_capture_end(t->dev, &g);
+    FF_TRY(st);
+    FF_TRY(end);
+    t->graph[seen].g = g;
+    return ff_device_graph_launch(t->dev, g);
+}
+
 static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src, int64_t b) {
     const int64_t B = t->o.batch, M = t->o.microbatch, P = t->P, N = t->N;
     if (b < 1 || b > B)
@@ -433,35 +527,31 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
     const int64_t nmb = (b + M - 1) / M;
     const int64_t j0 = nmb * t->rank / P, j1 = nmb * (t->rank + 1) / P, nloc = j1 - j0;
     const int64_t start = j0 * M < b ? j0 * M : b, nimg = (j1 * M < b ? j1 * M : b) - start;
-    const float scale = 1.0f / (float)b;
+    const bool local = P == 1 || t->o.reduce == FF_REDUCE_ALLREDUCE;
+    // One process: the whole step is device work (and one graph); several: the update waits for
+    // the gradient exchange.
+    const step_work k = {b, nimg, nloc, from_resident(t, src), local, P == 1, t->steps == 0};
 
     // ---- this rank's micro-batches: forward, loss, backward (one gradient row per micro-batch)
-    if (nimg > 0) {
-        FF_TRY(fetch(t, src, start, nimg));
-        FF_TRY(ff_device_train_forward(t->dev, t->act, t->last, nimg, M));
-        FF_TRY(ff_device_softmax_xent(t->dev, t->dz, t->loss, t->act[t->last + 1], t->labels, scale, t->classes, nimg));
-        FF_TRY(ff_device_train_backward(t->dev, t->grads, N, t->dz, (const float *const *)t->act, t->last, nimg, M));
-        FF_TRY(ff_device_download(t->dev, t->loss_host, t->loss, (size_t)nimg));
-    }
+    if (nimg > 0) stage_host(t, src, start, nimg);
+    FF_TRY(run_step_work(t, &k));
 
-    // ---- gradients
-    if (P == 1 || t->o.reduce == FF_REDUCE_ALLREDUCE) {
-        if (nloc > 0) {
-            FF_TRY(ff_device_tree_reduce(t->dev, t->grads, nloc, N, N));
-            FF_TRY(ff_device_copy_rows(t->dev, t->grad, 0, N, t->grads, 0, N, 1, 1, 1, 0, N));
+    // ---- gradients across ranks
+    if (P > 1) {
+        if (local) {
+            if (nloc == 0) {
+                memset(t->grad_host, 0, (size_t)N * sizeof(float));
+                FF_TRY(ff_device_upload(t->dev, t->grad, t->grad_host, (size_t)N));
+            }
+            FF_TRY(ff_device_sync(t->dev));
+            FF_TRY(ff_comm_allreduce_sum_f32(t->comm, t->grad, (size_t)N));
         } else {
-            memset(t->grad_host, 0, (size_t)N * sizeof(float));
-            FF_TRY(ff_device_upload(t->dev, t->grad, t->grad_host, (size_t)N));
+            FF_TRY(reduce_scatter_gather(t, nmb, nloc));
         }
-        FF_TRY(ff_device_sync(t->dev));
-        if (P > 1) FF_TRY(ff_comm_allreduce_sum_f32(t->comm, t->grad, (size_t)N));
-    } else {
-        FF_TRY(reduce_scatter_gather(t, nmb, nloc));
+        // SGD with momentum (PyTorch's rule), on the device
+        FF_TRY(ff_device_sgd(t->dev, ff_device_params(t->dev), t->d_mom, t->grad, N, t->o.lr, t->o.momentum,
+                             t->o.weight_decay, t->steps == 0));
     }
-
-    // ---- SGD with momentum (PyTorch's rule), on the device, enqueued behind the loss download
-    FF_TRY(ff_device_sgd(t->dev, ff_device_params(t->dev), t->d_mom, t->grad, N, t->o.lr, t->o.momentum,
-                         t->o.weight_decay, t->steps == 0));
 
     // ---- losses: every image's loss, in batch order, on every rank. Each rank writes its own
     // images' losses and zeros elsewhere; the sum over ranks adds only zeros to each value, so it

@@ -30,6 +30,14 @@ typedef struct {
 
 // ---------------------------------------------------------------- rows
 
+// The trajectory rows name the mode they ran in when it is not serial: "mnist-cnn train[cuda] ...".
+static const char *mode_tag(const ctx *c) {
+    static _Thread_local char tag[24];
+    if (c->cfg->mode == FF_MODE_SERIAL) return "";
+    snprintf(tag, sizeof tag, "[%s]", ff_mode_name(c->cfg->mode));
+    return tag;
+}
+
 static ff_status add_row(ctx *c, const char *case_str, const char *check, int layer, const ff_tol_result *tol,
                          const float *ours, int64_t n, const char *note) {
     ff_verify_report *rep = c->rep;
@@ -446,8 +454,8 @@ static ff_status param_rows(ctx *c, const char *what, const float *all, const ff
                 char cs[200], note[320];
                 check_rel(&r, note, sizeof note, ours, r64, t32, n);
                 if (inj) snprintf(note + strlen(note), sizeof note - strlen(note), "; fault injected");
-                snprintf(cs, sizeof cs, "mnist-cnn train %s %s %s(B=16,M=8%s)", what, L->name, bias ? "b" : "w",
-                         rowsel ? ",rows" : "");
+                snprintf(cs, sizeof cs, "mnist-cnn train%s %s %s %s(B=16,M=8%s)", mode_tag(c), what, L->name,
+                         bias ? "b" : "w", rowsel ? ",rows" : "");
                 st = add_row(c, cs, strcmp(what, "step1") == 0 ? "train-step1" : "train-final", l, &r, ours, n, note);
             }
             free(t32);
@@ -478,6 +486,7 @@ static ff_status trajectory(ctx *c, ff_weights *w, int64_t K, int64_t B, float l
     o.lr = lr;
     o.momentum = mom;
     o.weight_decay = 0.0f;
+    o.exec.mode = c->cfg->mode;  // serial or cuda: the trajectory on that mode's device
     if ((st = ff_trainer_create(&t, &c->m, w, &o, NULL)) != FF_OK) goto done;
     float table[256];
     ff_idx_norm_table(table);
@@ -527,9 +536,9 @@ static ff_status trajectory(ctx *c, ff_weights *w, int64_t K, int64_t B, float l
         char note[160];
         snprintf(note, sizeof note, "loss %.6f -> %.6f (torch f32 %.6f -> %.6f)%s", ours[0], ours[K - 1], l32[0],
                  l32[K - 1], c->cfg->inject_fault ? "; fault injected" : "");
-        if ((st = add_row(c, "mnist-cnn train loss trajectory(K=10,B=16,M=8)", "train-loss", -1, &r, oursf,
-                          K < 64 ? K : 64, note)) != FF_OK)
-            goto done;
+        char cs[96];
+        snprintf(cs, sizeof cs, "mnist-cnn train%s loss trajectory(K=10,B=16,M=8)", mode_tag(c));
+        if ((st = add_row(c, cs, "train-loss", -1, &r, oursf, K < 64 ? K : 64, note)) != FF_OK) goto done;
     }
     st = param_rows(c, "final", w->data, w, "trajectory/final_f32", "trajectory/final_f64", NULL,
                     ff_model_find_layer(&c->m, "fc2"));

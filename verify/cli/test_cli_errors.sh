@@ -213,7 +213,7 @@ expect 0 "after 1 untimed warm-up; --iters K for more; fivefold bench times a ve
 # Every flag of train's synopsis has a line of its own explaining it.
 "$ff" train --help >"$tmp/help" 2>&1
 missing=""
-for f in $(sed -n '/^usage:/,/^[A-Z]/p' "$tmp/help" | grep -oE '\[--[a-z-]+' | tr -d '['); do
+for f in $(sed -n '/^usage:/,/^[A-Z]/p' "$tmp/help" | grep -oE '\[--[a-z0-9-]+' | tr -d '['); do
     grep -qE "^  $f( |$)" "$tmp/help" || missing="$missing $f"
 done
 check "train --help explains every flag (missing:${missing:- none})" test -z "$missing"

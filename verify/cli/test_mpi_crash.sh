@@ -15,12 +15,17 @@
 #          rows; batch: for its part of the gather) and a real SIGSTOP of rank 1 in a long run, with
 #          --comm-timeout 3: the launcher sees nothing wrong, the others' deadline must end the job
 #          and name rank 1.
-# Exit 77 (skipped) when MODE cannot run here (a GPU mode without a GPU).
+# TASK=train (issue 15): b and c on `fivefold train` instead (a lost rank mid-training: the
+# gradient exchange of every step), over DATA (default Debian's Fashion-MNIST); flags, a and the
+# inject-hang cases are inference hooks and are not run.
+# Exit 77 (skipped) when MODE cannot run here (a GPU mode without a GPU), or TASK=train without data.
 set -u
 ff=${FIVEFOLD:?set FIVEFOLD to the fivefold binary}
 mode=${1:-mpi}
 P=${RANKS:-3}
 model=${MODEL:-alexnet}
+task=${TASK:-infer}
+DATA=${DATA:-/usr/share/datasets/fashion-mnist}
 limit=10  # seconds: what the issue allows from the failure to the end of the job
 set -- ${MPIEXEC:-mpiexec}
 mpiexec --version 2>/dev/null | grep -q "Open MPI" && set -- "$@" --oversubscribe
@@ -84,6 +89,23 @@ if [ "$rc" -eq 77 ]; then
     exit 77
 fi
 
+if [ "$task" = train ] && [ ! -r "$DATA/train-images-idx3-ubyte.gz" ] && [ ! -r "$DATA/train-images-idx3-ubyte" ]; then
+    echo "SKIP  TASK=train: no Fashion-MNIST at $DATA (apt-get install dataset-fashion-mnist)"
+    exit 77
+fi
+
+# The long run that b and c interrupt: inference iterations, or training epochs (--verbose: rank 0
+# prints every rank's pid once all are up).
+long_run() {
+    if [ "$task" = train ]; then
+        $launcher -n "$P" "$ff" train --mode "$mode" --data "$DATA" --train-limit 4096 --epochs 100000 \
+            --test-limit 64 --log-every 0 --verbose "$@"
+    else
+        $launcher -n "$P" "$ff" infer --mode "$mode" --model "$model" --batch 2 --iters 100000 --verbose "$@"
+    fi
+}
+
+if [ "$task" != train ]; then
 # ---- flags: bad values are refused with the flag named (exit 2), before any run
 flag() {
     pattern=$1
@@ -165,14 +187,14 @@ hang() {
 hang "c  --inject-hang 1:conv2 --comm-timeout 3, rows" "rank [02]: no halo message from rank 1 for 3 s: rank 1 is lost" \
     --split rows
 hang "c  --inject-hang 1:conv2 --comm-timeout 3, batch" "rank [02]: .* for 3 s: rank 1 is lost or stopped" --split batch
+fi
 
 # ---- b: kill -9, c: SIGSTOP of rank 1 in a long run. signal NAME SIG EXPECT ARGS...: the job must
 # end non-zero within $limit s of the signal and name rank 1.
 signal() {
     name=$1 sig=$2 expect=$3
     shift 3
-    $launcher -n "$P" "$ff" infer --mode "$mode" --model "$model" --batch 2 --iters 100000 --verbose "$@" \
-        >"$tmp/out" 2>&1 &
+    long_run "$@" >"$tmp/out" 2>&1 &
     job=$!
     # Computing: every rank is up (--verbose: rank 0 printed where each runs), then 2 s more.
     i=0
@@ -228,9 +250,15 @@ signal() {
         bad "$name: exit $rc $took s after SIG$sig of rank 1 (pid $pid1; expected non-zero within $limit s, rank 1 named: $named, process left: ${left:-none})"
     fi
 }
-signal "b  kill -9 of rank 1 in a long run, rows" KILL launcher --split rows
-signal "c  SIGSTOP of rank 1 in a long run --comm-timeout 3, rows" STOP \
-    "rank [02]: .* for 3 s: .*rank 1 (is lost or stopped|: its process [0-9]+ is stopped)" --split rows --comm-timeout 3
+if [ "$task" = train ]; then
+    signal "b  kill -9 of rank 1 while training" KILL launcher
+    signal "c  SIGSTOP of rank 1 while training --comm-timeout 3" STOP \
+        "rank [02]: .* for 3 s: .*rank 1 (is lost or stopped|: its process [0-9]+ is stopped)" --comm-timeout 3
+else
+    signal "b  kill -9 of rank 1 in a long run, rows" KILL launcher --split rows
+    signal "c  SIGSTOP of rank 1 in a long run --comm-timeout 3, rows" STOP \
+        "rank [02]: .* for 3 s: .*rank 1 (is lost or stopped|: its process [0-9]+ is stopped)" --split rows --comm-timeout 3
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -13,6 +13,20 @@
 #             steps"); a --checkpoint-dir that is a regular file is refused before any step; a
 #             stale checkpoint.h5.tmp.<pid> of a dead process is removed, a live one's kept; a
 #             checkpoint of another data set (its step does not fit this run's epochs) is refused
+#   json      --json FILE writes valid JSON with every figure; its digests, step/image counts and
+#             last accuracy equal the printed ones; an unwritable --json path is refused before any
+#             step (exit 2, naming the file)
+#   nan       a diverging recipe (--lr 10 --momentum 0.99) stops at the first non-finite loss (exit 2,
+#             naming the step); the checkpoint of the step before is kept: resumed with --steps J it
+#             gives the digests of an uninterrupted J-step run; no --json file is left
+#   help      --help lists the shared flags: --mode with cuda/hybrid/direct, --split, --conv,
+#             --transport, --comm-timeout, --json
+#   conv      --conv winograd, --backend vendor, --precision tf32 are refused once (exit 2); --conv
+#             direct and FF_CUDA_CONV=winograd without --conv train the default's digests
+#   split     --split rows/replicate and --inject-crash/--inject-hang are refused (exit 2); --mode mpi
+#             --split batch (one rank) gives serial's digests
+#   gpu       --mode cuda / hybrid exit as `fivefold infer` does in that mode: 77 (with its message)
+#             on a machine without a usable GPU; where infer runs, train runs and says its mode
 # Usage: train_cli.sh CASE   (env FIVEFOLD = the binary, MPIEXEC = mpiexec, DATA = data folder)
 # Exit 77 (CTest: skipped, not passed) when the data set is not installed.
 set -u
@@ -193,8 +207,154 @@ run_checks)
     refused small $? "step_in_epoch 1" "1 steps per epoch"
     ! grep -q '^trained' "$T/small.txt" || fail "a checkpoint of another data set was continued"
     ;;
+json)
+    command -v python3 > /dev/null || { echo "SKIP: no python3 to read the JSON"; exit 77; }
+    # 2 epochs of 4 steps, then 2 steps of a third: 2 completed epochs, 10 steps, 5 x 32 + ... images.
+    A="--data $DATA --train-limit 128 --batch 32 --microbatch 8 --epochs 3 --steps 10 --test-limit 50 --log-every 0"
+    "$F" train $A --json "$T/run.json" > "$T/j.txt" 2>&1 || { cat "$T/j.txt"; fail "run with --json"; }
+    cat "$T/j.txt"
+    [ -r "$T/run.json" ] || fail "no JSON file written"
+    ! ls "$T"/run.json.tmp.* > /dev/null 2>&1 || fail "a temporary JSON file was left behind"
+    WD=$(sed -n 's/^weights digest: //p' "$T/j.txt")
+    LD=$(sed -n 's/^loss digest: //p' "$T/j.txt")
+    IMG=$(sed -n 's/^trained [0-9]* steps (\([0-9]*\) images).*/\1/p' "$T/j.txt")
+    ACC=$(sed -n 's/^epoch 2\/3 done: test accuracy \([0-9.]*\)%.*/\1/p' "$T/j.txt")
+    [ -n "$WD" ] && [ -n "$LD" ] && [ -n "$IMG" ] && [ -n "$ACC" ] || fail "digests, images or accuracy not printed"
+    grep -q "^summary: 2 epochs, test accuracy $ACC% (last epoch), [0-9.]* s per epoch (mean of completed epochs), [0-9.]* samples/s$" "$T/j.txt" \
+        || fail "no summary line with the last epoch's accuracy $ACC%"
+    python3 - "$T/run.json" "$WD" "$LD" "$IMG" "$ACC" << 'PY' || fail "JSON check"
+import json, math, sys
+path, wd, ld, img, acc = sys.argv[1:]
+with open(path) as f:
+    d = json.load(f)
+want = {"model": str, "mode": str, "ranks": int, "batch": int, "microbatch": int, "lr": (int, float),
+        "momentum": (int, float), "weight_decay": (int, float), "seed": int, "reduce": str, "epochs": int,
+        "steps": int, "images": int, "seconds": (int, float), "seconds_per_epoch": list,
+        "samples_per_s": (int, float), "test_accuracy": list, "final_loss": (int, float),
+        "loss_digest": str, "weights_digest": str}
+bad = [k for k, t in want.items() if not isinstance(d.get(k), t) or isinstance(d.get(k), bool)]
+assert not bad, f"missing or mistyped fields: {bad} in {d}"
+checks = [
+    (d["weights_digest"] == wd, f"weights_digest {d['weights_digest']} != printed {wd}"),
+    (d["loss_digest"] == ld, f"loss_digest {d['loss_digest']} != printed {ld}"),
+    (len(wd) == 16 and all(c in "0123456789abcdef" for c in wd), f"weights digest {wd} is not 16 hex"),
+    (d["images"] == int(img), f"images {d['images']} != printed {img}"),
+    (d["images"] == 9 * 32 + 32, f"images {d['images']} != 10 steps of 32"),
+    (d["steps"] == 10 and d["epochs"] == 3, f"steps {d['steps']} / epochs {d['epochs']}"),
+    ((d["model"], d["mode"], d["ranks"], d["batch"], d["microbatch"], d["seed"], d["reduce"])
+     == ("mnist-cnn", "serial", 1, 32, 8, 1, "deterministic"), f"recipe fields {d}"),
+    (abs(d["lr"] - 0.01) < 1e-9 and abs(d["momentum"] - 0.9) < 1e-6 and d["weight_decay"] == 0, "lr/momentum/wd"),
+    (len(d["test_accuracy"]) == 2 and len(d["seconds_per_epoch"]) == 2, "two completed epochs expected"),
+    (abs(d["test_accuracy"][-1] - float(acc)) < 0.006, f"test_accuracy {d['test_accuracy']} vs printed {acc}"),
+    (all(0 < s <= d["seconds"] for s in d["seconds_per_epoch"]), "seconds_per_epoch outside (0, seconds]"),
+    (abs(d["samples_per_s"] - d["images"] / d["seconds"]) <= 0.01 * d["samples_per_s"], "samples_per_s != images/seconds"),
+    (math.isfinite(d["final_loss"]) and d["final_loss"] > 0, f"final_loss {d['final_loss']}"),
+]
+failed = [m for ok, m in checks if not ok]
+assert not failed, failed
+print("JSON ok:", {k: d[k] for k in ("steps", "images", "test_accuracy", "weights_digest")})
+PY
+    # An unwritable path: refused before any step, naming the file.
+    "$F" train $A --json "$T/no/such/dir/run.json" > "$T/badjson.txt" 2>&1
+    refused badjson $? "$T/no/such/dir/run.json"
+    ! grep -q 'test accuracy\|^trained' "$T/badjson.txt" || fail "a bad --json path was found only after training"
+    ;;
+nan)
+    # --lr 10 --momentum 0.99 diverges within a few steps on these 256 images (measured: loss NaN at
+    # step 5). A checkpoint every step: the one of the step before the stop must be left as it was.
+    A="--data $DATA --train-limit 256 --batch 32 --microbatch 8 --epochs 2 --test-limit 50 --log-every 1 --lr 10 --momentum 0.99"
+    "$F" train $A --checkpoint-dir "$T/ck" --checkpoint-every 1 --json "$T/nan.json" > "$T/nan.txt" 2>&1
+    rc=$?
+    cat "$T/nan.txt"
+    [ $rc -eq 2 ] || fail "diverging run: exit $rc, expected 2"
+    MSG=$(grep -E 'step [0-9]+ \(epoch 1, step [0-9]+ of that epoch\): loss is (nan|inf); training stopped, the last checkpoint \(step [0-9]+\) is kept' "$T/nan.txt")
+    [ -n "$MSG" ] || fail "no 'loss is nan/inf ... last checkpoint (step J) is kept' message"
+    [ "$(grep -c 'loss is' "$T/nan.txt")" -eq 1 ] || fail "the stop was reported more than once"
+    K=$(echo "$MSG" | sed -n 's/.*: step \([0-9]*\) (epoch.*/\1/p')
+    J=$(echo "$MSG" | sed -n 's/.*last checkpoint (step \([0-9]*\)).*/\1/p')
+    [ -n "$K" ] && [ -n "$J" ] && [ "$J" -eq $((K - 1)) ] && [ "$J" -ge 1 ] || fail "stopped at step '$K', kept checkpoint '$J' (expected K-1 >= 1)"
+    ! grep -q '^trained\|^weights digest' "$T/nan.txt" || fail "training went on after the non-finite loss"
+    [ ! -e "$T/nan.json" ] && ! ls "$T"/nan.json.tmp.* > /dev/null 2>&1 || fail "a --json file was left by the failed run"
+    # The kept checkpoint is step J's: resumed with --steps J (no step to take) it gives the digests
+    # of an uninterrupted J-step run of the same recipe.
+    "$F" train $A --steps "$J" > "$T/ref.txt" 2>&1 || { cat "$T/ref.txt"; fail "uninterrupted $J-step run"; }
+    "$F" train $A --steps "$J" --checkpoint-dir "$T/ck" --resume > "$T/res.txt" 2>&1 || { cat "$T/res.txt"; fail "resume from the kept checkpoint"; }
+    grep -q "^resumed from .*: step $J," "$T/res.txt" || { cat "$T/res.txt"; fail "did not resume from step $J"; }
+    REF=$(digests "$T/ref.txt")
+    GOT=$(digests "$T/res.txt")
+    echo "uninterrupted $J steps: $REF; kept checkpoint: $GOT"
+    [ -n "$REF" ] && [ "$GOT" = "$REF" ] || fail "the kept checkpoint is not step $J's state"
+    ;;
+help)
+    "$F" train --help > "$T/help.txt" 2>&1 || { cat "$T/help.txt"; fail "--help exit $?"; }
+    for m in cuda hybrid direct; do
+        grep -qE "^usage: .*--mode [a-z|]*\\b$m\\b" "$T/help.txt" || fail "synopsis: --mode does not list $m"
+        grep -E '^  --mode ' "$T/help.txt" | grep -q "$m" || fail "--mode line does not explain $m"
+    done
+    for f in --split --conv --transport --comm-timeout --json --backend --precision; do
+        grep -qE "^  $f " "$T/help.txt" || fail "--help has no line for $f"
+        sed -n '/^usage:/,/^[A-Z]/p' "$T/help.txt" | grep -q -- "\\[$f " || fail "synopsis lacks $f"
+    done
+    echo "--help lists --mode serial|mpi|cuda|hybrid|direct, --split, --conv, --transport, --comm-timeout, --json"
+    ;;
+conv)
+    A="--data $DATA --train-limit 64 --batch 32 --steps 2 --test-limit 16 --log-every 0"
+    "$F" train $A > "$T/def.txt" 2>&1 || { cat "$T/def.txt"; fail "default run"; }
+    REF=$(digests "$T/def.txt")
+    [ -n "$REF" ] || fail "no digests"
+    for f in "--conv winograd" "--backend vendor" "--precision tf32"; do
+        n=$(echo "$f" | tr -d ' -')
+        "$F" train $A $f > "$T/$n.txt" 2>&1
+        refused "$n" $? "training runs fivefold's own direct convolutions in fp32"
+        [ "$(grep -c 'direct convolutions' "$T/$n.txt")" -eq 1 ] || fail "$f: message not printed exactly once"
+        ! grep -q '^trained' "$T/$n.txt" || fail "$f: trained anyway"
+    done
+    "$F" train $A --conv direct > "$T/direct.txt" 2>&1 || { cat "$T/direct.txt"; fail "--conv direct"; }
+    FF_CUDA_CONV=winograd "$F" train $A > "$T/env.txt" 2>&1 || { cat "$T/env.txt"; fail "FF_CUDA_CONV=winograd without --conv"; }
+    [ "$(digests "$T/direct.txt")" = "$REF" ] || fail "--conv direct differs from the default"
+    [ "$(digests "$T/env.txt")" = "$REF" ] || fail "FF_CUDA_CONV=winograd changed training's default"
+    echo "--conv direct and FF_CUDA_CONV=winograd: $REF (the default's)"
+    ;;
+split)
+    A="--data $DATA --train-limit 64 --batch 32 --steps 2 --test-limit 16 --log-every 0"
+    for s in rows replicate; do
+        "$F" train $A --mode mpi --split $s > "$T/$s.txt" 2>&1
+        refused "$s" $? "--split $s" "rows and replicate are inference splits"
+    done
+    "$F" train $A --mode mpi --inject-crash 0:conv1 > "$T/crash.txt" 2>&1
+    refused crash $? "--inject-crash 0:conv1" "FF_TEST_KILL_AFTER_STEP"
+    "$F" train $A --mode mpi --inject-hang 0:conv1 > "$T/hang.txt" 2>&1
+    refused hang $? "--inject-hang 0:conv1" "FF_TEST_KILL_AFTER_STEP"
+    ! grep -q 'will kill itself\|stop answering' "$T/crash.txt" "$T/hang.txt" || fail "a refused hook was armed"
+    # The one split training has: one rank of mpi (MPI's singleton start) trains serial's bits.
+    "$F" train $A > "$T/serial.txt" 2>&1 || { cat "$T/serial.txt"; fail "serial"; }
+    "$F" train $A --mode mpi --split batch > "$T/batch.txt" 2>&1 || { cat "$T/batch.txt"; fail "--mode mpi --split batch"; }
+    grep -q '^train mnist-cnn: mode mpi, transport mpi, ranks 1,' "$T/batch.txt" || { cat "$T/batch.txt"; fail "startup line"; }
+    [ -n "$(digests "$T/serial.txt")" ] && [ "$(digests "$T/batch.txt")" = "$(digests "$T/serial.txt")" ] \
+        || fail "--mode mpi --split batch differs from serial"
+    ;;
+gpu)
+    # Whatever infer does in a GPU mode on this machine, train does: 77 naming the cause without
+    # a usable GPU (CTest's skip code is not passed on: this case checks the refusal), else it runs.
+    A="--data $DATA --train-limit 64 --batch 32 --steps 2 --test-limit 16 --log-every 0"
+    for m in cuda hybrid; do
+        "$F" infer --model mnist-cnn --mode $m > "$T/infer_$m.txt" 2>&1
+        irc=$?
+        "$F" train $A --mode $m > "$T/train_$m.txt" 2>&1
+        trc=$?
+        echo "mode $m: infer exit $irc, train exit $trc"
+        [ $trc -eq $irc ] || { cat "$T/infer_$m.txt" "$T/train_$m.txt"; fail "mode $m: train exit $trc, infer exit $irc"; }
+        case $irc in
+        77) grep -q 'fivefold train: this machine cannot run the requested GPU mode (exit 77)' "$T/train_$m.txt" \
+                || { cat "$T/train_$m.txt"; fail "mode $m: no GPU message"; } ;;
+        0) grep -q "^train mnist-cnn: mode $m," "$T/train_$m.txt" && [ -n "$(digests "$T/train_$m.txt")" ] \
+                || { cat "$T/train_$m.txt"; fail "mode $m: no startup line or digests"; } ;;
+        *) cat "$T/infer_$m.txt"; fail "mode $m: infer exit $irc" ;;
+        esac
+    done
+    ;;
 *)
-    fail "unknown case '$CASE' (resume, accuracy, mpi, bad_data, run_checks)"
+    fail "unknown case '$CASE' (resume, accuracy, mpi, bad_data, run_checks, json, nan, help, conv, split, gpu)"
     ;;
 esac
 echo "PASS: $CASE"

@@ -18,6 +18,10 @@
 // are eager, unfused, and use the same kernels, which are position-independent (gpu.h): a band's
 // rows get exactly the bits a whole-layer run gives them.
 //
+// Training (device.h "training"): the ops enqueue gpu.h's training kernels on the same stream,
+// all n images per launch; train_forward keeps every activation with the run's kernels, unfused;
+// train_backward ping-pongs its data gradients through two buffers of its own.
+//
 // Threads: a device belongs to one thread at a time, and its ops run on the thread's current GPU
 // (create selects o->gpu for the creating thread; a thread on a one-GPU machine always has GPU 0
 // current). Several devices may live in one process, each on its own thread (the loopback
@@ -86,6 +90,11 @@ typedef struct {
     ff_gpu_event fence;     // ff_device_fence (made at the first use)
     const float *resident;  // output of the last resident replay
     int64_t resident_n;     // its batch
+    // Training: the backward's data gradients, ping-pong (layer l reads one and writes the other).
+    // Made at the first ff_device_train_backward, n * max_act floats each, grown when a larger n
+    // comes.
+    float *d_grad[2];
+    size_t grad_floats;
 } cuda_device;
 
 static cuda_device *cuda_of(ff_device *d) {
@@ -106,6 +115,7 @@ static void cuda_destroy(ff_device *d) {
     ff_gpu_blas_destroy(c->blas);
     ff_gpu_free(c->d_params);
     for (int i = 0; i < 3; i++) ff_gpu_free(c->d_buf[i]);
+    for (int i = 0; i < 2; i++) ff_gpu_free(c->d_grad[i]);
     ff_gpu_stream_destroy(c->stream);
     free(c);
 }
@@ -578,6 +588,152 @@ static ff_status cuda_resident_output(ff_device *d, float *out_host, int64_t n) 
     return ff_gpu_stream_sync(c->stream);
 }
 
+// ---------------------------------------------------------------- training (device.h)
+// Every op only enqueues on the device's stream (gpu.h "training" states the kernels' orders);
+// nothing here synchronises, except growing the gradient buffers (below), which happens once per
+// new largest batch.
+
+static float *cuda_params(ff_device *d) {
+    return cuda_of(d)->d_params;
+}
+
+// ff_gpu_alloc's FF_ERR_OOM names `what`, the bytes asked for and the bytes free.
+static ff_status cuda_alloc_bytes(ff_device *d, void **p, size_t bytes, const char *what) {
+    (void)d;
+    return ff_gpu_alloc(p, bytes, what);
+}
+
+static ff_status cuda_upload_bytes(ff_device *d, void *dst, const void *src_host, size_t bytes) {
+    return ff_gpu_copy_h2d(dst, src_host, bytes, cuda_of(d)->stream);
+}
+
+static ff_status cuda_gather(ff_device *d, float *x, int32_t *labels, const float *images, const int32_t *all_labels,
+                             const int64_t *idx, int64_t per, int64_t n) {
+    return ff_gpu_gather(x, labels, images, all_labels, idx, per, n, cuda_of(d)->stream);
+}
+
+// Layer by layer over all n images at once (the images are independent on the GPU: `group` does
+// not change a bit, so it is not needed), unfused, with the kernels ff_device_run uses: conv
+// direct (device.c refused the others), the linear layers' own kernels (or the vendor library
+// under --backend vendor, as a run would). A run's fused conv+relu applies the same relu to the
+// same conv output, so every act[l + 1] holds the bits a run up to layer l gives. Flatten: a copy
+// unless act[l + 1] == act[l] (ff_gpu_layer_forward).
+static ff_status cuda_train_forward(ff_device *d, float *const *act, int last, int64_t n, int64_t group) {
+    (void)group;
+    cuda_device *c = cuda_of(d);
+    const ff_model *m = d->model;
+    const bool vendor = d->plan.opt.backend == FF_BACKEND_VENDOR;
+    for (int l = 0; l <= last; l++) {
+        const ff_layer *L = &m->layers[l];
+        const ff_rows rows = ff_rows_full(L);
+        if (L->op == FF_OP_LINEAR && vendor) {
+            FF_TRY(ff_gpu_linear_vendor(act[l + 1], act[l], c->d_w[l], c->d_b[l], L, false, n, c->blas, c->stream));
+            continue;
+        }
+        if (L->op == FF_OP_LINEAR && ff_gpu_linear_workspace_floats(L, n) > c->lin_work_floats)
+            return FF_FAIL(
+                FF_ERR_INTERNAL, "train forward: %s at batch %lld needs %lld workspace floats; %lld allocated", L->name,
+                (long long)n, (long long)ff_gpu_linear_workspace_floats(L, n), (long long)c->lin_work_floats);
+        FF_TRY(ff_gpu_layer_forward(act[l + 1], act[l], c->d_w[l], c->d_b[l], L, false, &rows, n, c->d_lin_work,
+                                    c->stream));
+    }
+    return FF_OK;
+}
+
+static ff_status cuda_softmax_xent(ff_device *d, float *dz, float *loss, const float *z, const int32_t *labels,
+                                   float scale, int64_t classes, int64_t n) {
+    return ff_gpu_softmax_xent(dz, loss, z, labels, scale, classes, n, cuda_of(d)->stream);
+}
+
+// The two data-gradient buffers, at least `floats` each. Growing frees buffers that work still
+// pending on the stream may use: the stream is synchronised first (a grow happens once per new
+// largest batch, never in steady state).
+static ff_status ensure_grad_buffers(cuda_device *c, size_t floats) {
+    if (c->grad_floats >= floats && c->d_grad[0] && c->d_grad[1]) return FF_OK;
+    FF_TRY(ff_gpu_stream_sync(c->stream));
+    for (int i = 0; i < 2; i++) {
+        ff_gpu_free(c->d_grad[i]);
+        c->d_grad[i] = NULL;
+    }
+    c->grad_floats = 0;
+    FF_TRY(ff_gpu_alloc((void **)&c->d_grad[0], floats * sizeof(float), "training data gradients (buffer 1 of 2)"));
+    FF_TRY(ff_gpu_alloc((void **)&c->d_grad[1], floats * sizeof(float), "training data gradients (buffer 2 of 2)"));
+    c->grad_floats = floats;
+    return FF_OK;
+}
+
+// From the top layer down, all n images per launch: conv/linear write group g's weight and bias
+// gradients into row g of grads at the layer's offsets in ff_weights' layout (the weight kernels
+// keep each group's sums apart), then the data gradient (not for layer 0: the input's gradient is
+// never needed); relu and maxpool pass the gradient back; flatten passes it through unchanged (same
+// memory layout). Data gradients ping-pong between d_grad[0] and d_grad[1]; dz is only read.
+static ff_status cuda_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz,
+                                     const float *const *act, int last, int64_t n, int64_t group) {
+    cuda_device *c = cuda_of(d);
+    const ff_model *m = d->model;
+    FF_TRY(ensure_grad_buffers(c, (size_t)n * (size_t)m->max_act));
+    const float *cur = dz;
+    int next = 0;
+    for (int l = last; l >= 0; l--) {
+        const ff_layer *L = &m->layers[l];
+        const float *x = act[l], *y = act[l + 1];
+        float *dx = c->d_grad[next];
+        const bool need_dx = l > 0;
+        switch (L->op) {
+            case FF_OP_CONV2D:
+            case FF_OP_LINEAR: {
+                float *gw = grads + (c->d_w[l] - c->d_params), *gb = grads + (c->d_b[l] - c->d_params);
+                if (L->op == FF_OP_CONV2D) {
+                    FF_TRY(ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, c->stream));
+                    if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, c->stream));
+                } else {
+                    FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, c->stream));
+                    if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, c->stream));
+                }
+                break;
+            }
+            case FF_OP_RELU:
+                if (need_dx) FF_TRY(ff_gpu_relu_backward(dx, cur, y, n * ff_shape_numel(L->out), c->stream));
+                break;
+            case FF_OP_MAXPOOL:
+                if (need_dx) FF_TRY(ff_gpu_maxpool_backward(dx, cur, x, L, n, c->stream));
+                break;
+            default: continue;  // flatten (device.c admits no other op)
+        }
+        cur = dx;
+        next ^= 1;
+    }
+    return FF_OK;
+}
+
+static ff_status cuda_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len) {
+    return ff_gpu_tree_reduce(rows, nrows, stride, len, cuda_of(d)->stream);
+}
+
+static ff_status cuda_sgd(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
+                          float weight_decay, bool first) {
+    return ff_gpu_sgd(w, mom, g, count, lr, momentum, weight_decay, first, cuda_of(d)->stream);
+}
+
+// Captured work (device.h): the device's stream captured into a CUDA graph. An ff_device_graph is
+// the instantiated graph itself.
+static ff_status cuda_capture_begin(ff_device *d) {
+    return ff_gpu_capture_begin(cuda_of(d)->stream);
+}
+static ff_status cuda_capture_end(ff_device *d, ff_device_graph **out) {
+    ff_gpu_graph g = NULL;
+    FF_TRY(ff_gpu_capture_end(&g, cuda_of(d)->stream));
+    *out = (ff_device_graph *)g;
+    return FF_OK;
+}
+static ff_status cuda_graph_launch(ff_device *d, ff_device_graph *g) {
+    return ff_gpu_graph_launch((ff_gpu_graph)g, cuda_of(d)->stream);
+}
+static void cuda_graph_destroy(ff_device *d, ff_device_graph *g) {
+    (void)d;
+    ff_gpu_graph_destroy((ff_gpu_graph)g);
+}
+
 static const ff_device_ops cuda_ops = {
     .destroy = cuda_destroy,
     .alloc = cuda_alloc,
@@ -597,4 +753,17 @@ static const ff_device_ops cuda_ops = {
     .unpin_host = cuda_unpin_host,
     .fence = cuda_fence,
     .wait_fence = cuda_wait_fence,
+    .params = cuda_params,
+    .alloc_bytes = cuda_alloc_bytes,
+    .upload_bytes = cuda_upload_bytes,
+    .gather = cuda_gather,
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_destroy = cuda_graph_destroy,
+    .train_forward = cuda_train_forward,
+    .softmax_xent = cuda_softmax_xent,
+    .train_backward = cuda_train_backward,
+    .tree_reduce = cuda_tree_reduce,
+    .sgd = cuda_sgd,
 };

@@ -192,3 +192,53 @@ ff_status ff_gpu_host_register(void *p, size_t bytes) {
 void ff_gpu_host_unregister(void *p) {
     (void)p;
 }
+
+// ---- training
+ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
+                                         const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s) {
+    (void)dw, (void)db, (void)grad_stride, (void)dy, (void)x, (void)L, (void)n, (void)group, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
+                                      ff_gpu_stream s) {
+    (void)dx, (void)dy, (void)w, (void)L, (void)n, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
+                                         const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s) {
+    (void)dw, (void)db, (void)grad_stride, (void)dy, (void)x, (void)L, (void)n, (void)group, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
+                                      ff_gpu_stream s) {
+    (void)dx, (void)dy, (void)w, (void)L, (void)n, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_relu_backward(float *dx, const float *dy, const float *y, int64_t count, ff_gpu_stream s) {
+    (void)dx, (void)dy, (void)y, (void)count, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, const ff_layer *L, int64_t n,
+                                  ff_gpu_stream s) {
+    (void)dx, (void)dy, (void)x, (void)L, (void)n, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,
+                              int64_t classes, int64_t n, ff_gpu_stream s) {
+    (void)dz, (void)loss, (void)z, (void)labels, (void)scale, (void)classes, (void)n, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_tree_reduce(float *rows, int64_t nrows, int64_t stride, int64_t len, ff_gpu_stream s) {
+    (void)rows, (void)nrows, (void)stride, (void)len, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t count, float lr, float momentum, float weight_decay,
+                     bool first, ff_gpu_stream s) {
+    (void)w, (void)mom, (void)g, (void)count, (void)lr, (void)momentum, (void)weight_decay, (void)first, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_gather(float *x, int32_t *labels, const float *images, const int32_t *all_labels, const int64_t *idx,
+                        int64_t per, int64_t n, ff_gpu_stream s) {
+    (void)x, (void)labels, (void)images, (void)all_labels, (void)idx, (void)per, (void)n, (void)s;
+    return FF_NO_CUDA();
+}

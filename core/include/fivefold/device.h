@@ -166,6 +166,20 @@ ff_status ff_device_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_
 ff_status ff_device_sgd(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
                         float weight_decay, bool first);
 
+// ---- captured work (a GPU: CUDA graphs) ----
+// Everything enqueued between ff_device_capture_begin and ff_device_capture_end is recorded, not
+// run, and becomes one replayable graph: the trainer's step is dozens of small launches, which a
+// replay issues as one. Host code between the two runs once, at capture time: only device work
+// (kernels, copies from and to pinned host buffers, which a replay reads and writes anew) is
+// recorded. FF_ERR_INPUT "not supported" on the cpu device. A failed op between the two must
+// still be followed by capture_end (which then fails too) to leave the stream usable.
+typedef struct ff_device_graph ff_device_graph;
+bool ff_device_can_capture(const ff_device *d);
+ff_status ff_device_capture_begin(ff_device *d);
+ff_status ff_device_capture_end(ff_device *d, ff_device_graph **out);
+ff_status ff_device_graph_launch(ff_device *d, ff_device_graph *g);
+void ff_device_graph_destroy(ff_device *d, ff_device_graph *g);
+
 #ifdef __cplusplus
 }
 #endif

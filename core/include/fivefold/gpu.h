@@ -179,6 +179,70 @@ int ff_gpu_debug_tile_count(void);
 // The configuration of the calling thread's last conv2d/linear launch (for benchmark rows).
 int ff_gpu_debug_last_tile(void);
 
+// ---- training (device.h "training", layers_cpu_backward.h, train.h) ----
+// The backward layers, the loss, the tree reduction and the SGD update, for the cuda device's
+// training ops. Same conventions as above (device pointers, outputs first, the stream last; a
+// launcher only enqueues). Gradient outputs are OVERWRITTEN, never accumulated into.
+//
+// Summation orders on the GPU (the CPU's orders of layers_cpu_backward.h, with every dot-product
+// chain in ONE thread as fma chains starting at +0; no atomics, no split reductions, so no bit
+// depends on the launch shape, the grid size or the number of groups computed at once):
+//   conv2d weights: dw[g][k,c,r,s] = +0; for image i of group g ascending, for output position
+//                   p = (oh, ow) ascending (row-major), skipping the positions where tap (r, s) is
+//                   padding and the terms whose dy is exactly 0 (as the CPU does):
+//                   acc = fma(dy[i,k,p], x[i,c,oh*st-pad+r,ow*st-pad+s], acc).
+//   conv2d/linear bias: db[g][k] = +0; for i ascending, for p ascending: acc = acc + dy[i,k,p]
+//                   (plain float additions, every term: the CPU's bits exactly).
+//   conv2d data:    dx[i,c,h,w] = +0; for k, r, s ascending, for the one (oh, ow) with
+//                   oh*st-pad+r = h and ow*st-pad+s = w if it exists: acc = fma(w[k,c,r,s], dy, acc)
+//                   (every term, zero dy included, as the CPU does).
+//   linear weights: dw[g][j,i] = +0; for image n of group g ascending, dy[n,j] != 0:
+//                   acc = fma(dy[n,j], x[n,i], acc).
+//   linear data:    dx[n,i] = +0; for j ascending, dy[n,j] != 0: acc = fma(dy[n,j], w[j,i], acc).
+// The fma chains differ from the CPU's (a product rounded, then a sum rounded) by at most the
+// dot-product bound of gpu_test_util.h / tolerance.h (each is within gamma_K * sum|terms| of the
+// exact sum). Everything else gives the CPU's bits exactly: relu and maxpool backward (the same
+// selections, maxpool's additions in the CPU's window order), softmax cross-entropy (the same float
+// operations with _rn intrinsics, exp and log in double rounded once to float), the tree reduction
+// and SGD (float additions/multiplications with _rn intrinsics: no fma is formed).
+//
+// Groups: the weight launchers take n images cut into ceil(n / group) groups of `group`
+// consecutive images (the last may be shorter); group g's sums go to row g, at dw + g*grad_stride
+// and db + g*grad_stride (dw and db point into the same (ngroups, grad_stride) buffer, at the
+// layer's weight and bias offsets). A group's values depend on its own images only.
+
+// dw: rows of (K, C, R, S); db: rows of (K); dy: (n, K, Ho, Wo); x: (n, C, H, W).
+ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
+                                         const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s);
+// dx: (n, C, H, W); dy: (n, K, Ho, Wo); w: (K, C, R, S).
+ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
+                                      ff_gpu_stream s);
+// dw: rows of (out, in); db: rows of (out); dy: (n, out); x: (n, in).
+ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
+                                         const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s);
+// dx: (n, in); dy: (n, out); w: (out, in).
+ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
+                                      ff_gpu_stream s);
+// dx, dy, y: (count); y the relu's forward output: dx = y > 0 ? dy : +0 (NaN y and -0 y give +0).
+ff_status ff_gpu_relu_backward(float *dx, const float *dy, const float *y, int64_t count, ff_gpu_stream s);
+// dx: (n, C, H, W); dy: (n, C, Ho, Wo); x: (n, C, H, W) the forward input. Each dx element visits
+// the windows that contain it in ascending output position and adds dy where that window's first
+// maximum (NaN wins, the last NaN of a window being its pick, as on the CPU) is this element.
+ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, const ff_layer *L, int64_t n,
+                                  ff_gpu_stream s);
+// ff_cpu_softmax_xent_backward on the GPU: dz (n, classes); loss (n) or NULL; z (n, classes);
+// labels (n) in [0, classes). One thread per image (the CPU's sequential max and sum).
+ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,
+                              int64_t classes, int64_t n, ff_gpu_stream s);
+// train.h's tree over rows (nrows, stride), elements [0, len): rows[0] receives the sum.
+ff_status ff_gpu_tree_reduce(float *rows, int64_t nrows, int64_t stride, int64_t len, ff_gpu_stream s);
+// train.h's SGD rule on count elements (first: mom = g; momentum 0: mom is not touched).
+ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t count, float lr, float momentum, float weight_decay,
+                     bool first, ff_gpu_stream s);
+// x[i] = images[idx[i]] (per floats each), labels[i] = all_labels[idx[i]] for i < n.
+ff_status ff_gpu_gather(float *x, int32_t *labels, const float *images, const int32_t *all_labels, const int64_t *idx,
+                        int64_t per, int64_t n, ff_gpu_stream s);
+
 #ifdef __cplusplus
 }
 #endif

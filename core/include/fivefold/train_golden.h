@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "fivefold/executor.h"
 #include "fivefold/status.h"
 #include "fivefold/verify.h"
 
@@ -52,6 +53,9 @@ typedef struct {
     bool inject_fault;     // test hook: perturb our conv2 dw (isolation), step-1 fc2 b[0], the last
                            // loss and final fc2 w[0] beyond their tolerances: those rows must FAIL
     FILE *progress;        // rows printed as they are made (NULL: silent)
+    ff_mode mode;          // where the step-1 gradient, loss trajectory and final weights are computed:
+                           // serial (0, the default) or cuda (rows then read "mnist-cnn train[cuda] ...");
+                           // the iso rows always check the CPU reference layers
 } ff_train_golden_config;
 
 // Appends the rows to rep (rows, n_rows, cap, passed, failed; pass is set to "every row passed").

@@ -1,0 +1,777 @@
+// The cuda device's training ops (device.h "training", gpu.h "training") against the cpu device and
+// a float64 reference, on mnist-cnn (conv planned direct) with a batch of 13 images in groups of 4
+// (so the last group is shorter):
+//   - train_forward keeps every activation with ff_device_run's bits (each layer's output equals a
+//     run of layers 0..l);
+//   - softmax cross-entropy, relu and maxpool backward (ties, NaN, -0, overlapping windows), the
+//     tree reduction, SGD and gather give the cpu device's (or the CPU reference's) bits exactly;
+//   - train_backward: every group's weight and bias gradient rows of both devices lie within a
+//     derived bound of a float64 reference computed from the same activations and dz (the bound
+//     follows the rounding errors of the data gradients down through the layers, then adds the
+//     weight gradient's own chain: below); the same for the conv kernels on a strided, padded layer;
+//   - determinism: a second run, and each group computed alone, give the same bits row by row;
+//   - a mutant: one dz element perturbed by 1e-4 (relative) is caught, in its own group only.
+// Every check prints a line (PASS/FAIL, the share of the bound used).
+//
+// The bound. Every chain (a dot product of T terms in any order, fma or not) is within
+// gamma_T * sum|terms| of its exact value (Higham, Lemma 3.1; gamma_T = T u / (1 - T u), u = 2^-24).
+// With g the exact gradient at a layer's output (float64 reference) and e a bound on the computed
+// gradient's distance to it, a data-gradient layer (dx = W^T dy, T terms per element) gives
+//     e_in = |W|^T ((1 + gamma_T) e + gamma_T |g|)
+// (|W^T (dy~ - g)| <= |W|^T e, plus the chain's own error on |dy~| <= |g| + e); relu masks g and e
+// with the same y > 0 (the activations are the same on both devices); maxpool routes both to the
+// same argmax, its additions adding gamma_{R*S}. A weight gradient over a group (T = images * Ho*Wo
+// terms) is then within sum(((1 + gamma_T) e + gamma_T |g|) |x|) of the reference. The reference's
+// own float64 error is ~2^-29 of that: the bound is widened by 2^-20 of itself, plus T * 2^-149 for
+// underflow.
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "fivefold/device.h"
+#include "fivefold/layers_cpu_backward.h"
+#include "fivefold/model.h"
+#include "fivefold/plan.h"
+#include "fivefold/tolerance.h"
+#include "fivefold/weights.h"
+#include "gpu_test_util.h"
+
+#define N_IMG 13
+#define GROUP 4
+#define NGROUPS ((N_IMG + GROUP - 1) / GROUP)
+
+#define CHECK_OK(call)                                                         \
+    do {                                                                       \
+        ff_status st_ = (call);                                                \
+        if (st_ != FF_OK) fprintf(stderr, "%s: %s\n", #call, ff_last_error()); \
+        assert_int_equal(st_, FF_OK);                                          \
+    } while (0)
+
+typedef struct {
+    ff_model m;
+    ff_weights w;
+    int last;  // the logits layer (the one before softmax)
+    int64_t classes;
+    ff_device *cpu, *gpu;
+    ff_gpu_stream s;                 // direct kernel launches
+    float *cact[FF_MAX_LAYERS + 1];  // the cpu device's activations (host memory)
+    float *gact[FF_MAX_LAYERS + 1];  // the cuda device's; flatten's output aliases its input
+    int32_t *labels;                 // (N_IMG) host
+    int32_t *glabels;                // on the GPU
+    float *dz;                       // (N_IMG, classes) host: the cpu device's softmax gradient
+} fixture;
+
+static fixture F;
+
+// Floats of act[l] for N_IMG images: layer l's input for l <= last, the logits for l = last + 1.
+static size_t act_floats(int l) {
+    if (l < 0 || F.last < 0 || F.last >= FF_MAX_LAYERS) return 0;  // (not reached; keeps gcc's bounds check calm)
+    const ff_shape s = l <= F.last ? F.m.layers[l].in : F.m.layers[F.last].out;
+    return (size_t)(N_IMG * ff_shape_numel(s));
+}
+
+static bool is_alias(int l) {  // gact[l] is gact[l - 1] (flatten's output)
+    return l > 0 && F.gact[l] == F.gact[l - 1];
+}
+
+// ---------------------------------------------------------------- comparison helpers
+
+// Bitwise: elements of 4 bytes whose bit patterns differ (a NaN must keep its payload too).
+static size_t check_bits(const char *what, const void *a, const void *b, size_t count) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < count; i++)
+        if (memcmp((const char *)a + 4 * i, (const char *)b + 4 * i, 4) != 0) {
+            if (!bad) first = i;
+            bad++;
+        }
+    printf("  %-52s %8zu elems  %zu differ%s  %s\n", what, count, bad, bad ? " (first shown below)" : "",
+           bad ? "FAIL" : "PASS");
+    if (bad) {
+        uint32_t ua, ub;
+        memcpy(&ua, (const char *)a + 4 * first, 4), memcpy(&ub, (const char *)b + 4 * first, 4);
+        printf("    [%zu]: 0x%08x vs 0x%08x\n", first, ua, ub);
+    }
+    return bad;
+}
+
+// |got - ref| <= bnd per element (NaN fails); *worst receives the largest share of a bound used.
+static size_t count_outside(const float *got, const double *ref, const double *bnd, int64_t count, double *worst) {
+    size_t bad = 0;
+    for (int64_t i = 0; i < count; i++) {
+        const double err = fabs((double)got[i] - ref[i]);
+        const double frac = bnd[i] > 0 ? err / bnd[i] : (err > 0 ? INFINITY : 0);
+        if (!(err <= bnd[i])) bad++;
+        if (isnan(frac) || frac > *worst) *worst = isnan(frac) ? INFINITY : frac;
+    }
+    return bad;
+}
+
+static double gam(int64_t k) {
+    return ff_tol_gamma(k, FF_TOL_U32);
+}
+
+static double *dalloc(size_t count) {
+    double *p = calloc(count ? count : 1, sizeof(double));
+    if (!p) abort();
+    return p;
+}
+
+// ---------------------------------------------------------------- float64 reference layers
+// Plain loops, scatter form (any order: float64 is the reference). abs: |w| or |x| instead.
+
+static void conv_data_d(double *gx, const double *gy, const float *w, const ff_layer *L, int64_t n, bool abs) {
+    const int64_t K = L->out_c, C = L->in.c, H = L->in.h, W = L->in.w, R = L->kh, S = L->kw;
+    const int64_t Ho = L->out.h, Wo = L->out.w, st = L->stride, pad = L->pad;
+    memset(gx, 0, (size_t)(n * C * H * W) * sizeof(double));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t oh = 0; oh < Ho; oh++)
+                for (int64_t ow = 0; ow < Wo; ow++) {
+                    const double v = gy[((i * K + k) * Ho + oh) * Wo + ow];
+                    if (v == 0) continue;
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t r = 0; r < R; r++) {
+                            const int64_t ih = oh * st - pad + r;
+                            if (ih < 0 || ih >= H) continue;
+                            for (int64_t s = 0; s < S; s++) {
+                                const int64_t iw = ow * st - pad + s;
+                                if (iw < 0 || iw >= W) continue;
+                                const double wv = w[((k * C + c) * R + r) * S + s];
+                                gx[((i * C + c) * H + ih) * W + iw] += (abs ? fabs(wv) : wv) * v;
+                            }
+                        }
+                }
+}
+
+// dw (K, C, R, S), db (K): sums over images [i0, i1).
+static void conv_weights_d(double *dw, double *db, const double *gy, const float *x, const ff_layer *L, int64_t i0,
+                           int64_t i1, bool abs) {
+    const int64_t K = L->out_c, C = L->in.c, H = L->in.h, W = L->in.w, R = L->kh, S = L->kw;
+    const int64_t Ho = L->out.h, Wo = L->out.w, st = L->stride, pad = L->pad;
+    memset(dw, 0, (size_t)(K * C * R * S) * sizeof(double));
+    memset(db, 0, (size_t)K * sizeof(double));
+    for (int64_t i = i0; i < i1; i++)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t oh = 0; oh < Ho; oh++)
+                for (int64_t ow = 0; ow < Wo; ow++) {
+                    const double v = gy[((i * K + k) * Ho + oh) * Wo + ow];
+                    db[k] += v;
+                    if (v == 0) continue;
+                    for (int64_t c = 0; c < C; c++)
+                        for (int64_t r = 0; r < R; r++) {
+                            const int64_t ih = oh * st - pad + r;
+                            if (ih < 0 || ih >= H) continue;
+                            for (int64_t s = 0; s < S; s++) {
+                                const int64_t iw = ow * st - pad + s;
+                                if (iw < 0 || iw >= W) continue;
+                                const double xv = x[((i * C + c) * H + ih) * W + iw];
+                                dw[((k * C + c) * R + r) * S + s] += v * (abs ? fabs(xv) : xv);
+                            }
+                        }
+                }
+}
+
+static void linear_data_d(double *gx, const double *gy, const float *w, const ff_layer *L, int64_t n, bool abs) {
+    const int64_t O = L->out_c, I = ff_shape_numel(L->in);
+    memset(gx, 0, (size_t)(n * I) * sizeof(double));
+    for (int64_t s = 0; s < n; s++)
+        for (int64_t j = 0; j < O; j++) {
+            const double v = gy[s * O + j];
+            if (v == 0) continue;
+            for (int64_t i = 0; i < I; i++) gx[s * I + i] += (abs ? fabs((double)w[j * I + i]) : w[j * I + i]) * v;
+        }
+}
+
+static void linear_weights_d(double *dw, double *db, const double *gy, const float *x, const ff_layer *L, int64_t i0,
+                             int64_t i1, bool abs) {
+    const int64_t O = L->out_c, I = ff_shape_numel(L->in);
+    memset(dw, 0, (size_t)(O * I) * sizeof(double));
+    memset(db, 0, (size_t)O * sizeof(double));
+    for (int64_t s = i0; s < i1; s++)
+        for (int64_t j = 0; j < O; j++) {
+            const double v = gy[s * O + j];
+            db[j] += v;
+            for (int64_t i = 0; i < I; i++) dw[j * I + i] += v * (abs ? fabs((double)x[s * I + i]) : x[s * I + i]);
+        }
+}
+
+// dy of each window to its first maximum (the CPU's rule: greater or NaN replaces).
+static void maxpool_route_d(double *gx, const double *gy, const float *x, const ff_layer *L, int64_t n) {
+    const int64_t C = L->in.c, H = L->in.h, W = L->in.w, R = L->kh, S = L->kw;
+    const int64_t Ho = L->out.h, Wo = L->out.w, st = L->stride, pad = L->pad;
+    memset(gx, 0, (size_t)(n * C * H * W) * sizeof(double));
+    for (int64_t p = 0; p < n * C; p++)
+        for (int64_t oh = 0; oh < Ho; oh++)
+            for (int64_t ow = 0; ow < Wo; ow++) {
+                int64_t best = -1;
+                float bv = 0;
+                for (int64_t r = 0; r < R; r++)
+                    for (int64_t s = 0; s < S; s++) {
+                        const int64_t ih = oh * st - pad + r, iw = ow * st - pad + s;
+                        if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                        const float v = x[p * H * W + ih * W + iw];
+                        if (best < 0 || v > bv || isnan(v)) best = ih * W + iw, bv = v;
+                    }
+                if (best >= 0) gx[p * H * W + best] += gy[(p * Ho + oh) * Wo + ow];
+            }
+}
+
+// h = (1 + gamma) e + gamma |g|: the quantity the next bound propagates (header comment).
+static double *bound_input(const double *g, const double *e, size_t count, double gamma) {
+    double *h = dalloc(count);
+    for (size_t i = 0; i < count; i++) h[i] = (1 + gamma) * e[i] + gamma * fabs(g[i]);
+    return h;
+}
+
+static void widen(double *b, int64_t count, int64_t T) {
+    for (int64_t i = 0; i < count; i++) b[i] = b[i] * (1 + 0x1p-20) + (double)T * 0x1p-149;
+}
+
+// ---------------------------------------------------------------- setup
+
+static ff_device *make_device(ff_device_kind kind) {
+    ff_plan_options po;
+    if (ff_plan_options_default(&po) != FF_OK) return NULL;
+    po.conv = FF_CONV_DIRECT;  // training runs direct convolutions (train.h)
+    ff_plan plan;
+    if (ff_plan_build(&plan, &F.m, kind, &po) != FF_OK) return NULL;
+    ff_device_options o = {.max_batch = N_IMG, .gpu = 0, .local_rank = 0, .borrow_weights = false};
+    ff_device *d = NULL;
+    if (ff_device_create(&d, &F.m, &F.w, &plan, &o) != FF_OK) {
+        fprintf(stderr, "device create: %s\n", ff_last_error());
+        return NULL;
+    }
+    return d;
+}
+
+#define SETUP_OK(call)                                                         \
+    do {                                                                       \
+        if ((call) != FF_OK) {                                                 \
+            fprintf(stderr, "setup: %s failed: %s\n", #call, ff_last_error()); \
+            return -1;                                                         \
+        }                                                                      \
+    } while (0)
+
+static int group_setup(void **state) {
+    (void)state;
+    SETUP_OK(ff_model_init(&F.m, "mnist-cnn"));
+    SETUP_OK(ff_weights_alloc(&F.w, &F.m));
+    ff_weights_generate(&F.w, &F.m, 7);
+    F.last = F.m.n_layers - 1;
+    if (F.m.layers[F.last].op == FF_OP_SOFTMAX) F.last--;
+    F.classes = ff_shape_numel(F.m.layers[F.last].out);
+    SETUP_OK(ff_gpu_stream_create(&F.s));
+    F.cpu = make_device(FF_DEVICE_CPU);
+    F.gpu = make_device(FF_DEVICE_CUDA);
+    if (!F.cpu || !F.gpu) return -1;
+    for (int l = 0; l <= F.last + 1; l++) {
+        SETUP_OK(ff_device_alloc(F.cpu, &F.cact[l], act_floats(l), "cpu activations"));
+        if (l > 0 && F.m.layers[l - 1].op == FF_OP_FLATTEN)
+            F.gact[l] = F.gact[l - 1];  // ff_device_train_forward: act[l + 1] may equal act[l]
+        else
+            SETUP_OK(ff_device_alloc(F.gpu, &F.gact[l], act_floats(l), "gpu activations"));
+    }
+    ff_input_generate(F.cact[0], &F.m, N_IMG, 21);
+    F.labels = malloc(N_IMG * sizeof(int32_t));
+    F.dz = malloc(act_floats(F.last + 1) * sizeof(float));
+    if (!F.labels || !F.dz) return -1;
+    for (int i = 0; i < N_IMG; i++) F.labels[i] = (int32_t)(ff_mix64((uint64_t)i + 77) % (uint64_t)F.classes);
+    SETUP_OK(ff_device_alloc_bytes(F.gpu, (void **)&F.glabels, N_IMG * sizeof(int32_t), "labels"));
+    SETUP_OK(ff_device_upload_bytes(F.gpu, F.glabels, F.labels, N_IMG * sizeof(int32_t)));
+    // The activations and dz every backward check starts from: the cpu device's.
+    SETUP_OK(ff_device_train_forward(F.cpu, F.cact, F.last, N_IMG, GROUP));
+    SETUP_OK(ff_device_softmax_xent(F.cpu, F.dz, NULL, F.cact[F.last + 1], F.labels, 1.0f / N_IMG, F.classes, N_IMG));
+    return ff_device_sync(F.gpu) == FF_OK ? 0 : -1;
+}
+
+static int group_teardown(void **state) {
+    (void)state;
+    for (int l = 0; l <= F.last + 1; l++) {
+        if (F.cact[l]) ff_device_free(F.cpu, F.cact[l]);
+        if (F.gact[l] && !is_alias(l)) ff_device_free(F.gpu, F.gact[l]);
+    }
+    if (F.glabels) ff_device_free(F.gpu, (float *)F.glabels);
+    ff_device_destroy(F.gpu);
+    ff_device_destroy(F.cpu);
+    ff_gpu_stream_destroy(F.s);
+    free(F.labels), free(F.dz);
+    ff_weights_free(&F.w);
+    return 0;
+}
+
+static float *download(const float *dev, size_t count) {
+    float *h = malloc(count * sizeof(float));
+    assert_non_null(h);
+    CHECK_OK(ff_device_download(F.gpu, h, dev, count));
+    CHECK_OK(ff_device_sync(F.gpu));
+    return h;
+}
+
+static float *gpu_from(const void *host, size_t floats) {
+    float *d = NULL;
+    CHECK_OK(ff_device_alloc(F.gpu, &d, floats, "test buffer"));
+    if (host) CHECK_OK(ff_device_upload(F.gpu, d, host, floats));
+    return d;
+}
+
+// ---------------------------------------------------------------- forward
+
+// Each activation train_forward keeps equals ff_device_run of layers 0..l on the same input, bit for
+// bit (the run fuses conv+relu and replays a graph; train_forward does neither).
+static void train_forward_equals_run(void **state) {
+    (void)state;
+    CHECK_OK(ff_device_upload(F.gpu, F.gact[0], F.cact[0], act_floats(0)));
+    CHECK_OK(ff_device_train_forward(F.gpu, F.gact, F.last, N_IMG, GROUP));
+    size_t bad = 0;
+    for (int l = 0; l <= F.last; l++) {
+        const float *out = NULL;
+        CHECK_OK(ff_device_run(F.gpu, &out, F.gact[0], N_IMG, 0, l, -1, NULL));
+        float *run = download(out, act_floats(l + 1));
+        float *kept = download(F.gact[l + 1], act_floats(l + 1));
+        char what[96];
+        snprintf(what, sizeof what, "train_forward act[%d] (%s) vs run 0..%d", l + 1, F.m.layers[l].name, l);
+        bad += check_bits(what, kept, run, act_floats(l + 1));
+        free(run), free(kept);
+    }
+    // and the cuda logits are close to the cpu's (different orders): same top-1 on every image
+    float *gl = download(F.gact[F.last + 1], act_floats(F.last + 1));
+    int same = 0;
+    for (int i = 0; i < N_IMG; i++) {
+        int ag = 0, ac = 0;
+        for (int k = 1; k < F.classes; k++) {
+            if (gl[i * F.classes + k] > gl[i * F.classes + ag]) ag = k;
+            if (F.cact[F.last + 1][i * F.classes + k] > F.cact[F.last + 1][i * F.classes + ac]) ac = k;
+        }
+        same += ag == ac;
+    }
+    printf("  cuda vs cpu logits (information: other orders): top-1 equal on %d of %d images\n", same, N_IMG);
+    free(gl);
+    assert_int_equal(bad, 0);
+}
+
+// ---------------------------------------------------------------- exact ops
+
+static void softmax_xent_bits(void **state) {
+    (void)state;
+    const size_t cnt = act_floats(F.last + 1);
+    float *z = malloc(cnt * sizeof(float)), *dz_c = malloc(cnt * sizeof(float)), *loss_c = malloc(N_IMG * 4);
+    memcpy(z, F.cact[F.last + 1], cnt * sizeof(float));
+    const int64_t C = F.classes;
+    for (int64_t c = 0; c < C; c++) {
+        z[10 * C + c] += 80.0f;                     // large logits (exp of max-subtracted)
+        z[11 * C + c] = c % 3 == 0 ? 0.5f : -0.0f;  // ties and -0
+        if (c == 4) z[12 * C + c] = NAN;            // NaN: the CPU's max rule, NaN out
+    }
+    CHECK_OK(ff_device_softmax_xent(F.cpu, dz_c, loss_c, z, F.labels, 1.0f / N_IMG, C, N_IMG));
+    float *gz = gpu_from(z, cnt), *gdz = gpu_from(NULL, cnt), *gloss = gpu_from(NULL, N_IMG);
+    CHECK_OK(ff_device_softmax_xent(F.gpu, gdz, gloss, gz, F.glabels, 1.0f / N_IMG, C, N_IMG));
+    float *dz_g = download(gdz, cnt), *loss_g = download(gloss, N_IMG);
+    size_t bad = check_bits("softmax_xent dz (ties, -0, +80, NaN rows)", dz_g, dz_c, cnt);
+    bad += check_bits("softmax_xent loss", loss_g, loss_c, N_IMG);
+    // loss NULL is accepted
+    CHECK_OK(ff_device_softmax_xent(F.gpu, gdz, NULL, gz, F.glabels, 1.0f / N_IMG, C, N_IMG));
+    free(dz_g);
+    dz_g = download(gdz, cnt);
+    bad += check_bits("softmax_xent dz, loss NULL", dz_g, dz_c, cnt);
+    ff_device_free(F.gpu, gz), ff_device_free(F.gpu, gdz), ff_device_free(F.gpu, gloss);
+    free(z), free(dz_c), free(loss_c), free(dz_g), free(loss_g);
+    assert_int_equal(bad, 0);
+}
+
+static ff_layer pool_layer(int64_t C, int64_t H, int64_t W, int k, int stride, int pad) {
+    ff_layer L = {.name = "pool-test", .op = FF_OP_MAXPOOL, .kh = k, .kw = k, .stride = stride, .pad = pad};
+    L.in = (ff_shape){C, H, W};
+    L.out = (ff_shape){C, (H + 2 * pad - k) / stride + 1, (W + 2 * pad - k) / stride + 1};
+    L.param_index = -1;
+    return L;
+}
+
+// relu and maxpool backward through the gpu.h launchers vs layers_cpu_backward.h, bit for bit.
+static void relu_maxpool_backward_bits(void **state) {
+    (void)state;
+    size_t bad = 0;
+    // relu: y with +0, -0, NaN, inf, subnormals; dy with a NaN (passed through where y > 0)
+    const size_t cnt = 4099;
+    float *y = tu_rand(cnt, 501, 2.0f), *dy = tu_rand(cnt, 502, 1.0f), *dx_c = malloc(cnt * sizeof(float));
+    for (size_t i = 0; i < cnt; i += 97) y[i] = -0.0f, y[i + 1] = 0.0f, y[i + 2] = NAN, y[i + 3] = 0x1p-140f;
+    for (size_t i = 5; i < cnt; i += 211) y[i] = INFINITY, dy[i] = NAN, dy[i + 1] = -0.0f;
+    ff_cpu_relu_backward(dx_c, dy, y, (int64_t)cnt);
+    float *gy = tu_dev_from(y, cnt, F.s), *gdy = tu_dev_from(dy, cnt, F.s), *gdx = tu_dev_from(NULL, cnt, F.s);
+    CHECK_OK(ff_gpu_relu_backward(gdx, gdy, gy, (int64_t)cnt, F.s));
+    float *dx_g = tu_host_from(gdx, cnt, F.s);
+    bad += check_bits("relu backward (+-0, NaN, inf, subnormal y)", dx_g, dx_c, cnt);
+    ff_gpu_free(gy), ff_gpu_free(gdy), ff_gpu_free(gdx);
+    free(y), free(dy), free(dx_c), free(dx_g);
+
+    // maxpool: mnist's pool1 on the real relu2 output (many zero ties), and an overlapping 3x3
+    // stride-2 pad-1 pool on quantized inputs (ties everywhere, NaNs, -0) where up to four windows
+    // add into one element: the additions' order shows in the bits.
+    const int pool = ff_model_find_layer(&F.m, "pool1");
+    ff_layer Ls[2] = {F.m.layers[pool], pool_layer(3, 9, 8, 3, 2, 1)};
+    for (int t = 0; t < 2; t++) {
+        const ff_layer *L = &Ls[t];
+        const int64_t n = t == 0 ? N_IMG : 5;
+        const size_t nin = (size_t)(n * ff_shape_numel(L->in)), nout = (size_t)(n * ff_shape_numel(L->out));
+        float *x = t == 0 ? F.cact[pool] : tu_rand(nin, 503, 1.0f);
+        if (t == 1) {
+            for (size_t i = 0; i < nin; i++) x[i] = roundf(x[i] * 2.0f) * 0.5f;
+            for (size_t i = 0; i < nin; i += 37) x[i] = -0.0f;
+            for (size_t i = 11; i + 1 < nin; i += 53) x[i] = NAN, x[i + 1] = NAN;  // two NaNs in a window
+        }
+        float *g = tu_rand(nout, 504, 1.0f);
+        for (size_t i = 0; i < nout; i++) g[i] = ldexpf(g[i], (int)(i % 9) - 4);  // magnitudes: order shows
+        float *ref = malloc(nin * sizeof(float));
+        ff_cpu_maxpool_backward(ref, g, x, L, n);
+        float *gx = tu_dev_from(x, nin, F.s), *gg = tu_dev_from(g, nout, F.s), *gd = tu_dev_from(NULL, nin, F.s);
+        CHECK_OK(ff_gpu_maxpool_backward(gd, gg, gx, L, n, F.s));
+        float *got = tu_host_from(gd, nin, F.s);
+        bad += check_bits(
+            t == 0 ? "maxpool backward mnist pool1 (relu2 output)" : "maxpool backward 3x3/2 pad 1 (ties, NaN, -0)",
+            got, ref, nin);
+        ff_gpu_free(gx), ff_gpu_free(gg), ff_gpu_free(gd);
+        if (t == 1) free(x);
+        free(g), free(ref), free(got);
+    }
+    assert_int_equal(bad, 0);
+}
+
+static void tree_reduce_sgd_gather_bits(void **state) {
+    (void)state;
+    size_t bad = 0;
+    // tree reduction: several row counts (uneven trees), rows of very different magnitudes so that
+    // a different tree would change the bits; stride > len (the gap stays untouched on both)
+    const int64_t len = 1000, stride = 1003;
+    const int64_t nrows_list[] = {2, 3, 5, 7, 13};
+    for (int t = 0; t < 5; t++) {
+        const int64_t nr = nrows_list[t];
+        const size_t cnt = (size_t)(nr * stride);
+        float *rows = tu_rand(cnt, 600 + (uint64_t)t, 1.0f);
+        for (int64_t j = 0; j < nr; j++)
+            for (int64_t i = 0; i < stride; i++)
+                rows[j * stride + i] = ldexpf(rows[j * stride + i], (int)(3 * (j % 5)));
+        float *grows = gpu_from(rows, cnt);
+        CHECK_OK(ff_device_tree_reduce(F.cpu, rows, nr, stride, len));
+        CHECK_OK(ff_device_tree_reduce(F.gpu, grows, nr, stride, len));
+        float *got = download(grows, cnt);
+        char what[64];
+        snprintf(what, sizeof what, "tree_reduce %lld rows (all rows, gaps)", (long long)nr);
+        bad += check_bits(what, got, rows, cnt);
+        ff_device_free(F.gpu, grows);
+        free(rows), free(got);
+    }
+
+    // SGD: train.h's rule, every branch; fma would change the bits (shown, so the check is sharp)
+    const int64_t cnt = 20000;
+    struct {
+        float lr, mu, wd;
+        bool first;
+    } cases[] = {
+        {0.01f, 0.9f, 1e-3f, false}, {0.01f, 0.9f, 1e-3f, true}, {0.05f, 0.0f, 0.0f, false}, {0.1f, 0.5f, 0.0f, false}};
+    for (int c = 0; c < 4; c++) {
+        float *w = tu_rand((size_t)cnt, 700, 1.0f), *mom = tu_rand((size_t)cnt, 701, 0.1f);
+        float *g = tu_rand((size_t)cnt, 702, 0.01f);
+        float *gw = gpu_from(w, (size_t)cnt), *gm = gpu_from(mom, (size_t)cnt), *gg = gpu_from(g, (size_t)cnt);
+        size_t fma_diff = 0;
+        if (c == 0)
+            for (int64_t i = 0; i < cnt; i++) {
+                const float gi = g[i] + cases[c].wd * w[i], bi = cases[c].mu * mom[i] + gi;
+                fma_diff += fmaf(-cases[c].lr, bi, w[i]) != w[i] - cases[c].lr * bi;
+            }
+        CHECK_OK(ff_device_sgd(F.cpu, w, mom, g, cnt, cases[c].lr, cases[c].mu, cases[c].wd, cases[c].first));
+        CHECK_OK(ff_device_sgd(F.gpu, gw, gm, gg, cnt, cases[c].lr, cases[c].mu, cases[c].wd, cases[c].first));
+        float *w_g = download(gw, (size_t)cnt), *m_g = download(gm, (size_t)cnt);
+        char what[96];
+        snprintf(what, sizeof what, "sgd lr %g momentum %g wd %g first %d: w", (double)cases[c].lr, (double)cases[c].mu,
+                 (double)cases[c].wd, (int)cases[c].first);
+        bad += check_bits(what, w_g, w, (size_t)cnt);
+        snprintf(what, sizeof what, "sgd case %d: momentum buffer", c);
+        bad += check_bits(what, m_g, mom, (size_t)cnt);
+        if (c == 0) {
+            printf("  (an fma in w - lr*b would change %zu of %lld updates)\n", fma_diff, (long long)cnt);
+            assert_true(fma_diff > 0);
+        }
+        ff_device_free(F.gpu, gw), ff_device_free(F.gpu, gm), ff_device_free(F.gpu, gg);
+        free(w), free(mom), free(g), free(w_g), free(m_g);
+    }
+
+    // gather: 13 samples (repeats included) of a 40-image set
+    const int64_t count = 40, per = ff_shape_numel(F.m.input), n = N_IMG;
+    float *images = tu_rand((size_t)(count * per), 800, 1.0f);
+    int32_t all_labels[40], lab_c[N_IMG], lab_g[N_IMG];
+    int64_t idx[N_IMG];
+    for (int i = 0; i < count; i++) all_labels[i] = (int32_t)(ff_mix64((uint64_t)i + 900) % 10);
+    for (int i = 0; i < n; i++) idx[i] = (int64_t)(ff_mix64((uint64_t)i + 901) % (uint64_t)count);
+    idx[3] = idx[7];
+    float *x_c = malloc((size_t)(n * per) * sizeof(float));
+    CHECK_OK(ff_device_gather(F.cpu, x_c, lab_c, images, all_labels, idx, per, n));
+    float *gimages = gpu_from(images, (size_t)(count * per)), *gx = gpu_from(NULL, (size_t)(n * per));
+    int32_t *gall = NULL, *glab = NULL;
+    int64_t *gidx = NULL;
+    CHECK_OK(ff_device_alloc_bytes(F.gpu, (void **)&gall, sizeof all_labels, "labels"));
+    CHECK_OK(ff_device_alloc_bytes(F.gpu, (void **)&glab, sizeof lab_g, "batch labels"));
+    CHECK_OK(ff_device_alloc_bytes(F.gpu, (void **)&gidx, sizeof idx, "indices"));
+    CHECK_OK(ff_device_upload_bytes(F.gpu, gall, all_labels, sizeof all_labels));
+    CHECK_OK(ff_device_upload_bytes(F.gpu, gidx, idx, sizeof idx));
+    CHECK_OK(ff_device_gather(F.gpu, gx, glab, gimages, gall, gidx, per, n));
+    float *x_g = download(gx, (size_t)(n * per));
+    CHECK_OK(ff_device_copy_bytes(F.gpu, lab_g, glab, sizeof lab_g));
+    bad += check_bits("gather images", x_g, x_c, (size_t)(n * per));
+    bad += check_bits("gather labels", lab_g, lab_c, (size_t)n);
+    ff_device_free(F.gpu, gimages), ff_device_free(F.gpu, gx);
+    ff_device_free(F.gpu, (float *)gall), ff_device_free(F.gpu, (float *)glab), ff_device_free(F.gpu, (float *)gidx);
+    free(images), free(x_c), free(x_g);
+    assert_int_equal(bad, 0);
+}
+
+// ---------------------------------------------------------------- conv kernels on a strided layer
+
+// mnist's convs are stride 1 without padding: the gpu.h conv launchers on a stride-2, pad-1 layer
+// (5 images in groups of 2, rows at a stride larger than the gradient) against the float64
+// reference, the CPU reference against the same bound.
+static void conv_backward_strided_padded(void **state) {
+    (void)state;
+    ff_layer L = {.name = "conv-test", .op = FF_OP_CONV2D, .out_c = 4, .kh = 3, .kw = 3, .stride = 2, .pad = 1};
+    L.in = (ff_shape){3, 9, 9};
+    L.out = (ff_shape){4, 5, 5};
+    L.n_weight = 4 * 3 * 3 * 3, L.n_bias = 4, L.fan_in = 27, L.param_index = 0;
+    const int64_t n = 5, group = 2, ng = (n + group - 1) / group, P = 25;
+    const int64_t nx = n * 243, ny = n * 100, nw = L.n_weight, stride = nw + L.n_bias + 3;
+    float *x = tu_rand((size_t)nx, 900, 1.0f), *dy = tu_rand((size_t)ny, 901, 1.0f),
+          *w = tu_rand((size_t)nw, 902, 0.5f);
+    for (int64_t i = 0; i < ny; i += 7) dy[i] = 0.0f;  // skipped terms
+    double *g = dalloc((size_t)ny), *h = dalloc((size_t)ny);
+    for (int64_t i = 0; i < ny; i++) g[i] = dy[i];
+
+    float *gxd = tu_dev_from(x, (size_t)nx, F.s), *gdy = tu_dev_from(dy, (size_t)ny, F.s);
+    float *gw = tu_dev_from(w, (size_t)nw, F.s), *grad = tu_dev_from(NULL, (size_t)(ng * stride), F.s);
+    float *gdx = tu_dev_from(NULL, (size_t)nx, F.s);
+    CHECK_OK(ff_gpu_conv2d_backward_weights(grad, grad + nw, stride, gdy, gxd, &L, n, group, F.s));
+    CHECK_OK(ff_gpu_conv2d_backward_data(gdx, gdy, gw, &L, n, F.s));
+    float *rows = tu_host_from(grad, (size_t)(ng * stride), F.s), *dx = tu_host_from(gdx, (size_t)nx, F.s);
+
+    size_t bad_g = 0, bad_c = 0, gap = 0;
+    double worst_g = 0, worst_c = 0;
+    double *ref = dalloc((size_t)(nw + 4)), *bnd = dalloc((size_t)(nw + 4));
+    float *cpu = malloc((size_t)(nw + 4) * sizeof(float));
+    float *scratch = malloc((size_t)ff_cpu_conv2d_backward_weights_scratch(&L) * sizeof(float));
+    for (int64_t grp = 0; grp < ng; grp++) {
+        const int64_t i0 = grp * group, i1 = i0 + group < n ? i0 + group : n, T = (i1 - i0) * P;
+        for (int64_t i = 0; i < ny; i++) h[i] = gam(T) * fabs(g[i]);
+        conv_weights_d(ref, ref + nw, g, x, &L, i0, i1, false);
+        conv_weights_d(bnd, bnd + nw, h, x, &L, i0, i1, true);
+        widen(bnd, nw + 4, T);
+        bad_g += count_outside(rows + grp * stride, ref, bnd, nw + 4, &worst_g);
+        ff_cpu_conv2d_backward_weights(cpu, cpu + nw, dy + i0 * 100, x + i0 * 243, &L, i1 - i0, scratch);
+        bad_c += count_outside(cpu, ref, bnd, nw + 4, &worst_c);
+        for (int64_t k = nw + 4; k < stride; k++) gap += !isnan(rows[grp * stride + k]);  // not written
+    }
+    printf("  %-52s cuda worst %.2f%%, cpu worst %.2f%% of bound  %s\n", "conv 3x3/2 pad 1 dw, db (3 groups)",
+           100 * worst_g, 100 * worst_c, bad_g || bad_c || gap ? "FAIL" : "PASS");
+
+    double *dref = dalloc((size_t)nx), *dbnd = dalloc((size_t)nx);
+    const int64_t Td = L.out_c * L.kh * L.kw;
+    for (int64_t i = 0; i < ny; i++) h[i] = gam(Td) * fabs(g[i]);
+    conv_data_d(dref, g, w, &L, n, false);
+    conv_data_d(dbnd, h, w, &L, n, true);
+    widen(dbnd, nx, Td);
+    double worst_dg = 0, worst_dc = 0;
+    float *dx_c = malloc((size_t)nx * sizeof(float));
+    ff_cpu_conv2d_backward_data(dx_c, dy, w, &L, n);
+    const size_t bad_dg = count_outside(dx, dref, dbnd, nx, &worst_dg);
+    const size_t bad_dc = count_outside(dx_c, dref, dbnd, nx, &worst_dc);
+    printf("  %-52s cuda worst %.2f%%, cpu worst %.2f%% of bound  %s\n", "conv 3x3/2 pad 1 dx", 100 * worst_dg,
+           100 * worst_dc, bad_dg || bad_dc ? "FAIL" : "PASS");
+
+    ff_gpu_free(gxd), ff_gpu_free(gdy), ff_gpu_free(gw), ff_gpu_free(grad), ff_gpu_free(gdx);
+    free(x), free(dy), free(w), free(g), free(h), free(rows), free(dx), free(ref), free(bnd), free(cpu);
+    free(scratch), free(dref), free(dbnd), free(dx_c);
+    assert_int_equal(bad_g + bad_c + gap + bad_dg + bad_dc, 0);
+}
+
+// ---------------------------------------------------------------- train_backward
+
+// The float64 reference of every group's parameter gradients (ref) and the bound (bnd), both
+// (NGROUPS, n_total) in ff_weights' layout, from the cpu activations and dz (header comment).
+static void reference_grads(double *ref, double *bnd) {
+    const int64_t nt = F.w.n_total;
+    size_t cnt = act_floats(F.last + 1);
+    double *g = dalloc(cnt), *e = dalloc(cnt);
+    for (size_t i = 0; i < cnt; i++) g[i] = F.dz[i];
+    for (int l = F.last; l >= 0; l--) {
+        const ff_layer *L = &F.m.layers[l];
+        const float *x = F.cact[l], *y = F.cact[l + 1];
+        const size_t nin = act_floats(l), nout = cnt;
+        const bool conv = L->op == FF_OP_CONV2D;
+        if (conv || L->op == FF_OP_LINEAR) {
+            const int64_t woff = F.w.w[l] - F.w.data, boff = F.w.b[l] - F.w.data;
+            const int64_t P = conv ? L->out.h * L->out.w : 1;
+            for (int64_t grp = 0; grp < NGROUPS; grp++) {
+                const int64_t i0 = grp * GROUP, i1 = i0 + GROUP < N_IMG ? i0 + GROUP : N_IMG, T = (i1 - i0) * P;
+                double *h = bound_input(g, e, nout, gam(T));
+                double *r = ref + grp * nt, *b = bnd + grp * nt;
+                if (conv) {
+                    conv_weights_d(r + woff, r + boff, g, x, L, i0, i1, false);
+                    conv_weights_d(b + woff, b + boff, h, x, L, i0, i1, true);
+                } else {
+                    linear_weights_d(r + woff, r + boff, g, x, L, i0, i1, false);
+                    linear_weights_d(b + woff, b + boff, h, x, L, i0, i1, true);
+                }
+                widen(b + woff, L->n_weight, T);
+                widen(b + boff, L->n_bias, T);
+                free(h);
+            }
+        }
+        if (l == 0) break;
+        double *gi = dalloc(nin), *ei = dalloc(nin);
+        switch (L->op) {
+            case FF_OP_CONV2D:
+            case FF_OP_LINEAR: {
+                const int64_t terms = conv ? L->out_c * L->kh * L->kw : L->out_c;
+                double *h = bound_input(g, e, nout, gam(terms));
+                if (conv) {
+                    conv_data_d(gi, g, F.w.w[l], L, N_IMG, false);
+                    conv_data_d(ei, h, F.w.w[l], L, N_IMG, true);
+                } else {
+                    linear_data_d(gi, g, F.w.w[l], L, N_IMG, false);
+                    linear_data_d(ei, h, F.w.w[l], L, N_IMG, true);
+                }
+                widen(ei, (int64_t)nin, terms);
+                free(h);
+                break;
+            }
+            case FF_OP_RELU:
+                for (size_t i = 0; i < nin; i++) gi[i] = y[i] > 0.0f ? g[i] : 0, ei[i] = y[i] > 0.0f ? e[i] : 0;
+                break;
+            case FF_OP_MAXPOOL: {
+                double *h = bound_input(g, e, nout, gam((int64_t)L->kh * L->kw));
+                maxpool_route_d(gi, g, x, L, N_IMG);
+                maxpool_route_d(ei, h, x, L, N_IMG);
+                free(h);
+                break;
+            }
+            default:  // flatten
+                memcpy(gi, g, nin * sizeof(double)), memcpy(ei, e, nin * sizeof(double));
+        }
+        free(g), free(e);
+        g = gi, e = ei, cnt = nin;
+    }
+    free(g), free(e);
+}
+
+// Violations of the bound in rows (NGROUPS, n_total); per_group (NGROUPS) receives each group's
+// count; prints one line per parameter tensor when `who` is given.
+static size_t check_rows(const char *who, const float *rows, const double *ref, const double *bnd, size_t *per_group) {
+    const int64_t nt = F.w.n_total;
+    size_t total = 0;
+    for (int g = 0; g < NGROUPS; g++) per_group[g] = 0;
+    for (int l = 0; l <= F.last; l++) {
+        const ff_layer *L = &F.m.layers[l];
+        if (!L->n_weight) continue;
+        for (int part = 0; part < 2; part++) {
+            const int64_t off = (part ? F.w.b[l] : F.w.w[l]) - F.w.data, len = part ? L->n_bias : L->n_weight;
+            double worst = 0;
+            size_t bad = 0;
+            for (int g = 0; g < NGROUPS; g++) {
+                const size_t b =
+                    count_outside(rows + g * nt + off, ref + g * nt + off, bnd + g * nt + off, len, &worst);
+                per_group[g] += b;
+                bad += b;
+            }
+            total += bad;
+            if (who) {
+                char what[96];
+                snprintf(what, sizeof what, "%s %s.%s, %d groups", who, L->name, part ? "b" : "w", NGROUPS);
+                printf("  %-52s %8lld elems  worst %6.2f%% of bound, %zu outside  %s\n", what,
+                       (long long)(len * NGROUPS), 100 * worst, bad, bad ? "FAIL" : "PASS");
+            }
+        }
+    }
+    return total;
+}
+
+static void upload_cpu_acts(void) {
+    for (int l = 0; l <= F.last + 1; l++)
+        if (!is_alias(l)) CHECK_OK(ff_device_upload(F.gpu, F.gact[l], F.cact[l], act_floats(l)));
+}
+
+// Per-group gradient rows of both devices within the bound of the float64 reference; the cuda
+// backward deterministic (twice, and each group alone); a perturbed dz caught in its group.
+static void train_backward_within_bound(void **state) {
+    (void)state;
+    const int64_t nt = F.w.n_total;
+    const size_t rows_n = (size_t)(NGROUPS * nt), ndz = act_floats(F.last + 1);
+    double *ref = dalloc(rows_n), *bnd = dalloc(rows_n);
+    reference_grads(ref, bnd);
+
+    // the same activations (the cpu device's) and dz on both devices
+    upload_cpu_acts();
+    float *cgrads = NULL, *ggrads = gpu_from(NULL, rows_n), *cdz = malloc(ndz * sizeof(float));
+    CHECK_OK(ff_device_alloc(F.cpu, &cgrads, rows_n, "cpu grads"));
+    memcpy(cdz, F.dz, ndz * sizeof(float));
+    float *gdz = gpu_from(F.dz, ndz);
+    float *nan_rows = malloc(rows_n * sizeof(float));
+    for (size_t i = 0; i < rows_n; i++) nan_rows[i] = NAN;  // unwritten elements would show
+    CHECK_OK(ff_device_upload(F.gpu, ggrads, nan_rows, rows_n));
+    CHECK_OK(ff_device_train_backward(F.cpu, cgrads, nt, cdz, (const float *const *)F.cact, F.last, N_IMG, GROUP));
+    CHECK_OK(ff_device_train_backward(F.gpu, ggrads, nt, gdz, (const float *const *)F.gact, F.last, N_IMG, GROUP));
+    float *g1 = download(ggrads, rows_n);
+    size_t per_group[NGROUPS];
+    size_t bad = check_rows("cpu ", cgrads, ref, bnd, per_group);
+    bad += check_rows("cuda", g1, ref, bnd, per_group);
+
+    // determinism: again (dz re-uploaded: the backward may use it as scratch), and each group alone
+    CHECK_OK(ff_device_upload(F.gpu, gdz, F.dz, ndz));
+    CHECK_OK(ff_device_upload(F.gpu, ggrads, nan_rows, rows_n));
+    CHECK_OK(ff_device_train_backward(F.gpu, ggrads, nt, gdz, (const float *const *)F.gact, F.last, N_IMG, GROUP));
+    float *g2 = download(ggrads, rows_n);
+    bad += check_bits("cuda train_backward run twice: every group row", g2, g1, rows_n);
+    CHECK_OK(ff_device_upload(F.gpu, gdz, F.dz, ndz));
+    CHECK_OK(ff_device_upload(F.gpu, ggrads, nan_rows, rows_n));
+    for (int grp = 0; grp < NGROUPS; grp++) {
+        const int64_t i0 = grp * GROUP, ng = i0 + GROUP <= N_IMG ? GROUP : N_IMG - i0;
+        const float *act[FF_MAX_LAYERS + 1];
+        for (int l = 0; l <= F.last + 1; l++) act[l] = F.gact[l] + i0 * (int64_t)(act_floats(l) / N_IMG);
+        CHECK_OK(ff_device_train_backward(F.gpu, ggrads + grp * nt, nt, gdz + i0 * F.classes, act, F.last, ng, GROUP));
+    }
+    float *g3 = download(ggrads, rows_n);
+    bad += check_bits("cuda train_backward, each group alone vs all at once", g3, g1, rows_n);
+
+    // mutant: image 5 (group 1), one logit's gradient 1e-4 larger (relative): caught in group 1 only
+    float *mut = malloc(ndz * sizeof(float));
+    memcpy(mut, F.dz, ndz * sizeof(float));
+    // (the label's logit: its gradient (p - 1) / 13 is large, so 1e-4 of it is far above the
+    // rounding noise the bound allows)
+    const size_t at = 5 * (size_t)F.classes + (size_t)F.labels[5];
+    mut[at] = mut[at] * (1.0f + 1e-4f);
+    assert_true(mut[at] != F.dz[at]);
+    CHECK_OK(ff_device_upload(F.gpu, gdz, mut, ndz));
+    CHECK_OK(ff_device_train_backward(F.gpu, ggrads, nt, gdz, (const float *const *)F.gact, F.last, N_IMG, GROUP));
+    float *gm = download(ggrads, rows_n);
+    size_t mut_group[NGROUPS];
+    const size_t caught = check_rows(NULL, gm, ref, bnd, mut_group);
+    printf("  %-52s group 1: %zu elements outside the bound; groups 0, 2, 3: %zu, %zu, %zu  %s\n",
+           "mutant: dz[5][label 5] * (1 + 1e-4)", mut_group[1], mut_group[0], mut_group[2], mut_group[3],
+           mut_group[1] > 0 && mut_group[0] + mut_group[2] + mut_group[3] == 0 ? "CAUGHT" : "MISSED");
+    assert_true(caught > 0 && mut_group[1] == caught);
+
+    ff_device_free(F.cpu, cgrads);
+    ff_device_free(F.gpu, ggrads), ff_device_free(F.gpu, gdz);
+    free(ref), free(bnd), free(cdz), free(nan_rows), free(g1), free(g2), free(g3), free(mut), free(gm);
+    assert_int_equal(bad, 0);
+}
+
+int main(void) {
+    int rc = tu_gpu_or_skip();
+    if (rc) return rc;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(train_forward_equals_run),     cmocka_unit_test(softmax_xent_bits),
+        cmocka_unit_test(relu_maxpool_backward_bits),   cmocka_unit_test(tree_reduce_sgd_gather_bits),
+        cmocka_unit_test(conv_backward_strided_padded), cmocka_unit_test(train_backward_within_bound),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

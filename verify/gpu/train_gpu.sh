@@ -1,0 +1,128 @@
+#!/bin/sh
+# Training in the GPU modes (issue 15), end to end through `fivefold train` on a subset of
+# Fashion-MNIST. CTest runs each case (labels gpu, train; mpi where ranks are launched):
+#   modes   cuda's loss and weights digests equal hybrid's and direct's (auto transport: CUDA IPC
+#           on one GPU, NCCL with a GPU per rank) at P = 1, 2, 3, 4, and direct over CUDA IPC at
+#           P = 3, bit for bit: the deterministic micro-batch reduction does not depend on P. A
+#           run with another --microbatch (another reduction tree) must differ: the comparison can
+#           fail.
+#   resume  a cuda run killed after step 5 (test hook) and resumed equals the uninterrupted one;
+#           a checkpoint written by hybrid P = 2 after 3 steps, resumed by direct P = 3, too.
+#   cpu     cuda against serial: the GPU sums with fma chains where the CPU multiplies then adds
+#           (gpu.h), so the bits differ; every step's loss must agree within 1e-4 relative, and
+#           the test accuracy after the run within 1 point. A run with another --lr must fall
+#           outside that tolerance (the check can fail).
+#   golden  `fivefold verify --mode cuda --model mnist-cnn` passes, including the training
+#           golden's step-1 gradient, loss trajectory and final weights computed on the GPU.
+# Usage: train_gpu.sh CASE   (env FIVEFOLD = the binary, MPIEXEC = mpiexec [and flags], DATA)
+# Exit 77 (CTest: skipped, never passed) without a GPU or without the data set.
+set -u
+CASE=$1
+F=${FIVEFOLD:?set FIVEFOLD to the fivefold binary}
+DATA=${DATA:-/usr/share/datasets/fashion-mnist}
+MPIEXEC=${MPIEXEC:-mpiexec}
+if [ ! -r "$DATA/train-images-idx3-ubyte.gz" ] && [ ! -r "$DATA/train-images-idx3-ubyte" ]; then
+    echo "SKIP: no Fashion-MNIST at $DATA (apt-get install dataset-fashion-mnist)"
+    exit 77
+fi
+T=$(mktemp -d /tmp/ff_train_gpu.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+"$F" infer --model mnist-cnn --batch 1 --mode cuda >"$T/probe.txt" 2>&1
+if [ $? -eq 77 ]; then
+    echo "SKIP: no GPU here ($(tail -1 "$T/probe.txt"))"
+    exit 77
+fi
+fail() {
+    echo "FAIL: $*"
+    exit 1
+}
+digests() { grep -E '^(weights|loss) digest:' "$1" | tr '\n' ' '; }
+# run NAME [mpiexec -n P] fivefold train ARGS: output in $T/NAME.txt, the case fails on a non-zero exit
+run() {
+    name=$1
+    shift
+    "$@" >"$T/$name.txt" 2>&1 || {
+        cat "$T/$name.txt"
+        fail "$name: exit $? ($*)"
+    }
+}
+# 300 images, batch 48 (micro-batches of 8: 6 per step, uneven over 4 ranks), 2 epochs of 7 steps
+# (the last one short), cut at 12 steps: crosses the epoch boundary (a new shuffle, an evaluation).
+A="--data $DATA --train-limit 300 --batch 48 --microbatch 8 --epochs 2 --steps 12 --test-limit 200 --log-every 1"
+
+case "$CASE" in
+modes)
+    run cuda "$F" train --mode cuda $A
+    REF=$(digests "$T/cuda.txt")
+    echo "cuda: $REF"
+    [ -n "$REF" ] || fail "cuda printed no digests"
+    for P in 1 2 3 4; do
+        for mode in hybrid direct; do
+            run "$mode$P" $MPIEXEC -n $P "$F" train --mode $mode $A
+            GOT=$(digests "$T/$mode$P.txt")
+            echo "$mode P=$P ($(grep -o 'transport [^,]*' "$T/$mode$P.txt" | head -1)): $GOT"
+            [ "$GOT" = "$REF" ] || fail "$mode P=$P differs from cuda"
+        done
+    done
+    run ipc3 $MPIEXEC -n 3 "$F" train --mode direct --transport ipc $A
+    GOT=$(digests "$T/ipc3.txt")
+    echo "direct P=3 (transport ipc): $GOT"
+    [ "$GOT" = "$REF" ] || fail "direct over CUDA IPC, P=3, differs from cuda"
+    run mb4 "$F" train --mode cuda $A --microbatch 4
+    GOT=$(digests "$T/mb4.txt")
+    echo "control, cuda --microbatch 4: $GOT"
+    [ "$GOT" != "$REF" ] || fail "another reduction tree gave the same digests: the comparison cannot fail"
+    ;;
+resume)
+    run full "$F" train --mode cuda $A
+    REF=$(digests "$T/full.txt")
+    echo "uninterrupted: $REF"
+    FF_TEST_KILL_AFTER_STEP=5 "$F" train --mode cuda $A --checkpoint-dir "$T/ck" --checkpoint-every 1 \
+        >"$T/killed.txt" 2>&1
+    rc=$?
+    [ $rc -ne 0 ] || fail "the kill hook did not stop the run"
+    run resumed "$F" train --mode cuda $A --checkpoint-dir "$T/ck" --resume
+    GOT=$(digests "$T/resumed.txt")
+    echo "cuda killed after step 5 (exit $rc), resumed: $GOT"
+    [ "$GOT" = "$REF" ] || fail "the resumed cuda run differs from the uninterrupted one"
+    run p2 $MPIEXEC -n 2 "$F" train --mode hybrid $A --steps 3 --checkpoint-dir "$T/ck2"
+    run p3 $MPIEXEC -n 3 "$F" train --mode direct $A --checkpoint-dir "$T/ck2" --resume
+    GOT=$(digests "$T/p3.txt")
+    echo "hybrid P=2 for 3 steps, resumed by direct P=3: $GOT"
+    [ "$GOT" = "$REF" ] || fail "hybrid P=2 checkpoint resumed on direct P=3 differs from cuda"
+    ;;
+cpu)
+    run cuda "$F" train --mode cuda $A
+    run serial "$F" train --mode serial $A
+    run other "$F" train --mode serial $A --lr 0.0101
+    # close FILE_A FILE_B: every step's loss within 1e-4 relative, the last accuracy within 1 point.
+    close() {
+        grep -o 'loss [0-9.eE+-]*' "$1" | awk '{print $2}' >"$T/la"
+        grep -o 'loss [0-9.eE+-]*' "$2" | awk '{print $2}' >"$T/lb"
+        [ -s "$T/la" ] && [ "$(wc -l <"$T/la")" = "$(wc -l <"$T/lb")" ] || return 1
+        paste "$T/la" "$T/lb" | awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($2 > 0 ? $2 : 1);
+            if (r > worst) worst = r } END { printf "worst relative loss difference %.2e over %d steps", worst, NR;
+            exit !(worst <= 1e-4) }' || return 1
+        a=$(grep -o 'test accuracy [0-9.]*' "$1" | tail -1 | awk '{print $3}')
+        b=$(grep -o 'test accuracy [0-9.]*' "$2" | tail -1 | awk '{print $3}')
+        printf ", accuracy %s%% vs %s%%" "$a" "$b"
+        awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1) }'
+    }
+    msg=$(close "$T/cuda.txt" "$T/serial.txt") || fail "cuda vs serial: $msg"
+    echo "cuda vs serial: $msg"
+    [ "$(digests "$T/cuda.txt")" != "$(digests "$T/serial.txt")" ] || echo "note: cuda's digests equal serial's"
+    if msg=$(close "$T/other.txt" "$T/serial.txt"); then fail "control (--lr 0.0101) passed the check: $msg"; fi
+    echo "control, serial --lr 0.0101 vs serial: outside the tolerance as it must be ($msg)"
+    ;;
+golden)
+    run verify "$F" verify --mode cuda --model mnist-cnn
+    grep -E 'mnist-cnn train\[cuda\]' "$T/verify.txt" | head -20
+    n=$(grep -cE 'mnist-cnn train\[cuda\]' "$T/verify.txt")
+    [ "$n" -ge 10 ] || fail "only $n training rows computed on the GPU"
+    grep -E '^[0-9]+ passed, 0 failed' "$T/verify.txt" || fail "verify: $(grep -E '^[0-9]+ passed' "$T/verify.txt")"
+    ;;
+*)
+    fail "unknown case '$CASE' (modes, resume, cpu, golden)"
+    ;;
+esac
+echo "PASS $CASE"
