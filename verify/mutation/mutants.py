@@ -295,9 +295,20 @@ M('tree_reduce_sequential', TR,
    '            float *a = rows[0];\n            const float *b = rows[j];'), TREE)
 M('tree_reduce_skips_last_row', TR,
   ('for (int64_t j = 0; j + s < nrows; j += 2 * s) {', 'for (int64_t j = 0; j + s < nrows - 1; j += 2 * s) {'), TREE)
-M('reduce_scatter_microbatches_reversed', TR,
-  ('for (int64_t j = 0; j < nmb; j++) rows[j] = t->recvbuf + j * my_len;',
-   'for (int64_t j = 0; j < nmb; j++) rows[j] = t->recvbuf + (nmb - 1 - j) * my_len;'), TRAIN)
+M('reduce_scatter_last_microbatch_dropped', TR,
+  ('FF_TRY(ff_device_tree_reduce(t->dev, t->recvbuf, nmb, my_len, my_len));',
+   'FF_TRY(ff_device_tree_reduce(t->dev, t->recvbuf, nmb > 1 ? nmb - 1 : 1, my_len, my_len));'), TRAIN)
+M('sgd_first_step_misjudged_multirank', TR,
+  ('t->o.weight_decay, t->steps == 0));\n    }', 't->o.weight_decay, t->steps == 1));\n    }'), TRAIN)
+# The cpu device's training ops (the trainer's step in the serial and mpi modes).
+DC = 'core/device/cpu/device_cpu.c'
+M('cpu_backward_group_rows_shifted', DC,
+  ('backward_group(c, grads + g * grad_stride,', 'backward_group(c, grads + (g > 0 ? g - 1 : 0) * grad_stride,'),
+  TRAIN)
+M('cpu_sgd_momentum_not_stored', DC, ('            mom[i] = bi;\n', '\n'), TRAIN)
+M('cpu_forward_group_offset_wrong', DC,
+  ('act[l] + i0 * ff_shape_numel(L->in), c->w[l],', 'act[l] + (i0 > 0 ? i0 - 1 : 0) * ff_shape_numel(L->in), c->w[l],'),
+  TRAIN)
 M('reduce_allgather_displs_even', TR,
   ('gdispl[q] = (size_t)lo * sizeof(float);', 'gdispl[q] = (size_t)(q * (N / P)) * sizeof(float);'), TRAIN)
 # Dropped as equivalent: momentum's first step taking mu * buf + g (buf is zero before the first
