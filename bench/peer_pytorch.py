@@ -17,10 +17,19 @@ stderr), so that the C bench can run this script and parse its answer:
   train             mnist-cnn training: SGD with momentum on an MNIST-format IDX folder
       --data DIR [--epochs 3 --batch 64 --lr 0.01 --momentum 0.9 --weight-decay 0 --seed 1]
       [--init torch|fivefold] [--weights W.h5] [--shuffle torch|fivefold] [--steps K]
-      [--train-limit N] [--test-limit N]
+      [--train-limit N] [--test-limit N] [--graph [--warmup W] | --ddp [--nproc P]]
       --init fivefold / --shuffle fivefold reproduce fivefold's generator weights and data order
       (core/model/rng.c, ff_shuffle_order) so both sides start from the same point and see the same
       batches; --weights loads /weights/<layer>/w and /weights/<layer>/b from HDF5.
+      Variants ("variant" in the JSON): eager (default: host gather and copy per batch, loss read
+      every step); --graph (cuda only): the training set resident on the GPU, batches gathered by
+      index on the device into static buffers, the whole step (zero_grad, forward, cross-entropy,
+      backward, SGD step) captured in one CUDA graph after W warm-up steps (default 3) and replayed;
+      the warm-up is undone (weights and momentum restored in place) so the recipe and the starting
+      point are the eager ones; the short last batch runs eagerly; losses stay on the device until
+      the epoch ends. --ddp: DistributedDataParallel over P ranks (nccl on cuda, gloo on the CPU),
+      each a contiguous B/P share of every global batch (B % P == 0), eager, data resident.
+      seconds_per_epoch: each epoch's training steps only (no evaluation).
   loader            DataLoader throughput (samples/s) over the training images with a per-item
                     normalisation ((x/255 - 0.2860)/0.3530 in float32, fivefold's data_idx.h)
       --data DIR [--workers 0,4] [--batch 64] [--train-limit N]
@@ -481,7 +490,8 @@ def idx_path(d, stem):
 def read_idx(path, ndims):
     """IDX reader with the same checks as fivefold's: magic, type 0x08, rank, exact length."""
     import numpy as np
-    opener = gzip.open if open(path, "rb").read(2) == b"\x1f\x8b" else open
+    with open(path, "rb") as f:
+        opener = gzip.open if f.read(2) == b"\x1f\x8b" else open
     with opener(path, "rb") as f:
         data = f.read()
     if len(data) < 4 or data[0] != 0 or data[1] != 0 or data[2] != 0x08 or data[3] != ndims:
@@ -511,20 +521,99 @@ def normalise(u8):
 
 # ----------------------------------------------------------------------------- train
 
-def task_train(args):
+def train_checks(args, world):
+    """Usage checks of --task train that hold before any process starts (relaunch_ddp runs them
+    with the rank count it is about to start, so a bad combination fails once, by name, rather
+    than in every rank). Returns the batch size."""
     if args.model != "mnist-cnn":
         raise PeerError(f"--task train: only mnist-cnn is trained (got --model {args.model})")
     if not args.data:
         raise PeerError("--task train needs --data DIR (an MNIST-format IDX folder)")
-    device = args.device
-    if device == "cuda" and not torch.cuda.is_available():
-        raise PeerError("--device cuda: this torch sees no CUDA device", EXIT_UNAVAILABLE)
-    set_precision(device, args.precision)
-    threads = set_threads(args.threads)
     batches = parse_list(args.batch, "--batch")
     if len(batches) != 1 or batches[0] < 1:
         raise PeerError(f"--task train: --batch takes one batch size >= 1 (got '{args.batch}')")
     B = batches[0]
+    if args.graph and args.ddp:
+        raise PeerError("--task train: --graph and --ddp do not combine (DDP's gradient all-reduce "
+                        "runs from autograd hooks with its own buckets and streams, which a CUDA graph "
+                        "does not capture simply: the ddp variant runs eagerly)")
+    if args.graph and args.warmup < 1:
+        raise PeerError(f"--task train --graph: --warmup {args.warmup}: expected >= 1 (SGD's momentum "
+                        "buffers must exist before the step is captured)")
+    if args.ddp and B % world != 0:
+        raise PeerError(f"--task train --ddp: --batch {B} is not divisible by the {world} processes "
+                        "(each rank takes a contiguous B/P share of every global batch)")
+    return B
+
+
+def cuda_graph_capture(step, warmup):
+    """PyTorch's whole-network capture (CUDA graphs docs): `warmup` eager steps on a side stream
+    (cuDNN picks its algorithms, autograd and SGD allocate the gradients and momentum buffers), then
+    one step captured. Returns (replay, static_loss): each replay() reruns the captured kernels on
+    the same tensors and leaves that step's loss in static_loss."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(warmup):
+            step()
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        static_loss = step()
+    return g.replay, static_loss
+
+
+def restore_after_capture(params, opt, saved_params, saved_state):
+    """Puts the weights and SGD's state back to what they were before the warm-up steps, in place:
+    the graph holds these tensors' addresses, so load_state_dict (which makes new tensors) will
+    not do. A momentum buffer that did not exist then is zeroed: with dampening 0, SGD's first step
+    without a buffer (buf = grad) and with a zero one (buf = 0 * mu + grad) give the same bits."""
+    with torch.no_grad():
+        for p, p0 in zip(params, saved_params):
+            p.copy_(p0)
+        for i, p in enumerate(params):
+            before = saved_state.get(i, {})
+            for k, v in opt.state[p].items():
+                if k in before:
+                    v.copy_(before[k]) if torch.is_tensor(v) else opt.state[p].__setitem__(k, before[k])
+                elif k == "momentum_buffer" and torch.is_tensor(v):
+                    v.zero_()
+                else:
+                    raise PeerError(f"--graph: optimizer state '{k}' appeared during the warm-up and "
+                                    "cannot be put back (the graph peer expects plain SGD)")
+
+
+class LogitsOf(nn.Module):
+    """DistributedDataParallel runs the wrapped module's forward (its gradient hooks are armed
+    there); mnist-cnn's forward ends in softmax, training wants the logits."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model.logits(x)
+
+
+def task_train(args, capture=None):
+    """capture: the graph-capture function, cuda_graph_capture by default; a test passes a CPU
+    stand-in with the same contract to check the graph variant's bookkeeping (static buffers,
+    warm-up undone, eager tail) on a machine without CUDA."""
+    device = args.device
+    if device not in ("cpu", "cuda"):
+        raise PeerError(f"--device '{device}': expected cpu or cuda")
+    if device == "cuda" and not torch.cuda.is_available():
+        raise PeerError("--device cuda: this torch sees no CUDA device", EXIT_UNAVAILABLE)
+    if args.graph and device != "cuda" and capture is None:
+        raise PeerError("--graph (CUDA graph replay) needs --device cuda")
+    B = train_checks(args, int(os.environ.get("WORLD_SIZE", "1")) if args.ddp else 1)
+    variant = "ddp" if args.ddp else ("graph" if args.graph else "eager")
+    set_precision(device, args.precision)
+    threads = set_threads(args.threads)
+    ctx = init_dist(args, device)
+    rank, world = ctx["rank"], ctx["world"]
+    dev = f"cuda:{torch.cuda.current_device()}" if device == "cuda" else "cpu"
+    cuda = device == "cuda"
     xtr, ytr = load_split(args.data, "train", args.train_limit)
     xte, yte = load_split(args.data, "t10k", args.test_limit)
     torch.manual_seed(args.seed)
@@ -539,62 +628,193 @@ def task_train(args):
         init = "torch"
     else:
         raise PeerError(f"--init '{args.init}': expected torch or fivefold")
+    if args.shuffle not in ("torch", "fivefold"):
+        raise PeerError(f"--shuffle '{args.shuffle}': expected torch or fivefold")
     init_digest = weights_digest(model)
-    model = model.to(device)
+    model = model.to(dev)
     xtr_f, xte_f = normalise(xtr).unsqueeze(1), normalise(xte).unsqueeze(1)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                           weight_decay=args.weight_decay)
     n = xtr.shape[0]
     spe = -(-n // B)  # steps per epoch; the last batch may be short (as fivefold)
     total = min(args.steps, args.epochs * spe) if args.steps and args.steps > 0 else args.epochs * spe
-    losses, accs, step, samples = [], [], 0, 0
     gen = torch.Generator().manual_seed(args.seed)
+
+    def host_order(e):  # the data order on the host (the same on every rank)
+        if args.shuffle == "fivefold":
+            return torch.tensor(shuffle_fivefold(n, args.seed, e), dtype=torch.int64)
+        return torch.randperm(n, generator=gen)
+
+    # graph and ddp: the normalised training set is uploaded once (untimed) and stays on the device;
+    # each epoch uploads its order and batches are gathered there with index_select. eager is the
+    # plain loop: a host gather and a copy per batch, the loss read back every step.
+    resident = variant != "eager"
+    if resident:
+        xtr_d, ytr_d = xtr_f.to(dev), ytr.to(dev)
+        loss_vec = torch.zeros(spe, device=dev)  # each step's loss, read once per epoch
+    setup_s = 0.0
+    if variant == "graph" and n >= B:
+        # ONE graph for the full-size step: zero_grad (in place: the graph holds the gradients'
+        # addresses), forward, cross-entropy, backward, SGD step. The short last batch of an epoch
+        # (n % B != 0) runs eagerly on the same tensors rather than through a second graph: one
+        # step per epoch, not worth a second capture.
+        t_setup = time.perf_counter()
+        static_x = torch.empty((B, 1, 28, 28), device=dev)
+        static_y = torch.empty((B,), dtype=torch.int64, device=dev)
+        first = host_order(0)[:B].to(dev)  # any real batch serves the warm-up: it is undone
+        torch.index_select(xtr_d, 0, first, out=static_x)
+        torch.index_select(ytr_d, 0, first, out=static_y)
+        if args.shuffle == "torch":  # host_order(0) drew from the generator: start it again
+            gen.manual_seed(args.seed)
+
+        def graph_step():
+            opt.zero_grad(set_to_none=False)
+            loss = F.cross_entropy(model.logits(static_x), static_y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        params = list(opt.param_groups[0]["params"])
+        saved_params = [p.detach().clone() for p in params]
+        import copy
+        saved_state = copy.deepcopy(opt.state_dict()["state"])  # empty before the first step
+        model.train()
+        replay, static_loss = (capture or cuda_graph_capture)(graph_step, args.warmup)
+        if args.momentum != 0 and not all("momentum_buffer" in opt.state[p] for p in params):
+            raise PeerError("--graph: SGD has no momentum buffers after the warm-up (cannot capture)")
+        restore_after_capture(params, opt, saved_params, saved_state)
+        if cuda:
+            torch.cuda.synchronize()
+        setup_s = time.perf_counter() - t_setup
+    if variant == "ddp":
+        # Eager: DDP's bucketed all-reduce is launched from autograd hooks on its own streams and is
+        # not captured in a CUDA graph without extra machinery, so each step runs as launched.
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        import torch.distributed as dist
+        net = DDP(LogitsOf(model), device_ids=[torch.cuda.current_device()] if cuda else None)
+
+    losses, accs, epoch_s, step, samples = [], [], [], 0, 0
     t0 = time.perf_counter()
     for e in range(args.epochs):
         if step >= total:
             break
-        if args.shuffle == "fivefold":
-            order = torch.tensor(shuffle_fivefold(n, args.seed, e), dtype=torch.int64)
-        elif args.shuffle == "torch":
-            order = torch.randperm(n, generator=gen)
-        else:
-            raise PeerError(f"--shuffle '{args.shuffle}': expected torch or fivefold")
+        order = host_order(e)  # fivefold's shuffle is a reproduction aid, not a PyTorch cost: untimed
         model.train()
         done = 0
+        if world > 1:
+            ctx["barrier"]()
+        t_ep = time.perf_counter()
+        if resident:
+            order_d = order.to(dev)
         for s in range(spe):
             if step >= total:
                 break
-            idx = order[s * B:(s + 1) * B]
-            x, y = xtr_f[idx].to(device), ytr[idx].to(device)
-            opt.zero_grad()
-            loss = F.cross_entropy(model.logits(x), y)
-            loss.backward()
-            opt.step()
-            losses.append(float(loss.item()))
+            if variant == "eager":
+                idx = order[s * B:(s + 1) * B]
+                x, y = xtr_f[idx].to(dev), ytr[idx].to(dev)
+                opt.zero_grad()
+                loss = F.cross_entropy(model.logits(x), y)
+                loss.backward()
+                opt.step()
+                losses.append(float(loss.item()))
+                m = int(idx.shape[0])
+            elif variant == "graph":
+                idx = order_d[s * B:(s + 1) * B]
+                m = int(idx.shape[0])
+                if m == B:
+                    torch.index_select(xtr_d, 0, idx, out=static_x)
+                    torch.index_select(ytr_d, 0, idx, out=static_y)
+                    replay()
+                    loss_vec[s].copy_(static_loss)
+                else:  # the short last batch, eagerly; gradients zeroed, not freed (see above)
+                    opt.zero_grad(set_to_none=False)
+                    loss = F.cross_entropy(model.logits(xtr_d.index_select(0, idx)), ytr_d.index_select(0, idx))
+                    loss.backward()
+                    opt.step()
+                    loss_vec[s].copy_(loss.detach())
+            else:  # ddp: this rank's contiguous share of the global batch (B/P each for a full one)
+                idx = order_d[s * B:(s + 1) * B]
+                m = int(idx.shape[0])
+                lo, hi = share(m, rank, world)
+                li = idx[lo:hi]
+                opt.zero_grad()
+                # DDP averages gradients over the P ranks; sum / (m / P) makes that average the
+                # gradient of the global batch's mean loss also when the short last batch splits
+                # unevenly (for a full batch m / P = B / P, this rank's count: the plain mean)
+                out = net(xtr_d.index_select(0, li))
+                loss = F.cross_entropy(out, ytr_d.index_select(0, li), reduction="sum") / (m / world)
+                loss.backward()
+                opt.step()
+                loss_vec[s].copy_(loss.detach() / world)  # summed over ranks: the global mean loss
             step += 1
             done += 1
-            samples += int(idx.shape[0])
-            if args.log_every and step % args.log_every == 0:
+            samples += m
+            if variant == "eager" and args.log_every and step % args.log_every == 0:
                 log(f"epoch {e + 1} step {step}/{total} loss {losses[-1]:.6f}")
-        if done == spe:  # a complete epoch: test accuracy
-            accs.append(evaluate(model, xte_f, yte, device))
+        if cuda:
+            torch.cuda.synchronize()
+        secs = time.perf_counter() - t_ep
+        if world > 1:  # an epoch lasts as long as its slowest rank
+            t = torch.tensor([secs], dtype=torch.float64, device=dev)
+            ctx["max"](t)
+            secs = float(t.item())
+        epoch_s.append(secs)
+        if resident:
+            ep = loss_vec[:done].clone()
+            if variant == "ddp":
+                dist.all_reduce(ep)
+            ep = [float(v) for v in ep.cpu().tolist()]
+            if args.log_every:
+                for k, v in enumerate(ep):
+                    if (step - done + k + 1) % args.log_every == 0 and rank == 0:
+                        log(f"epoch {e + 1} step {step - done + k + 1}/{total} loss {v:.6f}")
+            losses.extend(ep)
+        if done == spe and rank == 0:  # a complete epoch: test accuracy (rank 0; the weights are equal)
+            accs.append(evaluate(model, xte_f, yte, dev))
             log(f"epoch {e + 1}: test accuracy {accs[-1]:.2f}%")
+        if rank == 0:
+            log(f"epoch {e + 1}: {secs:.3f} s of training ({variant}, {done} steps)")
     seconds = time.perf_counter() - t0
-    final_acc = accs[-1] if accs else evaluate(model, xte_f, yte, device)
-    out = {"name": f"pytorch-train-{args.precision}" + (f"-cpu-{threads}t" if device == "cpu" else ""),
-           "task": "train", "model": "mnist-cnn", "device_kind": device,
+    if rank == 0:
+        final_acc = accs[-1] if accs else evaluate(model, xte_f, yte, dev)
+        final_digest = weights_digest(model.cpu())
+    if args.ddp:
+        dist.barrier()
+        dist.destroy_process_group()
+    if rank != 0:
+        return None
+    name = "pytorch-train" + ("" if variant == "eager" else f"-{variant}") + f"-{args.precision}"
+    out = {"name": name + (f"-cpu-{threads}t" if device == "cpu" else ""),
+           "task": "train", "variant": variant, "model": "mnist-cnn", "device_kind": device,
            "device": torch.cuda.get_device_name() if device == "cuda" else cpu_name(), "threads": threads,
-           "epochs": args.epochs, "steps": step, "batch": B, "lr": args.lr, "momentum": args.momentum,
+           "world_size": world, "epochs": args.epochs, "steps": step, "batch": B,
+           "batch_per_rank": B // world, "lr": args.lr, "momentum": args.momentum,
            "weight_decay": args.weight_decay, "seed": args.seed, "init": init, "shuffle": args.shuffle,
            "train_samples": n, "test_samples": int(xte.shape[0]),
-           "initial_weights_digest": init_digest, "weights_digest": weights_digest(model.cpu()),
+           "initial_weights_digest": init_digest, "weights_digest": final_digest,
            "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
            "test_accuracy_per_epoch": accs, "test_accuracy": final_acc, "seconds": seconds,
+           "seconds_per_epoch": epoch_s,
+           "epoch_timing": "each epoch's optimizer steps only: the order's upload, batch gathers and "
+                           "copies, forward/backward/step (CUDA synchronised at the end); not the "
+                           "evaluation, not the host-side computation of the order"
+                           + (", not the warm-up and capture (setup_s)" if variant == "graph" else ""),
            "samples_per_s": samples / seconds if seconds > 0 else None,
-           **versions()}
+           "data_on_device": resident, **versions()}
+    if variant == "graph":
+        out.update(setup_s=setup_s, graph_warmup_steps=args.warmup,
+                   graph_tail="eager" if n % B else "none")
     if args.losses:
         out["losses"] = losses
     return out
+
+
+def share(m, rank, world):
+    """[lo, hi) of rank's contiguous block of m images: the first m % P ranks get one more (fivefold's
+    batch split); m / P each when P divides m."""
+    base, extra = divmod(m, world)
+    lo = rank * base + min(rank, extra)
+    return lo, lo + base + (1 if rank < extra else 0)
 
 
 def evaluate(model, x, y, device):
@@ -700,21 +920,40 @@ def relaunch_ddp(args, argv):
     if nproc < 1:
         raise PeerError(f"--ddp: --nproc {nproc}: expected >= 1 (and a GPU per rank for --device cuda)",
                         EXIT_UNAVAILABLE if args.device == "cuda" else EXIT_USAGE)
+    if args.task == "train":  # a bad combination fails here once, not in each of the P ranks
+        train_checks(args, nproc)
     with socket.socket() as sk:  # a free loopback port for the rendezvous
         sk.bind(("127.0.0.1", 0))
         port = sk.getsockname()[1]
-    procs = []
+    import tempfile
+    procs, files = [], []
     for r in range(nproc):
         env = dict(os.environ, RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE=str(nproc),
                    LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        files.append(tempfile.TemporaryFile(mode="w+"))  # a file, not a pipe: no size limit while polling
         procs.append(subprocess.Popen([sys.executable, os.path.abspath(__file__)] + list(argv), env=env,
-                                      stdout=subprocess.PIPE, text=True))
-    outs = [p.communicate()[0] for p in procs]
-    codes = [p.returncode for p in procs]
-    lines = [ln for ln in outs[0].splitlines() if ln.startswith("{")]
+                                      stdout=files[-1], text=True))
+    # A rank that fails (a bad argument, the rendezvous port taken meanwhile) leaves the others
+    # waiting in a collective until its 30-minute timeout: end them at once instead.
+    first_fail = None
+    while any(p.poll() is None for p in procs):
+        first_fail = first_fail or next((p.returncode for p in procs if p.returncode not in (None, 0)), None)
+        if first_fail is not None:
+            for p in procs:
+                if p.poll() is None:
+                    p.terminate()
+            break
+        time.sleep(0.05)
+    codes = [p.wait() for p in procs]
+    first_fail = first_fail or next((c for c in codes if c > 0), None) or next((c for c in codes if c), None)
+    files[0].seek(0)
+    out0 = files[0].read()
+    for f in files:
+        f.close()
+    lines = [ln for ln in out0.splitlines() if ln.startswith("{")]
     if any(codes) or len(lines) != 1:
         raise PeerError(f"--ddp: {nproc} processes failed (exit codes {codes}); rank 0 printed: "
-                        f"{outs[0].strip()[-2000:]}", next((c for c in codes if c), EXIT_USAGE))
+                        f"{out0.strip()[-2000:]}", first_fail if first_fail and first_fail > 0 else EXIT_USAGE)
     print(lines[0], flush=True)
     return 0
 
@@ -722,6 +961,10 @@ def relaunch_ddp(args, argv):
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
+    if args.model is None:
+        args.model = "mnist-cnn" if args.task == "train" else "alexnet"
+    if args.batch is None:
+        args.batch = "1" if args.task == "infer" else "64"
     if args.ddp and "RANK" not in os.environ:
         try:
             return relaunch_ddp(args, argv)
@@ -729,10 +972,6 @@ def main(argv=None):
             print(json.dumps({"error": str(e), "task": args.task}), flush=True)
             log(f"peer_pytorch.py: {e}")
             return e.code
-    if args.model is None:
-        args.model = "mnist-cnn" if args.task == "train" else "alexnet"
-    if args.batch is None:
-        args.batch = "1" if args.task == "infer" else "64"
     try:
         out = {"infer": task_infer, "train": task_train, "loader": task_loader}[args.task](args)
     except PeerError as e:

@@ -130,6 +130,115 @@ class CommandTest(unittest.TestCase):
             self.assertIn(flag, json.loads(r.stdout)["error"])
 
 
+DATA = os.environ.get("FF_DATA", "/usr/share/datasets/fashion-mnist")
+TRAIN = ["--task", "train", "--data", DATA, "--test-limit", "200", "--batch", "64", "--init", "fivefold",
+         "--shuffle", "fivefold", "--seed", "1"]
+# ff_weights_generate(mnist-cnn, seed 1) then ff_weights_digest (as `fivefold train` prints it)
+SEED1_INIT_DIGEST = "01191716b3bfe8fe"
+
+
+def cpu_capture(step, warmup):
+    """A CPU stand-in for cuda_graph_capture with its contract: warm-up steps run, the captured
+    step does not run at capture, each replay reruns it on the same tensors and leaves its loss in
+    the returned static tensor."""
+    for _ in range(warmup):
+        step()
+    static = torch.zeros(())
+    return (lambda: static.copy_(step().detach())), static
+
+
+@unittest.skipIf(torch is None, "torch is missing")
+@unittest.skipUnless(os.path.isdir(DATA), f"no IDX data in {DATA} (apt-get install dataset-fashion-mnist)")
+class TrainTest(unittest.TestCase):
+    """--task train: eager, --graph (its bookkeeping, through a CPU stand-in for the capture) and
+    --ddp over gloo give the same recipe; usage errors are refused by name."""
+
+    def train_json(self, *extra):
+        r = run(*TRAIN, *extra)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        lines = r.stdout.strip().splitlines()
+        self.assertEqual(len(lines), 1, "exactly one JSON line on stdout")
+        return json.loads(lines[0])
+
+    def check_epochs(self, d, epochs):
+        self.assertEqual(len(d["seconds_per_epoch"]), epochs)
+        self.assertTrue(all(0 < s < d["seconds"] for s in d["seconds_per_epoch"]), d["seconds_per_epoch"])
+        self.assertEqual(len(d["test_accuracy_per_epoch"]), epochs)
+        self.assertGreater(d["test_accuracy"], 20.0)  # 10 classes: well above chance after 512 images
+        self.assertLessEqual(d["test_accuracy"], 100.0)
+        self.assertEqual(d["test_samples"], 200)
+        self.assertEqual(d["initial_weights_digest"], SEED1_INIT_DIGEST)
+        self.assertRegex(d["weights_digest"], r"^[0-9a-f]{16}$")
+        self.assertNotEqual(d["weights_digest"], SEED1_INIT_DIGEST)
+        self.assertTrue(math.isfinite(d["loss_first"]) and math.isfinite(d["loss_last"]))
+        self.assertLess(d["loss_last"], d["loss_first"])
+
+    def test_eager_and_ddp(self):
+        e = self.train_json("--train-limit", "512", "--epochs", "1", "--losses")
+        self.assertEqual((e["variant"], e["name"], e["world_size"], e["steps"]),
+                         ("eager", f"pytorch-train-fp32-cpu-{e['threads']}t", 1, 8))
+        self.assertFalse(e["data_on_device"])
+        self.check_epochs(e, 1)
+        # DDP over 2 gloo ranks, 32 images each: the same recipe, so the same losses up to the
+        # float rounding of the gradient average
+        d = self.train_json("--train-limit", "512", "--epochs", "1", "--losses", "--ddp", "--device", "cpu",
+                            "--nproc", "2")
+        self.assertEqual((d["variant"], d["world_size"], d["batch"], d["batch_per_rank"], d["steps"]),
+                         ("ddp", 2, 64, 32, 8))
+        self.assertTrue(d["name"].startswith("pytorch-train-ddp-fp32-cpu-"), d["name"])
+        self.assertTrue(d["data_on_device"])
+        self.check_epochs(d, 1)
+        self.assertEqual(len(d["losses"]), 8)
+        for k, (a, b) in enumerate(zip(e["losses"], d["losses"])):
+            self.assertAlmostEqual(a, b, delta=1e-4, msg=f"step {k + 1}")
+        self.assertAlmostEqual(e["test_accuracy"], d["test_accuracy"], delta=1.0)
+
+    def test_ddp_uneven_last_batch(self):
+        # 200 images, B = 64: the last batch has 8 images, then P = 3 does not divide B (refused) and
+        # P = 2 splits it 4 + 4; with 201 images 9 = 5 + 4, weighted so the step is the global mean
+        r = run(*TRAIN, "--train-limit", "200", "--epochs", "1", "--ddp", "--device", "cpu", "--nproc", "3")
+        self.assertEqual(r.returncode, 2, r.stdout)
+        self.assertIn("--batch 64 is not divisible by the 3 processes", json.loads(r.stdout)["error"])
+        e = self.train_json("--train-limit", "201", "--epochs", "1", "--losses")
+        d = self.train_json("--train-limit", "201", "--epochs", "1", "--losses", "--ddp", "--device", "cpu",
+                            "--nproc", "2")
+        self.assertEqual(len(d["losses"]), 4)
+        for k, (a, b) in enumerate(zip(e["losses"], d["losses"])):
+            self.assertAlmostEqual(a, b, delta=1e-4, msg=f"step {k + 1}")
+
+    def test_graph_bookkeeping_equals_eager(self):
+        # In process: the graph variant with the CPU stand-in for the capture runs the warm-up steps,
+        # undoes them, replays the full batches and runs the short last one (200 % 64 = 8) eagerly;
+        # it must train bit for bit as the eager loop. Without undoing the warm-up it must not.
+        base = TRAIN + ["--train-limit", "200", "--epochs", "2", "--losses"]
+        e = peer.task_train(peer.parse_args(base + ["--model", "mnist-cnn"]))
+        g = peer.task_train(peer.parse_args(base + ["--model", "mnist-cnn", "--graph"]), capture=cpu_capture)
+        self.assertEqual((g["variant"], g["graph_tail"], g["graph_warmup_steps"], g["steps"]),
+                         ("graph", "eager", 3, 8))
+        self.assertEqual(g["losses"], e["losses"])
+        self.assertEqual(g["weights_digest"], e["weights_digest"])
+        self.assertEqual(len(g["seconds_per_epoch"]), 2)
+        self.assertGreater(g["setup_s"], 0)
+        keep = peer.restore_after_capture
+        try:
+            peer.restore_after_capture = lambda *a: None
+            bad = peer.task_train(peer.parse_args(base + ["--model", "mnist-cnn", "--graph"]), capture=cpu_capture)
+        finally:
+            peer.restore_after_capture = keep
+        self.assertNotEqual(bad["weights_digest"], e["weights_digest"])
+
+    def test_usage_errors(self):
+        for args, msg in ((["--graph", "--device", "cpu"], "--graph (CUDA graph replay) needs --device cuda"),
+                          (["--graph", "--ddp", "--device", "cpu", "--nproc", "2"],
+                           "--graph and --ddp do not combine"),
+                          (["--ddp", "--device", "cpu", "--nproc", "2", "--batch", "63"],
+                           "--batch 63 is not divisible by the 2 processes")):
+            r = run(*TRAIN, "--train-limit", "64", "--epochs", "1", *args)
+            self.assertEqual(r.returncode, 2, f"{args}: {r.stdout}")
+            self.assertEqual(len(r.stdout.strip().splitlines()), 1, r.stdout)
+            self.assertIn(msg, json.loads(r.stdout)["error"])
+
+
 if __name__ == "__main__":
     if torch is None:
         print("SKIP: torch is missing (use /usr/bin/python3 with python3-torch)", file=sys.stderr)

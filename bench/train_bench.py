@@ -1,0 +1,492 @@
+#!/usr/bin/env python3
+"""fivefold's training against PyTorch's, on the same machine in the same run: one JSON file (the
+committed evidence for the training speed goals) and a table on stdout.
+
+  python3 bench/train_bench.py --fivefold BUILD/fivefold --data DIR --batch 64,256 --epochs 3 \\
+      --modes cuda[,direct:2] --peers graph,eager[,ddp:2] --out FILE.json \\
+      [--train-limit N] [--test-limit N] [--mpiexec "mpiexec --oversubscribe"] [--device cuda|cpu]
+
+Order of work:
+  1. The gate (fivefold's rule: nothing is timed until its checks pass): `fivefold verify --model
+     mnist-cnn --mode M` for the device's own mode (cuda; serial with --device cpu) and for every
+     other mode in --modes (multi-rank modes under the mpiexec prefix with -n P). Any failure:
+     exit 3 (77 where verify says the mode is unavailable here), nothing timed, no JSON.
+     --no-gate skips it (for tests only; the JSON says so).
+  2. For each batch B: `fivefold train --mode M --batch B --epochs E --json TMP --log-every 0
+     --data DIR` for each mode (mode:P runs under `MPIEXEC -n P`), then each PyTorch variant:
+     `peer_pytorch.py --task train --device D --batch B --epochs E --init fivefold --shuffle
+     fivefold --seed S` (+ --graph, or --ddp --nproc P): the same recipe from the same initial
+     weights over the same data order.
+  3. Per batch: epoch time = median of seconds_per_epoch without the first epoch when E >= 2 (the
+     first is warm-up: allocations, cuDNN/kernel autotuning, caches), all of them when E = 1;
+     ratio = PyTorch epoch s / fivefold epoch s for each (mode, variant) pair (> 1: fivefold is
+     faster); test accuracy of both after the last epoch and the difference in points (fivefold
+     minus PyTorch); fivefold's TFLOP/s = 3 x forward FLOPs per image x images per epoch / epoch s
+     against --peak-tflops (forward + input-gradient + weight-gradient, each about the forward's
+     FLOPs).
+
+Modes: serial, cuda (one process), mpi:P, hybrid:P, direct:P (P ranks under the mpiexec prefix).
+Peers: eager, graph, ddp[:P] (ddp without P: the peer's default, one rank per GPU), or none.
+
+Exit codes: 0 all measured, 1 some run failed or gave a JSON without a needed field (the JSON is
+still written, "complete": false, the failure recorded in place of the figures), 2 bad usage,
+3 gate refused, 77 a gated mode is unavailable on this machine.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PEER = os.path.join(HERE, "peer_pytorch.py")
+
+EXIT_FAILED, EXIT_USAGE, EXIT_GATE, EXIT_UNAVAILABLE = 1, 2, 3, 77
+MULTI_RANK = ("mpi", "hybrid", "direct")
+MODES = ("serial", "cuda") + MULTI_RANK
+PEERS = ("eager", "graph", "ddp")
+
+# mnist-cnn's forward FLOPs per image from its layer shapes, 2 FLOPs per multiply-add (ReLU, pooling
+# and the loss are not counted, as fivefold's model.c and peer_pytorch.flops_per_image count them).
+LAYERS = [  # (name, multiply-adds per image)
+    ("conv1 1->32 3x3, 28x28 -> 26x26", 32 * 1 * 3 * 3 * 26 * 26),
+    ("conv2 32->64 3x3, 26x26 -> 24x24", 64 * 32 * 3 * 3 * 24 * 24),
+    ("fc1 9216->128 (after 2x2 max pool to 64x12x12)", 9216 * 128),
+    ("fc2 128->10", 128 * 10),
+]
+FLOPS_PER_IMAGE = 2 * sum(m for _, m in LAYERS)  # 23,984,896
+FLOPS_FORMULA = ("forward FLOPs/image = 2 * (32*1*3*3*26*26 + 64*32*3*3*24*24 + 9216*128 + 128*10) = "
+                 f"{FLOPS_PER_IMAGE}; TFLOP/s = 3 * forward FLOPs/image * images per epoch / epoch_s / 1e12 "
+                 "(the backward pass counted as twice the forward: input and weight gradients)")
+
+# fields of `fivefold train --json` (schema fivefold-train/1) that this script reads
+FF_FIELDS = ("model", "mode", "ranks", "batch", "microbatch", "epochs", "steps", "images", "seconds",
+             "seconds_per_epoch", "samples_per_s", "test_accuracy", "final_loss", "loss_digest",
+             "weights_digest")
+PEER_FIELDS = ("variant", "world_size", "batch", "epochs", "steps", "seconds_per_epoch", "test_accuracy",
+               "train_samples", "initial_weights_digest", "weights_digest", "loss_last", "torch")
+
+
+class BenchError(Exception):
+    def __init__(self, msg, code=EXIT_USAGE):
+        super().__init__(msg)
+        self.code = code
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def parse_spec(text, allowed, what):
+    """'cuda,direct:2' -> [('cuda', None), ('direct', 2)]."""
+    out = []
+    for item in [x.strip() for x in str(text).split(",") if x.strip()]:
+        name, _, p = item.partition(":")
+        if name not in allowed:
+            raise BenchError(f"{what} '{item}': expected one of {', '.join(allowed)} (optionally :P)")
+        ranks = None
+        if p:
+            try:
+                ranks = int(p)
+            except ValueError:
+                ranks = 0
+            if ranks < 1:
+                raise BenchError(f"{what} '{item}': P must be an integer >= 1")
+        out.append((name, ranks))
+    return out
+
+
+def label(name, ranks):
+    return f"{name}:{ranks}" if ranks else name
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
+    p.add_argument("--fivefold", required=True, help="the built fivefold command")
+    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist", help="MNIST-format IDX folder")
+    p.add_argument("--batch", default="64,256", help="global batch sizes, comma-separated")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--modes", default="cuda", help="fivefold modes, e.g. cuda,direct:2")
+    p.add_argument("--peers", default="graph,eager", help="PyTorch variants, e.g. graph,eager,ddp:2 (or none)")
+    p.add_argument("--out", required=True, help="result JSON file")
+    p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
+                   help="the peer's device and the gate's base mode (cuda; cpu: serial, for tests)")
+    p.add_argument("--train-limit", type=int, default=0)
+    p.add_argument("--test-limit", type=int, default=0)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--lr", type=float, default=0.01)
+    p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--mpiexec", default="mpiexec", help="launcher prefix for multi-rank modes ('-n P' is added)")
+    p.add_argument("--python", default=os.environ.get("FF_PYTHON") or sys.executable,
+                   help="python with torch for the peer (default $FF_PYTHON, else this python)")
+    p.add_argument("--peak-tflops", type=float, default=51.0,
+                   help="fp32 peak for the fraction-of-peak column (default 51: the H200's measured fp32 peak)")
+    p.add_argument("--ff-args", default="", help="extra arguments for every `fivefold train`, e.g. '--microbatch 16'")
+    p.add_argument("--peer-args", default="", help="extra arguments for every peer run, e.g. '--threads 16'")
+    p.add_argument("--timeout", type=int, default=3600, help="seconds allowed to each run")
+    p.add_argument("--no-gate", action="store_true", help="skip `fivefold verify` (tests only)")
+    return p.parse_args(argv)
+
+
+def check_args(a):
+    try:
+        batches = [int(x) for x in a.batch.split(",") if x.strip()]
+    except ValueError:
+        batches = []
+    if not batches or any(b < 1 for b in batches):
+        raise BenchError(f"--batch '{a.batch}': expected comma-separated integers >= 1")
+    if a.epochs < 1:
+        raise BenchError(f"--epochs {a.epochs}: expected >= 1")
+    modes = parse_spec(a.modes, MODES, "--modes")
+    if not modes:
+        raise BenchError("--modes: at least one fivefold mode")
+    for name, ranks in modes:
+        if name in MULTI_RANK and not ranks:
+            raise BenchError(f"--modes '{name}': a multi-rank mode needs its rank count, {name}:P")
+        if name not in MULTI_RANK and ranks:
+            raise BenchError(f"--modes '{label(name, ranks)}': {name} is one process (no :P)")
+    peers = [] if a.peers.strip() in ("", "none") else parse_spec(a.peers, PEERS, "--peers")
+    for name, ranks in peers:
+        if ranks and name != "ddp":
+            raise BenchError(f"--peers '{label(name, ranks)}': only ddp takes :P")
+    if a.device == "cpu" and any(m in ("cuda", "hybrid", "direct") for m, _ in modes):
+        raise BenchError("--device cpu: GPU modes (cuda, hybrid, direct) need --device cuda")
+    if a.device == "cpu" and any(p == "graph" for p, _ in peers):
+        raise BenchError("--device cpu: the graph peer needs --device cuda")
+    if not os.path.isdir(a.data):
+        raise BenchError(f"--data '{a.data}': no such folder")
+    if a.peak_tflops <= 0:
+        raise BenchError(f"--peak-tflops {a.peak_tflops}: expected > 0")
+    return batches, modes, peers
+
+
+class Runner:
+    """Runs commands, recording each (argv as a shell line, exit code, seconds) for the JSON."""
+
+    def __init__(self, timeout):
+        self.timeout = timeout
+        self.commands = []
+
+    def run(self, argv, what):
+        line = shlex.join(argv)
+        log(f"train_bench: {what}: {line}")
+        t0 = time.perf_counter()
+        try:
+            r = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout)
+            rc, out, err = r.returncode, r.stdout, r.stderr
+        except subprocess.TimeoutExpired as e:
+            rc, out, err = 124, e.stdout or "", f"timed out after {self.timeout} s"
+            out = out.decode() if isinstance(out, bytes) else out
+        except OSError as e:
+            rc, out, err = 127, "", f"cannot run: {e}"
+        secs = time.perf_counter() - t0
+        self.commands.append({"what": what, "command": line, "exit": rc, "seconds": round(secs, 3)})
+        return rc, out, err
+
+
+def tail(text, n=15):
+    return "\n".join(text.strip().splitlines()[-n:])
+
+
+def launcher(a, mode, ranks):
+    return shlex.split(a.mpiexec) + ["-n", str(ranks)] if mode in MULTI_RANK else []
+
+
+def gate(a, modes, runner):
+    """fivefold verify for the device's base mode and each mode to be timed; returns the record."""
+    base = "cuda" if a.device == "cuda" else "serial"
+    todo = [(base, None)] + list(modes)
+    seen, checks = set(), []
+    for mode, ranks in todo:
+        if (mode, ranks) in seen:
+            continue
+        seen.add((mode, ranks))
+        argv = launcher(a, mode, ranks) + [a.fivefold, "verify", "--model", "mnist-cnn", "--mode", mode]
+        rc, out, err = runner.run(argv, f"gate {label(mode, ranks)}")
+        summary = next((ln for ln in reversed(out.splitlines()) if "passed" in ln and "failed" in ln), None)
+        checks.append({"mode": label(mode, ranks), "command": shlex.join(argv), "exit": rc, "summary": summary})
+        if rc != 0:
+            why = "the mode is unavailable on this machine" if rc == EXIT_UNAVAILABLE else "its checks did not pass"
+            raise BenchError(f"gate refused: `{shlex.join(argv)}` exited {rc} ({why}); nothing was timed. "
+                             f"Its output ends:\n{tail(out + err)}",
+                             EXIT_UNAVAILABLE if rc == EXIT_UNAVAILABLE else EXIT_GATE)
+    return {"passed": True, "skipped": False, "checks": checks}
+
+
+def need(d, fields, where):
+    missing = [f for f in fields if f not in d]
+    if missing:
+        raise BenchError(f"{where}: field(s) {', '.join(missing)} missing", EXIT_FAILED)
+
+
+def epoch_time(spe, where):
+    if not isinstance(spe, list) or not spe or not all(isinstance(x, (int, float)) and x > 0 for x in spe):
+        raise BenchError(f"{where}: seconds_per_epoch {spe!r}: expected a non-empty list of positive numbers",
+                         EXIT_FAILED)
+    timed = spe[1:] if len(spe) >= 2 else spe
+    return statistics.median(timed), len(spe) >= 2
+
+
+def tflops(images_per_epoch, epoch_s):
+    return 3 * FLOPS_PER_IMAGE * images_per_epoch / epoch_s / 1e12
+
+
+def run_fivefold(a, mode, ranks, B, runner, tmpdir):
+    path = os.path.join(tmpdir, f"ff-{mode}-{ranks or 1}-{B}.json")
+    argv = launcher(a, mode, ranks) + [
+        a.fivefold, "train", "--model", "mnist-cnn", "--mode", mode, "--batch", str(B),
+        "--epochs", str(a.epochs), "--json", path, "--log-every", "0", "--data", a.data,
+        "--seed", str(a.seed), "--lr", repr(a.lr), "--momentum", repr(a.momentum)]
+    if a.train_limit:
+        argv += ["--train-limit", str(a.train_limit)]
+    if a.test_limit:
+        argv += ["--test-limit", str(a.test_limit)]
+    argv += shlex.split(a.ff_args)
+    rc, out, err = runner.run(argv, f"fivefold {label(mode, ranks)} batch {B}")
+    where = f"`{shlex.join(argv)}`"
+    if rc != 0:
+        raise BenchError(f"{where} exited {rc}; its output ends:\n{tail(out + err)}", EXIT_FAILED)
+    if not os.path.exists(path):
+        raise BenchError(f"{where} exited 0 but wrote no {path} (does this fivefold have `train --json`?)",
+                         EXIT_FAILED)
+    try:
+        with open(path) as f:
+            d = json.load(f)
+    except ValueError as e:
+        raise BenchError(f"{where}: {path} is not JSON: {e}", EXIT_FAILED)
+    need(d, FF_FIELDS, f"fivefold train --json ({path})")
+    ep, warm = epoch_time(d["seconds_per_epoch"], f"fivefold train --json ({path})")
+    acc = d["test_accuracy"][-1] if isinstance(d["test_accuracy"], list) and d["test_accuracy"] else None
+    if not isinstance(acc, (int, float)):
+        raise BenchError(f"fivefold train --json ({path}): test_accuracy {d['test_accuracy']!r}: expected a "
+                         "non-empty list of percentages", EXIT_FAILED)
+    ipe = d["images"] / d["epochs"]  # every epoch sees every training image once
+    tf = tflops(ipe, ep)
+    return {"mode": mode, "ranks": d["ranks"], "epoch_s": ep, "first_epoch_excluded": warm,
+            "seconds_per_epoch": d["seconds_per_epoch"], "images_per_epoch": ipe,
+            "samples_per_s_epoch": ipe / ep, "test_accuracy": acc, "tflops": tf,
+            "peak_fraction": tf / a.peak_tflops, "final_loss": d["final_loss"],
+            "loss_digest": d["loss_digest"], "weights_digest": d["weights_digest"],
+            "command": shlex.join(argv), "json": d}
+
+
+def run_peer(a, variant, ranks, B, runner):
+    argv = [a.python, PEER, "--task", "train", "--device", a.device, "--data", a.data, "--batch", str(B),
+            "--epochs", str(a.epochs), "--init", "fivefold", "--shuffle", "fivefold", "--seed", str(a.seed),
+            "--lr", repr(a.lr), "--momentum", repr(a.momentum)]
+    if a.train_limit:
+        argv += ["--train-limit", str(a.train_limit)]
+    if a.test_limit:
+        argv += ["--test-limit", str(a.test_limit)]
+    if variant == "graph":
+        argv += ["--graph"]
+    elif variant == "ddp":
+        argv += ["--ddp"] + (["--nproc", str(ranks)] if ranks else [])
+    argv += shlex.split(a.peer_args)
+    rc, out, err = runner.run(argv, f"pytorch {label(variant, ranks)} batch {B}")
+    where = f"`{shlex.join(argv)}`"
+    lines = [ln for ln in out.splitlines() if ln.startswith("{")]
+    try:
+        d = json.loads(lines[-1]) if lines else {}
+    except ValueError:
+        d = {}
+    if rc != 0 or "error" in d or not d:
+        msg = d.get("error") or tail(out + err)
+        raise BenchError(f"{where} exited {rc}: {msg}", EXIT_FAILED)
+    need(d, PEER_FIELDS, f"peer_pytorch.py --task train ({where})")
+    ep, warm = epoch_time(d["seconds_per_epoch"], f"peer ({where})")
+    ipe = d["train_samples"]
+    return {"variant": variant, "ranks": d["world_size"], "epoch_s": ep, "first_epoch_excluded": warm,
+            "seconds_per_epoch": d["seconds_per_epoch"], "images_per_epoch": ipe,
+            "samples_per_s_epoch": ipe / ep, "test_accuracy": d["test_accuracy"],
+            "tflops": tflops(ipe, ep), "peak_fraction": tflops(ipe, ep) / a.peak_tflops,
+            "loss_last": d["loss_last"], "initial_weights_digest": d["initial_weights_digest"],
+            "weights_digest": d["weights_digest"], "command": shlex.join(argv), "json": d}
+
+
+def machine(a):
+    m = {"host": socket.gethostname(), "cpu": None, "cores": os.cpu_count(), "gpus": [], "os": platform.platform()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            m["cpu"] = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), None)
+    except OSError:
+        pass
+    if shutil.which("nvidia-smi"):
+        try:
+            r = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                                "--format=csv,noheader"], capture_output=True, text=True, timeout=60)
+            m["gpus"] = [ln.strip() for ln in r.stdout.splitlines() if ln.strip()] if r.returncode == 0 else []
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    m["name"] = m["gpus"][0].split(",")[0] if m["gpus"] and a.device == "cuda" else (m["cpu"] or platform.machine())
+    return m
+
+
+def sha256(path):
+    import hashlib
+    h = hashlib.sha256()
+    try:
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError:
+        return None
+    return h.hexdigest()
+
+
+def fivefold_version(a):
+    try:
+        r = subprocess.run([a.fivefold, "--version"], capture_output=True, text=True, timeout=60)
+        return r.stdout.strip().splitlines()[0] if r.returncode == 0 and r.stdout.strip() else None
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        return None
+
+
+def has_train_json(a):
+    try:
+        r = subprocess.run([a.fivefold, "train", "--help"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--json" in r.stdout + r.stderr
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def table(results, peak):
+    rows = [("batch", "run", "s/epoch", "ratio peer/ff", "test acc %", "TFLOP/s (% peak)")]
+    for r in results:
+        B = r["batch"]
+        for f in r["fivefold"]:
+            name = f"fivefold {f['label']}"
+            if "error" in f:
+                rows.append((str(B), name, "FAILED", "", "", ""))
+                continue
+            rows.append((str(B), name, fmt(f["epoch_s"], ".4f"), "", fmt(f["test_accuracy"], ".2f"),
+                         f"{f['tflops']:.3f} ({100 * f['tflops'] / peak:.1f}%)"))
+        for p in r["pytorch"]:
+            name = f"pytorch {p['label']}"
+            if "error" in p:
+                rows.append((str(B), name, "FAILED", "", "", ""))
+                continue
+            ratios = ", ".join(f"{x['ratio']:.2f} vs {x['mode']}" for x in r["pairs"]
+                               if x["peer"] == p["label"] and x["ratio"] is not None)
+            rows.append((str(B), name, fmt(p["epoch_s"], ".4f"), ratios, fmt(p["test_accuracy"], ".2f"),
+                         f"{p['tflops']:.3f}"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+
+
+def bench(a):
+    batches, modes, peers = check_args(a)
+    runner = Runner(a.timeout)
+    started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    if a.no_gate:
+        log("train_bench: --no-gate: the checks are NOT run (tests only)")
+        gate_rec = {"passed": None, "skipped": True, "checks": []}
+    else:
+        gate_rec = gate(a, modes, runner)
+    if not has_train_json(a):
+        raise BenchError(f"`{a.fivefold} train --help` does not list --json: this fivefold cannot report its "
+                         "training figures (build one with `fivefold train --json`)")
+    complete = True
+    results = []
+    with tempfile.TemporaryDirectory(prefix="train_bench.") as tmpdir:
+        for B in batches:
+            r = {"batch": B, "fivefold": [], "pytorch": [], "pairs": []}
+            for mode, ranks in modes:
+                try:
+                    f = run_fivefold(a, mode, ranks, B, runner, tmpdir)
+                except BenchError as e:
+                    complete = False
+                    log(f"train_bench: {e}")
+                    f = {"mode": mode, "ranks": ranks or 1, "error": str(e)}
+                f["label"] = label(mode, ranks)
+                r["fivefold"].append(f)
+            for variant, ranks in peers:
+                try:
+                    p = run_peer(a, variant, ranks, B, runner)
+                except BenchError as e:
+                    complete = False
+                    log(f"train_bench: {e}")
+                    p = {"variant": variant, "ranks": ranks, "error": str(e)}
+                p["label"] = label(variant, ranks)
+                r["pytorch"].append(p)
+            for f in r["fivefold"]:
+                for p in r["pytorch"]:
+                    ok = "error" not in f and "error" not in p
+                    r["pairs"].append({
+                        "mode": f["label"], "peer": p["label"],
+                        "ratio": p["epoch_s"] / f["epoch_s"] if ok else None,
+                        "accuracy_diff_points": f["test_accuracy"] - p["test_accuracy"] if ok else None})
+            results.append(r)
+    torch_v = next((p["json"] for r in results for p in r["pytorch"] if "json" in p), {})
+    out = {
+        "schema": "fivefold-train-bench/1",
+        "created": started,
+        "complete": complete,
+        "machine": machine(a),
+        "versions": {"fivefold": fivefold_version(a), "fivefold_path": os.path.abspath(a.fivefold),
+                     "fivefold_sha256": sha256(a.fivefold),
+                     "fivefold_digests": {f"{f['label']} batch {r['batch']}": {"loss": f["loss_digest"],
+                                                                               "weights": f["weights_digest"]}
+                                          for r in results for f in r["fivefold"] if "error" not in f},
+                     "torch": torch_v.get("torch"), "cuda": torch_v.get("cuda"), "cudnn": torch_v.get("cudnn"),
+                     "python": torch_v.get("python"), "peer_python": a.python},
+        "config": {"model": "mnist-cnn", "data": os.path.abspath(a.data), "batches": batches, "epochs": a.epochs,
+                   "modes": [label(m, r) for m, r in modes], "peers": [label(p, r) for p, r in peers],
+                   "device": a.device, "train_limit": a.train_limit, "test_limit": a.test_limit,
+                   "seed": a.seed, "lr": a.lr, "momentum": a.momentum, "peak_tflops": a.peak_tflops,
+                   "ff_args": a.ff_args, "peer_args": a.peer_args, "mpiexec": a.mpiexec,
+                   "recipe": "SGD with momentum, cross-entropy, fivefold's generator weights (--init fivefold) "
+                             "and data order (--shuffle fivefold) on both sides; fp32 (the peer's TF32 off)"},
+        "gate": gate_rec,
+        "method": {
+            "epoch_s": ("median of seconds_per_epoch over epochs 2..E: the first epoch is warm-up (allocations, "
+                        "autotuning, caches) and is excluded when E >= 2; with E = 1 it is the only one"),
+            "warmup_epoch_excluded": a.epochs >= 2,
+            "ratio": "pytorch epoch_s / fivefold epoch_s, per (mode, peer) pair: > 1 means fivefold is faster",
+            "accuracy": "test accuracy (%) after the last epoch; accuracy_diff_points = fivefold - pytorch",
+            "flops_per_image": FLOPS_PER_IMAGE,
+            "flops_layers": [{"layer": n, "multiply_adds": m} for n, m in LAYERS],
+            "tflops": FLOPS_FORMULA,
+            "peak_tflops": a.peak_tflops,
+            "peer_timing": "peer seconds_per_epoch: the optimizer steps of each epoch only (no evaluation)",
+        },
+        "results": results,
+        "commands": runner.commands,
+    }
+    tmp = a.out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, a.out)
+    print(f"mnist-cnn training, {a.epochs} epoch(s), epoch time = "
+          + ("median of epochs 2.." + str(a.epochs) + " (epoch 1 is warm-up)" if a.epochs >= 2 else "the one epoch")
+          + f"; ratio = pytorch s/epoch / fivefold s/epoch; peak {a.peak_tflops:g} TFLOP/s")
+    print(table(results, a.peak_tflops))
+    print(f"written: {a.out}" + ("" if complete else " (INCOMPLETE: some runs failed, see \"error\" entries)"))
+    return 0 if complete else EXIT_FAILED
+
+
+def main(argv=None):
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        return bench(a)
+    except BenchError as e:
+        log(f"train_bench: {e}")
+        return e.code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
