@@ -4,11 +4,17 @@
 //   - train_forward keeps every activation with ff_device_run's bits (each layer's output equals a
 //     run of layers 0..l);
 //   - softmax cross-entropy, relu and maxpool backward (ties, NaN, -0, overlapping windows), the
-//     tree reduction, SGD and gather give the cpu device's (or the CPU reference's) bits exactly;
+//     tree reduction, SGD and gather give the cpu device's (or the CPU reference's) bits exactly
+//     (a NaN that softmax creates only has to be NaN: check_bits_nan says why);
+//   - the fast data gradients (gpu.h: the forward conv on flipped weights, the forward linear on
+//     transposed weights) and the direct kernels lie within the bound of a float64 reference on
+//     mnist's conv2, fc1, fc2 and on padded, 5x5 and split-K layers; the fast path's bits do not
+//     change with the tile configuration or the batch; a stride-2 conv takes the direct kernel;
 //   - train_backward: every group's weight and bias gradient rows of both devices lie within a
 //     derived bound of a float64 reference computed from the same activations and dz (the bound
 //     follows the rounding errors of the data gradients down through the layers, then adds the
-//     weight gradient's own chain: below); the same for the conv kernels on a strided, padded layer;
+//     weight gradient's own chain: below); the same for the conv kernels on a strided, padded layer
+//     (the weight gradient both ways: per-image GEMM partials, and the direct kernels);
 //   - determinism: a second run, and each group computed alone, give the same bits row by row;
 //   - a mutant: one dz element perturbed by 1e-4 (relative) is caught, in its own group only.
 // Every check prints a line (PASS/FAIL, the share of the bound used).
@@ -94,6 +100,30 @@ static size_t check_bits(const char *what, const void *a, const void *b, size_t 
     if (bad) {
         uint32_t ua, ub;
         memcpy(&ua, (const char *)a + 4 * first, 4), memcpy(&ub, (const char *)b + 4 * first, 4);
+        printf("    [%zu]: 0x%08x vs 0x%08x\n", first, ua, ub);
+    }
+    return bad;
+}
+
+// Bit for bit except that any NaN equals any NaN. For results an operation CREATES as NaN (softmax
+// cross-entropy of a NaN logit: exp, log, division of NaN): IEEE 754 leaves the payload of such a
+// NaN to the implementation, and the two differ here (the GPU's arithmetic returns its canonical
+// NaN 0x7fffffff, the CPU's the x86 default 0x7fc00000), so only "is NaN" is part of the contract.
+// Copies and selections (relu, maxpool) keep their input's payload and stay on check_bits.
+static size_t check_bits_nan(const char *what, const float *a, const float *b, size_t count) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (isnan(a[i]) && isnan(b[i])) continue;
+        if (memcmp(&a[i], &b[i], 4) != 0) {
+            if (!bad) first = i;
+            bad++;
+        }
+    }
+    printf("  %-52s %8zu elems  %zu differ%s  %s\n", what, count, bad, bad ? " (first shown below)" : "",
+           bad ? "FAIL" : "PASS");
+    if (bad) {
+        uint32_t ua, ub;
+        memcpy(&ua, &a[first], 4), memcpy(&ub, &b[first], 4);
         printf("    [%zu]: 0x%08x vs 0x%08x\n", first, ua, ub);
     }
     return bad;
@@ -371,13 +401,14 @@ static void softmax_xent_bits(void **state) {
     float *gz = gpu_from(z, cnt), *gdz = gpu_from(NULL, cnt), *gloss = gpu_from(NULL, N_IMG);
     CHECK_OK(ff_device_softmax_xent(F.gpu, gdz, gloss, gz, F.glabels, 1.0f / N_IMG, C, N_IMG));
     float *dz_g = download(gdz, cnt), *loss_g = download(gloss, N_IMG);
-    size_t bad = check_bits("softmax_xent dz (ties, -0, +80, NaN rows)", dz_g, dz_c, cnt);
-    bad += check_bits("softmax_xent loss", loss_g, loss_c, N_IMG);
+    // (NaN payloads: check_bits_nan says why they may differ)
+    size_t bad = check_bits_nan("softmax_xent dz (ties, -0, +80, NaN rows)", dz_g, dz_c, cnt);
+    bad += check_bits_nan("softmax_xent loss", loss_g, loss_c, N_IMG);
     // loss NULL is accepted
     CHECK_OK(ff_device_softmax_xent(F.gpu, gdz, NULL, gz, F.glabels, 1.0f / N_IMG, C, N_IMG));
     free(dz_g);
     dz_g = download(gdz, cnt);
-    bad += check_bits("softmax_xent dz, loss NULL", dz_g, dz_c, cnt);
+    bad += check_bits_nan("softmax_xent dz, loss NULL", dz_g, dz_c, cnt);
     ff_device_free(F.gpu, gz), ff_device_free(F.gpu, gdz), ff_device_free(F.gpu, gloss);
     free(z), free(dz_c), free(loss_c), free(dz_g), free(loss_g);
     assert_int_equal(bad, 0);
@@ -532,7 +563,9 @@ static void tree_reduce_sgd_gather_bits(void **state) {
 
 // mnist's convs are stride 1 without padding: the gpu.h conv launchers on a stride-2, pad-1 layer
 // (5 images in groups of 2, rows at a stride larger than the gradient) against the float64
-// reference, the CPU reference against the same bound.
+// reference, the CPU reference against the same bound. The weight gradient both ways (the GEMM
+// path with a NaN-poisoned workspace, and the direct kernels); the data gradient must take the
+// direct kernel (a stride-2 conv does not flip), with or without a workspace.
 static void conv_backward_strided_padded(void **state) {
     (void)state;
     ff_layer L = {.name = "conv-test", .op = FF_OP_CONV2D, .out_c = 4, .kh = 3, .kw = 3, .stride = 2, .pad = 1};
@@ -548,14 +581,22 @@ static void conv_backward_strided_padded(void **state) {
     for (int64_t i = 0; i < ny; i++) g[i] = dy[i];
 
     float *gxd = tu_dev_from(x, (size_t)nx, F.s), *gdy = tu_dev_from(dy, (size_t)ny, F.s);
-    float *gw = tu_dev_from(w, (size_t)nw, F.s), *grad = tu_dev_from(NULL, (size_t)(ng * stride), F.s);
-    float *gdx = tu_dev_from(NULL, (size_t)nx, F.s);
-    CHECK_OK(ff_gpu_conv2d_backward_weights(grad, grad + nw, stride, gdy, gxd, &L, n, group, F.s));
-    CHECK_OK(ff_gpu_conv2d_backward_data(gdx, gdy, gw, &L, n, F.s));
-    float *rows = tu_host_from(grad, (size_t)(ng * stride), F.s), *dx = tu_host_from(gdx, (size_t)nx, F.s);
+    float *gw = tu_dev_from(w, (size_t)nw, F.s), *gwork = NULL;
+    float *grad[2] = {tu_dev_from(NULL, (size_t)(ng * stride), F.s), tu_dev_from(NULL, (size_t)(ng * stride), F.s)};
+    float *gdx[2] = {tu_dev_from(NULL, (size_t)nx, F.s), tu_dev_from(NULL, (size_t)nx, F.s)};
+    gwork = tu_dev_from(NULL, (size_t)ff_gpu_conv2d_backward_weights_workspace_floats(&L, n), F.s);
+    CHECK_OK(ff_gpu_conv2d_backward_weights(grad[0], grad[0] + nw, stride, gdy, gxd, &L, n, group, gwork, F.s));
+    CHECK_OK(ff_gpu_conv2d_backward_weights(grad[1], grad[1] + nw, stride, gdy, gxd, &L, n, group, NULL, F.s));
+    assert_false(ff_gpu_conv2d_backward_data_flips(&L));
+    assert_int_equal(ff_gpu_conv2d_backward_data_workspace_floats(&L), 0);
+    CHECK_OK(ff_gpu_conv2d_backward_data(gdx[0], gdy, gw, &L, n, gwork, F.s));  // ignored: direct
+    CHECK_OK(ff_gpu_conv2d_backward_data(gdx[1], gdy, gw, &L, n, NULL, F.s));
+    float *rows[2], *dx[2];
+    for (int v = 0; v < 2; v++)
+        rows[v] = tu_host_from(grad[v], (size_t)(ng * stride), F.s), dx[v] = tu_host_from(gdx[v], (size_t)nx, F.s);
 
-    size_t bad_g = 0, bad_c = 0, gap = 0;
-    double worst_g = 0, worst_c = 0;
+    size_t bad_g[2] = {0, 0}, bad_c = 0, gap = 0;
+    double worst_g[2] = {0, 0}, worst_c = 0;
     double *ref = dalloc((size_t)(nw + 4)), *bnd = dalloc((size_t)(nw + 4));
     float *cpu = malloc((size_t)(nw + 4) * sizeof(float));
     float *scratch = malloc((size_t)ff_cpu_conv2d_backward_weights_scratch(&L) * sizeof(float));
@@ -565,13 +606,16 @@ static void conv_backward_strided_padded(void **state) {
         conv_weights_d(ref, ref + nw, g, x, &L, i0, i1, false);
         conv_weights_d(bnd, bnd + nw, h, x, &L, i0, i1, true);
         widen(bnd, nw + 4, T);
-        bad_g += count_outside(rows + grp * stride, ref, bnd, nw + 4, &worst_g);
+        for (int v = 0; v < 2; v++) {
+            bad_g[v] += count_outside(rows[v] + grp * stride, ref, bnd, nw + 4, &worst_g[v]);
+            for (int64_t k = nw + 4; k < stride; k++) gap += !isnan(rows[v][grp * stride + k]);  // not written
+        }
         ff_cpu_conv2d_backward_weights(cpu, cpu + nw, dy + i0 * 100, x + i0 * 243, &L, i1 - i0, scratch);
         bad_c += count_outside(cpu, ref, bnd, nw + 4, &worst_c);
-        for (int64_t k = nw + 4; k < stride; k++) gap += !isnan(rows[grp * stride + k]);  // not written
     }
-    printf("  %-52s cuda worst %.2f%%, cpu worst %.2f%% of bound  %s\n", "conv 3x3/2 pad 1 dw, db (3 groups)",
-           100 * worst_g, 100 * worst_c, bad_g || bad_c || gap ? "FAIL" : "PASS");
+    printf("  %-52s cuda GEMM worst %.2f%%, direct %.2f%%, cpu %.2f%% of bound  %s\n",
+           "conv 3x3/2 pad 1 dw, db (3 groups)", 100 * worst_g[0], 100 * worst_g[1], 100 * worst_c,
+           bad_g[0] || bad_g[1] || bad_c || gap ? "FAIL" : "PASS");
 
     double *dref = dalloc((size_t)nx), *dbnd = dalloc((size_t)nx);
     const int64_t Td = L.out_c * L.kh * L.kw;
@@ -582,15 +626,131 @@ static void conv_backward_strided_padded(void **state) {
     double worst_dg = 0, worst_dc = 0;
     float *dx_c = malloc((size_t)nx * sizeof(float));
     ff_cpu_conv2d_backward_data(dx_c, dy, w, &L, n);
-    const size_t bad_dg = count_outside(dx, dref, dbnd, nx, &worst_dg);
+    const size_t bad_dg = count_outside(dx[1], dref, dbnd, nx, &worst_dg);
     const size_t bad_dc = count_outside(dx_c, dref, dbnd, nx, &worst_dc);
-    printf("  %-52s cuda worst %.2f%%, cpu worst %.2f%% of bound  %s\n", "conv 3x3/2 pad 1 dx", 100 * worst_dg,
-           100 * worst_dc, bad_dg || bad_dc ? "FAIL" : "PASS");
+    printf("  %-52s cuda worst %.2f%%, cpu worst %.2f%% of bound  %s\n", "conv 3x3/2 pad 1 dx (direct kernel)",
+           100 * worst_dg, 100 * worst_dc, bad_dg || bad_dc ? "FAIL" : "PASS");
+    const size_t bad_dw = check_bits("conv 3x3/2 pad 1 dx: workspace given = direct", dx[0], dx[1], (size_t)nx);
 
-    ff_gpu_free(gxd), ff_gpu_free(gdy), ff_gpu_free(gw), ff_gpu_free(grad), ff_gpu_free(gdx);
-    free(x), free(dy), free(w), free(g), free(h), free(rows), free(dx), free(ref), free(bnd), free(cpu);
+    ff_gpu_free(gxd), ff_gpu_free(gdy), ff_gpu_free(gw), ff_gpu_free(gwork);
+    for (int v = 0; v < 2; v++) ff_gpu_free(grad[v]), ff_gpu_free(gdx[v]), free(rows[v]), free(dx[v]);
+    free(x), free(dy), free(w), free(g), free(h), free(ref), free(bnd), free(cpu);
     free(scratch), free(dref), free(dbnd), free(dx_c);
-    assert_int_equal(bad_g + bad_c + gap + bad_dg + bad_dc, 0);
+    assert_int_equal(bad_g[0] + bad_g[1] + bad_c + gap + bad_dg + bad_dc + bad_dw, 0);
+}
+
+// ---------------------------------------------------------------- data gradients via the forward kernels
+
+// One data-gradient case (conv when L is a conv, linear otherwise) on n images: the fast path
+// (gpu.h: the forward kernel on flipped / transposed weights, NaN-poisoned workspace) and the
+// direct kernel, both within the bound of the float64 reference; the fast path deterministic: run
+// twice, under every forced tile configuration, and the first n2 images of a smaller batch (the
+// small-batch GEMV path for a linear layer) give the same bits.
+static size_t data_fast_case(const char *what, const ff_layer *L, int64_t n, int64_t n2, uint64_t seed) {
+    const bool conv = L->op == FF_OP_CONV2D;
+    const int64_t per_x = ff_shape_numel(L->in), per_y = ff_shape_numel(L->out);
+    const int64_t nx = n * per_x, ny = n * per_y, nw = conv ? L->out_c * L->in.c * L->kh * L->kw : L->out_c * per_x;
+    const int64_t T = conv ? L->out_c * L->kh * L->kw : L->out_c;  // terms per chain
+    float *dy = tu_rand((size_t)ny, seed, 1.0f), *w = tu_rand((size_t)nw, seed + 1, 0.5f);
+    for (int64_t i = 0; i < ny; i += 7) dy[i] = 0.0f;  // zero terms (relu-masked gradients)
+    double *g = dalloc((size_t)ny), *h = dalloc((size_t)ny), *ref = dalloc((size_t)nx), *bnd = dalloc((size_t)nx);
+    for (int64_t i = 0; i < ny; i++) g[i] = dy[i], h[i] = gam(T) * fabs((double)dy[i]);
+    if (conv) {
+        conv_data_d(ref, g, w, L, n, false);
+        conv_data_d(bnd, h, w, L, n, true);
+    } else {
+        linear_data_d(ref, g, w, L, n, false);
+        linear_data_d(bnd, h, w, L, n, true);
+    }
+    widen(bnd, nx, T);
+
+    const int64_t wf =
+        conv ? ff_gpu_conv2d_backward_data_workspace_floats(L) : ff_gpu_linear_backward_data_workspace_floats(L, n);
+    if (conv) assert_true(ff_gpu_conv2d_backward_data_flips(L));
+    assert_true(wf > 0);
+    float *gdy = tu_dev_from(dy, (size_t)ny, F.s), *gw = tu_dev_from(w, (size_t)nw, F.s);
+    float *gwork = tu_dev_from(NULL, (size_t)wf, F.s), *gdx = tu_dev_from(NULL, (size_t)nx, F.s);
+#define RUN_DATA(out, work, count)                                                       \
+    CHECK_OK(conv ? ff_gpu_conv2d_backward_data((out), gdy, gw, L, (count), (work), F.s) \
+                  : ff_gpu_linear_backward_data((out), gdy, gw, L, (count), (work), F.s))
+    RUN_DATA(gdx, gwork, n);
+    float *fast = tu_host_from(gdx, (size_t)nx, F.s);
+    RUN_DATA(gdx, NULL, n);
+    float *direct = tu_host_from(gdx, (size_t)nx, F.s);
+    double worst_f = 0, worst_d = 0;
+    const size_t bad_f = count_outside(fast, ref, bnd, nx, &worst_f),
+                 bad_d = count_outside(direct, ref, bnd, nx, &worst_d);
+    printf("  %-52s fast worst %.2f%%, direct %.2f%% of bound  %s\n", what, 100 * worst_f, 100 * worst_d,
+           bad_f || bad_d ? "FAIL" : "PASS");
+
+    size_t differ = 0;
+    CHECK_OK(ff_gpu_fill(gdx, NAN, (size_t)nx, F.s));
+    RUN_DATA(gdx, gwork, n);
+    float *again = tu_host_from(gdx, (size_t)nx, F.s);
+    differ += memcmp(again, fast, (size_t)nx * sizeof(float)) != 0;
+    free(again);
+    int tiles = 0;
+    for (int t = 0; t < ff_gpu_debug_tile_count(); t++) {
+        ff_gpu_debug_force_tile(t);
+        CHECK_OK(ff_gpu_fill(gdx, NAN, (size_t)nx, F.s));
+        RUN_DATA(gdx, gwork, n);
+        float *got = tu_host_from(gdx, (size_t)nx, F.s);
+        differ += memcmp(got, fast, (size_t)nx * sizeof(float)) != 0;
+        free(got);
+        tiles++;
+    }
+    ff_gpu_debug_force_tile(-1);
+    CHECK_OK(ff_gpu_fill(gdx, NAN, (size_t)nx, F.s));
+    RUN_DATA(gdx, gwork, n2);
+    float *small = tu_host_from(gdx, (size_t)(n2 * per_x), F.s);
+    differ += memcmp(small, fast, (size_t)(n2 * per_x) * sizeof(float)) != 0;
+    free(small);
+#undef RUN_DATA
+    printf("  %-52s twice, %d tile configurations, batch %lld vs %lld: %zu differ  %s\n", "  (fast path bits)", tiles,
+           (long long)n2, (long long)n, differ, differ ? "FAIL" : "PASS");
+
+    ff_gpu_free(gdy), ff_gpu_free(gw), ff_gpu_free(gwork), ff_gpu_free(gdx);
+    free(dy), free(w), free(g), free(h), free(ref), free(bnd), free(fast), free(direct);
+    return bad_f + bad_d + differ;
+}
+
+static ff_layer conv_layer(int64_t K, int64_t C, int64_t H, int64_t W, int k, int pad) {
+    ff_layer L = {.name = "conv-flip-test", .op = FF_OP_CONV2D, .out_c = K, .kh = k, .kw = k, .stride = 1, .pad = pad};
+    L.in = (ff_shape){C, H, W};
+    L.out = (ff_shape){K, H + 2 * pad - k + 1, W + 2 * pad - k + 1};
+    L.n_weight = K * C * k * k, L.n_bias = K, L.fan_in = C * k * k, L.param_index = 0;
+    return L;
+}
+
+static ff_layer linear_layer(int64_t O, int64_t I) {
+    ff_layer L = {.name = "linear-test", .op = FF_OP_LINEAR, .out_c = O};
+    L.in = (ff_shape){I, 1, 1};
+    L.out = (ff_shape){O, 1, 1};
+    L.n_weight = O * I, L.n_bias = O, L.fan_in = I, L.param_index = 0;
+    return L;
+}
+
+// The conv data gradient through the flipped forward conv on mnist's conv2 (3x3, pad 0), a padded
+// 3x3 (pad 1) and a 5x5 (pad 2) on non-square maps; the linear data gradient through the
+// transposed forward linear on mnist's fc1 and fc2, and on a layer of 2048 outputs (the transposed
+// layer is split-K: linear_split.h).
+static void data_gradients_fast_paths(void **state) {
+    (void)state;
+    size_t bad = 0;
+    const ff_layer conv2 = F.m.layers[ff_model_find_layer(&F.m, "conv2")];
+    bad += data_fast_case("conv dx, mnist conv2 (flipped forward)", &conv2, N_IMG, 3, 1000);
+    const ff_layer p1 = conv_layer(6, 5, 9, 11, 3, 1), p2 = conv_layer(4, 3, 8, 7, 5, 2);
+    bad += data_fast_case("conv dx, 3x3 pad 1, 9x11 (flipped forward)", &p1, 7, 2, 1010);
+    bad += data_fast_case("conv dx, 5x5 pad 2, 8x7 (flipped forward)", &p2, 7, 2, 1020);
+    const ff_layer fc1 = F.m.layers[ff_model_find_layer(&F.m, "fc1")];
+    const ff_layer fc2 = F.m.layers[ff_model_find_layer(&F.m, "fc2")];
+    bad += data_fast_case("linear dx, mnist fc1 (transposed forward)", &fc1, N_IMG, 3, 1030);
+    bad += data_fast_case("linear dx, mnist fc2 (transposed forward)", &fc2, N_IMG, 3, 1040);
+    const ff_layer wide = linear_layer(2048, 96);
+    const ff_layer wide_t = ff_gpu_linear_backward_data_layer(&wide);
+    assert_true(ff_gpu_linear_workspace_floats(&wide_t, N_IMG) > 0);  // the split-K path is used
+    bad += data_fast_case("linear dx, 96 -> 2048 layer (transposed: split-K)", &wide, N_IMG, 3, 1050);
+    assert_int_equal(bad, 0);
 }
 
 // ---------------------------------------------------------------- train_backward
@@ -771,7 +931,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(train_forward_equals_run),     cmocka_unit_test(softmax_xent_bits),
         cmocka_unit_test(relu_maxpool_backward_bits),   cmocka_unit_test(tree_reduce_sgd_gather_bits),
-        cmocka_unit_test(conv_backward_strided_padded), cmocka_unit_test(train_backward_within_bound),
+        cmocka_unit_test(conv_backward_strided_padded), cmocka_unit_test(data_gradients_fast_paths),
+        cmocka_unit_test(train_backward_within_bound),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -12,6 +12,9 @@
 #           (gpu.h), so the bits differ; every step's loss must agree within 1e-4 relative, and
 #           the test accuracy after the run within 1 point. A run with another --lr must fall
 #           outside that tolerance (the check can fail).
+#   oom     a batch whose activations exceed the GPU's memory (2^20 images: about 150 GB for conv2's
+#           output alone) ends with exit 1 and "GPU out of memory allocating <what>: asked for N
+#           bytes ..., M bytes ... free", once, before any step; a batch that fits (control) trains.
 #   golden  `fivefold verify --mode cuda --model mnist-cnn` passes, including the training
 #           golden's step-1 gradient, loss trajectory and final weights computed on the GPU.
 # Usage: train_gpu.sh CASE   (env FIVEFOLD = the binary, MPIEXEC = mpiexec [and flags], DATA)
@@ -114,6 +117,19 @@ cpu)
     if msg=$(close "$T/other.txt" "$T/serial.txt"); then fail "control (--lr 0.0101) passed the check: $msg"; fi
     echo "control, serial --lr 0.0101 vs serial: outside the tolerance as it must be ($msg)"
     ;;
+oom)
+    "$F" train --mode cuda --data "$DATA" --train-limit 64 --batch 1048576 --microbatch 1024 --steps 1 \
+        --log-every 0 >"$T/oom.txt" 2>&1
+    rc=$?
+    cat "$T/oom.txt"
+    [ $rc -eq 1 ] || fail "oom: exit $rc, expected 1"
+    grep -qE "GPU out of memory allocating .*: asked for [0-9]+ bytes .* [0-9]+ bytes .* free" "$T/oom.txt" \
+        || fail "oom: the message does not say what was asked and what is free"
+    [ "$(grep -c 'out of memory' "$T/oom.txt")" -eq 1 ] || fail "oom: the message is not printed exactly once"
+    ! grep -q '^epoch\|loss digest' "$T/oom.txt" || fail "oom: a step ran"
+    run fits "$F" train --mode cuda --data "$DATA" --train-limit 64 --batch 64 --steps 1 --log-every 0
+    grep -q '^weights digest' "$T/fits.txt" || fail "control: no digest"
+    ;;
 golden)
     run verify "$F" verify --mode cuda --model mnist-cnn
     grep -E 'mnist-cnn train\[cuda\]' "$T/verify.txt" | head -20
@@ -122,7 +138,7 @@ golden)
     grep -E '^[0-9]+ passed, 0 failed' "$T/verify.txt" || fail "verify: $(grep -E '^[0-9]+ passed' "$T/verify.txt")"
     ;;
 *)
-    fail "unknown case '$CASE' (modes, resume, cpu, golden)"
+    fail "unknown case '$CASE' (modes, resume, cpu, oom, golden)"
     ;;
 esac
 echo "PASS $CASE"

@@ -90,11 +90,16 @@ typedef struct {
     ff_gpu_event fence;     // ff_device_fence (made at the first use)
     const float *resident;  // output of the last resident replay
     int64_t resident_n;     // its batch
-    // Training: the backward's data gradients, ping-pong (layer l reads one and writes the other).
-    // Made at the first ff_device_train_backward, n * max_act floats each, grown when a larger n
-    // comes.
+    // Training: the backward's data gradients, ping-pong (layer l reads one and writes the other),
+    // n * max_act floats each, and one workspace the backward kernels share layer after layer (the
+    // conv weight gradients' per-image partials, the flipped conv and transposed linear weights of
+    // the data gradients: gpu.h "Workspaces"), the largest any layer needs at n. Made at the first
+    // ff_device_train_backward, grown when a larger n comes (never for an n seen before, so never
+    // inside a capture of a step that ran eagerly first).
     float *d_grad[2];
     size_t grad_floats;
+    float *d_train_work;
+    size_t train_work_floats;
 } cuda_device;
 
 static cuda_device *cuda_of(ff_device *d) {
@@ -116,6 +121,7 @@ static void cuda_destroy(ff_device *d) {
     ff_gpu_free(c->d_params);
     for (int i = 0; i < 3; i++) ff_gpu_free(c->d_buf[i]);
     for (int i = 0; i < 2; i++) ff_gpu_free(c->d_grad[i]);
+    ff_gpu_free(c->d_train_work);
     ff_gpu_stream_destroy(c->stream);
     free(c);
 }
@@ -590,8 +596,9 @@ static ff_status cuda_resident_output(ff_device *d, float *out_host, int64_t n) 
 
 // ---------------------------------------------------------------- training (device.h)
 // Every op only enqueues on the device's stream (gpu.h "training" states the kernels' orders);
-// nothing here synchronises, except growing the gradient buffers (below), which happens once per
-// new largest batch.
+// nothing here synchronises, except growing the gradient buffers and the workspace (below), once
+// per new largest batch, and tuning a conv/linear shape at its first eager launch (tuning_begin).
+// Both happen at the first eager call of a step shape, never in a capture of a shape run before.
 
 static float *cuda_params(ff_device *d) {
     return cuda_of(d)->d_params;
@@ -618,9 +625,8 @@ static ff_status cuda_gather(ff_device *d, float *x, int32_t *labels, const floa
 // under --backend vendor, as a run would). A run's fused conv+relu applies the same relu to the
 // same conv output, so every act[l + 1] holds the bits a run up to layer l gives. Flatten: a copy
 // unless act[l + 1] == act[l] (ff_gpu_layer_forward).
-static ff_status cuda_train_forward(ff_device *d, float *const *act, int last, int64_t n, int64_t group) {
-    (void)group;
-    cuda_device *c = cuda_of(d);
+static ff_status train_forward(cuda_device *c, float *const *act, int last, int64_t n) {
+    ff_device *d = &c->base;
     const ff_model *m = d->model;
     const bool vendor = d->plan.opt.backend == FF_BACKEND_VENDOR;
     for (int l = 0; l <= last; l++) {
@@ -640,25 +646,78 @@ static ff_status cuda_train_forward(ff_device *d, float *const *act, int last, i
     return FF_OK;
 }
 
+// Tuning (gpu.h, ff_gpu_set_tuning) for the forward and backward GEMMs a training op launches, as a
+// run tunes before it captures a graph: each conv/linear shape not seen before times every tile
+// configuration on its first eager launch (which synchronises, so never while the stream is being
+// captured: the capture then records the remembered choice). No value changes with the choice.
+static ff_status tuning_begin(cuda_device *c, bool *on) {
+    bool capturing = true;
+    FF_TRY(ff_gpu_stream_capturing(c->stream, &capturing));
+    *on = !capturing;
+    if (*on) ff_gpu_set_tuning(true);
+    return FF_OK;
+}
+
+static ff_status cuda_train_forward(ff_device *d, float *const *act, int last, int64_t n, int64_t group) {
+    (void)group;
+    cuda_device *c = cuda_of(d);
+    bool tuning = false;
+    FF_TRY(tuning_begin(c, &tuning));
+    const ff_status st = train_forward(c, act, last, n);
+    if (tuning) ff_gpu_set_tuning(false);
+    return st;
+}
+
 static ff_status cuda_softmax_xent(ff_device *d, float *dz, float *loss, const float *z, const int32_t *labels,
                                    float scale, int64_t classes, int64_t n) {
     return ff_gpu_softmax_xent(dz, loss, z, labels, scale, classes, n, cuda_of(d)->stream);
 }
 
-// The two data-gradient buffers, at least `floats` each. Growing frees buffers that work still
-// pending on the stream may use: the stream is synchronised first (a grow happens once per new
-// largest batch, never in steady state).
-static ff_status ensure_grad_buffers(cuda_device *c, size_t floats) {
-    if (c->grad_floats >= floats && c->d_grad[0] && c->d_grad[1]) return FF_OK;
-    FF_TRY(ff_gpu_stream_sync(c->stream));
-    for (int i = 0; i < 2; i++) {
-        ff_gpu_free(c->d_grad[i]);
-        c->d_grad[i] = NULL;
+// The backward workspace layers [0, last] need at n (gpu.h "Workspaces"): the largest of the conv
+// weight gradients' partials and the data gradients' rearranged weights (layer 0 computes no data
+// gradient). The kernels use it one layer after the other on the stream, so one buffer serves all.
+static size_t train_work_need(const ff_model *m, int last, int64_t n) {
+    int64_t need = 0;
+    for (int l = 0; l <= last; l++) {
+        const ff_layer *L = &m->layers[l];
+        int64_t f = 0;
+        if (L->op == FF_OP_CONV2D) {
+            f = ff_gpu_conv2d_backward_weights_workspace_floats(L, n);
+            const int64_t fd = l > 0 ? ff_gpu_conv2d_backward_data_workspace_floats(L) : 0;
+            if (fd > f) f = fd;
+        } else if (L->op == FF_OP_LINEAR && l > 0) {
+            f = ff_gpu_linear_backward_data_workspace_floats(L, n);
+        }
+        if (f > need) need = f;
     }
-    c->grad_floats = 0;
-    FF_TRY(ff_gpu_alloc((void **)&c->d_grad[0], floats * sizeof(float), "training data gradients (buffer 1 of 2)"));
-    FF_TRY(ff_gpu_alloc((void **)&c->d_grad[1], floats * sizeof(float), "training data gradients (buffer 2 of 2)"));
-    c->grad_floats = floats;
+    return (size_t)need;
+}
+
+// The two data-gradient buffers, at least `floats` each, and the workspace, at least `work` floats.
+// Growing frees buffers that work still pending on the stream may use: the stream is synchronised
+// first (a grow happens once per new largest batch, never in steady state).
+static ff_status ensure_train_buffers(cuda_device *c, size_t floats, size_t work) {
+    const bool grads_ok = c->grad_floats >= floats && c->d_grad[0] && c->d_grad[1];
+    const bool work_ok = work == 0 || (c->train_work_floats >= work && c->d_train_work);
+    if (grads_ok && work_ok) return FF_OK;
+    FF_TRY(ff_gpu_stream_sync(c->stream));
+    if (!grads_ok) {
+        for (int i = 0; i < 2; i++) {
+            ff_gpu_free(c->d_grad[i]);
+            c->d_grad[i] = NULL;
+        }
+        c->grad_floats = 0;
+        FF_TRY(ff_gpu_alloc((void **)&c->d_grad[0], floats * sizeof(float), "training data gradients (buffer 1 of 2)"));
+        FF_TRY(ff_gpu_alloc((void **)&c->d_grad[1], floats * sizeof(float), "training data gradients (buffer 2 of 2)"));
+        c->grad_floats = floats;
+    }
+    if (!work_ok) {
+        ff_gpu_free(c->d_train_work);
+        c->d_train_work = NULL;
+        c->train_work_floats = 0;
+        FF_TRY(ff_gpu_alloc((void **)&c->d_train_work, work * sizeof(float), "the training backward's workspace"));
+        c->train_work_floats = work;
+    }
     return FF_OK;
 }
 
@@ -666,12 +725,14 @@ static ff_status ensure_grad_buffers(cuda_device *c, size_t floats) {
 // gradients into row g of grads at the layer's offsets in ff_weights' layout (the weight kernels
 // keep each group's sums apart), then the data gradient (not for layer 0: the input's gradient is
 // never needed); relu and maxpool pass the gradient back; flatten passes it through unchanged (same
-// memory layout). Data gradients ping-pong between d_grad[0] and d_grad[1]; dz is only read.
-static ff_status cuda_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz,
-                                     const float *const *act, int last, int64_t n, int64_t group) {
-    cuda_device *c = cuda_of(d);
-    const ff_model *m = d->model;
-    FF_TRY(ensure_grad_buffers(c, (size_t)n * (size_t)m->max_act));
+// memory layout). Data gradients ping-pong between d_grad[0] and d_grad[1]; dz is only read. The
+// conv weight and the conv/linear data gradients run their fast paths (gpu.h) with the shared
+// workspace.
+static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_stride, float *dz, const float *const *act,
+                                int last, int64_t n, int64_t group) {
+    const ff_model *m = c->base.model;
+    FF_TRY(ensure_train_buffers(c, (size_t)n * (size_t)m->max_act, train_work_need(m, last, n)));
+    float *work = c->d_train_work;
     const float *cur = dz;
     int next = 0;
     for (int l = last; l >= 0; l--) {
@@ -684,11 +745,11 @@ static ff_status cuda_train_backward(ff_device *d, float *grads, int64_t grad_st
             case FF_OP_LINEAR: {
                 float *gw = grads + (c->d_w[l] - c->d_params), *gb = grads + (c->d_b[l] - c->d_params);
                 if (L->op == FF_OP_CONV2D) {
-                    FF_TRY(ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, c->stream));
-                    if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, c->stream));
+                    FF_TRY(ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work, c->stream));
+                    if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
                 } else {
                     FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, c->stream));
-                    if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, c->stream));
+                    if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
                 }
                 break;
             }
@@ -704,6 +765,16 @@ static ff_status cuda_train_backward(ff_device *d, float *grads, int64_t grad_st
         next ^= 1;
     }
     return FF_OK;
+}
+
+static ff_status cuda_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz,
+                                     const float *const *act, int last, int64_t n, int64_t group) {
+    cuda_device *c = cuda_of(d);
+    bool tuning = false;
+    FF_TRY(tuning_begin(c, &tuning));
+    const ff_status st = train_backward(c, grads, grad_stride, dz, act, last, n, group);
+    if (tuning) ff_gpu_set_tuning(false);
+    return st;
 }
 
 static ff_status cuda_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len) {

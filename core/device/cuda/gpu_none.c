@@ -195,13 +195,13 @@ void ff_gpu_host_unregister(void *p) {
 
 // ---- training
 ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
-                                         const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s) {
-    (void)dw, (void)db, (void)grad_stride, (void)dy, (void)x, (void)L, (void)n, (void)group, (void)s;
+                                         const ff_layer *L, int64_t n, int64_t group, float *work, ff_gpu_stream s) {
+    (void)dw, (void)db, (void)grad_stride, (void)dy, (void)x, (void)L, (void)n, (void)group, (void)work, (void)s;
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
-                                      ff_gpu_stream s) {
-    (void)dx, (void)dy, (void)w, (void)L, (void)n, (void)s;
+                                      float *work, ff_gpu_stream s) {
+    (void)dx, (void)dy, (void)w, (void)L, (void)n, (void)work, (void)s;
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
@@ -210,8 +210,13 @@ ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stri
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
-                                      ff_gpu_stream s) {
-    (void)dx, (void)dy, (void)w, (void)L, (void)n, (void)s;
+                                      float *work, ff_gpu_stream s) {
+    (void)dx, (void)dy, (void)w, (void)L, (void)n, (void)work, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_stream_capturing(ff_gpu_stream s, bool *capturing) {
+    (void)s;
+    *capturing = false;
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_relu_backward(float *dx, const float *dy, const float *y, int64_t count, ff_gpu_stream s) {

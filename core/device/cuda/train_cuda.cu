@@ -1,19 +1,36 @@
 // The training kernels of gpu.h ("training"): backward layers, softmax cross-entropy, the tree
 // reduction of train.h and the SGD update, for the cuda device's training ops (device.h).
 //
-// Determinism first (gpu.h states the orders): every output element is computed by one thread,
-// whose loop visits the terms in the CPU's documented order (layers_cpu_backward.h). Kernels use
-// grid-stride loops over output elements, so the grid size decides only which thread computes an
-// element, never how: no atomics, no split reductions, no shared-memory trees. Dot-product chains
-// are written with fmaf (one rounding per term; the dot-product bound covers the difference to the
-// CPU's separate multiply and add); every other float operation that must give the CPU's bits is
-// an explicit _rn intrinsic, so nvcc's -fmad cannot contract it into an fma.
+// Determinism first (gpu.h states every order): each output element, or each partial sum, is one
+// chain computed by ONE thread in a fixed order that depends on nothing but the layer's shape: not
+// on the grid, the tile, the batch size or the number of groups. No atomics, no split that depends
+// on the launch, no reduction whose order depends on scheduling. Dot-product chains are fmaf chains
+// (one rounding per term); every other float operation that must give fixed bits is an explicit
+// _rn intrinsic, so nvcc's -fmad cannot contract it into an fma.
 //
-// Performance is "reasonable", not tuned: consecutive threads own consecutive output elements
-// (coalesced writes; the shared factor of a chain, e.g. dy[n, j] in the linear weight gradient, is
-// the same address across a warp and so a broadcast). The conv weight gradient gives one thread
-// per (group, k, c, r, s), each looping over the group's images and output positions: long chains,
-// but the order forbids splitting them (a split would change the bits with the launch shape).
+// Which orders are the CPU's (layers_cpu_backward.h) and which are not:
+//   - relu and maxpool backward, softmax cross-entropy, the tree reduction, SGD, the linear weight
+//     and bias gradients and the direct conv kernels (below) follow the CPU's order exactly (the
+//     dot products with fma instead of a rounded product, so within the dot-product bound).
+//   - Three heavy kernels take another fixed order, because the CPU's order would forbid a fast
+//     kernel (a 4608-term serial chain per conv weight, a gather with 576 divisions per conv data
+//     element). That is allowed: GPU and CPU bits already differ (fma), what the `cuda` class needs
+//     is ONE order per element, written down in gpu.h, and every order stays within the same
+//     derived bound of the exact gradient (a term goes through no more roundings than the chain
+//     length the bound uses; verify/gpu/test_gpu_train.c checks it against float64):
+//       conv2d weights/bias (workspace given): a tiled GEMM per image (k_conv_wgrad_part: chain
+//         over the output positions q ascending, every term), then the per-image partials summed
+//         in image order per group (k_conv_wgrad_sum).
+//       conv2d data (stride 1, square kernel, pad <= kh-1, workspace given): the FORWARD conv
+//         kernel (layers_cuda.cu, gpu.h's conv order) on dy with the flipped, transposed weights
+//         (k_conv_flip), so the chain runs k ascending, then r, s DESCENDING.
+//       linear data (workspace given): the forward linear GEMM on dy with the transposed weights
+//         (k_transpose), chain j ascending from +0, every term (the CPU skips zero dy).
+//     Without a workspace (work == NULL) the direct kernels run, in the CPU's order; the cuda
+//     device always passes one, so its bits are the GEMM paths'.
+//
+// The direct kernels (grid-stride loops, one output per thread) stay for the cases the fast paths
+// do not take: strided or non-square convs' data gradient, and callers without a workspace.
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
@@ -140,24 +157,277 @@ __global__ void k_conv_bwd_data(float *__restrict__ dx, const float *__restrict_
     }
 }
 
+// ------------------------------------------------------------------ conv2d weight gradient (GEMM)
+// Per image i: part[i][k][e] = sum over q = (oh, ow) of dy[i,k,q] * X[q][e], e = (c, r, s), with
+// X[q][e] = x[i, c, oh*st-pad+r, ow*st-pad+s] gathered on the fly (+0 for a padding tap), and the
+// bias partial part[i][K*CRS + k] = sum over q of dy[i,k,q]. A block computes a WG_BM x WG_BN tile
+// of (k, e) for one image (blockIdx.z); the q dimension streams through shared memory in WG_BQ-deep
+// stages (cp.async, WG_ST stages in flight, out-of-range and padding elements zero-filled). Each
+// thread owns WG_TM x WG_TN outputs, each ONE chain acc = fma(dy, X, acc) over q ascending from +0:
+// every position, zero dy and padding taps included. The bias partials are chains of plain
+// additions over q ascending from +0, run in registers by the threads with tx == 0 of the blocks
+// with blockIdx.x == 0, on the dy values they load for their FMAs. Which block or thread computes
+// an element never changes how: other tile sizes give the same bits (tried on an H200: 64x32,
+// 64x64 with 8x4 per thread, 32x32, BQ 8/16/32), and so does a plain one-thread-per-chain loop.
+#ifndef WG_BM  // (tile experiments may override these; every value gives the same bits)
+#define WG_BM 64
+#define WG_BN 32
+#define WG_BQ 16
+#define WG_TM 4
+#define WG_TN 4
+#define WG_ST 4
+#endif
+#define WG_T ((WG_BM / WG_TM) * (WG_BN / WG_TN))  // 128 threads
+#define WG_AP (WG_BM + 4)                         // padded rows (16-byte aligned float4 reads)
+#define WG_BP (WG_BN + 4)
+
+__device__ __forceinline__ void cp_async4(float *smem, const float *gmem, bool valid) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    const int src_size = valid ? 4 : 0;  // 0: nothing is read, the 4 bytes are zero-filled
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(gmem), "r"(src_size));
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+struct WgradGeom {
+    int C, H, W, K, R, S, Wo, stride, pad;
+    int Q;         // Ho * Wo: the chain length
+    int CRS;       // C * R * S: the columns
+    long long PW;  // floats per image in the partials: K * CRS + K
+    long long img0;
+};
+
+__global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ part, const float *__restrict__ dy,
+                                                          const float *__restrict__ x, WgradGeom g) {
+    static_assert(WG_T % WG_BQ == 0 && (WG_BM * WG_BQ) % WG_T == 0 && (WG_BN * WG_BQ) % WG_T == 0, "tile mismatch");
+    static_assert(WG_TM % 4 == 0 && WG_TN % 4 == 0, "float4 fragment reads");
+    constexpr int RSTEP = WG_T / WG_BQ;                      // rows of a tile one pass of loads covers
+    constexpr int AL = WG_BM * WG_BQ / WG_T;                 // dy loads per thread per stage
+    constexpr int BL = WG_BN * WG_BQ / WG_T;                 // x loads per thread per stage
+    __shared__ __align__(16) float As[WG_ST][WG_BQ][WG_AP];  // dy[i, k0 + kk, q0 + qq] at [qq][kk]
+    __shared__ __align__(16) float Bs[WG_ST][WG_BQ][WG_BP];  // X[q0 + qq][e0 + ee] at [qq][ee]
+
+    const int tid = threadIdx.x;
+    const int e0 = blockIdx.x * WG_BN, k0 = blockIdx.y * WG_BM;
+    const long long img = g.img0 + blockIdx.z;
+    const long long HW = (long long)g.H * g.W;
+    const float *dyi = dy + img * g.K * (long long)g.Q;
+    const float *xi = x + img * g.C * HW;
+
+    // Loads: this thread always copies position q0 + lq of tile rows lrow + l * RSTEP. Offsets
+    // within the image are 32-bit (the launcher checks K*Q and C*H*W).
+    const int lq = tid % WG_BQ, lrow = tid / WG_BQ;
+    // Its dy rows k = k0 + lrow + l * RSTEP: offset k*Q + lq, + l * RSTEP*Q per row, + q0 per stage.
+    const int aoff = (k0 + lrow) * g.Q + lq, astep = RSTEP * g.Q;
+    unsigned amask = 0;
+#pragma unroll
+    for (int l = 0; l < AL; l++) amask |= (k0 + lrow + l * RSTEP < g.K ? 1u : 0u) << l;
+    // Its x columns e = e0 + lrow + l * RSTEP, decoded once: offset c*H*W + r*W + s, and r, s.
+    int boff[BL], br[BL], bsc[BL];
+    bool bval[BL];
+    const int RS = g.R * g.S;
+#pragma unroll
+    for (int l = 0; l < BL; l++) {
+        const int e = e0 + lrow + l * RSTEP;
+        bval[l] = e < g.CRS;
+        const int c = bval[l] ? e / RS : 0, rs = bval[l] ? e - c * RS : 0;
+        br[l] = rs / g.S;
+        bsc[l] = rs - br[l] * g.S;
+        boff[l] = c * g.H * g.W + br[l] * g.W + bsc[l];
+    }
+
+    auto load_stage = [&](int st, int q0) {
+        const int q = q0 + lq;
+        const bool qv = q < g.Q;
+#pragma unroll
+        for (int l = 0; l < AL; l++) {
+            const bool v = qv && (amask >> l & 1u);
+            cp_async4(&As[st][lq][lrow + l * RSTEP], v ? dyi + (aoff + q0 + l * astep) : dy, v);
+        }
+        const int oh = qv ? q / g.Wo : 0, ow = qv ? q - oh * g.Wo : 0;
+        const int ih0 = oh * g.stride - g.pad, iw0 = ow * g.stride - g.pad, base = ih0 * g.W + iw0;
+#pragma unroll
+        for (int l = 0; l < BL; l++) {
+            const bool v =
+                qv && bval[l] && (unsigned)(ih0 + br[l]) < (unsigned)g.H && (unsigned)(iw0 + bsc[l]) < (unsigned)g.W;
+            cp_async4(&Bs[st][lq][lrow + l * RSTEP], v ? xi + (boff[l] + base) : x, v);
+        }
+    };
+
+    const int tx = tid % (WG_BN / WG_TN), ty = tid / (WG_BN / WG_TN);
+    float acc[WG_TM][WG_TN];
+#pragma unroll
+    for (int i = 0; i < WG_TM; i++)
+#pragma unroll
+        for (int j = 0; j < WG_TN; j++) acc[i][j] = 0.0f;
+    // The bias partials: the threads of column group tx == 0 in the blocks of the first column
+    // tile add the dy values they already hold for their WG_TM rows (a block-uniform branch below,
+    // so the other blocks run no bias instructions at all).
+    const bool bias_block = blockIdx.x == 0, bias_lane = bias_block && tx == 0;
+    float bacc[WG_TM];
+#pragma unroll
+    for (int i = 0; i < WG_TM; i++) bacc[i] = 0.0f;
+
+    const int ntiles = (g.Q + WG_BQ - 1) / WG_BQ;
+#pragma unroll
+    for (int st = 0; st < WG_ST - 1; st++) {
+        if (st < ntiles) load_stage(st, st * WG_BQ);
+        cp_async_commit();
+    }
+    for (int t = 0; t < ntiles; t++) {
+        cp_async_wait<WG_ST - 2>();
+        __syncthreads();  // stage t is visible to all; stage t-1 is no longer being read
+        {
+            const int tn = t + WG_ST - 1;
+            if (tn < ntiles) load_stage(tn % WG_ST, tn * WG_BQ);
+            cp_async_commit();
+        }
+        const int st = t % WG_ST;
+        const int qr = min(WG_BQ, g.Q - t * WG_BQ);  // only the last stage can be partial
+        // One term of each of this thread's chains per q, q ascending.
+        auto step = [&](int qq, bool with_bias) {
+            float av[WG_TM], bv[WG_TN];
+#pragma unroll
+            for (int v = 0; v < WG_TM; v += 4) {
+                const float4 a = *(const float4 *)&As[st][qq][ty * WG_TM + v];
+                av[v] = a.x, av[v + 1] = a.y, av[v + 2] = a.z, av[v + 3] = a.w;
+            }
+#pragma unroll
+            for (int v = 0; v < WG_TN; v += 4) {
+                const float4 b = *(const float4 *)&Bs[st][qq][tx * WG_TN + v];
+                bv[v] = b.x, bv[v + 1] = b.y, bv[v + 2] = b.z, bv[v + 3] = b.w;
+            }
+#pragma unroll
+            for (int i = 0; i < WG_TM; i++)
+#pragma unroll
+                for (int j = 0; j < WG_TN; j++) acc[i][j] = __fmaf_rn(av[i], bv[j], acc[i][j]);
+            if (with_bias && bias_lane)
+#pragma unroll
+                for (int i = 0; i < WG_TM; i++) bacc[i] = __fadd_rn(bacc[i], av[i]);
+        };
+        if (qr == WG_BQ && !bias_block) {
+#pragma unroll
+            for (int qq = 0; qq < WG_BQ; qq++) step(qq, false);
+        } else if (qr == WG_BQ) {
+#pragma unroll
+            for (int qq = 0; qq < WG_BQ; qq++) step(qq, true);
+        } else {
+            for (int qq = 0; qq < qr; qq++) step(qq, true);  // positions past Q are never added
+        }
+    }
+    cp_async_wait<0>();
+
+    float *pi = part + img * g.PW;
+#pragma unroll
+    for (int i = 0; i < WG_TM; i++) {
+        const int k = k0 + ty * WG_TM + i;
+        if (k >= g.K) continue;
+#pragma unroll
+        for (int j = 0; j < WG_TN; j++) {
+            const int e = e0 + tx * WG_TN + j;
+            if (e < g.CRS) pi[(long long)k * g.CRS + e] = acc[i][j];
+        }
+    }
+    if (bias_lane)
+#pragma unroll
+        for (int i = 0; i < WG_TM; i++) {
+            const int k = k0 + ty * WG_TM + i;
+            if (k < g.K) pi[(long long)g.K * g.CRS + k] = bacc[i];
+        }
+}
+
+// Group sums of the per-image partials, one thread per (group, element): row g of an element is
+// part[i0], then + part[i0 + 1], ..., + part[i1 - 1] (float additions in image order; a one-image
+// group is part[i0] itself). Elements [0, K*CRS) go to dw, [K*CRS, PW) to db.
+__global__ void k_conv_wgrad_sum(float *__restrict__ dw, float *__restrict__ db, long long grad_stride,
+                                 const float *__restrict__ part, long long KCRS, long long PW, long long n,
+                                 long long group, long long total) {
+    FF_GRID_STRIDE(t, total) {
+        const long long e = t % PW, grp = t / PW;
+        const long long i0 = grp * group, i1 = min(n, i0 + group);
+        float v = part[i0 * PW + e];
+        for (long long i = i0 + 1; i < i1; i++) v = __fadd_rn(v, part[i * PW + e]);
+        if (e < KCRS)
+            dw[grp * grad_stride + e] = v;
+        else
+            db[grp * grad_stride + (e - KCRS)] = v;
+    }
+}
+
+// ------------------------------------------------------------------ weight rearrangements
+// wf[c][k][r'][s'] = w[k][c][R-1-r'][S-1-s'] (the conv data gradient's flipped, transposed
+// weights), then zb[0 .. C) = +0 (the zero bias of that forward conv): one thread per element.
+__global__ void k_conv_flip(float *__restrict__ wf, const float *__restrict__ w, int K, int C, int R, int S,
+                            long long total) {
+    const long long KCRS = (long long)K * C * R * S;
+    FF_GRID_STRIDE(t, total) {
+        if (t >= KCRS) {
+            wf[t] = 0.0f;
+            continue;
+        }
+        const int s2 = (int)(t % S), r2 = (int)(t / S % R);
+        const int k = (int)(t / ((long long)R * S) % K);
+        const long long c = t / ((long long)R * S * K);
+        wf[t] = w[(((long long)k * C + c) * R + (R - 1 - r2)) * S + (S - 1 - s2)];
+    }
+}
+
+// out (cols, rows) = in (rows, cols) transposed, through a 32 x 33 shared tile (coalesced reads and
+// writes); the blocks of the first tile row also write zb[0 .. cols) = +0 (the linear data
+// gradient's zero bias). Block (32, 8).
+__global__ void k_transpose(float *__restrict__ out, float *__restrict__ zb, const float *__restrict__ in, int rows,
+                            int cols) {
+    __shared__ float tile[32][33];
+    const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
+    for (int j = threadIdx.y; j < 32; j += 8) {
+        const int r = r0 + j, c = c0 + threadIdx.x;
+        if (r < rows && c < cols) tile[j][threadIdx.x] = in[(long long)r * cols + c];
+    }
+    __syncthreads();
+    for (int j = threadIdx.y; j < 32; j += 8) {
+        const int c = c0 + j, r = r0 + threadIdx.x;
+        if (c < cols && r < rows) out[(long long)c * rows + r] = tile[threadIdx.x][j];
+    }
+    if (blockIdx.y == 0 && threadIdx.y == 0 && c0 + (int)threadIdx.x < cols) zb[c0 + threadIdx.x] = 0.0f;
+}
+
 // ------------------------------------------------------------------ linear backward
-// One thread per (group, j, i), consecutive i across a warp: x reads and dw stores coalesced,
-// dy[n, j] one broadcast address. Images of the group ascending, zero dy skipped (the CPU's skip).
+// One thread per (group, quad of rows j0 .. j0+3, i): blockIdx.x * blockDim.x + threadIdx.x is i
+// (consecutive i across a warp: x reads and dw stores coalesced, dy[n, j] one broadcast address),
+// blockIdx.y walks the (group, quad) pairs (no 64-bit divisions per element); each x[n, i] is read
+// once for four rows. Each output element keeps its own chain: images of the group ascending, zero
+// dy skipped (the CPU's order and skip).
+#define LW_JB 4
 __global__ void k_linear_bwd_weights(float *__restrict__ dw, long long grad_stride, const float *__restrict__ dy,
                                      const float *__restrict__ x, long long O, long long I, long long n,
-                                     long long group, long long total) {
-    const long long OI = O * I;
-    FF_GRID_STRIDE(t, total) {
-        const long long ji = t % OI;
-        const long long j = ji / I, i = ji % I;
-        const long long grp = t / OI;
+                                     long long group, long long pairs) {
+    const long long OQ = (O + LW_JB - 1) / LW_JB;
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= I) return;
+    for (long long p = blockIdx.y; p < pairs; p += gridDim.y) {
+        const long long jq = p % OQ, grp = p / OQ;
+        const long long j0 = jq * LW_JB;
         const long long i0 = grp * group, i1 = min(n, i0 + group);
-        float acc = 0.0f;
+        float acc[LW_JB];
+#pragma unroll
+        for (int jj = 0; jj < LW_JB; jj++) acc[jj] = 0.0f;
         for (long long s = i0; s < i1; s++) {
-            const float a = dy[s * O + j];
-            if (a != 0.0f) acc = fmaf(a, x[s * I + i], acc);
+            const float xv = x[s * I + i];
+#pragma unroll
+            for (int jj = 0; jj < LW_JB; jj++) {
+                if (j0 + jj >= O) break;
+                const float a = dy[s * O + j0 + jj];
+                if (a != 0.0f) acc[jj] = fmaf(a, xv, acc[jj]);
+            }
         }
-        dw[grp * grad_stride + ji] = acc;
+#pragma unroll
+        for (int jj = 0; jj < LW_JB; jj++)
+            if (j0 + jj < O) dw[grp * grad_stride + (j0 + jj) * I + i] = acc[jj];
     }
 }
 
@@ -194,9 +464,9 @@ __global__ void k_maxpool_bwd(float *__restrict__ dx, const float *__restrict__ 
                               ConvGeom g, long long total) {
     const long long HW = (long long)g.H * g.W;
     FF_GRID_STRIDE(t, total) {
-        const int x_w = (int)(t % g.W);
-        const int x_h = (int)(t / g.W % g.H);
-        const long long plane = t / HW;
+        const long long plane = t / HW;  // one 64-bit division, then 32-bit ones
+        const int in_plane = (int)(t - plane * HW);
+        const int x_h = in_plane / g.W, x_w = in_plane - x_h * g.W;
         const float *xp = x + plane * HW;
         const float *dyp = dy + plane * (long long)g.Ho * g.Wo;
         const int me = x_h * g.W + x_w;
@@ -301,14 +571,55 @@ static ff_status check_groups(const char *what, const ff_layer *L, int64_t group
     return FF_OK;
 }
 
+static ff_status check_int(int64_t v, const char *what, const ff_layer *L) {
+    if (v < 0 || v > 0x7fffffff)
+        return FF_FAIL(FF_ERR_INPUT, "%s: %s = %lld does not fit the GPU kernels' 32-bit index", L->name, what,
+                       (long long)v);
+    return FF_OK;
+}
+
+// The GEMM path (work given): per-image partials, then the group sums in image order.
+static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
+                                 const ff_layer *L, int64_t n, int64_t group, float *part, cudaStream_t st) {
+    const ConvGeom cg = conv_geom(L);
+    FF_TRY(check_int(L->in.c * L->in.h * L->in.w, "input floats per image", L));
+    FF_TRY(check_int(L->out.h * L->out.w, "output positions", L));
+    FF_TRY(check_int((L->out_c + WG_BM) * L->out.h * L->out.w, "output floats per image", L));
+    FF_TRY(check_int(L->in.c * L->kh * L->kw, "C*R*S", L));
+    WgradGeom g;
+    g.C = cg.C, g.H = cg.H, g.W = cg.W, g.K = cg.K, g.R = cg.R, g.S = cg.S, g.Wo = cg.Wo;
+    g.stride = cg.stride, g.pad = cg.pad;
+    g.Q = cg.Ho * cg.Wo;
+    g.CRS = cg.C * cg.R * cg.S;
+    const long long KCRS = (long long)g.K * g.CRS;
+    g.PW = KCRS + g.K;
+    const long long gx = (g.CRS + WG_BN - 1) / WG_BN, gy = (g.K + WG_BM - 1) / WG_BM;
+    if (gx > 0x7fffffffLL || gy > 65535)
+        return FF_FAIL(FF_ERR_INPUT, "%s weight gradient: grid %lld x %lld too large", L->name, gx, gy);
+    // One block row of images per launch, at most 65535 images each (the grid's z limit); the
+    // partials of an image do not depend on which launch computes them.
+    for (long long i0 = 0; i0 < n; i0 += 65535) {
+        const long long nz = n - i0 < 65535 ? n - i0 : 65535;
+        g.img0 = i0;
+        k_conv_wgrad_part<<<dim3((unsigned)gx, (unsigned)gy, (unsigned)nz), WG_T, 0, st>>>(part, dy, x, g);
+        FF_LAUNCH_CHECK("k_conv_wgrad_part");
+    }
+    const long long ngroups = (n + group - 1) / group, total = ngroups * g.PW;
+    k_conv_wgrad_sum<<<train_blocks(total), FF_TRAIN_THREADS, 0, st>>>(dw, db, grad_stride, part, KCRS, g.PW, n, group,
+                                                                       total);
+    FF_LAUNCH_CHECK("k_conv_wgrad_sum");
+    return FF_OK;
+}
+
 extern "C" ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy,
                                                     const float *x, const ff_layer *L, int64_t n, int64_t group,
-                                                    ff_gpu_stream s) {
+                                                    float *work, ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
     FF_TRY(check_groups("conv2d weight gradient", L, group));
+    if (work) return conv_wgrad_gemm(dw, db, grad_stride, dy, x, L, n, group, work, ff_cu_stream(s));
     const ConvGeom g = conv_geom(L);
     const long long ngroups = (n + group - 1) / group;
-    const long long tw = ngroups * L->n_weight, tb = ngroups * L->out_c;
+    const long long tw = ngroups * g.K * g.C * g.R * g.S, tb = ngroups * g.K;
     k_conv_bwd_weights<<<train_blocks(tw), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dw, grad_stride, dy, x, g, n, group,
                                                                                    tw);
     FF_LAUNCH_CHECK("k_conv_bwd_weights");
@@ -319,10 +630,22 @@ extern "C" ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_
 }
 
 extern "C" ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L,
-                                                 int64_t n, ff_gpu_stream s) {
+                                                 int64_t n, float *work, ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
+    const ConvGeom g = conv_geom(L);
+    if (work && ff_gpu_conv2d_backward_data_flips(L)) {
+        // The forward conv of dy (K channels of Ho x Wo) with wf (C, K, R, S) and a zero bias, pad
+        // R-1-pad: its (C, H, W) output is dx (gpu.h). wf and the bias are rewritten every call
+        // (the weights change every step).
+        const long long KCRS = (long long)g.K * g.C * g.R * g.S, total = KCRS + g.C;
+        k_conv_flip<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(work, w, g.K, g.C, g.R, g.S, total);
+        FF_LAUNCH_CHECK("k_conv_flip");
+        const ff_layer Lf = ff_gpu_conv2d_backward_data_layer(L);
+        const ff_rows rows = ff_rows_full(&Lf);
+        return ff_gpu_conv2d(dx, dy, work, work + KCRS, &Lf, false, &rows, n, s);
+    }
     const long long total = n * ff_shape_numel(L->in);
-    k_conv_bwd_data<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dx, dy, w, conv_geom(L), total);
+    k_conv_bwd_data<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dx, dy, w, g, total);
     FF_LAUNCH_CHECK("k_conv_bwd_data");
     return FF_OK;
 }
@@ -334,9 +657,12 @@ extern "C" ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_
     FF_TRY(check_groups("linear weight gradient", L, group));
     const long long O = L->out_c, I = ff_shape_numel(L->in);
     const long long ngroups = (n + group - 1) / group;
-    const long long tw = ngroups * O * I, tb = ngroups * O;
-    k_linear_bwd_weights<<<train_blocks(tw), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dw, grad_stride, dy, x, O, I, n,
-                                                                                     group, tw);
+    const long long pairs = ngroups * ((O + LW_JB - 1) / LW_JB), tb = ngroups * O;
+    const long long gx = (I + FF_TRAIN_THREADS - 1) / FF_TRAIN_THREADS;
+    if (gx > 0x7fffffffLL)
+        return FF_FAIL(FF_ERR_INPUT, "linear weight gradient of %s: %lld inputs, too many", L->name, I);
+    const dim3 grid((unsigned)gx, (unsigned)(pairs < 65535 ? pairs : 65535));
+    k_linear_bwd_weights<<<grid, FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dw, grad_stride, dy, x, O, I, n, group, pairs);
     FF_LAUNCH_CHECK("k_linear_bwd_weights");
     k_bias_bwd<<<train_blocks(tb), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(db, grad_stride, dy, (int)O, 1, n, group,
                                                                            tb);
@@ -345,11 +671,33 @@ extern "C" ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_
 }
 
 extern "C" ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L,
-                                                 int64_t n, ff_gpu_stream s) {
+                                                 int64_t n, float *work, ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
-    const long long O = L->out_c, I = ff_shape_numel(L->in), total = n * I;
+    const long long O = L->out_c, I = ff_shape_numel(L->in);
+    if (work) {
+        // The forward linear of dy (n, O) with wT (I, O) and a zero bias (gpu.h): wT at work, the
+        // bias after it, the split-K partial sums (if L' is split) at the next 16-byte boundary.
+        FF_TRY(check_int(O, "out_features", L));
+        FF_TRY(check_int(I, "in_features", L));
+        const long long gy = (O + 31) / 32;
+        if (gy > 65535) return FF_FAIL(FF_ERR_INPUT, "%s: %lld output features: too many to transpose", L->name, O);
+        float *wt = work, *zb = work + O * I, *split = work + ff_gpu_linear_backward_data_split_offset(L);
+        k_transpose<<<dim3((unsigned)((I + 31) / 32), (unsigned)gy), dim3(32, 8), 0, ff_cu_stream(s)>>>(wt, zb, w,
+                                                                                                        (int)O, (int)I);
+        FF_LAUNCH_CHECK("k_transpose");
+        const ff_layer Lt = ff_gpu_linear_backward_data_layer(L);
+        return ff_gpu_linear(dx, dy, wt, zb, &Lt, false, n, split, s);
+    }
+    const long long total = n * I;
     k_linear_bwd_data<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dx, dy, w, O, I, total);
     FF_LAUNCH_CHECK("k_linear_bwd_data");
+    return FF_OK;
+}
+
+extern "C" ff_status ff_gpu_stream_capturing(ff_gpu_stream s, bool *capturing) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    FF_CUDA_CHECK(cudaStreamIsCapturing(ff_cu_stream(s), &cs));
+    *capturing = cs != cudaStreamCaptureStatusNone;
     return FF_OK;
 }
 
@@ -363,6 +711,7 @@ extern "C" ff_status ff_gpu_relu_backward(float *dx, const float *dy, const floa
 extern "C" ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, const ff_layer *L, int64_t n,
                                              ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
+    FF_TRY(check_int(L->in.h * L->in.w, "input plane", L));
     const long long total = n * ff_shape_numel(L->in);
     k_maxpool_bwd<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dx, dy, x, conv_geom(L), total);
     FF_LAUNCH_CHECK("k_maxpool_bwd");

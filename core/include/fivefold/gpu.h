@@ -182,47 +182,149 @@ int ff_gpu_debug_last_tile(void);
 // ---- training (device.h "training", layers_cpu_backward.h, train.h) ----
 // The backward layers, the loss, the tree reduction and the SGD update, for the cuda device's
 // training ops. Same conventions as above (device pointers, outputs first, the stream last; a
-// launcher only enqueues). Gradient outputs are OVERWRITTEN, never accumulated into.
+// launcher only enqueues and never allocates). Gradient outputs are OVERWRITTEN, never accumulated.
 //
-// Summation orders on the GPU (the CPU's orders of layers_cpu_backward.h, with every dot-product
-// chain in ONE thread as fma chains starting at +0; no atomics, no split reductions, so no bit
-// depends on the launch shape, the grid size or the number of groups computed at once):
-//   conv2d weights: dw[g][k,c,r,s] = +0; for image i of group g ascending, for output position
-//                   p = (oh, ow) ascending (row-major), skipping the positions where tap (r, s) is
-//                   padding and the terms whose dy is exactly 0 (as the CPU does):
-//                   acc = fma(dy[i,k,p], x[i,c,oh*st-pad+r,ow*st-pad+s], acc).
-//   conv2d/linear bias: db[g][k] = +0; for i ascending, for p ascending: acc = acc + dy[i,k,p]
-//                   (plain float additions, every term: the CPU's bits exactly).
-//   conv2d data:    dx[i,c,h,w] = +0; for k, r, s ascending, for the one (oh, ow) with
-//                   oh*st-pad+r = h and ow*st-pad+s = w if it exists: acc = fma(w[k,c,r,s], dy, acc)
-//                   (every term, zero dy included, as the CPU does).
+// Summation orders on the GPU. Every chain is computed by ONE thread (fma chains start at +0
+// unless stated); no atomics, no split that depends on the launch, so no bit depends on the launch
+// shape, the grid, the batch size or the number of groups computed at once. The conv weight, conv
+// data and linear data gradients take their own orders when given a workspace (the fast paths, what
+// the cuda device always runs); without one (work == NULL) they run direct kernels in the CPU's
+// orders of layers_cpu_backward.h (marked "direct").
+//   conv2d weights and bias, fast path: per image i, over ALL output positions q = (oh, ow)
+//                   ascending (row-major), every term (zero dy included; a padding tap is x = +0):
+//                     part[i][k,c,r,s] = +0; acc = fma(dy[i,k,q], x[i,c,oh*st-pad+r,ow*st-pad+s], acc)
+//                     part[i][k]       = +0; acc = acc + dy[i,k,q]   (float additions)
+//                   then per group g of images i0 .. i1-1: row g = ((part[i0] + part[i0+1]) + ...)
+//                   + part[i1-1] (float additions in image order; a one-image group is part[i0]).
+//   conv2d weights, direct: dw[g][k,c,r,s] = +0; for image i of group g ascending, for p = (oh, ow)
+//                   ascending, skipping padding taps and terms whose dy is exactly 0 (the CPU's
+//                   skips): acc = fma(dy[i,k,p], x[i,c,oh*st-pad+r,ow*st-pad+s], acc).
+//   conv2d/linear bias, direct (the linear bias always): db[g][k] = +0; for i ascending, for p
+//                   ascending: acc = acc + dy[i,k,p] (plain float additions, every term: the CPU's
+//                   bits exactly).
+//   conv2d data, fast path (ff_gpu_conv2d_backward_data_flips: stride 1, kh == kw, pad <= kh-1):
+//                   the forward conv2d kernel (the conv2d order at the top of this file) on dy with
+//                   wf[c][k][r'][s'] = w[k][c][R-1-r'][S-1-s'], a +0 bias and pad' = R-1-pad
+//                   (ff_gpu_conv2d_backward_data_layer): dx[i,c,h,w] = +0; for k ascending, then
+//                   r = R-1 .. 0, s = S-1 .. 0 (DESCENDING): acc = fma(w[k,c,r,s], dy[i,k,h+pad-r,
+//                   w+pad-s], acc), where dy outside (Ho, Wo) is a padding tap: +0, every term.
+//   conv2d data, direct (every other conv): dx[i,c,h,w] = +0; for k, r, s ascending, for the one
+//                   (oh, ow) with oh*st-pad+r = h and ow*st-pad+s = w if it exists:
+//                   acc = fma(w[k,c,r,s], dy, acc) (every term, zero dy included, as the CPU does).
 //   linear weights: dw[g][j,i] = +0; for image n of group g ascending, dy[n,j] != 0:
-//                   acc = fma(dy[n,j], x[n,i], acc).
-//   linear data:    dx[n,i] = +0; for j ascending, dy[n,j] != 0: acc = fma(dy[n,j], w[j,i], acc).
-// The fma chains differ from the CPU's (a product rounded, then a sum rounded) by at most the
-// dot-product bound of gpu_test_util.h / tolerance.h (each is within gamma_K * sum|terms| of the
-// exact sum). Everything else gives the CPU's bits exactly: relu and maxpool backward (the same
-// selections, maxpool's additions in the CPU's window order), softmax cross-entropy (the same float
-// operations with _rn intrinsics, exp and log in double rounded once to float), the tree reduction
-// and SGD (float additions/multiplications with _rn intrinsics: no fma is formed).
+//                   acc = fma(dy[n,j], x[n,i], acc) (the CPU's order and skip).
+//   linear data, fast path: the forward linear kernel (ff_gpu_linear's order) on dy with
+//                   wT[i][j] = w[j][i], a +0 bias, in_features' = out (ff_gpu_linear_backward_data
+//                   _layer): dx[n,i] = +0; for j ascending: acc = fma(w[j,i], dy[n,j], acc), every
+//                   term; cut into linear_split.h's chunks when out_features itself is split (not
+//                   for out < 2048: mnist's 128 and 10 are one chain).
+//   linear data, direct: dx[n,i] = +0; for j ascending, dy[n,j] != 0: acc = fma(dy[n,j], w[j,i], acc).
+// Why other orders than the CPU's are allowed: the GPU's bits differ from the CPU's anyway (fma),
+// and what makes the `cuda` class reproducible is one fixed order per element, stated here. Every
+// order above is within the dot-product bound of gpu_test_util.h / tolerance.h: no term goes through
+// more roundings than the chain length T the bound uses (fast conv weights: q + (images - 1) <=
+// images * Ho*Wo; padding and zero terms add fma(a, 0, acc) = acc, at most flipping the sign of an
+// exact zero sum), so each result is within gamma_T * sum|terms| of the exact gradient.
+// Everything else gives the CPU's bits exactly: relu and maxpool backward (the same selections,
+// maxpool's additions in the CPU's window order), softmax cross-entropy (the same float operations
+// with _rn intrinsics, exp and log in double rounded once to float), the tree reduction and SGD
+// (float additions/multiplications with _rn intrinsics: no fma is formed).
 //
 // Groups: the weight launchers take n images cut into ceil(n / group) groups of `group`
 // consecutive images (the last may be shorter); group g's sums go to row g, at dw + g*grad_stride
 // and db + g*grad_stride (dw and db point into the same (ngroups, grad_stride) buffer, at the
-// layer's weight and bias offsets). A group's values depend on its own images only.
+// layer's weight and bias offsets). A group's values depend on its own images only (the per-image
+// partials of the fast path depend on their image only; the group sums read the group's images).
+//
+// Workspaces (pure functions of the layer and n; the caller allocates, the launcher reads and
+// writes it on the stream, so one buffer can serve every layer of a backward in turn). A graph
+// capture must not allocate: size a workspace for the largest n before capturing.
 
-// dw: rows of (K, C, R, S); db: rows of (K); dy: (n, K, Ho, Wo); x: (n, C, H, W).
+// Floats of ff_gpu_conv2d_backward_weights' workspace for n images: the per-image partials,
+// n * (K*C*R*S + K) (mnist conv2 at n = 256: 256 * 18496 floats, 18.9 MB).
+static inline int64_t ff_gpu_conv2d_backward_weights_workspace_floats(const ff_layer *L, int64_t n) {
+    return n * (L->out_c * L->in.c * L->kh * L->kw + L->out_c);
+}
+
+// Whether ff_gpu_conv2d_backward_data takes the fast path (given a workspace): stride 1, a square
+// kernel, pad <= kh - 1, and the forward conv kernel's limits (kernel <= 16, tap offsets < 2^24,
+// a reduction K*R*S <= 16384, an output that fits 32-bit indices).
+static inline bool ff_gpu_conv2d_backward_data_flips(const ff_layer *L) {
+    return L->op == FF_OP_CONV2D && L->stride == 1 && L->kh == L->kw && L->pad >= 0 && L->pad <= L->kh - 1 &&
+           L->kh <= 16 && L->out_c * L->out.h * L->out.w + (int64_t)L->kh * L->out.w < ((int64_t)1 << 24) &&
+           L->out_c * L->kh * L->kw <= 16384 && L->in.c * L->in.h * L->in.w <= 0x7fffffff;
+}
+
+// The conv the fast data gradient runs: in = (K, Ho, Wo), out = (C, H, W), C filters of kh x kw,
+// stride 1, pad kh-1-pad (its output is exactly (C, H, W)).
+static inline ff_layer ff_gpu_conv2d_backward_data_layer(const ff_layer *L) {
+    ff_layer f = *L;
+    f.out_c = L->in.c;
+    f.in = L->out;
+    f.in.c = L->out_c;
+    f.out = L->in;
+    f.stride = 1;
+    f.pad = L->kh - 1 - L->pad;
+    f.n_weight = L->out_c * L->in.c * L->kh * L->kw;
+    f.n_bias = L->in.c;
+    f.fan_in = L->out_c * L->kh * L->kw;
+    f.flops = 2 * f.fan_in * L->in.c * L->in.h * L->in.w;
+    return f;
+}
+
+// Floats of ff_gpu_conv2d_backward_data's workspace: wf (K*C*R*S) and the zero bias (C) on the fast
+// path, 0 for the others.
+static inline int64_t ff_gpu_conv2d_backward_data_workspace_floats(const ff_layer *L) {
+    return ff_gpu_conv2d_backward_data_flips(L) ? L->out_c * L->in.c * L->kh * L->kw + L->in.c : 0;
+}
+
+// The linear layer the fast data gradient runs: in_features = out, out_features = in.
+static inline ff_layer ff_gpu_linear_backward_data_layer(const ff_layer *L) {
+    ff_layer t = *L;
+    const int64_t O = L->out_c, I = ff_shape_numel(L->in);
+    t.out_c = I;
+    t.in.c = O, t.in.h = 1, t.in.w = 1;
+    t.out.c = I, t.out.h = 1, t.out.w = 1;
+    t.n_weight = O * I;
+    t.n_bias = I;
+    t.fan_in = O;
+    t.flops = 2 * O * I;
+    return t;
+}
+
+// Where the split-K partial sums start in ff_gpu_linear_backward_data's workspace: after wT (out*in)
+// and the zero bias (in), rounded up to 4 floats.
+static inline int64_t ff_gpu_linear_backward_data_split_offset(const ff_layer *L) {
+    const int64_t I = ff_shape_numel(L->in);
+    return (L->out_c * I + I + 3) / 4 * 4;
+}
+
+// Floats of ff_gpu_linear_backward_data's workspace for n images: wT, the zero bias, and the split-K
+// partial sums of the transposed layer (ff_gpu_linear_workspace_floats; 0 when out < 2048).
+static inline int64_t ff_gpu_linear_backward_data_workspace_floats(const ff_layer *L, int64_t n) {
+    const ff_layer t = ff_gpu_linear_backward_data_layer(L);
+    return ff_gpu_linear_backward_data_split_offset(L) + ff_gpu_linear_workspace_floats(&t, n);
+}
+
+// dw: rows of (K, C, R, S); db: rows of (K); dy: (n, K, Ho, Wo); x: (n, C, H, W). work: NULL (direct
+// kernels) or ff_gpu_conv2d_backward_weights_workspace_floats(L, n) floats (the fast path).
 ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
-                                         const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s);
-// dx: (n, C, H, W); dy: (n, K, Ho, Wo); w: (K, C, R, S).
+                                         const ff_layer *L, int64_t n, int64_t group, float *work, ff_gpu_stream s);
+// dx: (n, C, H, W); dy: (n, K, Ho, Wo); w: (K, C, R, S). work: NULL (direct kernel) or
+// ff_gpu_conv2d_backward_data_workspace_floats(L) floats (the fast path where the layer flips;
+// ignored otherwise).
 ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
-                                      ff_gpu_stream s);
+                                      float *work, ff_gpu_stream s);
 // dw: rows of (out, in); db: rows of (out); dy: (n, out); x: (n, in).
 ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
                                          const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s);
-// dx: (n, in); dy: (n, out); w: (out, in).
+// dx: (n, in); dy: (n, out); w: (out, in). work: NULL (direct kernel) or
+// ff_gpu_linear_backward_data_workspace_floats(L, n) floats, 16-byte aligned (the fast path).
 ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
-                                      ff_gpu_stream s);
+                                      float *work, ff_gpu_stream s);
+// *capturing: whether stream s is being captured into a graph now (work that synchronises, such as
+// allocating or tuning a kernel's configuration, must not run then).
+ff_status ff_gpu_stream_capturing(ff_gpu_stream s, bool *capturing);
 // dx, dy, y: (count); y the relu's forward output: dx = y > 0 ? dy : +0 (NaN y and -0 y give +0).
 ff_status ff_gpu_relu_backward(float *dx, const float *dy, const float *y, int64_t count, ff_gpu_stream s);
 // dx: (n, C, H, W); dy: (n, C, Ho, Wo); x: (n, C, H, W) the forward input. Each dx element visits
