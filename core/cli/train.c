@@ -491,10 +491,27 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         ff_shuffle_order(order, n, a->seed, e);
         const double t_epoch = now_s();
         int64_t s = e == e0 ? s0 : 0;
+        // Steps run in chunks (ff_train_steps: on a GPU several are queued before the host waits)
+        // that end where the loop must look at the state: a progress line, a checkpoint, the
+        // kill hook, the end of the epoch or of the run. The losses are then read one by one.
+        double chunk[256];
+        int64_t chunk_n = 0, chunk_i = 0;
         for (; s < spe && step < total; s++) {
             const int64_t first = s * B, b = first + B <= n ? B : n - first;
-            double loss;
-            TRY(ff_train_step(tr, &loss, &train, order + first, b));
+            if (chunk_i == chunk_n) {
+                int64_t len = spe - s < total - step ? spe - s : total - step;
+                if (len > (int64_t)(sizeof chunk / sizeof chunk[0])) len = sizeof chunk / sizeof chunk[0];
+                if (a->log_every > 0 && a->log_every - step % a->log_every < len)
+                    len = a->log_every - step % a->log_every;
+                if (a->ckpt_every > 0 && a->ckpt_every - step % a->ckpt_every < len)
+                    len = a->ckpt_every - step % a->ckpt_every;
+                if (kill_after > step && kill_after - step < len) len = kill_after - step;
+                const int64_t images = first + len * B <= n ? len * B : n - first;
+                TRY(ff_train_steps(tr, chunk, &train, order + first, images));
+                chunk_n = len;
+                chunk_i = 0;
+            }
+            const double loss = chunk[chunk_i++];
             step++;
             steps_run++;
             samples_log += b;

@@ -17,8 +17,13 @@ typedef struct {
     bool local;             // the tree over this rank's micro-batches into t->grad
     bool update;            // the SGD step too (one process: nothing to exchange first)
     bool first;             // the first SGD step (momentum = gradient)
+    int slot;               // the pinned staging slot (ff_train_steps)
 } step_work;
-#define FF_TRAIN_GRAPH_SLOTS 2
+// Steps ff_train_steps enqueues before it waits for the device: each has its own pinned index and
+// loss slot (and so its own captured graph), so the host never writes what a queued step reads.
+#define FF_TRAIN_INFLIGHT 4
+// Captured graphs kept: one per in-flight slot, for a full batch and for an epoch's short last one.
+#define FF_TRAIN_GRAPH_SLOTS (2 * FF_TRAIN_INFLIGHT)
 
 // Everything lives on the executor's device (device.h): the host only cuts the batch, reads the
 // losses and (for P > 1) hands device buffers to the executor's communicator.
@@ -52,8 +57,9 @@ struct ff_trainer {
     // host memory
     float *x_host;         // (cap, per): a batch normalised on the host (no resident set)
     int32_t *labels_host;  // (cap)
-    int64_t *idx_host;     // (cap)
-    float *loss_host;      // (cap)
+    int64_t *idx_host;     // (FF_TRAIN_INFLIGHT, cap): one slot per step in flight (ff_train_steps)
+    float *loss_host;      // (FF_TRAIN_INFLIGHT, cap)
+    int slot;              // the slot the step being enqueued stages through
     double *losses;        // (B): the global batch's per-image losses, in batch order
     float *grad_host;      // (N): the reduced gradient at the last ff_trainer_sync
     // captured steps (run_step_work): key, whether seen once, the graph once captured
@@ -282,14 +288,16 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     }
     t->x_host = xcalloc((size_t)(t->cap * t->per), sizeof(float), &st, "input staging");
     t->labels_host = xcalloc((size_t)t->cap, sizeof(int32_t), &st, "labels");
-    t->idx_host = xcalloc((size_t)t->cap, sizeof(int64_t), &st, "sample indices");
-    t->loss_host = xcalloc((size_t)t->cap, sizeof(float), &st, "losses");
+    t->idx_host = xcalloc((size_t)(FF_TRAIN_INFLIGHT * t->cap), sizeof(int64_t), &st, "sample indices");
+    t->loss_host = xcalloc((size_t)(FF_TRAIN_INFLIGHT * t->cap), sizeof(float), &st, "losses");
     t->losses = xcalloc((size_t)o->batch, sizeof(double), &st, "losses");
     t->grad_host = xcalloc((size_t)t->N, sizeof(float), &st, "the gradient");
     if (st == FF_OK) st = ff_device_pin_host(t->dev, t->x_host, (size_t)(t->cap * t->per) * sizeof(float));
     if (st == FF_OK) st = ff_device_pin_host(t->dev, t->labels_host, (size_t)t->cap * sizeof(int32_t));
-    if (st == FF_OK) st = ff_device_pin_host(t->dev, t->idx_host, (size_t)t->cap * sizeof(int64_t));
-    if (st == FF_OK) st = ff_device_pin_host(t->dev, t->loss_host, (size_t)t->cap * sizeof(float));
+    if (st == FF_OK)
+        st = ff_device_pin_host(t->dev, t->idx_host, (size_t)(FF_TRAIN_INFLIGHT * t->cap) * sizeof(int64_t));
+    if (st == FF_OK)
+        st = ff_device_pin_host(t->dev, t->loss_host, (size_t)(FF_TRAIN_INFLIGHT * t->cap) * sizeof(float));
     if (st == FF_OK) st = ff_trainer_load(t);  // every rank's weights are rank 0's (the executor's broadcast)
     if (st != FF_OK) {
         ff_trainer_destroy(t);
@@ -397,7 +405,7 @@ static bool from_resident(const ff_trainer *t, const batch_source *src) {
 static void stage_host(ff_trainer *t, const batch_source *src, int64_t start, int64_t n) {
     const bool host = ff_device_is_host(t->dev);
     if (from_resident(t, src)) {
-        memcpy(t->idx_host, src->idx + start, (size_t)n * sizeof(int64_t));
+        memcpy(t->idx_host + t->slot * t->cap, src->idx + start, (size_t)n * sizeof(int64_t));
         return;
     }
     float *x = host ? t->act[0] : t->x_host;
@@ -411,7 +419,7 @@ static void stage_host(ff_trainer *t, const batch_source *src, int64_t start, in
 }
 static ff_status stage_device(ff_trainer *t, bool resident, int64_t n) {
     if (resident) {
-        FF_TRY(ff_device_upload_bytes(t->dev, t->idx, t->idx_host, (size_t)n * sizeof(int64_t)));
+        FF_TRY(ff_device_upload_bytes(t->dev, t->idx, t->idx_host + t->slot * t->cap, (size_t)n * sizeof(int64_t)));
         return ff_device_gather(t->dev, t->act[0], t->labels, t->res_images, t->res_labels, t->idx, t->per, n);
     }
     if (ff_device_is_host(t->dev)) return FF_OK;
@@ -466,13 +474,14 @@ static ff_status reduce_scatter_gather(ff_trainer *t, int64_t nmb, int64_t nloc)
 // rank's micro-batch gradients into t->grad, and with `update` the SGD step after it.
 static ff_status enqueue_step(ff_trainer *t, const step_work *k) {
     const int64_t M = t->o.microbatch, N = t->N;
+    t->slot = k->slot;
     if (k->nimg > 0) {
         FF_TRY(stage_device(t, k->resident, k->nimg));
         FF_TRY(ff_device_train_forward(t->dev, t->act, t->last, k->nimg, M));
         FF_TRY(ff_device_softmax_xent(t->dev, t->dz, t->loss, t->act[t->last + 1], t->labels, 1.0f / (float)k->b,
                                       t->classes, k->nimg));
         FF_TRY(ff_device_train_backward(t->dev, t->grads, N, t->dz, (const float *const *)t->act, t->last, k->nimg, M));
-        FF_TRY(ff_device_download(t->dev, t->loss_host, t->loss, (size_t)k->nimg));
+        FF_TRY(ff_device_download(t->dev, t->loss_host + k->slot * t->cap, t->loss, (size_t)k->nimg));
     }
     if (k->local && k->nloc > 0) {
         FF_TRY(ff_device_tree_reduce(t->dev, t->grads, k->nloc, N, N));
@@ -486,7 +495,7 @@ static ff_status enqueue_step(ff_trainer *t, const step_work *k) {
 
 static bool same_work(const step_work *a, const step_work *b) {
     return a->b == b->b && a->nimg == b->nimg && a->nloc == b->nloc && a->resident == b->resident &&
-           a->local == b->local && a->update == b->update && a->first == b->first;
+           a->local == b->local && a->update == b->update && a->first == b->first && a->slot == b->slot;
 }
 
 // Runs the step's device work through a CUDA graph where the device can capture: the first time a
@@ -530,9 +539,10 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
     const bool local = P == 1 || t->o.reduce == FF_REDUCE_ALLREDUCE;
     // One process: the whole step is device work (and one graph); several: the update waits for
     // the gradient exchange.
-    const step_work k = {b, nimg, nloc, from_resident(t, src), local, P == 1, t->steps == 0};
+    const step_work k = {b, nimg, nloc, from_resident(t, src), local, P == 1, t->steps == 0, 0};
 
     // ---- this rank's micro-batches: forward, loss, backward (one gradient row per micro-batch)
+    t->slot = k.slot;
     if (nimg > 0) stage_host(t, src, start, nimg);
     FF_TRY(run_step_work(t, &k));
 
@@ -629,7 +639,8 @@ ff_status ff_train_plan_make(ff_train_plan *out, int64_t n, int64_t batch, int64
     return FF_OK;
 }
 
-ff_status ff_train_step(ff_trainer *t, double *loss, const ff_dataset *ds, const int64_t *idx, int64_t b) {
+// The checks of one step's batch (before any work is enqueued).
+static ff_status check_batch(const ff_trainer *t, const ff_dataset *ds, const int64_t *idx, int64_t b) {
     FF_TRY(check_ranks(t));
     FF_TRY(check_image_shape(t->m, ds));
     if (b < 1 || b > t->o.batch)
@@ -647,8 +658,50 @@ ff_status ff_train_step(ff_trainer *t, double *loss, const ff_dataset *ds, const
                            or_memory(ds->labels_path), ds->labels[idx[i]], (long long)idx[i], (long long)classes - 1,
                            t->m->name, (long long)classes);
     }
+    return FF_OK;
+}
+
+ff_status ff_train_step(ff_trainer *t, double *loss, const ff_dataset *ds, const int64_t *idx, int64_t b) {
+    FF_TRY(check_batch(t, ds, idx, b));
     batch_source src = {ds, idx, NULL, NULL};
     return step_core(t, loss, &src, b);
+}
+
+ff_status ff_train_steps(ff_trainer *t, double *losses, const ff_dataset *ds, const int64_t *idx, int64_t n) {
+    const int64_t B = t->o.batch;
+    if (n < 1) return FF_FAIL(FF_ERR_INPUT, "train steps: %lld images, expected >= 1", (long long)n);
+    const int64_t count = ceil_div(n, B);
+    // One process on a device that captures, from the resident set: FF_TRAIN_INFLIGHT steps are
+    // enqueued (each its graph, its staging slot) before one wait. Anything else: step by step.
+    if (t->P > 1 || ds != t->resident || !ff_device_can_capture(t->dev) || t->no_graphs) {
+        for (int64_t j = 0; j < count; j++)
+            FF_TRY(ff_train_step(t, &losses[j], ds, idx + j * B, n - j * B < B ? n - j * B : B));
+        return FF_OK;
+    }
+    const int64_t M = t->o.microbatch;
+    const batch_source src = {ds, idx, NULL, NULL};
+    for (int64_t j0 = 0; j0 < count; j0 += FF_TRAIN_INFLIGHT) {
+        const int64_t j1 = count - j0 < FF_TRAIN_INFLIGHT ? count : j0 + FF_TRAIN_INFLIGHT;
+        for (int64_t j = j0; j < j1; j++) {
+            const int64_t b = n - j * B < B ? n - j * B : B;
+            FF_TRY(check_batch(t, ds, idx + j * B, b));
+            const step_work k = {b, b, ceil_div(b, M), true, true, true, t->steps == 0, (int)(j - j0)};
+            t->slot = k.slot;
+            stage_host(t, &src, j * B, b);
+            FF_TRY(run_step_work(t, &k));
+            t->steps++;
+            t->samples += b;
+        }
+        FF_TRY(ff_device_sync(t->dev));
+        for (int64_t j = j0; j < j1; j++) {  // each step's loss: its images' in order, in double
+            const int64_t b = n - j * B < B ? n - j * B : B;
+            const float *l = t->loss_host + (j - j0) * t->cap;
+            double sum = 0.0;
+            for (int64_t i = 0; i < b; i++) sum += (double)l[i];
+            losses[j] = sum / (double)b;
+        }
+    }
+    return FF_OK;
 }
 
 ff_status ff_train_step_tensor(ff_trainer *t, double *loss, const float *x, const int32_t *labels, int64_t b) {

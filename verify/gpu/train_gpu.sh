@@ -5,7 +5,7 @@
 #           on one GPU, NCCL with a GPU per rank) at P = 1, 2, 3, 4, and direct over CUDA IPC at
 #           P = 3, bit for bit: the deterministic micro-batch reduction does not depend on P. A
 #           run with another --microbatch (another reduction tree) must differ: the comparison can
-#           fail.
+#           fail. Graph replays (the default) equal eager steps (FF_TRAIN_GRAPHS=0).
 #   resume  a cuda run killed after step 5 (test hook) and resumed equals the uninterrupted one;
 #           a checkpoint written by hybrid P = 2 after 3 steps, resumed by direct P = 3, too.
 #   cpu     cuda against serial: the GPU sums with fma chains where the CPU multiplies then adds
@@ -55,23 +55,30 @@ A="--data $DATA --train-limit 300 --batch 48 --microbatch 8 --epochs 2 --steps 1
 
 case "$CASE" in
 modes)
-    run cuda "$F" train --mode cuda $A
+    A0="$A --log-every 0"  # no progress lines: steps run in chunks (several queued per wait)
+    run cuda "$F" train --mode cuda $A0
     REF=$(digests "$T/cuda.txt")
     echo "cuda: $REF"
     [ -n "$REF" ] || fail "cuda printed no digests"
+    # Steps replayed as CUDA graphs, several queued per wait (the default) against every launch
+    # eager and one wait per step (FF_TRAIN_GRAPHS=0): the same kernels, the same bits.
+    run eager env FF_TRAIN_GRAPHS=0 "$F" train --mode cuda $A0
+    GOT=$(digests "$T/eager.txt")
+    echo "cuda, eager steps: $GOT"
+    [ "$GOT" = "$REF" ] || fail "eager steps differ from graph replays"
     for P in 1 2 3 4; do
         for mode in hybrid direct; do
-            run "$mode$P" $MPIEXEC -n $P "$F" train --mode $mode $A
+            run "$mode$P" $MPIEXEC -n $P "$F" train --mode $mode $A0
             GOT=$(digests "$T/$mode$P.txt")
             echo "$mode P=$P ($(grep -o 'transport [^,]*' "$T/$mode$P.txt" | head -1)): $GOT"
             [ "$GOT" = "$REF" ] || fail "$mode P=$P differs from cuda"
         done
     done
-    run ipc3 $MPIEXEC -n 3 "$F" train --mode direct --transport ipc $A
+    run ipc3 $MPIEXEC -n 3 "$F" train --mode direct --transport ipc $A0
     GOT=$(digests "$T/ipc3.txt")
     echo "direct P=3 (transport ipc): $GOT"
     [ "$GOT" = "$REF" ] || fail "direct over CUDA IPC, P=3, differs from cuda"
-    run mb4 "$F" train --mode cuda $A --microbatch 4
+    run mb4 "$F" train --mode cuda $A0 --microbatch 4
     GOT=$(digests "$T/mb4.txt")
     echo "control, cuda --microbatch 4: $GOT"
     [ "$GOT" != "$REF" ] || fail "another reduction tree gave the same digests: the comparison cannot fail"

@@ -117,6 +117,12 @@ void ff_trainer_destroy(ff_trainer *t);
 // the same idx; each loads and normalises only the images of its own micro-batches. *loss gets
 // the mean loss of the global batch (identical bits on every rank). Collective.
 ff_status ff_train_step(ff_trainer *t, double *loss, const ff_dataset *ds, const int64_t *idx, int64_t b);
+// ceil(n / B) consecutive steps: step j on samples idx[j*B .. min(n, (j+1)*B)) (the last may be
+// short); losses[j] gets step j's loss. The same steps, bits and losses as that many
+// ff_train_step calls; faster on a GPU with ds resident (ff_trainer_set_resident) and one
+// process: several steps are queued (each a captured graph) before the host waits for one. A
+// failing step's checks stop the run before it is enqueued; steps before it have been taken.
+ff_status ff_train_steps(ff_trainer *t, double *losses, const ff_dataset *ds, const int64_t *idx, int64_t n);
 // Same from an already normalised batch: x (b, C, H, W) and labels (b), valid on every rank.
 ff_status ff_train_step_tensor(ff_trainer *t, double *loss, const float *x, const int32_t *labels, int64_t b);
 // The reduced gradient of the last step before the update, as of the last ff_trainer_sync
