@@ -315,9 +315,17 @@ ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stri
 // ignored otherwise).
 ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
                                       float *work, ff_gpu_stream s);
+// The same with train.h's tree over the groups fused in (one process: nothing to exchange): dw
+// (K, C, R, S) and db (K) receive the tree's sum of the group rows the function above would write,
+// bit for bit, without writing the rows. At most 2047 groups. work as above (required).
+ff_status ff_gpu_conv2d_backward_weights_tree(float *dw, float *db, const float *dy, const float *x, const ff_layer *L,
+                                              int64_t n, int64_t group, float *work, ff_gpu_stream s);
 // dw: rows of (out, in); db: rows of (out); dy: (n, out); x: (n, in).
 ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
                                          const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s);
+// Likewise with the tree fused in: dw (out, in), db (out) the tree's sum of the group rows.
+ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, const float *dy, const float *x, const ff_layer *L,
+                                              int64_t n, int64_t group, ff_gpu_stream s);
 // dx: (n, in); dy: (n, out); w: (out, in). work: NULL (direct kernel) or
 // ff_gpu_linear_backward_data_workspace_floats(L, n) floats, 16-byte aligned (the fast path).
 ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
@@ -330,6 +338,8 @@ ff_status ff_gpu_relu_backward(float *dx, const float *dy, const float *y, int64
 // dx: (n, C, H, W); dy: (n, C, Ho, Wo); x: (n, C, H, W) the forward input. Each dx element visits
 // the windows that contain it in ascending output position and adds dy where that window's first
 // maximum (NaN wins, the last NaN of a window being its pick, as on the CPU) is this element.
+// Windows that tile the input exactly (stride = window, no padding; mnist's pool) take a faster
+// path with the same bits: one thread per window writes 0 + dy at its pick and 0 elsewhere.
 ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, const ff_layer *L, int64_t n,
                                   ff_gpu_stream s);
 // ff_cpu_softmax_xent_backward on the GPU: dz (n, classes); loss (n) or NULL; z (n, classes);
