@@ -205,13 +205,10 @@ ff_status ff_device_softmax_xent(ff_device *d, float *dz, float *loss, const flo
     return d->ops->softmax_xent(d, dz, loss, z, labels, scale, classes, n);
 }
 ff_status ff_device_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz, const float *const *act,
-                                   int last, int64_t n, int64_t group, bool tree) {
+                                   int last, int64_t n, int64_t group) {
     if (!d->ops->train_backward) return unsupported(d, "training");
     FF_TRY(check_train(d, last, n, group, "train backward"));
-    if (tree && (n + group - 1) / group > 1024)
-        return FF_FAIL(FF_ERR_INPUT, "train backward: %lld groups to reduce, at most 1024",
-                       (long long)((n + group - 1) / group));
-    return d->ops->train_backward(d, grads, grad_stride, dz, act, last, n, group, tree);
+    return d->ops->train_backward(d, grads, grad_stride, dz, act, last, n, group);
 }
 ff_status ff_device_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len) {
     if (!d->ops->tree_reduce) return unsupported(d, "training (tree reduction)");

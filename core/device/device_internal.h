@@ -37,7 +37,7 @@ typedef struct {
     ff_status (*softmax_xent)(ff_device *d, float *dz, float *loss, const float *z, const int32_t *labels, float scale,
                               int64_t classes, int64_t n);
     ff_status (*train_backward)(ff_device *d, float *grads, int64_t grad_stride, float *dz, const float *const *act,
-                                int last, int64_t n, int64_t group, bool tree);
+                                int last, int64_t n, int64_t group);
     ff_status (*tree_reduce)(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len);
     ff_status (*sgd)(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
                      float weight_decay, bool first);

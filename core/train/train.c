@@ -480,12 +480,13 @@ static ff_status enqueue_step(ff_trainer *t, const step_work *k) {
         FF_TRY(ff_device_train_forward(t->dev, t->act, t->last, k->nimg, M));
         FF_TRY(ff_device_softmax_xent(t->dev, t->dz, t->loss, t->act[t->last + 1], t->labels, 1.0f / (float)k->b,
                                       t->classes, k->nimg));
-        // One process: the tree over the micro-batch rows fused into the backward (row 0 is the sum).
-        FF_TRY(ff_device_train_backward(t->dev, t->grads, N, t->dz, (const float *const *)t->act, t->last, k->nimg, M,
-                                        k->local));
+        FF_TRY(ff_device_train_backward(t->dev, t->grads, N, t->dz, (const float *const *)t->act, t->last, k->nimg, M));
         FF_TRY(ff_device_download(t->dev, t->loss_host + k->slot * t->cap, t->loss, (size_t)k->nimg));
     }
-    if (k->local && k->nloc > 0) FF_TRY(ff_device_copy_rows(t->dev, t->grad, 0, N, t->grads, 0, N, 1, 1, 1, 0, N));
+    if (k->local && k->nloc > 0) {
+        FF_TRY(ff_device_tree_reduce(t->dev, t->grads, k->nloc, N, N));
+        FF_TRY(ff_device_copy_rows(t->dev, t->grad, 0, N, t->grads, 0, N, 1, 1, 1, 0, N));
+    }
     if (k->update)
         FF_TRY(ff_device_sgd(t->dev, ff_device_params(t->dev), t->d_mom, t->grad, N, t->o.lr, t->o.momentum,
                              t->o.weight_decay, k->first));

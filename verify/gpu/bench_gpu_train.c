@@ -2,9 +2,9 @@
 // through the device interface the trainer uses (device.h, "training"): the forward that keeps
 // every activation, softmax cross-entropy, the backward (per micro-batch gradient rows, M = 8),
 // the tree over those rows, the SGD update, and the whole step enqueued eagerly and replayed as
-// one CUDA graph with the tree fused into the backward (what one process runs). Each figure is the median of 30 timed
-// runs, each ended by a device sync; the TFLOP/s column counts 2 FLOPs per multiply-add of the forward (train_forward),
-// twice that for the backward (data and weight gradients), three times for the step. What it says: which piece bounds
+// one CUDA graph. Each figure is the median of 30 timed runs, each ended by a device sync; the
+// TFLOP/s column counts 2 FLOPs per multiply-add of the forward (train_forward), twice that for the
+// backward (data and weight gradients), three times for the step. What it says: which piece bounds
 // the step (compute, memory, launches), the "say what bounds each configuration" of issue 15.
 // One JSON line per batch size. Exit 77 without a GPU, as the tests.
 #include <stdio.h>
@@ -42,7 +42,6 @@ typedef struct {
     int64_t n, classes, N;
     float *act[FF_MAX_LAYERS + 1], *dz, *loss, *grads, *mom;
     int32_t *labels;
-    bool tree;  // the backward folds the micro-batch rows into row 0 (one process: what the trainer does)
 } step_bufs;
 
 typedef enum { P_FORWARD, P_SOFTMAX, P_BACKWARD, P_TREE, P_SGD, P_STEP } piece;
@@ -58,8 +57,8 @@ static ff_status run_piece(step_bufs *b, piece p) {
                                           b->classes, b->n);
         case P_BACKWARD:
             return ff_device_train_backward(b->d, b->grads, b->N, b->dz, (const float *const *)b->act, b->last, b->n,
-                                            GROUP, b->tree);
-        case P_TREE: return b->tree ? FF_OK : ff_device_tree_reduce(b->d, b->grads, ngroups, b->N, b->N);
+                                            GROUP);
+        case P_TREE: return ff_device_tree_reduce(b->d, b->grads, ngroups, b->N, b->N);
         case P_SGD:
             // a tiny learning rate: the weights stay what the other pieces were timed with
             return ff_device_sgd(b->d, params, b->mom, b->grads, b->N, 1e-12f, 0.9f, 0.0f, false);
@@ -150,21 +149,13 @@ int main(int argc, char **argv) {
         CHECK(run_piece(&b, P_STEP));  // lazily sized buffers exist before any capture
         CHECK(ff_device_sync(d));
         double t[P_STEP + 2];
-        for (piece p = P_FORWARD; p < P_STEP; p++) t[p] = median_ms(&b, p, NULL);
-        // The trainer's one-process step: the tree fused into the backward (no tree_reduce piece).
-        b.tree = true;
-        CHECK(run_piece(&b, P_STEP));
-        CHECK(ff_device_sync(d));
-        const double bwd_tree = median_ms(&b, P_BACKWARD, NULL);
-        t[P_STEP] = median_ms(&b, P_STEP, NULL);
+        for (piece p = P_FORWARD; p <= P_STEP; p++) t[p] = median_ms(&b, p, NULL);
         ff_device_graph *g = NULL;
         CHECK(ff_device_capture_begin(d));
         const ff_status cs = run_piece(&b, P_STEP);
         CHECK(ff_device_capture_end(d, &g));
         CHECK(cs);
         t[P_STEP + 1] = median_ms(&b, P_STEP, g);
-        printf("%-6lld %-16s %10.4f %10.2f\n", (long long)n, "backward (tree)", bwd_tree,
-               2 * fwd_flops_img * n / (bwd_tree * 1e-3) / 1e12);
         ff_device_graph_destroy(d, g);
         const double fl[P_STEP + 2] = {fwd_flops_img * n,    0, 2 * fwd_flops_img * n, 0, 0, 3 * fwd_flops_img * n,
                                        3 * fwd_flops_img * n};
@@ -181,7 +172,6 @@ int main(int argc, char **argv) {
             (long long)n, GROUP, fwd_flops_img);
         for (int p = 0; p <= P_STEP + 1; p++)
             printf("%s\"%s\": %.5f", p ? ", " : "", p <= P_STEP ? piece_name[p] : "step_graph", t[p]);
-        printf(", \"train_backward_tree_fused\": %.5f", bwd_tree);
         printf("}, \"epoch_s_at_60000\": %.4f}\n", t[P_STEP + 1] * 1e-3 * (double)((60000 + n - 1) / n));
         free(x);
         free(lab);

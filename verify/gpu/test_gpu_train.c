@@ -877,10 +877,8 @@ static void train_backward_within_bound(void **state) {
     float *nan_rows = malloc(rows_n * sizeof(float));
     for (size_t i = 0; i < rows_n; i++) nan_rows[i] = NAN;  // unwritten elements would show
     CHECK_OK(ff_device_upload(F.gpu, ggrads, nan_rows, rows_n));
-    CHECK_OK(
-        ff_device_train_backward(F.cpu, cgrads, nt, cdz, (const float *const *)F.cact, F.last, N_IMG, GROUP, false));
-    CHECK_OK(
-        ff_device_train_backward(F.gpu, ggrads, nt, gdz, (const float *const *)F.gact, F.last, N_IMG, GROUP, false));
+    CHECK_OK(ff_device_train_backward(F.cpu, cgrads, nt, cdz, (const float *const *)F.cact, F.last, N_IMG, GROUP));
+    CHECK_OK(ff_device_train_backward(F.gpu, ggrads, nt, gdz, (const float *const *)F.gact, F.last, N_IMG, GROUP));
     float *g1 = download(ggrads, rows_n);
     size_t per_group[NGROUPS];
     size_t bad = check_rows("cpu ", cgrads, ref, bnd, per_group);
@@ -889,8 +887,7 @@ static void train_backward_within_bound(void **state) {
     // determinism: again (dz re-uploaded: the backward may use it as scratch), and each group alone
     CHECK_OK(ff_device_upload(F.gpu, gdz, F.dz, ndz));
     CHECK_OK(ff_device_upload(F.gpu, ggrads, nan_rows, rows_n));
-    CHECK_OK(
-        ff_device_train_backward(F.gpu, ggrads, nt, gdz, (const float *const *)F.gact, F.last, N_IMG, GROUP, false));
+    CHECK_OK(ff_device_train_backward(F.gpu, ggrads, nt, gdz, (const float *const *)F.gact, F.last, N_IMG, GROUP));
     float *g2 = download(ggrads, rows_n);
     bad += check_bits("cuda train_backward run twice: every group row", g2, g1, rows_n);
     CHECK_OK(ff_device_upload(F.gpu, gdz, F.dz, ndz));
@@ -899,32 +896,10 @@ static void train_backward_within_bound(void **state) {
         const int64_t i0 = grp * GROUP, ng = i0 + GROUP <= N_IMG ? GROUP : N_IMG - i0;
         const float *act[FF_MAX_LAYERS + 1];
         for (int l = 0; l <= F.last + 1; l++) act[l] = F.gact[l] + i0 * (int64_t)(act_floats(l) / N_IMG);
-        CHECK_OK(ff_device_train_backward(F.gpu, ggrads + grp * nt, nt, gdz + i0 * F.classes, act, F.last, ng, GROUP,
-                                          false));
+        CHECK_OK(ff_device_train_backward(F.gpu, ggrads + grp * nt, nt, gdz + i0 * F.classes, act, F.last, ng, GROUP));
     }
     float *g3 = download(ggrads, rows_n);
     bad += check_bits("cuda train_backward, each group alone vs all at once", g3, g1, rows_n);
-
-    // the tree fused into the backward (one process) = the group rows, then the tree, bit for bit
-    CHECK_OK(ff_device_upload(F.gpu, gdz, F.dz, ndz));
-    CHECK_OK(
-        ff_device_train_backward(F.gpu, ggrads, nt, gdz, (const float *const *)F.gact, F.last, N_IMG, GROUP, true));
-    float *gt = download(ggrads, (size_t)nt);
-    float *rows_dev = gpu_from(g1, rows_n);
-    CHECK_OK(ff_device_tree_reduce(F.gpu, rows_dev, NGROUPS, nt, nt));
-    float *gr = download(rows_dev, (size_t)nt);
-    bad += check_bits("cuda train_backward, tree fused = rows then tree", gt, gr, (size_t)nt);
-    float *crow = malloc(rows_n * sizeof(float));  // the cpu's group rows (first call), then their tree
-    memcpy(crow, cgrads, rows_n * sizeof(float));
-    CHECK_OK(ff_device_tree_reduce(F.cpu, crow, NGROUPS, nt, nt));
-    memcpy(cdz, F.dz, ndz * sizeof(float));
-    CHECK_OK(
-        ff_device_train_backward(F.cpu, cgrads, nt, cdz, (const float *const *)F.cact, F.last, N_IMG, GROUP, true));
-    bad += check_bits("cpu train_backward, tree fused = rows then tree", cgrads, crow, (size_t)nt);
-    free(gt);
-    free(gr);
-    free(crow);
-    ff_device_free(F.gpu, rows_dev);
 
     // mutant: image 5 (group 1), one logit's gradient 1e-4 larger (relative): caught in group 1 only
     float *mut = malloc(ndz * sizeof(float));
@@ -935,8 +910,7 @@ static void train_backward_within_bound(void **state) {
     mut[at] = mut[at] * (1.0f + 1e-4f);
     assert_true(mut[at] != F.dz[at]);
     CHECK_OK(ff_device_upload(F.gpu, gdz, mut, ndz));
-    CHECK_OK(
-        ff_device_train_backward(F.gpu, ggrads, nt, gdz, (const float *const *)F.gact, F.last, N_IMG, GROUP, false));
+    CHECK_OK(ff_device_train_backward(F.gpu, ggrads, nt, gdz, (const float *const *)F.gact, F.last, N_IMG, GROUP));
     float *gm = download(ggrads, rows_n);
     size_t mut_group[NGROUPS];
     const size_t caught = check_rows(NULL, gm, ref, bnd, mut_group);

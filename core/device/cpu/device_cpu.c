@@ -222,18 +222,8 @@ static void backward_group(const cpu_device *c, float *grad_row, float *dz, cons
     }
 }
 
-static ff_status cpu_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len) {
-    (void)d;
-    float **r = malloc((size_t)nrows * sizeof *r);
-    if (!r) return FF_FAIL(FF_ERR_OOM, "tree reduce: %lld row pointers", (long long)nrows);
-    for (int64_t j = 0; j < nrows; j++) r[j] = rows + j * stride;
-    ff_tree_reduce(r, nrows, len);
-    free(r);
-    return FF_OK;
-}
-
 static ff_status cpu_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz, const float *const *act,
-                                    int last, int64_t n, int64_t group, bool tree) {
+                                    int last, int64_t n, int64_t group) {
     cpu_device *c = (cpu_device *)d;
     const ff_model *m = d->model;
     int64_t im2col = 1;
@@ -259,8 +249,17 @@ static ff_status cpu_train_backward(ff_device *d, float *grads, int64_t grad_str
         float *ga = c->train_scratch + (size_t)g * per_group, *gb = ga + group * m->max_act;
         backward_group(c, grads + g * grad_stride, dz, act, last, i0, ng, ga, gb, gb + group * m->max_act);
     }
-    // The rows exist here (each group ran on its own thread): the tree over them, as asked.
-    return tree && ngroups > 1 ? cpu_tree_reduce(d, grads, ngroups, grad_stride, grad_stride) : FF_OK;
+    return FF_OK;
+}
+
+static ff_status cpu_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len) {
+    (void)d;
+    float **r = malloc((size_t)nrows * sizeof *r);
+    if (!r) return FF_FAIL(FF_ERR_OOM, "tree reduce: %lld row pointers", (long long)nrows);
+    for (int64_t j = 0; j < nrows; j++) r[j] = rows + j * stride;
+    ff_tree_reduce(r, nrows, len);
+    free(r);
+    return FF_OK;
 }
 
 // train.h's rule; float32, no fma (the build's -ffp-contract=off): every device gives these bits.

@@ -729,7 +729,7 @@ static ff_status ensure_train_buffers(cuda_device *c, size_t floats, size_t work
 // conv weight and the conv/linear data gradients run their fast paths (gpu.h) with the shared
 // workspace.
 static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_stride, float *dz, const float *const *act,
-                                int last, int64_t n, int64_t group, bool tree) {
+                                int last, int64_t n, int64_t group) {
     const ff_model *m = c->base.model;
     FF_TRY(ensure_train_buffers(c, (size_t)n * (size_t)m->max_act, train_work_need(m, last, n)));
     float *work = c->d_train_work;
@@ -744,13 +744,7 @@ static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_strid
             case FF_OP_CONV2D:
             case FF_OP_LINEAR: {
                 float *gw = grads + (c->d_w[l] - c->d_params), *gb = grads + (c->d_b[l] - c->d_params);
-                if (tree && L->op == FF_OP_CONV2D) {
-                    FF_TRY(ff_gpu_conv2d_backward_weights_tree(gw, gb, cur, x, L, n, group, work, c->stream));
-                    if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
-                } else if (tree) {
-                    FF_TRY(ff_gpu_linear_backward_weights_tree(gw, gb, cur, x, L, n, group, c->stream));
-                    if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
-                } else if (L->op == FF_OP_CONV2D) {
+                if (L->op == FF_OP_CONV2D) {
                     FF_TRY(ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work, c->stream));
                     if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
                 } else {
@@ -774,11 +768,11 @@ static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_strid
 }
 
 static ff_status cuda_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz,
-                                     const float *const *act, int last, int64_t n, int64_t group, bool tree) {
+                                     const float *const *act, int last, int64_t n, int64_t group) {
     cuda_device *c = cuda_of(d);
     bool tuning = false;
     FF_TRY(tuning_begin(c, &tuning));
-    const ff_status st = train_backward(c, grads, grad_stride, dz, act, last, n, group, tree);
+    const ff_status st = train_backward(c, grads, grad_stride, dz, act, last, n, group);
     if (tuning) ff_gpu_set_tuning(false);
     return st;
 }

@@ -359,105 +359,6 @@ __global__ void k_conv_wgrad_sum(float *__restrict__ dw, float *__restrict__ db,
     }
 }
 
-// ------------------------------------------------------------------ the tree, fused (one process)
-// train.h's tree over the micro-batch rows, rows[0] += rows[s] pairs for s = 1, 2, 4, ..., folded
-// as the rows arrive in order: a binary counter of partial sums. Pushing row j merges the partial
-// sums whose levels the carry of j + 1 clears (each merge is "earlier + later", the tree's pair);
-// the end adds what is left from the last to the first. That is the tree's grouping exactly (for
-// 11 rows: ((r0..r7) + ((r8 + r9) + r10))), and float addition commutes, so the bits are those of
-// writing every row and running k_tree_reduce, without the rows' memory traffic.
-#define FF_TREE_DEPTH 11  // levels for up to 2^11 - 1 rows (FF_MAX_MICROBATCHES = 1024)
-struct TreeFold {
-    float v[FF_TREE_DEPTH];
-    int top;
-    unsigned count;
-};
-__device__ __forceinline__ void fold_init(TreeFold &f) {
-    f.top = 0;
-    f.count = 0;
-}
-__device__ __forceinline__ void fold_push(TreeFold &f, float x) {
-    for (unsigned c = f.count; c & 1u; c >>= 1) x = __fadd_rn(f.v[--f.top], x);
-    f.v[f.top++] = x;
-    f.count++;
-}
-__device__ __forceinline__ float fold_end(const TreeFold &f) {
-    float x = f.v[f.top - 1];
-    for (int i = f.top - 2; i >= 0; i--) x = __fadd_rn(f.v[i], x);
-    return x;
-}
-
-// k_conv_wgrad_sum's group sums, folded into the tree: one thread per element.
-__global__ void k_conv_wgrad_tree(float *__restrict__ dw, float *__restrict__ db, const float *__restrict__ part,
-                                  long long KCRS, long long PW, long long n, long long group) {
-    FF_GRID_STRIDE(e, PW) {
-        TreeFold f;
-        fold_init(f);
-        for (long long i0 = 0; i0 < n; i0 += group) {
-            const long long i1 = min(n, i0 + group);
-            float v = part[i0 * PW + e];
-            for (long long i = i0 + 1; i < i1; i++) v = __fadd_rn(v, part[i * PW + e]);
-            fold_push(f, v);
-        }
-        if (e < KCRS)
-            dw[e] = fold_end(f);
-        else
-            db[e - KCRS] = fold_end(f);
-    }
-}
-
-// k_linear_bwd_weights' group chains (images ascending, zero dy skipped), folded into the tree:
-// one thread per (row quad, i), x read once per quad.
-__global__ void k_linear_bwd_weights_tree(float *__restrict__ dw, const float *__restrict__ dy,
-                                          const float *__restrict__ x, long long O, long long I, long long n,
-                                          long long group, long long quads) {
-    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i >= I) return;
-    for (long long jq = blockIdx.y; jq < quads; jq += gridDim.y) {
-        const long long j0 = jq * 4;
-        TreeFold f[4];
-#pragma unroll
-        for (int jj = 0; jj < 4; jj++) fold_init(f[jj]);
-        for (long long i0 = 0; i0 < n; i0 += group) {
-            const long long i1 = min(n, i0 + group);
-            float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-            for (long long s = i0; s < i1; s++) {
-                const float xv = x[s * I + i];
-#pragma unroll
-                for (int jj = 0; jj < 4; jj++) {
-                    if (j0 + jj >= O) break;
-                    const float a = dy[s * O + j0 + jj];
-                    if (a != 0.0f) acc[jj] = fmaf(a, xv, acc[jj]);
-                }
-            }
-#pragma unroll
-            for (int jj = 0; jj < 4; jj++) fold_push(f[jj], acc[jj]);
-        }
-#pragma unroll
-        for (int jj = 0; jj < 4; jj++)
-            if (j0 + jj < O) dw[(j0 + jj) * I + i] = fold_end(f[jj]);
-    }
-}
-
-// k_bias_bwd's group sums, folded into the tree: one thread per k.
-__global__ void k_bias_bwd_tree(float *__restrict__ db, const float *__restrict__ dy, int K, long long P, long long n,
-                                long long group) {
-    FF_GRID_STRIDE(k, (long long)K) {
-        TreeFold f;
-        fold_init(f);
-        for (long long i0 = 0; i0 < n; i0 += group) {
-            const long long i1 = min(n, i0 + group);
-            float acc = 0.0f;
-            for (long long i = i0; i < i1; i++) {
-                const float *d = dy + (i * K + k) * P;
-                for (long long p = 0; p < P; p++) acc = __fadd_rn(acc, d[p]);
-            }
-            fold_push(f, acc);
-        }
-        db[k] = fold_end(f);
-    }
-}
-
 // Max-pool backward where the windows tile the input exactly (stride = window, no padding, the
 // input an exact multiple: mnist's 2x2/2): every input element is in one window, so one thread
 // per window writes its R*S elements: 0, except the pick (the CPU's rule) which gets 0 + dy (the
@@ -712,7 +613,7 @@ static ff_status check_int(int64_t v, const char *what, const ff_layer *L) {
 
 // The GEMM path (work given): per-image partials, then the group sums in image order.
 static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
-                                 const ff_layer *L, int64_t n, int64_t group, float *part, bool tree, cudaStream_t st) {
+                                 const ff_layer *L, int64_t n, int64_t group, float *part, cudaStream_t st) {
     const ConvGeom cg = conv_geom(L);
     FF_TRY(check_int(L->in.c * L->in.h * L->in.w, "input floats per image", L));
     FF_TRY(check_int(L->out.h * L->out.w, "output positions", L));
@@ -736,11 +637,6 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
         k_conv_wgrad_part<<<dim3((unsigned)gx, (unsigned)gy, (unsigned)nz), WG_T, 0, st>>>(part, dy, x, g);
         FF_LAUNCH_CHECK("k_conv_wgrad_part");
     }
-    if (tree) {
-        k_conv_wgrad_tree<<<train_blocks(g.PW), FF_TRAIN_THREADS, 0, st>>>(dw, db, part, KCRS, g.PW, n, group);
-        FF_LAUNCH_CHECK("k_conv_wgrad_tree");
-        return FF_OK;
-    }
     const long long ngroups = (n + group - 1) / group, total = ngroups * g.PW;
     k_conv_wgrad_sum<<<train_blocks(total), FF_TRAIN_THREADS, 0, st>>>(dw, db, grad_stride, part, KCRS, g.PW, n, group,
                                                                        total);
@@ -753,7 +649,7 @@ extern "C" ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_
                                                     float *work, ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
     FF_TRY(check_groups("conv2d weight gradient", L, group));
-    if (work) return conv_wgrad_gemm(dw, db, grad_stride, dy, x, L, n, group, work, false, ff_cu_stream(s));
+    if (work) return conv_wgrad_gemm(dw, db, grad_stride, dy, x, L, n, group, work, ff_cu_stream(s));
     const ConvGeom g = conv_geom(L);
     const long long ngroups = (n + group - 1) / group;
     const long long tw = ngroups * g.K * g.C * g.R * g.S, tb = ngroups * g.K;
@@ -897,37 +793,5 @@ extern "C" ff_status ff_gpu_gather(float *x, int32_t *labels, const float *image
     k_gather<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(x, labels, images, all_labels, idx, per,
                                                                             total);
     FF_LAUNCH_CHECK("k_gather");
-    return FF_OK;
-}
-
-// ------------------------------------------------------------------ fused-tree launchers (gpu.h)
-extern "C" ff_status ff_gpu_conv2d_backward_weights_tree(float *dw, float *db, const float *dy, const float *x,
-                                                         const ff_layer *L, int64_t n, int64_t group, float *work,
-                                                         ff_gpu_stream s) {
-    if (n <= 0) return FF_OK;
-    FF_TRY(check_groups("conv2d weight gradient", L, group));
-    if ((n + group - 1) / group >= (1 << FF_TREE_DEPTH))
-        return FF_FAIL(FF_ERR_INPUT, "%s weight gradient: %lld micro-batches, at most %d", L->name,
-                       (long long)((n + group - 1) / group), (1 << FF_TREE_DEPTH) - 1);
-    if (!work) return FF_FAIL(FF_ERR_INPUT, "%s weight gradient (tree): a workspace is required", L->name);
-    return conv_wgrad_gemm(dw, db, 0, dy, x, L, n, group, work, true, ff_cu_stream(s));
-}
-
-extern "C" ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, const float *dy, const float *x,
-                                                         const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s) {
-    if (n <= 0) return FF_OK;
-    FF_TRY(check_groups("linear weight gradient", L, group));
-    if ((n + group - 1) / group >= (1 << FF_TREE_DEPTH))
-        return FF_FAIL(FF_ERR_INPUT, "%s weight gradient: %lld micro-batches, at most %d", L->name,
-                       (long long)((n + group - 1) / group), (1 << FF_TREE_DEPTH) - 1);
-    const long long O = L->out_c, I = ff_shape_numel(L->in), quads = (O + 3) / 4;
-    const long long gx = (I + FF_TRAIN_THREADS - 1) / FF_TRAIN_THREADS;
-    if (gx > 0x7fffffffLL)
-        return FF_FAIL(FF_ERR_INPUT, "linear weight gradient of %s: %lld inputs, too many", L->name, I);
-    const dim3 grid((unsigned)gx, (unsigned)(quads < 65535 ? quads : 65535));
-    k_linear_bwd_weights_tree<<<grid, FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dw, dy, x, O, I, n, group, quads);
-    FF_LAUNCH_CHECK("k_linear_bwd_weights_tree");
-    k_bias_bwd_tree<<<train_blocks(O), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(db, dy, (int)O, 1, n, group);
-    FF_LAUNCH_CHECK("k_bias_bwd_tree (linear)");
     return FF_OK;
 }

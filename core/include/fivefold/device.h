@@ -152,12 +152,9 @@ ff_status ff_device_softmax_xent(ff_device *d, float *dz, float *loss, const flo
 // Backward of layers [0, last] from dz (n, layers[last].out), the gradient of the logits, with the
 // activations of the matching ff_device_train_forward. Group g's parameter gradients (images
 // [g*group, min(n, (g+1)*group))) overwrite row g of grads ((ceil(n / group), grad_stride) floats,
-// ff_weights' layout in each row). dz is overwritten (used as scratch). tree: row 0 receives the
-// sum of those rows in train.h's tree instead (what ff_device_tree_reduce of them would give, bit
-// for bit; the other rows are scratch): one process has nothing to exchange, and a GPU then
-// skips writing and re-reading every row.
+// ff_weights' layout in each row). dz is overwritten (used as scratch).
 ff_status ff_device_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz, const float *const *act,
-                                   int last, int64_t n, int64_t group, bool tree);
+                                   int last, int64_t n, int64_t group);
 
 // train.h's tree over rows (nrows, stride): rows[0][0..len) becomes the sum of the nrows rows in
 // the fixed tree that depends on nrows only; the other rows get partial sums.

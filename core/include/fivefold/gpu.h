@@ -315,17 +315,9 @@ ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stri
 // ignored otherwise).
 ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
                                       float *work, ff_gpu_stream s);
-// The same with train.h's tree over the groups fused in (one process: nothing to exchange): dw
-// (K, C, R, S) and db (K) receive the tree's sum of the group rows the function above would write,
-// bit for bit, without writing the rows. At most 2047 groups. work as above (required).
-ff_status ff_gpu_conv2d_backward_weights_tree(float *dw, float *db, const float *dy, const float *x, const ff_layer *L,
-                                              int64_t n, int64_t group, float *work, ff_gpu_stream s);
 // dw: rows of (out, in); db: rows of (out); dy: (n, out); x: (n, in).
 ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
                                          const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s);
-// Likewise with the tree fused in: dw (out, in), db (out) the tree's sum of the group rows.
-ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, const float *dy, const float *x, const ff_layer *L,
-                                              int64_t n, int64_t group, ff_gpu_stream s);
 // dx: (n, in); dy: (n, out); w: (out, in). work: NULL (direct kernel) or
 // ff_gpu_linear_backward_data_workspace_floats(L, n) floats, 16-byte aligned (the fast path).
 ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
