@@ -15,19 +15,7 @@
 #include "fivefold/weights.h"
 #include "fivefold/winograd.h"
 
-#define CHECK(x)                                                                 \
-    do {                                                                         \
-        ff_status st_ = (x);                                                     \
-        if (st_ != FF_OK) {                                                      \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, ff_last_error()); \
-            exit(st_ == FF_ERR_NO_CUDA ? 77 : 1);                                \
-        }                                                                        \
-    } while (0)
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
+#include "bench_util.h"
 
 typedef struct {
     const ff_model *m;
