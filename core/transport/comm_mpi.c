@@ -501,18 +501,26 @@ static void free_counts(bool left, int *a, int *b) {
     free(b);
 }
 
+// The int count and displacement arrays of a v-collective (both or neither; free_counts frees them).
+static ff_status to_int_counts(int **counts_i, int **displs_i, const size_t *counts, const size_t *displs, int n,
+                               const char *op) {
+    char what[48];
+    snprintf(what, sizeof what, "%s counts", op);
+    FF_TRY(to_int_array(counts_i, counts, n, what));
+    snprintf(what, sizeof what, "%s displacements", op);
+    ff_status st = to_int_array(displs_i, displs, n, what);
+    if (st != FF_OK) {
+        free(*counts_i);
+        *counts_i = NULL;
+    }
+    return st;
+}
+
 static ff_status mpi_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs, const void *sendbuf,
                              size_t sendbytes, int root) {
     int sc = 0, *rc = NULL, *rd = NULL;
     FF_TRY(to_int(&sc, sendbytes, "gatherv send"));
-    if (c->rank == root) {
-        FF_TRY(to_int_array(&rc, counts, c->size, "gatherv counts"));
-        ff_status st = to_int_array(&rd, displs, c->size, "gatherv displacements");
-        if (st != FF_OK) {
-            free(rc);
-            return st;
-        }
-    }
+    if (c->rank == root) FF_TRY(to_int_counts(&rc, &rd, counts, displs, c->size, "gatherv"));
     MPI_Request r;
     int e = MPI_Igatherv(sendbuf, sc, MPI_BYTE, recvbuf, rc, rd, MPI_BYTE, root, mc(c), &r);
     bool left = false;
@@ -526,14 +534,7 @@ static ff_status mpi_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const
                               const size_t *displs, int root) {
     int rcount = 0, *sc = NULL, *sd = NULL;
     FF_TRY(to_int(&rcount, recvbytes, "scatterv receive"));
-    if (c->rank == root) {
-        FF_TRY(to_int_array(&sc, counts, c->size, "scatterv counts"));
-        ff_status st = to_int_array(&sd, displs, c->size, "scatterv displacements");
-        if (st != FF_OK) {
-            free(sc);
-            return st;
-        }
-    }
+    if (c->rank == root) FF_TRY(to_int_counts(&sc, &sd, counts, displs, c->size, "scatterv"));
     MPI_Request r;
     int e = MPI_Iscatterv(sendbuf, sc, sd, MPI_BYTE, recvbuf, rcount, MPI_BYTE, root, mc(c), &r);
     bool left = false;
@@ -547,16 +548,12 @@ static ff_status mpi_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts,
                                 const void *sendbuf, size_t sendbytes) {
     int sc = 0, *rc = NULL, *rd = NULL;
     FF_TRY(to_int(&sc, sendbytes, "allgatherv send"));
-    FF_TRY(to_int_array(&rc, counts, c->size, "allgatherv counts"));
-    ff_status st = to_int_array(&rd, displs, c->size, "allgatherv displacements");
-    if (st != FF_OK) {
-        free(rc);
-        return st;
-    }
+    FF_TRY(to_int_counts(&rc, &rd, counts, displs, c->size, "allgatherv"));
     MPI_Request r;
     int e = MPI_Iallgatherv(sendbuf, sc, MPI_BYTE, recvbuf, rc, rd, MPI_BYTE, mc(c), &r);
     bool left = false;
-    st = e != MPI_SUCCESS ? mpi_fail(e, __FILE__, __LINE__, "MPI_Iallgatherv") : wait_one(c, &r, "allgatherv", &left);
+    ff_status st =
+        e != MPI_SUCCESS ? mpi_fail(e, __FILE__, __LINE__, "MPI_Iallgatherv") : wait_one(c, &r, "allgatherv", &left);
     free_counts(left, rc, rd);
     return st;
 }
