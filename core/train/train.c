@@ -216,6 +216,12 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
                             ff_comm *comm) {
     *out = NULL;
     FF_TRY(ff_train_options_check(o));
+    const char *graphs_env = getenv("FF_TRAIN_GRAPHS");
+    if (graphs_env && strcmp(graphs_env, "0") != 0 && strcmp(graphs_env, "1") != 0)
+        return FF_FAIL(FF_ERR_INPUT,
+                       "FF_TRAIN_GRAPHS='%s': expected 0 (every step eager, one wait per step) or 1 (captured "
+                       "steps, the default)",
+                       graphs_env);
     int last = m->n_layers - 1;
     if (last >= 0 && m->layers[last].op == FF_OP_SOFTMAX) last--;
     if (last < 0) return FF_FAIL(FF_ERR_INPUT, "model %s: no layers to train", m->name);
@@ -278,7 +284,6 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     eo.comm = comm;
     eo.fault_layer = -1;
     eo.trace = false;
-    const char *graphs_env = getenv("FF_TRAIN_GRAPHS");
     t->no_graphs = graphs_env && strcmp(graphs_env, "0") == 0;
     st = ff_exec_create(&t->exec, m, w, &eo);
     if (st == FF_OK) {

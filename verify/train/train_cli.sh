@@ -22,7 +22,8 @@
 #   help      --help lists the shared flags: --mode with cuda/hybrid/direct, --split, --conv,
 #             --transport, --comm-timeout, --json
 #   conv      --conv winograd, --backend vendor, --precision tf32 are refused once (exit 2); --conv
-#             direct and FF_CUDA_CONV=winograd without --conv train the default's digests
+#             direct and FF_CUDA_CONV=winograd without --conv train the default's digests;
+#             FF_TRAIN_GRAPHS=yes is refused naming the variable, 0 and 1 train the default's digests
 #   split     --split rows/replicate and --inject-crash/--inject-hang are refused (exit 2); --mode mpi
 #             --split batch (one rank) gives serial's digests
 #   gpu       --mode cuda / hybrid exit as `fivefold infer` does in that mode: 77 (with its message)
@@ -314,6 +315,14 @@ conv)
     [ "$(digests "$T/direct.txt")" = "$REF" ] || fail "--conv direct differs from the default"
     [ "$(digests "$T/env.txt")" = "$REF" ] || fail "FF_CUDA_CONV=winograd changed training's default"
     echo "--conv direct and FF_CUDA_CONV=winograd: $REF (the default's)"
+    # FF_TRAIN_GRAPHS takes 0 or 1; anything else is refused naming the variable, before any step.
+    FF_TRAIN_GRAPHS=yes "$F" train $A > "$T/graphs.txt" 2>&1
+    refused graphs $? "FF_TRAIN_GRAPHS='yes': expected 0" "or 1"
+    ! grep -q '^trained' "$T/graphs.txt" || fail "FF_TRAIN_GRAPHS=yes: trained anyway"
+    for g in 0 1; do
+        FF_TRAIN_GRAPHS=$g "$F" train $A > "$T/graphs$g.txt" 2>&1 || { cat "$T/graphs$g.txt"; fail "FF_TRAIN_GRAPHS=$g"; }
+        [ "$(digests "$T/graphs$g.txt")" = "$REF" ] || fail "FF_TRAIN_GRAPHS=$g changed the digests"
+    done
     ;;
 split)
     A="--data $DATA --train-limit 64 --batch 32 --steps 2 --test-limit 16 --log-every 0"
