@@ -245,15 +245,16 @@ M('halo_bytes_count_collectives', CC,
 # pairing, since every exchange lists a peer's messages in the same order on both sides).
 MPI = '^mpi_comm_P[234]$'
 CM = 'core/transport/comm_mpi.c'
+# (the displacements each v-collective hands MPI: its counts instead, one mutant per collective)
 M('mpi_gatherv_displs_are_counts', CM,
-  ('to_int_array(&rd, displs, c->size, "gatherv displacements")', 'to_int_array(&rd, ((void)displs, counts), c->size, "gatherv displacements")'),
-  MPI)
+  ('to_int_counts(&rc, &rd, counts, displs, c->size, "gatherv")',
+   'to_int_counts(&rc, &rd, counts, ((void)displs, counts), c->size, "gatherv")'), MPI)
 M('mpi_allgatherv_displs_are_counts', CM,
-  ('to_int_array(&rd, displs, c->size, "allgatherv displacements")',
-   'to_int_array(&rd, ((void)displs, counts), c->size, "allgatherv displacements")'), MPI)
+  ('to_int_counts(&rc, &rd, counts, displs, c->size, "allgatherv")',
+   'to_int_counts(&rc, &rd, counts, ((void)displs, counts), c->size, "allgatherv")'), MPI)
 M('mpi_scatterv_displs_are_counts', CM,
-  ('to_int_array(&sd, displs, c->size, "scatterv displacements")', 'to_int_array(&sd, ((void)displs, counts), c->size, "scatterv displacements")'),
-  MPI)
+  ('to_int_counts(&sc, &sd, counts, displs, c->size, "scatterv")',
+   'to_int_counts(&sc, &sd, counts, ((void)displs, counts), c->size, "scatterv")'), MPI)
 M('mpi_sum_f32_is_max', CM,
   ('return mpi_allreduce(c, buf, n, MPI_FLOAT, MPI_SUM, "allreduce_sum_f32");',
    'return mpi_allreduce(c, buf, n, MPI_FLOAT, MPI_MAX, "allreduce_sum_f32");'), MPI)
