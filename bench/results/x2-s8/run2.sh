@@ -13,7 +13,9 @@ export DATA="$PWD/.data/fashion-mnist"
 b=build-gpu
 t0=$(date +%s)
 el() { echo "[+$(( $(date +%s) - t0 )) s] $*"; }
-[ -x $b/fivefold ] || cmake --build $b -j 32 > "$out/build.log" 2>&1
+[ -x $b/fivefold ] || { cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+  -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" -DFF_SOURCE_COMMIT="$(cat .ff-source-commit)" > "$out/configure.log" 2>&1 &&
+  cmake --build $b -j 32 > "$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }; el built; }
 mpx="mpiexec --oversubscribe"
 timeout 330 python3 bench/train_bench.py --fivefold $b/fivefold --data "$DATA" --batch 64,256 --epochs 3 \
   --modes cuda,direct:2 --peers graph,ddp:2 --mpiexec "$mpx" --out "$out/train_bench.json" > "$out/train_bench.txt" 2>&1
