@@ -54,6 +54,13 @@ struct ff_comm {
 // A comm layered over `boot` (nccl, ipc): its ops, and boot's ranks and deadline.
 void ff_comm_layer_over(ff_comm *c, const ff_comm_ops *ops, const ff_comm *boot);
 
+// Who is silent, after a wait on the ranks of `boot` made no progress for `limit` s: a roll call
+// over boot (an MPI comm; every rank that times out takes part, a lost or stopped one stays
+// silent), then "rank 1 is lost or stopped (no answer in 0.75 s); rank 1: its process 4711 is
+// stopped" or "every rank answered (...)". "" when boot is not MPI. For device comms (nccl), whose
+// own waits cannot tell which peer is missing.
+void ff_comm_silent_ranks(ff_comm *boot, double limit, char *out, size_t cap);
+
 // A copy between buffers of this comm's memory (host memcpy, or the bound device's copy).
 ff_status ff_comm_copy(ff_comm *c, void *dst, const void *src, size_t bytes);
 

@@ -264,6 +264,25 @@ static void states(const ff_comm_mpi *m, char *out, size_t cap, const bool *set)
     }
 }
 
+// After a roll call: "rank 1 is lost or stopped (no answer in 0.5 s); rank 1: its process ..." or
+// "(every rank answered: are they waiting in different operations?)".
+static void silent_text(const ff_comm_mpi *m, const bool *silent, double grace, char *out, size_t cap) {
+    char quiet[192], seen[640];
+    int n_quiet = rank_list(quiet, sizeof quiet, silent, m->base.size, m->base.rank);
+    states(m, seen, sizeof seen, silent);
+    if (n_quiet)
+        snprintf(out, cap, "%s %s lost or stopped (no answer in %g s)%s", quiet, n_quiet == 1 ? "is" : "are", grace,
+                 seen);
+    else
+        snprintf(out, cap, "(every rank answered: are they waiting in different operations?)");
+}
+
+// The roll call's grace: up to 2 s, since a rank waiting elsewhere has its own deadline, at most a
+// computation later.
+static double grace_of(double limit) {
+    return limit / 4 < 0.5 ? 0.5 : limit / 4 > 2 ? 2 : limit / 4;
+}
+
 // The timeout message (see the top of this file).
 static ff_status timed_out(ff_comm_mpi *m, int n, const MPI_Request *req, const wait_what *w, double limit) {
     const int P = m->base.size, me = m->base.rank;
@@ -276,8 +295,7 @@ static ff_status timed_out(ff_comm_mpi *m, int n, const MPI_Request *req, const 
         return FF_FAIL(FF_ERR_MPI, "rank %d: %s made no progress for %g s (a rank is lost or stopped)", me, w->op,
                        limit);
     }
-    // Up to 2 s: a rank waiting elsewhere has its own deadline, at most a computation later.
-    double grace = limit / 4 < 0.5 ? 0.5 : limit / 4 > 2 ? 2 : limit / 4;
+    const double grace = grace_of(limit);
     roll_call(m, heard, grace);
     for (int r = 0; r < P; r++) silent[r] = !heard[r];
     char who[192], quiet[192], seen[640];
@@ -314,18 +332,10 @@ static ff_status timed_out(ff_comm_mpi *m, int n, const MPI_Request *req, const 
         }
         free(lost);
     } else {
-        int n_quiet = rank_list(quiet, sizeof quiet, silent, P, me);
-        states(m, seen, sizeof seen, silent);
-        if (n_quiet)
-            st = FF_FAIL(FF_ERR_MPI,
-                         "rank %d: %s made no progress for %g s: %s %s lost or stopped (no answer in %g s)%s "
-                         "(--comm-timeout sets this limit)",
-                         me, w->op, limit, quiet, n_quiet == 1 ? "is" : "are", grace, seen);
-        else
-            st = FF_FAIL(FF_ERR_MPI,
-                         "rank %d: %s made no progress for %g s (every rank answered: are they waiting in "
-                         "different operations?) (--comm-timeout sets this limit)",
-                         me, w->op, limit);
+        char why[900];
+        silent_text(m, silent, grace, why, sizeof why);
+        st = FF_FAIL(FF_ERR_MPI, "rank %d: %s made no progress for %g s%s%s (--comm-timeout sets this limit)", me,
+                     w->op, limit, why[0] == '(' ? " " : ": ", why);
     }
     free(heard);
     free(silent);
@@ -635,6 +645,22 @@ static const ff_comm_ops mpi_ops = {
     mpi_allgatherv, mpi_alltoallv, mpi_sum_f64,
     mpi_max_i64,    mpi_sum_f32,   mpi_destroy,
 };
+
+void ff_comm_silent_ranks(ff_comm *boot, double limit, char *out, size_t cap) {
+    out[0] = 0;
+    if (!boot || boot->ops != &mpi_ops) return;
+    ff_comm_mpi *m = (ff_comm_mpi *)boot;
+    const int P = boot->size;
+    bool *heard = calloc((size_t)P, sizeof *heard), *silent = calloc((size_t)P, sizeof *silent);
+    if (heard && silent) {
+        const double grace = grace_of(limit);
+        roll_call(m, heard, grace);
+        for (int r = 0; r < P; r++) silent[r] = !heard[r];
+        silent_text(m, silent, grace, out, cap);
+    }
+    free(heard);
+    free(silent);
+}
 
 ff_status ff_comm_mpi_create(ff_comm **out, const void *mpi_comm) {
     *out = NULL;

@@ -99,10 +99,15 @@ static ff_status nccl_wait(ff_comm_nccl *n, const char *what, bool stream_too) {
         if (limit > 0 && ff_now() - t0 > limit) {
             ncclCommAbort(n->nc);
             n->aborted = true;
+            // NCCL cannot say which peer it waits for; a roll call over the bootstrap can: every
+            // live rank times out too and answers, a lost or stopped one does not.
+            char who[900];
+            ff_comm_silent_ranks(n->boot, limit, who, sizeof who);
             return FF_FAIL(FF_ERR_MPI,
-                           "rank %d: NCCL %s made no progress for %.0f s: a peer rank is lost or stopped "
-                           "(communicator aborted; --comm-timeout sets the limit)",
-                           n->base.rank, what, limit);
+                           "rank %d: NCCL %s made no progress for %g s%s%s (communicator aborted; --comm-timeout "
+                           "sets the limit)",
+                           n->base.rank, what, limit, who[0] == '(' || !who[0] ? " " : ": ",
+                           who[0] ? who : "(a peer rank is lost or stopped)");
         }
         backoff(spins);
     }
