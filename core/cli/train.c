@@ -27,6 +27,11 @@
 #include "fivefold/weights.h"
 
 #define DEFAULT_DATA "/usr/share/datasets/fashion-mnist"  // Debian's dataset-fashion-mnist
+// Synthetic sets' default sizes: 16 steps of the full MLP's batch 2048 per epoch, 128 of batch 64
+// for the small twin; the test sets as large as a batch or two.
+#define SYNTH_TRAIN_FULL 32768
+#define SYNTH_TRAIN_SMALL 8192
+#define SYNTH_TEST 4096
 
 typedef struct {
     const char *model, *mode, *split, *data, *ckpt_dir, *weights, *save_weights, *json;
@@ -39,19 +44,21 @@ typedef struct {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: fivefold train [--model mnist-cnn] [--mode serial|mpi|cuda|hybrid|direct] [--split batch]\n"
+            "usage: fivefold train [--model mnist-cnn|mlp|mlp-small] [--mode serial|mpi|cuda|hybrid|direct] [--split batch]\n"
             "         [--epochs E] [--steps K] [--batch B] [--lr LR] [--momentum MU] [--weight-decay WD]\n"
-            "         [--seed S] [--microbatch M] [--reduce deterministic|allreduce] [--data DIR]\n"
+            "         [--seed S] [--microbatch M] [--reduce deterministic|allreduce] [--data DIR|synthetic]\n"
             "         [--train-limit N] [--test-limit N] [--weights FILE.h5] [--save-weights FILE.h5]\n"
             "         [--checkpoint-dir D] [--checkpoint-every N] [--checkpoint-every-epochs N]\n"
             "         [--resume] [--log-every N] [--json FILE] [--verbose] [--comm-timeout S]\n"
             "         " FF_CLI_PLAN_USAGE
             "\n"
-            "Trains on the IDX data in DIR and prints progress, the test accuracy after each epoch,\n"
+            "Trains on the IDX data in DIR (or generated teacher data) and prints progress, the test accuracy after each epoch,\n"
             "'weights digest: <16 hex>' (FNV-1a over all parameters) and 'loss digest: <16 hex>' (over\n"
             "every step's loss as float64) at the end, then a summary line. The digests are the same for\n"
             "serial and mpi at any rank count, and the same for cuda, hybrid and direct at any rank count.\n"
-            "  --model M                   mnist-cnn (the only trainable model)\n"
+            "  --model M                   mnist-cnn (default; Fashion-MNIST), mlp (4096-8192-6144-4096-2048-\n"
+            "                              1024-512, 120 M parameters) or mlp-small (every width / 16): the\n"
+            "                              MLPs train on synthetic teacher data\n"
             "  --mode M                    serial (v1, default), mpi (v2), cuda (v3), hybrid (v4) or direct (v5):\n"
             "                              cpu, cpu ranks, one GPU, a GPU per rank over MPI staged through host\n"
             "                              memory, a GPU per rank handing device buffers to NCCL/IPC/CUDA-aware\n"
@@ -59,7 +66,9 @@ static void usage(FILE *f) {
             "                              --mode mpi ...\n"
             "  --split S                   batch (the only split training has: the micro-batches of each step\n"
             "                              are dealt to the ranks; rows and replicate are inference splits)\n"
-            "  --data DIR                  folder of MNIST-format IDX files, raw or .gz (default %s)\n"
+            "  --data DIR                  folder of MNIST-format IDX files, raw or .gz (default %s), or\n"
+            "                              'synthetic' (the MLPs' default): inputs and the labels of a fixed\n"
+            "                              random teacher, made from --seed where they are used, no files\n"
             "  --epochs E                  passes over the training images (1..1000000; default 1)\n"
             "  --steps K                   stop after K optimizer steps in all, counted from the start of\n"
             "                              training, also after --resume (default: every step of E epochs)\n"
@@ -72,8 +81,10 @@ static void usage(FILE *f) {
             "  --momentum MU               SGD momentum, in [0, 1) (default 0.9)\n"
             "  --weight-decay WD           L2 weight decay added to the gradient, in [0, 1) (default 0)\n"
             "  --seed S                    initial weights and data order (default 1); decimal, or hex with 0x\n"
-            "  --train-limit N             train on the first N images only (default: all)\n"
-            "  --test-limit N              evaluate on the first N test images (default and 0: all)\n"
+            "  --train-limit N             train on the first N images only (default: all; synthetic: the\n"
+            "                              set's size, default %lld for mlp-small, %lld for mlp)\n"
+            "  --test-limit N              evaluate on the first N test images (default and 0: all;\n"
+            "                              synthetic: default %lld)\n"
             "  --weights FILE.h5           start from these weights instead of the generator's\n"
             "  --save-weights FILE.h5      write the final weights as a weights file (infer --weights\n"
             "                              reads it; each tensor's fnv1a64 digest is recorded)\n"
@@ -92,7 +103,8 @@ static void usage(FILE *f) {
             "winograd, --backend vendor and --precision tf32 are refused).\n" FF_CLI_PLAN_HELP FF_CLI_EXEC_HELP
             "  (--inject-crash and --inject-hang are inference hooks and refused here; training's crash test\n"
             "  is the environment variable FF_TEST_KILL_AFTER_STEP=K: SIGKILL after step K.)\n",
-            DEFAULT_DATA, FF_CKPT_FILE, FF_CKPT_FILE);
+            DEFAULT_DATA, (long long)SYNTH_TRAIN_SMALL, (long long)SYNTH_TRAIN_FULL, (long long)SYNTH_TEST,
+            FF_CKPT_FILE, FF_CKPT_FILE);
 }
 
 // Returns 0 to run, -1 after --help, or the exit code of a refused argument (message delivered).
@@ -100,7 +112,7 @@ static int parse_args(train_args *a, int argc, char **argv) {
     memset(a, 0, sizeof *a);
     a->model = "mnist-cnn";
     a->mode = "serial";
-    a->data = DEFAULT_DATA;
+    a->data = NULL;  // after parsing: synthetic for the MLPs, DEFAULT_DATA otherwise
     a->epochs = 1;
     a->seed = 1;
     a->ckpt_every_epochs = 1;
@@ -370,6 +382,10 @@ static ff_status json_write(json_out *j, const train_args *a, const ff_model *m,
     return FF_OK;
 }
 
+static bool is_synthetic(const char *data) {
+    return data && strcmp(data, "synthetic") == 0;
+}
+
 // Everything that can fail returns a status; the caller prints it and picks the exit code.
 // *follower: this rank stopped because rank 0 failed (rank 0 reports it).
 static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
@@ -395,9 +411,17 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
     if (a->json) TRY(share_root_status(out ? json_open(&jo, a->json) : FF_OK, comm, follower));
     // Weights first: a bad --weights file is reported before 60 000 images are decoded.
     TRY(ff_cli_load_weights(&w, &m, a->weights, a->seed));
-    TRY(ff_dataset_load_dir(&train, a->data, "train", a->train_limit));
+    if (is_synthetic(a->data)) {
+        const bool full = ff_shape_numel(m.input) > 1024;
+        const int64_t n_train = a->train_limit > 0 ? a->train_limit : full ? SYNTH_TRAIN_FULL : SYNTH_TRAIN_SMALL;
+        TRY(ff_dataset_synthetic(&train, a->seed, 0, n_train, ff_shape_numel(m.input), m.classes));
+        TRY(ff_dataset_synthetic(&test, a->seed, 1, a->test_limit > 0 ? a->test_limit : SYNTH_TEST,
+                                 ff_shape_numel(m.input), m.classes));
+    } else {
+        TRY(ff_dataset_load_dir(&train, a->data, "train", a->train_limit));
+        TRY(ff_dataset_load_dir(&test, a->data, "t10k", 0));
+    }
     TRY(ff_train_check_dataset(&m, &train));
-    TRY(ff_dataset_load_dir(&test, a->data, "t10k", 0));
     TRY(ff_train_check_dataset(&m, &test));
     const int64_t n_test = a->test_limit > 0 && a->test_limit < test.n ? a->test_limit : test.n;
     ff_train_options o = a->o;
@@ -682,6 +706,7 @@ int ff_cmd_train(int argc, char **argv) {
     ff_status st = ff_model_init(&m, a.model);
     if (st == FF_OK) st = ff_cli_exec_options(&a.o.exec, &m, a.mode, a.split, &a.plan, NULL, false);
     if (st != FF_OK) return ff_cli_fail("train", st);
+    if (!a.data) a.data = m.input.h == 1 && m.input.w == 1 ? "synthetic" : DEFAULT_DATA;
     // Training runs direct convolutions: the default here whatever FF_CUDA_CONV says; a --conv
     // winograd given on the command line reaches the trainer, which refuses it.
     if (!a.plan.conv) a.o.exec.plan.conv = FF_CONV_DIRECT;

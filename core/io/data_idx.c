@@ -164,8 +164,17 @@ ff_status ff_dataset_load(ff_dataset *ds, const char *images_path, const char *l
     int64_t maxl = 0;
     for (int64_t i = 0; i < ldims[0]; i++)
         if (lb[i] > maxl) maxl = lb[i];
+    // int32 labels: the same type for every data set (a synthetic one has up to 2^31 classes)
+    int32_t *l32 = malloc(sizeof *l32 * (size_t)(ldims[0] > 0 ? ldims[0] : 1));
+    if (!l32) {
+        free(px);
+        free(lb);
+        return FF_FAIL(FF_ERR_OOM, "IDX data '%s': %lld labels", labels_path, (long long)ldims[0]);
+    }
+    for (int64_t i = 0; i < ldims[0]; i++) l32[i] = lb[i];
+    free(lb);
     ds->pixels = px;
-    ds->labels = lb;
+    ds->labels = l32;
     ds->n = idims[0];
     ds->rows = idims[1];
     ds->cols = idims[2];
@@ -216,7 +225,18 @@ void ff_idx_norm_table(float table[256]) {
     for (int v = 0; v < 256; v++) table[v] = ((float)v / 255.0f - FF_IDX_MEAN) / FF_IDX_STD;
 }
 
+// Sample s's features into dst (a synthetic set).
+static void synth_sample(float *restrict dst, const ff_synth *sy, int64_t s, int64_t per) {
+    for (int64_t k = 0; k < per; k++) dst[k] = ff_synth_x(sy, s, k);
+}
+
 void ff_dataset_normalize(float *out, const ff_dataset *ds) {
+    if (ds->synthetic) {
+        const int64_t per = ds->cols;
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < ds->n; i++) synth_sample(out + i * per, &ds->synth, i, per);
+        return;
+    }
     float t[256];
     ff_idx_norm_table(t);
     const int64_t per = ds->rows * ds->cols;
@@ -244,7 +264,10 @@ void ff_dataset_batch(float *out, int32_t *labels, const ff_dataset *ds, const i
 #pragma omp parallel for schedule(static) if (count * per >= (1 << 14))
     for (int64_t i = 0; i < count; i++) {
         int64_t s = order[first + i];
-        normalize_image(out + i * per, ds->pixels + s * per, per);
+        if (ds->synthetic)
+            synth_sample(out + i * per, &ds->synth, s, per);
+        else
+            normalize_image(out + i * per, ds->pixels + s * per, per);
         if (labels) labels[i] = ds->labels[s];
     }
 }
@@ -259,4 +282,38 @@ void ff_shuffle_order(int64_t *order, int64_t n, uint64_t seed, int64_t epoch) {
         order[i] = order[j];
         order[j] = tmp;
     }
+}
+
+void ff_synth_init(ff_synth *s, uint64_t seed, int split, int64_t dim, int64_t classes) {
+    s->seed = seed;
+    s->split = split;
+    s->dim = dim;
+    s->classes = classes;
+    s->x_key = ff_rng_key(seed, FF_TENSOR_ID_SYNTH_X + (uint64_t)split);
+    s->t_key = ff_rng_key(seed, FF_TENSOR_ID_SYNTH_TEACHER);
+}
+
+ff_status ff_dataset_synthetic(ff_dataset *ds, uint64_t seed, int split, int64_t n, int64_t dim, int64_t classes) {
+    memset(ds, 0, sizeof *ds);
+    if (n < 1) return FF_FAIL(FF_ERR_INPUT, "synthetic data: %lld samples, expected at least 1", (long long)n);
+    if (dim < 1 || dim > ((int64_t)1 << 32))
+        return FF_FAIL(FF_ERR_INPUT, "synthetic data: %lld features, expected 1 .. 2^32", (long long)dim);
+    if (classes < 2 || classes > INT32_MAX)
+        return FF_FAIL(FF_ERR_INPUT, "synthetic data: %lld classes, expected 2 .. 2^31 - 1", (long long)classes);
+    if (split != 0 && split != 1)
+        return FF_FAIL(FF_ERR_INPUT, "synthetic data: split %d, expected 0 (train) or 1 (test)", split);
+    ds->labels = malloc(sizeof *ds->labels * (size_t)n);
+    if (!ds->labels)
+        return FF_FAIL(FF_ERR_OOM, "synthetic data: %lld labels (%lld bytes)", (long long)n, (long long)n * 4);
+    ds->synthetic = true;
+    ff_synth_init(&ds->synth, seed, split, dim, classes);
+    ds->n = n;
+    ds->rows = 1;
+    ds->cols = dim;
+#pragma omp parallel for schedule(dynamic, 64)
+    for (int64_t i = 0; i < n; i++) ds->labels[i] = ff_synth_label(&ds->synth, i);
+    ds->classes = classes;  // the teacher's classes, whether or not every one occurs among n
+    snprintf(ds->images_path, sizeof ds->images_path, "synthetic:%s", split ? "test" : "train");
+    snprintf(ds->labels_path, sizeof ds->labels_path, "synthetic:%s", split ? "test" : "train");
+    return FF_OK;
 }

@@ -1,4 +1,4 @@
-// Layer tables for the two models (docs/ARCHITECTURE.md §2) and everything derived from them.
+// Layer tables for the models (docs/ARCHITECTURE.md §2) and everything derived from them.
 #include "fivefold/model.h"
 
 #include <string.h>
@@ -51,6 +51,21 @@ static const ff_layer mnist_table[] = {
     {.name = "softmax", .op = FF_OP_SOFTMAX},
 };
 
+// The seed's data-parallel MLP (issue 16): 4096 -> 8192 -> 6144 -> 4096 -> 2048 -> 1024 -> 512,
+// relu between layers, softmax over 512 classes; about 120 M parameters.
+static const ff_layer mlp_table[] = {
+    FC("fc1", 8192), RELU("relu1"), FC("fc2", 6144), RELU("relu2"), FC("fc3", 4096), RELU("relu3"),
+    FC("fc4", 2048), RELU("relu4"), FC("fc5", 1024), RELU("relu5"), FC("fc6", 512),
+    {.name = "softmax", .op = FF_OP_SOFTMAX},
+};
+
+// Its small twin for tests and goldens: every width / 16 (256 -> 512 -> ... -> 32).
+static const ff_layer mlp_small_table[] = {
+    FC("fc1", 512), RELU("relu1"), FC("fc2", 384), RELU("relu2"), FC("fc3", 256), RELU("relu3"),
+    FC("fc4", 128), RELU("relu4"), FC("fc5", 64),  RELU("relu5"), FC("fc6", 32),
+    {.name = "softmax", .op = FF_OP_SOFTMAX},
+};
+
 typedef struct {
     const char *name;
     ff_shape input;
@@ -61,10 +76,12 @@ typedef struct {
 static const model_def models[] = {
     {"alexnet", {3, 227, 227}, alexnet_table, (int)(sizeof alexnet_table / sizeof alexnet_table[0])},
     {"mnist-cnn", {1, 28, 28}, mnist_table, (int)(sizeof mnist_table / sizeof mnist_table[0])},
+    {"mlp", {4096, 1, 1}, mlp_table, (int)(sizeof mlp_table / sizeof mlp_table[0])},
+    {"mlp-small", {256, 1, 1}, mlp_small_table, (int)(sizeof mlp_small_table / sizeof mlp_small_table[0])},
 };
 
 const char *ff_model_names(void) {
-    return "alexnet, mnist-cnn";
+    return "alexnet, mnist-cnn, mlp, mlp-small";
 }
 
 const char *ff_op_name(ff_op op) {

@@ -600,9 +600,15 @@ static const char *or_memory(const char *path) {
     return path[0] ? path : "(in memory)";
 }
 
-// Image shape only (O(1)): what every step re-checks before it indexes ds->pixels.
+// Sample shape only (O(1)): what every step re-checks before it indexes ds->pixels.
 static ff_status check_image_shape(const ff_model *m, const ff_dataset *ds) {
     const ff_shape in = m->input;
+    if (ds->synthetic) {
+        if (in.c != ds->cols || in.h != 1 || in.w != 1)
+            return FF_FAIL(FF_ERR_INPUT, "synthetic data has %lld features, model %s expects %lldx%lldx%lld",
+                           (long long)ds->cols, m->name, (long long)in.c, (long long)in.h, (long long)in.w);
+        return FF_OK;
+    }
     if (in.c != 1 || in.h != ds->rows || in.w != ds->cols)
         return FF_FAIL(FF_ERR_INPUT, "IDX images '%s' are %lldx%lld, model %s expects %lldx%lldx%lld",
                        or_memory(ds->images_path), (long long)ds->rows, (long long)ds->cols, m->name, (long long)in.c,
@@ -611,7 +617,7 @@ static ff_status check_image_shape(const ff_model *m, const ff_dataset *ds) {
 }
 
 ff_status ff_train_check_dataset(const ff_model *m, const ff_dataset *ds) {
-    if (ds->n < 1 || !ds->pixels || !ds->labels)
+    if (ds->n < 1 || (!ds->pixels && !ds->synthetic) || !ds->labels)
         return FF_FAIL(FF_ERR_INPUT, "IDX data '%s': %lld samples, expected at least 1", or_memory(ds->images_path),
                        (long long)ds->n);
     FF_TRY(check_image_shape(m, ds));

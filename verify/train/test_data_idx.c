@@ -198,7 +198,7 @@ static void normalisation_is_the_documented_formula(void **state) {
     // batch gather follows the order and normalises every pixel
     ff_dataset ds = {0};
     uint8_t px[3 * 4] = {0, 1, 2, 3, 10, 11, 12, 13, 255, 254, 253, 252};
-    uint8_t lb[3] = {4, 5, 6};
+    int32_t lb[3] = {4, 5, 6};
     ds.pixels = px;
     ds.labels = lb;
     ds.n = 3;
@@ -217,7 +217,7 @@ static void normalisation_is_the_documented_formula(void **state) {
     // The batch path computes the formula in vectorised form: every one of the 256 values must
     // equal the table's bits (an image of 16x16 = every byte value, long enough to vectorise).
     uint8_t every[256];
-    uint8_t one_label = 0;
+    int32_t one_label = 0;
     for (int v = 0; v < 256; v++) every[v] = (uint8_t)(255 - v);
     ff_dataset big = {.pixels = every, .labels = &one_label, .n = 1, .rows = 16, .cols = 16};
     int64_t o1 = 0;

@@ -12,10 +12,12 @@
 // evaluated in float32 exactly as  ((float)x / 255.0f - 0.2860f) / 0.3530f  — so a 256-entry table
 // gives the same bits as computing each pixel, and PyTorch's peer computes the same values.
 #pragma once
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "fivefold/status.h"
+#include "fivefold/synthetic.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,11 +30,15 @@ extern "C" {
 
 #define FF_IDX_PATH_MAX 1024
 
+// A data set: IDX images (pixels, normalised when a batch is taken) or a synthetic set (synthetic.h:
+// its features are computed when a batch is taken, on the host or on a GPU; pixels is NULL).
 typedef struct {
-    uint8_t *pixels;  // (n, rows, cols) raw bytes, row-major
-    uint8_t *labels;  // (n) class indices in [0, classes)
-    int64_t n, rows, cols;
-    int64_t classes;  // 1 + largest label among the n kept (10 for (Fashion-)MNIST)
+    uint8_t *pixels;  // (n, rows, cols) raw bytes, row-major; NULL for a synthetic set
+    int32_t *labels;  // (n) class indices in [0, classes)
+    int64_t n, rows, cols;  // a synthetic set: rows = 1, cols = its features
+    int64_t classes;        // 1 + largest label among the n kept (10 for (Fashion-)MNIST)
+    bool synthetic;
+    ff_synth synth;  // the generator of a synthetic set
     // The files it came from, for messages ("" for a data set built in memory).
     char images_path[FF_IDX_PATH_MAX], labels_path[FF_IDX_PATH_MAX];
 } ff_dataset;
@@ -57,10 +63,17 @@ ff_status ff_dataset_load(ff_dataset *ds, const char *images_path, const char *l
 ff_status ff_dataset_load_dir(ff_dataset *ds, const char *dir, const char *split, int64_t limit);
 void ff_dataset_free(ff_dataset *ds);
 
+// A synthetic teacher set (synthetic.h) of n samples for a model with `dim` input features and
+// `classes` outputs: labels computed here (OpenMP), features when batches are taken. split 0 is
+// the training set, 1 the test set (other inputs, the same teacher). n < 1, dim < 1 or classes
+// outside [2, 2^31) are refused naming the value.
+ff_status ff_dataset_synthetic(ff_dataset *ds, uint64_t seed, int split, int64_t n, int64_t dim, int64_t classes);
+
 // The 256 normalised values: table[v] = ((float)v / 255.0f - FF_IDX_MEAN) / FF_IDX_STD.
 void ff_idx_norm_table(float table[256]);
 
-// Decode + normalise the whole set: out (n, 1, rows, cols) float32. OpenMP over images.
+// Decode + normalise the whole set: out (n, 1, rows, cols) float32 (a synthetic set: its
+// features). OpenMP over images.
 void ff_dataset_normalize(float *out, const ff_dataset *ds);
 
 // Gathers and normalises a batch: out (count, 1, rows, cols), labels (count) as int32, taking
