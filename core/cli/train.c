@@ -44,15 +44,16 @@ typedef struct {
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: fivefold train [--model mnist-cnn|mlp|mlp-small] [--mode serial|mpi|cuda|hybrid|direct] [--split batch]\n"
-            "         [--epochs E] [--steps K] [--batch B] [--lr LR] [--momentum MU] [--weight-decay WD]\n"
+            "usage: fivefold train [--model mnist-cnn|mlp|mlp-small] [--mode serial|mpi|cuda|hybrid|direct]\n"
+            "         [--split batch] [--epochs E] [--steps K] [--batch B] [--lr LR] [--momentum MU] [--weight-decay WD]\n"
             "         [--seed S] [--microbatch M] [--reduce deterministic|allreduce] [--data DIR|synthetic]\n"
-            "         [--train-limit N] [--test-limit N] [--weights FILE.h5] [--save-weights FILE.h5]\n"
-            "         [--checkpoint-dir D] [--checkpoint-every N] [--checkpoint-every-epochs N]\n"
-            "         [--resume] [--log-every N] [--json FILE] [--verbose] [--comm-timeout S]\n"
+            "         [--train-limit N] [--test-limit N] [--shares S0,S1,..] [--weights FILE.h5]\n"
+            "         [--save-weights FILE.h5] [--checkpoint-dir D] [--checkpoint-every N]\n"
+            "         [--checkpoint-every-epochs N] [--resume] [--log-every N] [--json FILE] [--verbose] [--comm-timeout S]\n"
             "         " FF_CLI_PLAN_USAGE
             "\n"
-            "Trains on the IDX data in DIR (or generated teacher data) and prints progress, the test accuracy after each epoch,\n"
+            "Trains on the IDX data in DIR (or generated teacher data) and prints progress, the test\n"
+            "accuracy after each epoch,\n"
             "'weights digest: <16 hex>' (FNV-1a over all parameters) and 'loss digest: <16 hex>' (over\n"
             "every step's loss as float64) at the end, then a summary line. The digests are the same for\n"
             "serial and mpi at any rank count, and the same for cuda, hybrid and direct at any rank count.\n"
@@ -75,6 +76,9 @@ static void usage(FILE *f) {
             "  --batch B                   global batch: images per step over all ranks (default 64)\n"
             "  --microbatch M              images per micro-batch, the unit of the deterministic\n"
             "                              reduction and of the work split over ranks (default 8; at most B)\n"
+            "  --shares S0,S1,...          relative batch shares, one per rank (default equal): --shares 3,1\n"
+            "                              gives rank 0 three quarters of each step's micro-batches (a faster\n"
+            "                              GPU); the bits do not change\n"
             "  --reduce R                  deterministic (default: bits independent of the rank count) or\n"
             "                              allreduce (MPI's float sum: faster, bits depend on the rank count)\n"
             "  --lr LR                     SGD learning rate, in (0, 10] (default 0.01)\n"
@@ -105,6 +109,26 @@ static void usage(FILE *f) {
             "  is the environment variable FF_TEST_KILL_AFTER_STEP=K: SIGKILL after step K.)\n",
             DEFAULT_DATA, (long long)SYNTH_TRAIN_SMALL, (long long)SYNTH_TRAIN_FULL, (long long)SYNTH_TEST,
             FF_CKPT_FILE, FF_CKPT_FILE);
+}
+
+// "3,1": one relative share per rank (the count is checked against the ranks when they are known).
+static ff_status parse_shares(ff_train_options *o, const char *v) {
+    o->n_shares = 0;
+    for (const char *p = v;;) {
+        char *end = NULL;
+        errno = 0;
+        const long x = strtol(p, &end, 10);
+        if (end == p || errno || x < 1 || x > FF_TRAIN_SHARE_MAX || (*end && *end != ','))
+            return FF_FAIL(FF_ERR_INPUT,
+                           "--shares '%s': expected comma-separated integers 1..%d, one per rank (e.g. 3,1: rank 0 "
+                           "takes three quarters of each batch)",
+                           v, FF_TRAIN_SHARE_MAX);
+        if (o->n_shares == FF_MAX_RANKS_TRAIN)
+            return FF_FAIL(FF_ERR_INPUT, "--shares '%s': more than %d values", v, FF_MAX_RANKS_TRAIN);
+        o->shares[o->n_shares++] = (int32_t)x;
+        if (!*end) return FF_OK;
+        p = end + 1;
+    }
 }
 
 // Returns 0 to run, -1 after --help, or the exit code of a refused argument (message delivered).
@@ -144,6 +168,7 @@ static int parse_args(train_args *a, int argc, char **argv) {
         OPT_JSON,
         OPT_RESUME,
         OPT_VERBOSE,
+        OPT_SHARES,
     };
     static const struct option opts[] = {{"model", required_argument, 0, OPT_MODEL},
                                          {"mode", required_argument, 0, OPT_MODE},
@@ -169,6 +194,7 @@ static int parse_args(train_args *a, int argc, char **argv) {
                                          {"json", required_argument, 0, OPT_JSON},
                                          {"resume", no_argument, 0, OPT_RESUME},
                                          {"verbose", no_argument, 0, OPT_VERBOSE},
+                                         {"shares", required_argument, 0, OPT_SHARES},
                                          FF_CLI_PLAN_OPTIONS,
                                          FF_CLI_EXEC_OPTIONS,
                                          {"help", no_argument, 0, 'h'},
@@ -213,6 +239,7 @@ static int parse_args(train_args *a, int argc, char **argv) {
                 st = ff_cli_parse_f32(&a->o.weight_decay, "--weight-decay", v, 0.0, false, 1.0, true);
                 break;
             case OPT_REDUCE: st = ff_reduce_parse(&a->o.reduce, v); break;
+            case OPT_SHARES: st = parse_shares(&a->o, v); break;
             default: return ff_cli_usage("train", "unknown flag '%s'", argv[optind - 1]);
         }
         if (st != FF_OK) return ff_cli_fail("train", st);

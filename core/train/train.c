@@ -40,6 +40,7 @@ struct ff_trainer {
     int64_t N, classes, per;
     int64_t cap;  // images one rank computes per step: nslots micro-batches of M
     int64_t nslots, nmb_max;
+    int64_t share_below[FF_MAX_RANKS_TRAIN + 1];  // prefix sums of the ranks' shares; [P] = total
     // device memory
     float *act[FF_MAX_LAYERS + 1];  // act[0]: input (cap, input); act[l+1]: output of layer l (cap, out)
     float *dz;                      // (cap, classes): logits' gradient, then backward scratch
@@ -145,6 +146,13 @@ void ff_trainer_destroy(ff_trainer *t) {
 }
 
 ff_status ff_train_options_check(const ff_train_options *o) {
+    if (o->n_shares < 0 || o->n_shares > FF_MAX_RANKS_TRAIN)
+        return FF_FAIL(FF_ERR_INPUT, "--shares: %d values, expected 1..%d (one per rank)", o->n_shares,
+                       FF_MAX_RANKS_TRAIN);
+    for (int r = 0; r < o->n_shares; r++)
+        if (o->shares[r] < 1 || o->shares[r] > FF_TRAIN_SHARE_MAX)
+            return FF_FAIL(FF_ERR_INPUT, "--shares: rank %d's share %d, expected 1..%d", r, (int)o->shares[r],
+                           FF_TRAIN_SHARE_MAX);
     if (o->batch < 1) return FF_FAIL(FF_ERR_INPUT, "--batch %lld: expected >= 1", (long long)o->batch);
     if (o->microbatch < 1 || o->microbatch > o->batch)
         return FF_FAIL(FF_ERR_INPUT, "--microbatch %lld: expected 1..batch (%lld)", (long long)o->microbatch,
@@ -212,6 +220,13 @@ static ff_status alloc_device(ff_trainer *t) {
     return FF_OK;
 }
 
+// Micro-batches [*j0, *j1) of a step's nmb belong to rank r: in proportion to the shares (train.h).
+static void owned(int64_t *j0, int64_t *j1, const ff_trainer *t, int64_t nmb, int64_t r) {
+    const int64_t total = t->share_below[t->P];
+    *j0 = nmb * t->share_below[r] / total;
+    *j1 = nmb * t->share_below[r + 1] / total;
+}
+
 ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, const ff_train_options *o,
                             ff_comm *comm) {
     *out = NULL;
@@ -260,8 +275,21 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     t->per = ff_shape_numel(m->input);
     const int64_t M = o->microbatch, P = t->P;
     t->nmb_max = ceil_div(o->batch, M);  // <= FF_MAX_MICROBATCHES (checked above)
-    t->nslots = ceil_div(t->nmb_max, P);
-    if (t->nslots < 1) t->nslots = 1;
+    if (o->n_shares && o->n_shares != P) {
+        free(t);
+        return FF_FAIL(FF_ERR_INPUT, "--shares has %d value(s), expected one per rank (%lld ranks)", o->n_shares,
+                       (long long)P);
+    }
+    t->share_below[0] = 0;
+    for (int64_t r = 0; r < P; r++) t->share_below[r + 1] = t->share_below[r] + (o->n_shares ? o->shares[r] : 1);
+    // Slots: the most micro-batches any rank owns in any step (a short last batch has fewer).
+    t->nslots = 1;
+    for (int64_t nmb = 1; nmb <= t->nmb_max; nmb++)
+        for (int64_t r = 0; r < P; r++) {
+            int64_t j0, j1;
+            owned(&j0, &j1, t, nmb, r);
+            if (j1 - j0 > t->nslots) t->nslots = j1 - j0;
+        }
     t->cap = t->nslots * M;
     // Every buffer size below is a product of a user-chosen count (M, B) and a model size: check
     // each once here, so the allocations can use the plain products.
@@ -456,7 +484,9 @@ static ff_status reduce_scatter_gather(ff_trainer *t, int64_t nmb, int64_t nloc)
     }
     off = 0;
     for (int64_t q = 0; q < P; q++) {
-        const int64_t nq = nmb * (q + 1) / P - nmb * q / P;
+        int64_t j0, j1;
+        owned(&j0, &j1, t, nmb, q);
+        const int64_t nq = j1 - j0;
         rcount[q] = (size_t)(nq * my_len) * sizeof(float);
         rdispl[q] = off;
         off += rcount[q];
@@ -539,7 +569,9 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
     if (b < 1 || b > B)
         return FF_FAIL(FF_ERR_INPUT, "train step: batch of %lld images, expected 1..%lld", (long long)b, (long long)B);
     const int64_t nmb = (b + M - 1) / M;
-    const int64_t j0 = nmb * t->rank / P, j1 = nmb * (t->rank + 1) / P, nloc = j1 - j0;
+    int64_t j0, j1;
+    owned(&j0, &j1, t, nmb, t->rank);
+    const int64_t nloc = j1 - j0;
     const int64_t start = j0 * M < b ? j0 * M : b, nimg = (j1 * M < b ? j1 * M : b) - start;
     const bool local = P == 1 || t->o.reduce == FF_REDUCE_ALLREDUCE;
     // One process: the whole step is device work (and one graph); several: the update waits for

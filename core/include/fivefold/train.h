@@ -3,7 +3,10 @@
 // The reduction. A global batch of b images is cut into nmb = ceil(b / M) micro-batches of M
 // consecutive images (the last may be shorter). Micro-batch j's gradient g_j is computed by one
 // rank, with the fixed summation orders of layers_cpu_backward.h (images ascending inside it).
-// Rank r of P owns micro-batches [floor(nmb*r/P), floor(nmb*(r+1)/P)). The g_j are then combined
+// Rank r of P owns micro-batches [floor(nmb*S_r/S), floor(nmb*S_{r+1}/S)), where S_r is the sum of
+// the shares of ranks below r and S of all (--shares; equal shares by default, which is
+// [floor(nmb*r/P), floor(nmb*(r+1)/P))): a faster GPU may take more of the batch. Ownership
+// decides only who computes a micro-batch, never the order of any sum, so shares change no bit. The g_j are then combined
 // element by element in one fixed binary tree that depends only on nmb:
 //     for (s = 1; s < nmb; s *= 2) for (j = 0; j + s < nmb; j += 2s) g_j += g_{j+s};
 // With P > 1 this is done as a reduce-scatter by parameter slices (alltoallv: rank q receives
@@ -36,6 +39,7 @@ extern "C" {
 
 #define FF_MAX_RANKS_TRAIN 256    // rank count a trainer supports (fixed-size count arrays)
 #define FF_MAX_MICROBATCHES 1024  // micro-batches per global batch (ceil(B / M))
+#define FF_TRAIN_SHARE_MAX 1000   // a rank's --shares value: 1..this
 
 typedef enum { FF_REDUCE_DETERMINISTIC, FF_REDUCE_ALLREDUCE } ff_reduce;
 ff_status ff_reduce_parse(ff_reduce *out, const char *s);  // "deterministic" | "allreduce"
@@ -46,6 +50,10 @@ typedef struct {
     int64_t microbatch;  // M: images per micro-batch (the unit of the deterministic reduction)
     float lr, momentum, weight_decay;
     ff_reduce reduce;
+    // Relative batch shares per rank (--shares 3,1): n_shares 0 = equal; otherwise one per rank,
+    // each >= 1 (ff_trainer_create checks the count against the ranks).
+    int n_shares;
+    int32_t shares[FF_MAX_RANKS_TRAIN];
     // Where the step runs: the executor's options (executor.h; the CLI fills them with the shared
     // parser of infer/verify/bench): mode, GPU, transport, communication deadline, plan. The
     // trainer sets split (batch: micro-batches by rank), max_batch and comm itself. The plan's convs
