@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "device_internal.h"
+#include "fivefold/gpu.h"
 
 ff_status ff_device_create(ff_device **out, const ff_model *m, const ff_weights *w, const ff_plan *p,
                            const ff_device_options *o) {
@@ -24,6 +25,7 @@ ff_status ff_device_create(ff_device **out, const ff_model *m, const ff_weights 
     (*out)->model = m;
     (*out)->plan = *p;
     (*out)->max_batch = o->max_batch;
+    (*out)->train_only = o->train_only;
     return FF_OK;
 }
 
@@ -92,12 +94,14 @@ ff_status ff_device_run(ff_device *d, const float **out, const float *in, int64_
     if (first < 0 || last >= d->model->n_layers || first > last)
         return FF_FAIL(FF_ERR_INPUT, "layer range [%d, %d]: expected 0 <= first <= last < %d", first, last,
                        d->model->n_layers);
+    if (d->train_only) return FF_FAIL(FF_ERR_INTERNAL, "device run: this device was made for training ops only");
     if (n < 1 || n > d->max_batch)
         return FF_FAIL(FF_ERR_INPUT, "device run: batch %lld: expected 1..%lld", (long long)n, (long long)d->max_batch);
     return d->ops->run(d, out, in, n, first, last, fault_layer, trace);
 }
 
 ff_status ff_device_run_bands(ff_device *d, const ff_band_job *jobs, int n_jobs, int layer) {
+    if (d->train_only) return FF_FAIL(FF_ERR_INTERNAL, "this device was made for training ops only");
     if (layer < 0 || layer >= d->model->n_layers)
         return FF_FAIL(FF_ERR_INPUT, "run bands: layer %d: expected 0..%d", layer, d->model->n_layers - 1);
     const ff_layer *L = &d->model->layers[layer];
@@ -116,6 +120,7 @@ ff_status ff_device_run_bands(ff_device *d, const ff_band_job *jobs, int n_jobs,
 
 ff_status ff_device_run_features(ff_device *d, float *out, const float *in, int layer, int64_t f_lo, int64_t f_hi,
                                  int64_t n) {
+    if (d->train_only) return FF_FAIL(FF_ERR_INTERNAL, "this device was made for training ops only");
     const ff_layer *L = &d->model->layers[layer];
     if (L->op != FF_OP_LINEAR || f_lo < 0 || f_hi > L->out.c || f_lo > f_hi)
         return FF_FAIL(FF_ERR_INPUT, "run features: %s [%lld, %lld): expected a linear layer and 0 <= lo <= hi <= %lld",
@@ -129,6 +134,7 @@ ff_status ff_device_fault(ff_device *d, float *x) {
 }
 
 ff_status ff_device_time_resident(ff_device *d, int64_t n, int iters, double *ms_out) {
+    if (d->train_only) return FF_FAIL(FF_ERR_INTERNAL, "this device was made for training ops only");
     if (!d->ops->time_resident) return unsupported(d, "device-resident timing");
     if (n < 1 || n > d->max_batch || iters < 1)
         return FF_FAIL(FF_ERR_INPUT, "resident timing: batch %lld (1..%lld), iters %d (>= 1)", (long long)n,
@@ -224,6 +230,16 @@ ff_status ff_device_sgd(ff_device *d, float *w, float *mom, const float *g, int6
 }
 
 // ---------------------------------------------------------------- captured work
+
+size_t ff_device_train_work_bytes(const ff_device *d, int last, int64_t n) {
+    return d->ops->train_work_bytes ? d->ops->train_work_bytes(d, last, n) : 0;
+}
+
+ff_status ff_device_memory(const ff_device *d, size_t *free_bytes, size_t *total_bytes) {
+    *free_bytes = *total_bytes = 0;
+    if (d->kind != FF_DEVICE_CUDA) return FF_OK;
+    return ff_gpu_mem_info(free_bytes, total_bytes);
+}
 
 bool ff_device_can_capture(const ff_device *d) {
     return d->ops->capture_begin != NULL;

@@ -171,8 +171,10 @@ static ff_status compose(ff_executor *e, const ff_model *m, const ff_weights *w)
         }
         use = &shared;
     }
-    const ff_device_options dopt = {
-        .max_batch = o->max_batch, .gpu = o->gpu, .local_rank = e->comm ? ff_comm_local_rank(e->comm) : 0};
+    const ff_device_options dopt = {.max_batch = o->max_batch,
+                                    .gpu = o->gpu,
+                                    .local_rank = e->comm ? ff_comm_local_rank(e->comm) : 0,
+                                    .train_only = o->train_only};
     ff_status st = ff_device_create(&e->dev, m, use, &e->plan, &dopt);
     free(own);
     FF_TRY(st);

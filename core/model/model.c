@@ -54,16 +54,16 @@ static const ff_layer mnist_table[] = {
 // The seed's data-parallel MLP (issue 16): 4096 -> 8192 -> 6144 -> 4096 -> 2048 -> 1024 -> 512,
 // relu between layers, softmax over 512 classes; about 120 M parameters.
 static const ff_layer mlp_table[] = {
-    FC("fc1", 8192), RELU("relu1"), FC("fc2", 6144), RELU("relu2"), FC("fc3", 4096), RELU("relu3"),
-    FC("fc4", 2048), RELU("relu4"), FC("fc5", 1024), RELU("relu5"), FC("fc6", 512),
-    {.name = "softmax", .op = FF_OP_SOFTMAX},
+    FC("fc1", 8192), RELU("relu1"), FC("fc2", 6144), RELU("relu2"),
+    FC("fc3", 4096), RELU("relu3"), FC("fc4", 2048), RELU("relu4"),
+    FC("fc5", 1024), RELU("relu5"), FC("fc6", 512),  {.name = "softmax", .op = FF_OP_SOFTMAX},
 };
 
 // Its small twin for tests and goldens: every width / 16 (256 -> 512 -> ... -> 32).
 static const ff_layer mlp_small_table[] = {
-    FC("fc1", 512), RELU("relu1"), FC("fc2", 384), RELU("relu2"), FC("fc3", 256), RELU("relu3"),
-    FC("fc4", 128), RELU("relu4"), FC("fc5", 64),  RELU("relu5"), FC("fc6", 32),
-    {.name = "softmax", .op = FF_OP_SOFTMAX},
+    FC("fc1", 512), RELU("relu1"), FC("fc2", 384), RELU("relu2"),
+    FC("fc3", 256), RELU("relu3"), FC("fc4", 128), RELU("relu4"),
+    FC("fc5", 64),  RELU("relu5"), FC("fc6", 32),  {.name = "softmax", .op = FF_OP_SOFTMAX},
 };
 
 typedef struct {

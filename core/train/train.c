@@ -90,6 +90,7 @@ const char *ff_reduce_name(ff_reduce r) {
 }
 
 void ff_train_options_default(ff_train_options *o) {
+    memset(o, 0, sizeof *o);  // equal shares, and no field left undefined
     o->batch = 64;
     o->microbatch = 8;
     o->lr = 0.01f;
@@ -227,6 +228,64 @@ static void owned(int64_t *j0, int64_t *j1, const ff_trainer *t, int64_t nmb, in
     *j1 = nmb * t->share_below[r + 1] / total;
 }
 
+// Slots: the most micro-batches any rank owns in any step of up to nmb_max micro-batches (a short
+// last batch has fewer; with shares the largest owner is not always the same).
+static int64_t slots_for(const ff_trainer *t, int64_t nmb_max) {
+    int64_t most = 1;
+    for (int64_t nmb = 1; nmb <= nmb_max; nmb++)
+        for (int64_t r = 0; r < t->P; r++) {
+            int64_t j0, j1;
+            owned(&j0, &j1, t, nmb, r);
+            if (j1 - j0 > most) most = j1 - j0;
+        }
+    return most;
+}
+
+// Device bytes a step of global batch B takes on one rank beyond the executor's own (the weights):
+// what alloc_device allocates and the backward's scratch (its data-gradient buffers and GEMM
+// workspaces, as the device reports them).
+static double train_device_bytes(const ff_trainer *t, int64_t B) {
+    const ff_model *m = t->m;
+    const double N = (double)t->N, M = (double)t->o.microbatch;
+    const int64_t nmb = ceil_div(B, t->o.microbatch), slots = slots_for(t, nmb);
+    const double cap = (double)slots * M;
+    double floats = cap * (double)t->per;
+    for (int l = 0; l <= t->last; l++)
+        if (m->layers[l].op != FF_OP_FLATTEN) floats += cap * (double)ff_shape_numel(m->layers[l].out);
+    floats += cap * ((double)t->classes + 1 + 1 + 2);  // dz, losses, labels, indices
+    floats += (double)slots * N + 2 * N;               // gradient rows, the reduced gradient, momentum
+    if (t->P > 1) floats += (double)slots * N + (double)nmb * (N / (double)t->P + 1);  // reduce buffers
+    return floats * sizeof(float) + (double)ff_device_train_work_bytes(t->dev, t->last, (int64_t)cap);
+}
+
+// A GPU: refuse, before anything is allocated, a batch whose buffers would take more than 95 % of
+// the free device memory, naming the largest --batch that fits (same --microbatch and ranks).
+static ff_status check_device_memory(const ff_trainer *t) {
+    size_t free_b = 0, total_b = 0;
+    FF_TRY(ff_device_memory(t->dev, &free_b, &total_b));
+    if (!total_b) return FF_OK;  // the host: nothing to ask
+    const double budget = 0.95 * (double)free_b, need = train_device_bytes(t, t->o.batch);
+    if (need <= budget) return FF_OK;
+    int64_t lo = 0, hi = t->o.batch;  // largest B with bytes(B) <= budget: bytes grow with B
+    while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (train_device_bytes(t, mid) <= budget)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    char fits[96];
+    if (lo >= 1)
+        snprintf(fits, sizeof fits, "the largest that fits is --batch %lld", (long long)lo);
+    else
+        snprintf(fits, sizeof fits, "no batch fits with --microbatch %lld", (long long)t->o.microbatch);
+    return FF_FAIL(FF_ERR_OOM,
+                   "rank %d: --batch %lld needs about %.2f GiB of GPU memory for training (%.2f GiB free of %.2f "
+                   "GiB; at most 95 %% of the free memory is used): %s",
+                   t->rank, (long long)t->o.batch, need / 1073741824.0, (double)free_b / 1073741824.0,
+                   (double)total_b / 1073741824.0, fits);
+}
+
 ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, const ff_train_options *o,
                             ff_comm *comm) {
     *out = NULL;
@@ -282,14 +341,7 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     }
     t->share_below[0] = 0;
     for (int64_t r = 0; r < P; r++) t->share_below[r + 1] = t->share_below[r] + (o->n_shares ? o->shares[r] : 1);
-    // Slots: the most micro-batches any rank owns in any step (a short last batch has fewer).
-    t->nslots = 1;
-    for (int64_t nmb = 1; nmb <= t->nmb_max; nmb++)
-        for (int64_t r = 0; r < P; r++) {
-            int64_t j0, j1;
-            owned(&j0, &j1, t, nmb, r);
-            if (j1 - j0 > t->nslots) t->nslots = j1 - j0;
-        }
+    t->nslots = slots_for(t, t->nmb_max);
     t->cap = t->nslots * M;
     // Every buffer size below is a product of a user-chosen count (M, B) and a model size: check
     // each once here, so the allocations can use the plain products.
@@ -309,6 +361,7 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     ff_exec_options eo = t->o.exec;
     eo.split = ff_mode_is_multirank(eo.mode) ? FF_SPLIT_BATCH : FF_SPLIT_NONE;
     eo.max_batch = t->cap;
+    eo.train_only = true;  // no inference buffers: what a step needs is checked, then allocated here
     eo.comm = comm;
     eo.fault_layer = -1;
     eo.trace = false;
@@ -317,7 +370,8 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     if (st == FF_OK) {
         t->dev = ff_exec_device(t->exec);
         t->comm = ff_exec_comm(t->exec);
-        st = alloc_device(t);
+        st = check_device_memory(t);
+        if (st == FF_OK) st = alloc_device(t);
     }
     t->x_host = xcalloc((size_t)(t->cap * t->per), sizeof(float), &st, "input staging");
     t->labels_host = xcalloc((size_t)t->cap, sizeof(int32_t), &st, "labels");

@@ -12,9 +12,10 @@
 #           (gpu.h), so the bits differ; every step's loss must agree within 1e-4 relative, and
 #           the test accuracy after the run within 1 point. A run with another --lr must fall
 #           outside that tolerance (the check can fail).
-#   oom     a batch whose activations exceed the GPU's memory (2^20 images: about 150 GB for conv2's
-#           output alone) ends with exit 1 and "GPU out of memory allocating <what>: asked for N
-#           bytes ..., M bytes ... free", once, before any step; a batch that fits (control) trains.
+#   oom     a batch whose buffers exceed the GPU's memory (2^20 images: about 150 GB for conv2's
+#           output alone) is refused before anything is allocated, exit 1, once: "--batch B needs
+#           about X GiB of GPU memory for training (Y GiB free of Z GiB ...): the largest that fits
+#           is --batch K"; a batch of 64 (control) trains, and so does the named batch K.
 #   golden  `fivefold verify --mode cuda --model mnist-cnn` passes, including the training
 #           golden's step-1 gradient, loss trajectory and final weights computed on the GPU.
 # Usage: train_gpu.sh CASE   (env FIVEFOLD = the binary, MPIEXEC = mpiexec [and flags], DATA)
@@ -130,12 +131,17 @@ oom)
     rc=$?
     cat "$T/oom.txt"
     [ $rc -eq 1 ] || fail "oom: exit $rc, expected 1"
-    grep -qE "GPU out of memory allocating .*: asked for [0-9]+ bytes .* [0-9]+ bytes .* free" "$T/oom.txt" \
-        || fail "oom: the message does not say what was asked and what is free"
-    [ "$(grep -c 'out of memory' "$T/oom.txt")" -eq 1 ] || fail "oom: the message is not printed exactly once"
+    grep -qE "needs about [0-9.]+ GiB of GPU memory for training \([0-9.]+ GiB free of [0-9.]+ GiB.*the largest that fits is --batch [0-9]+" "$T/oom.txt" \
+        || fail "oom: the message does not say what is needed, what is free and the largest batch that fits"
+    [ "$(grep -c 'GiB of GPU memory' "$T/oom.txt")" -eq 1 ] || fail "oom: the message is not printed exactly once"
     ! grep -q '^epoch\|loss digest' "$T/oom.txt" || fail "oom: a step ran"
     run fits "$F" train --mode cuda --data "$DATA" --train-limit 64 --batch 64 --steps 1 --log-every 0
     grep -q '^weights digest' "$T/fits.txt" || fail "control: no digest"
+    # the batch the message names must really fit: its buffers are allocated (one short step runs)
+    K=$(sed -n 's/.*the largest that fits is --batch \([0-9]*\).*/\1/p' "$T/oom.txt")
+    run largest "$F" train --mode cuda --data "$DATA" --train-limit 64 --batch "$K" --microbatch 1024 --steps 1 \
+        --log-every 0
+    grep -q '^weights digest' "$T/largest.txt" || fail "the named largest batch $K did not train"
     ;;
 golden)
     run verify "$F" verify --mode cuda --model mnist-cnn

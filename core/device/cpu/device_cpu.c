@@ -313,7 +313,8 @@ ff_status ff_device_cpu_create(ff_device **out, const ff_model *m, const ff_weig
     if (!c) return FF_FAIL(FF_ERR_OOM, "cpu device: out of host memory");
     c->base.ops = &cpu_ops;
     c->base.host_memory = true;
-    const size_t abytes = (size_t)o->max_batch * (size_t)m->max_act * sizeof(float);
+    // A training-only device runs no forward of its own: 1 float each, never read.
+    const size_t abytes = (o->train_only ? 1 : (size_t)o->max_batch * (size_t)m->max_act) * sizeof(float);
     if (!o->borrow_weights) c->params = malloc((size_t)(w->n_total > 0 ? w->n_total : 1) * sizeof(float));
     c->act[0] = malloc(abytes);
     c->act[1] = malloc(abytes);

@@ -193,7 +193,8 @@ static ff_status cuda_setup(cuda_device *c, const ff_model *m, const ff_weights 
     }
 
     FF_TRY(winograd_setup(c, m, w, p, o->max_batch));
-    if (!vendor) {  // the vendor path (cuBLAS) needs no workspace
+    if (o->train_only) return ff_gpu_stream_sync(c->stream);  // training sizes its own scratch
+    if (!vendor) {                                            // the vendor path (cuBLAS) needs no workspace
         int64_t lin = 0;
         for (int i = 0; i < m->n_layers; i++)
             if (m->layers[i].op == FF_OP_LINEAR) {
@@ -625,10 +626,38 @@ static ff_status cuda_gather(ff_device *d, float *x, int32_t *labels, const floa
 // under --backend vendor, as a run would). A run's fused conv+relu applies the same relu to the
 // same conv output, so every act[l + 1] holds the bits a run up to layer l gives. Flatten: a copy
 // unless act[l + 1] == act[l] (ff_gpu_layer_forward).
+// The split-K workspace the linear layers [0, last] need at n images (0 under the vendor backend).
+static size_t lin_work_need(const ff_device *d, int last, int64_t n) {
+    if (d->plan.opt.backend == FF_BACKEND_VENDOR) return 0;
+    int64_t need = 0;
+    for (int l = 0; l <= last; l++)
+        if (d->model->layers[l].op == FF_OP_LINEAR) {
+            const int64_t f = ff_gpu_linear_workspace_floats(&d->model->layers[l], n);
+            if (f > need) need = f;
+        }
+    return (size_t)need;
+}
+
+// Training sizes its batches itself (the executor it runs on is made for a batch of 1): the linear
+// workspace grows to the largest n a training op has seen. A new largest n comes on an eager run
+// (the trainer captures a shape of work the second time it sees it), never inside a capture, and
+// the stream is synchronised before the old buffer is freed.
+static ff_status ensure_lin_work(cuda_device *c, size_t floats) {
+    if (floats <= (size_t)c->lin_work_floats) return FF_OK;
+    FF_TRY(ff_gpu_stream_sync(c->stream));
+    ff_gpu_free(c->d_lin_work);
+    c->d_lin_work = NULL;
+    c->lin_work_floats = 0;
+    FF_TRY(ff_gpu_alloc((void **)&c->d_lin_work, floats * sizeof(float), "the split-K linear workspace"));
+    c->lin_work_floats = (int64_t)floats;
+    return FF_OK;
+}
+
 static ff_status train_forward(cuda_device *c, float *const *act, int last, int64_t n) {
     ff_device *d = &c->base;
     const ff_model *m = d->model;
     const bool vendor = d->plan.opt.backend == FF_BACKEND_VENDOR;
+    FF_TRY(ensure_lin_work(c, lin_work_need(d, last, n)));
     for (int l = 0; l <= last; l++) {
         const ff_layer *L = &m->layers[l];
         const ff_rows rows = ff_rows_full(L);
@@ -691,6 +720,12 @@ static size_t train_work_need(const ff_model *m, int last, int64_t n) {
         if (f > need) need = f;
     }
     return (size_t)need;
+}
+
+static size_t cuda_train_work_bytes(const ff_device *d, int last, int64_t n) {
+    const ff_model *m = d->model;
+    return (train_work_need(m, last, n) + 2 * (size_t)n * (size_t)m->max_act + lin_work_need(d, last, n)) *
+           sizeof(float);
 }
 
 // The two data-gradient buffers, at least `floats` each, and the workspace, at least `work` floats.
@@ -835,6 +870,7 @@ static const ff_device_ops cuda_ops = {
     .train_forward = cuda_train_forward,
     .softmax_xent = cuda_softmax_xent,
     .train_backward = cuda_train_backward,
+    .train_work_bytes = cuda_train_work_bytes,
     .tree_reduce = cuda_tree_reduce,
     .sgd = cuda_sgd,
 };

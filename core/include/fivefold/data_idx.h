@@ -33,8 +33,8 @@ extern "C" {
 // A data set: IDX images (pixels, normalised when a batch is taken) or a synthetic set (synthetic.h:
 // its features are computed when a batch is taken, on the host or on a GPU; pixels is NULL).
 typedef struct {
-    uint8_t *pixels;  // (n, rows, cols) raw bytes, row-major; NULL for a synthetic set
-    int32_t *labels;  // (n) class indices in [0, classes)
+    uint8_t *pixels;        // (n, rows, cols) raw bytes, row-major; NULL for a synthetic set
+    int32_t *labels;        // (n) class indices in [0, classes)
     int64_t n, rows, cols;  // a synthetic set: rows = 1, cols = its features
     int64_t classes;        // 1 + largest label among the n kept (10 for (Fashion-)MNIST)
     bool synthetic;

@@ -34,6 +34,9 @@ typedef struct {
     int local_rank;       // this rank's index among its node's ranks (0 for one process)
     bool borrow_weights;  // cpu: run on the caller's weight buffer in place instead of a copy (it
                           // must outlive the device; the trainer's SGD updates it between runs)
+    bool train_only;      // only the training ops will run (the trainer owns their buffers): no
+                          // buffers for ff_device_run, which then refuses; max_batch bounds the
+                          // training ops' n, and a GPU sizes its scratch to the n they bring
 } ff_device_options;
 
 // One piece of a banded layer: output rows rows.out_* of n images into out, from input rows
@@ -165,6 +168,14 @@ ff_status ff_device_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_
 // so the update's bits are the same everywhere.
 ff_status ff_device_sgd(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
                         float weight_decay, bool first);
+
+// Bytes of scratch the training backward of layers [0, last] allocates on the device for n images
+// at once (a GPU's GEMM workspaces and its two data-gradient buffers; 0 on the cpu device).
+size_t ff_device_train_work_bytes(const ff_device *d, int last, int64_t n);
+
+// Free and total bytes of the device's memory now (a GPU: cudaMemGetInfo); 0 and 0 on the host,
+// where the operating system decides. What the trainer checks a batch against before it allocates.
+ff_status ff_device_memory(const ff_device *d, size_t *free_bytes, size_t *total_bytes);
 
 // ---- captured work (a GPU: CUDA graphs) ----
 // Everything enqueued between ff_device_capture_begin and ff_device_capture_end is recorded, not

@@ -39,6 +39,7 @@ typedef struct {
     ff_mode mode;
     ff_split split;          // multi-rank modes; FF_SPLIT_NONE for single-process ones
     int64_t max_batch;       // largest n forward() will be called with (buffers sized once)
+    bool train_only;         // the trainer's executor: its device runs training ops only (device.h)
     ff_plan_options plan;    // algorithm choices, backend, precision (plan.h)
     int fault_layer;         // test hook (--inject-fault): layer index whose output element 0 is
                              // perturbed far beyond its tolerance; -1 for none

@@ -6,8 +6,8 @@
 // Rank r of P owns micro-batches [floor(nmb*S_r/S), floor(nmb*S_{r+1}/S)), where S_r is the sum of
 // the shares of ranks below r and S of all (--shares; equal shares by default, which is
 // [floor(nmb*r/P), floor(nmb*(r+1)/P))): a faster GPU may take more of the batch. Ownership
-// decides only who computes a micro-batch, never the order of any sum, so shares change no bit. The g_j are then combined
-// element by element in one fixed binary tree that depends only on nmb:
+// decides only who computes a micro-batch, never the order of any sum, so shares change no bit. The g_j are then
+// combined element by element in one fixed binary tree that depends only on nmb:
 //     for (s = 1; s < nmb; s *= 2) for (j = 0; j + s < nmb; j += 2s) g_j += g_{j+s};
 // With P > 1 this is done as a reduce-scatter by parameter slices (alltoallv: rank q receives
 // slice q of every g_j, in j order, and runs the tree on its slice) followed by an allgatherv of
