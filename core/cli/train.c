@@ -32,6 +32,7 @@
 #define SYNTH_TRAIN_FULL 32768
 #define SYNTH_TRAIN_SMALL 8192
 #define SYNTH_TEST 4096
+#define LARGE_MODEL_PARAMS 10000000  // over this, the default --microbatch is batch / 8
 
 typedef struct {
     const char *model, *mode, *split, *data, *ckpt_dir, *weights, *save_weights, *json;
@@ -39,6 +40,7 @@ typedef struct {
     int64_t epochs, steps, train_limit, test_limit, ckpt_every, ckpt_every_epochs, log_every;
     uint64_t seed;
     int resume;
+    bool microbatch_given;
     ff_train_options o;
 } train_args;
 
@@ -77,7 +79,8 @@ static void usage(FILE *f) {
         "                              training, also after --resume (default: every step of E epochs)\n"
         "  --batch B                   global batch: images per step over all ranks (default 64)\n"
         "  --microbatch M              images per micro-batch, the unit of the deterministic\n"
-        "                              reduction and of the work split over ranks (default 8; at most B)\n"
+        "                              reduction and of the work split over ranks (default 8, or B / 8\n"
+        "                              for models over 10 M parameters such as mlp; at most B)\n"
         "  --shares S0,S1,...          relative batch shares, one per rank (default equal): --shares 3,1\n"
         "                              gives rank 0 three quarters of each step's micro-batches (a faster\n"
         "                              GPU); the bits do not change\n"
@@ -233,7 +236,10 @@ static int parse_args(train_args *a, int argc, char **argv) {
                 break;
             case OPT_LOG_EVERY: st = ff_cli_parse_i64(&a->log_every, "--log-every", v, 0, big); break;
             case OPT_BATCH: st = ff_cli_parse_i64(&a->o.batch, "--batch", v, 1, 1 << 20); break;
-            case OPT_MICROBATCH: st = ff_cli_parse_i64(&a->o.microbatch, "--microbatch", v, 1, 1 << 20); break;
+            case OPT_MICROBATCH:
+                st = ff_cli_parse_i64(&a->o.microbatch, "--microbatch", v, 1, 1 << 20);
+                a->microbatch_given = true;
+                break;
             case OPT_SEED: st = ff_cli_parse_seed(&a->seed, "--seed", v); break;
             case OPT_LR: st = ff_cli_parse_f32(&a->o.lr, "--lr", v, 0.0, true, FF_TRAIN_LR_MAX, false); break;
             case OPT_MOMENTUM: st = ff_cli_parse_f32(&a->o.momentum, "--momentum", v, 0.0, false, 1.0, true); break;
@@ -352,7 +358,9 @@ typedef struct {
     int64_t steps, last_step, images, test_images;
     double seconds, samples_per_s, final_loss;
     uint64_t loss_digest, weights_digest;
-    const dlist *epoch_s, *accuracy;
+    const dlist *epoch_s, *accuracy, *losses;
+    ff_train_phases phases;  // rank 0's
+    const int32_t *shares;   // one per rank, or NULL (equal)
 } train_figures;
 
 static ff_status json_write(json_out *j, const train_args *a, const ff_model *m, const ff_train_options *o,
@@ -393,6 +401,19 @@ static ff_status json_write(json_out *j, const train_args *a, const ff_model *m,
     for (int64_t i = 0; i < r->accuracy->n; i++) ff_json_num(&js, NULL, r->accuracy->v[i]);
     ff_json_end_array(&js);
     ff_json_num(&js, "final_loss", r->final_loss);  // null when no step ran
+    ff_json_begin_array(&js, "loss_per_step");      // this run's steps, in order (a plot's loss curve)
+    for (int64_t i = 0; i < r->losses->n; i++) ff_json_num(&js, NULL, r->losses->v[i]);
+    ff_json_end_array(&js);
+    ff_json_begin_array(&js, "shares");  // [] when equal
+    for (int i = 0; r->shares && i < r->ranks; i++) ff_json_int(&js, NULL, r->shares[i]);
+    ff_json_end_array(&js);
+    // Rank 0's phases (train.h, ff_train_phases), milliseconds per step; exchange is all exposed.
+    const double per = r->phases.steps > 0 ? 1e3 / (double)r->phases.steps : 0.0;
+    ff_json_begin_object(&js, "phases_ms_per_step");
+    ff_json_num(&js, "compute", r->phases.compute_s * per);
+    ff_json_num(&js, "exchange", r->phases.exchange_s * per);
+    ff_json_num(&js, "update", r->phases.update_s * per);
+    ff_json_end_object(&js);
     ff_json_str(&js, "loss_digest", ff_digest_hex(hex, r->loss_digest));
     ff_json_str(&js, "weights_digest", ff_digest_hex(hex, r->weights_digest));
     ff_json_end_object(&js);
@@ -430,7 +451,7 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
     ff_status st = FF_OK;
     char ckpt_path[4096] = "";
     json_out jo = {0};
-    dlist epoch_s = {0}, accuracy = {0};
+    dlist epoch_s = {0}, accuracy = {0}, losses = {0};
 #define TRY(expr)                   \
     do {                            \
         st = (expr);                \
@@ -589,6 +610,7 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
             }
             last_loss = loss;
             loss_digest = ff_fnv1a64_update(loss_digest, &loss, sizeof loss);
+            if (out && a->json) TRY(dlist_push(&losses, loss));
             if (out && a->log_every > 0 && (step % a->log_every == 0 || step == total)) {
                 double t = now_s();
                 double rate = samples_log / (t - t_log > 0 ? t - t_log : 1e-9);
@@ -666,6 +688,13 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         char hex[17];
         printf("trained %lld steps (%lld images) in %.1f s (%.1f samples/s)\n", (long long)steps_run,
                (long long)samples, el, rate);
+        const ff_train_phases ph = ff_trainer_phases(tr);
+        if (P > 1 && ph.steps > 0)
+            printf(
+                "phases per step (rank 0): compute %.3f ms, gradient exchange %.3f ms (exposed: not overlapped), "
+                "update %.3f ms\n",
+                1e3 * ph.compute_s / (double)ph.steps, 1e3 * ph.exchange_s / (double)ph.steps,
+                1e3 * ph.update_s / (double)ph.steps);
         printf("loss digest: %s\n", ff_digest_hex(hex, loss_digest));
         printf("weights digest: %s\n", ff_digest_hex(hex, weights_digest));
         if (accuracy.n > 0)
@@ -702,7 +731,10 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
                                loss_digest,
                                weights_digest,
                                &epoch_s,
-                               &accuracy};
+                               &accuracy,
+                               &losses,
+                               ff_trainer_phases(tr),
+                               o.n_shares ? o.shares : NULL};
             js = json_write(&jo, a, &m, &o, &r);
             if (js == FF_OK) printf("figures written to %s\n", a->json);
         }
@@ -718,6 +750,7 @@ done:
     }
     free(epoch_s.v);
     free(accuracy.v);
+    free(losses.v);
     free(order);
     ff_trainer_destroy(tr);
     ff_weights_free(&w);
@@ -736,6 +769,11 @@ int ff_cmd_train(int argc, char **argv) {
     if (st == FF_OK) st = ff_cli_exec_options(&a.o.exec, &m, a.mode, a.split, &a.plan, NULL, false);
     if (st != FF_OK) return ff_cli_fail("train", st);
     if (!a.data) a.data = m.input.h == 1 && m.input.w == 1 ? "synthetic" : DEFAULT_DATA;
+    // Each micro-batch's gradient is a full copy of the parameters (the deterministic tree sums
+    // them): for a large model, 8 micro-batches per step instead of 8 images each (the full MLP at
+    // batch 2048: 8 rows of 480 MB, not 256).
+    if (!a.microbatch_given && m.n_weights_total > LARGE_MODEL_PARAMS && a.o.batch > 64)
+        a.o.microbatch = (a.o.batch + 7) / 8;
     // Training runs direct convolutions: the default here whatever FF_CUDA_CONV says; a --conv
     // winograd given on the command line reaches the trainer, which refuses it.
     if (!a.plan.conv) a.o.exec.plan.conv = FF_CONV_DIRECT;

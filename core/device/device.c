@@ -168,6 +168,14 @@ ff_status ff_device_upload_bytes(ff_device *d, void *dst, const void *src_host, 
     if (!d->ops->upload_bytes) return unsupported(d, "byte upload");
     return d->ops->upload_bytes(d, dst, src_host, bytes);
 }
+ff_status ff_device_synth(ff_device *d, float *x, const ff_synth *s, int64_t first, int64_t n) {
+    if (!d->ops->synth) return unsupported(d, "synthetic data");
+    if (first < 0 || n < 0 || s->dim < 1)
+        return FF_FAIL(FF_ERR_INPUT, "synthetic data: samples [%lld, +%lld) of %lld features", (long long)first,
+                       (long long)n, (long long)s->dim);
+    return n ? d->ops->synth(d, x, s, first, n) : FF_OK;
+}
+
 ff_status ff_device_gather(ff_device *d, float *x, int32_t *labels, const float *images, const int32_t *all_labels,
                            const int64_t *idx, int64_t per, int64_t n) {
     if (!d->ops->gather) return unsupported(d, "training (gather)");

@@ -39,6 +39,7 @@ typedef struct {
     ff_status (*train_backward)(ff_device *d, float *grads, int64_t grad_stride, float *dz, const float *const *act,
                                 int last, int64_t n, int64_t group);
     ff_status (*tree_reduce)(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len);
+    ff_status (*synth)(ff_device *d, float *x, const ff_synth *s, int64_t first, int64_t n);
     size_t (*train_work_bytes)(const ff_device *d, int last, int64_t n);  // NULL: none
     ff_status (*sgd)(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
                      float weight_decay, bool first);
@@ -52,7 +53,7 @@ typedef struct {
 struct ff_device {
     const ff_device_ops *ops;
     ff_device_kind kind;
-    bool train_only;  // ff_device_options.train_only: no run buffers
+    bool train_only;   // ff_device_options.train_only: no run buffers
     bool host_memory;  // device memory is host memory (cpu)
     const ff_model *model;
     ff_plan plan;  // a copy: the device's algorithm choices

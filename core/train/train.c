@@ -9,6 +9,7 @@
 #include "fivefold/layers_cpu.h"
 #include "fivefold/layers_cpu_backward.h"
 #include "fivefold/plan.h"
+#include "fivefold/trace.h"
 
 // The device work of one step (enqueue_step): what a captured graph replays, so also its key.
 typedef struct {
@@ -73,6 +74,7 @@ struct ff_trainer {
     bool no_graphs;  // FF_TRAIN_GRAPHS=0 in the environment: every step eager (A/B timing, debugging)
     int64_t steps;
     int64_t samples;  // images trained on since creation (sum of every step's b)
+    ff_train_phases phases;
 };
 
 ff_status ff_reduce_parse(ff_reduce *out, const char *s) {
@@ -421,6 +423,13 @@ ff_status ff_trainer_set_resident(ff_trainer *t, const ff_dataset *ds) {
     FF_TRY(checked_count(&cnt, ds->n, t->per, sizeof(float), "resident training set"));
     FF_TRY(ff_device_alloc(t->dev, &t->res_images, (size_t)cnt, "the resident training set"));
     FF_TRY(ff_device_alloc_bytes(t->dev, (void **)&t->res_labels, (size_t)ds->n * sizeof(int32_t), "its labels"));
+    if (ds->synthetic) {  // the features are made on the device; only the labels travel
+        FF_TRY(ff_device_synth(t->dev, t->res_images, &ds->synth, 0, ds->n));
+        FF_TRY(ff_device_upload_bytes(t->dev, t->res_labels, ds->labels, (size_t)ds->n * sizeof(int32_t)));
+        FF_TRY(ff_device_sync(t->dev));
+        t->resident = ds;
+        return FF_OK;
+    }
     // Normalised on the host in chunks (the same function as every other batch: same bits), each
     // uploaded through the pinned staging buffer: one pass, once per run.
     for (int64_t s0 = 0; s0 < ds->n; s0 += t->cap) {
@@ -437,6 +446,9 @@ ff_status ff_trainer_set_resident(ff_trainer *t, const ff_dataset *ds) {
 
 const float *ff_trainer_grad(const ff_trainer *t) {
     return t->grad_host;
+}
+ff_train_phases ff_trainer_phases(const ff_trainer *t) {
+    return t->phases;
 }
 ff_weights *ff_trainer_momentum(ff_trainer *t) {
     return &t->mom;
@@ -633,12 +645,18 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
     const step_work k = {b, nimg, nloc, from_resident(t, src), local, P == 1, t->steps == 0, 0};
 
     // ---- this rank's micro-batches: forward, loss, backward (one gradient row per micro-batch)
+    double t_begin = ff_now();
     t->slot = k.slot;
     if (nimg > 0) stage_host(t, src, start, nimg);
     FF_TRY(run_step_work(t, &k));
 
     // ---- gradients across ranks
     if (P > 1) {
+        // Phases (ff_train_phases): the device's work of this rank ends here; what follows until
+        // the update is the exchange, which nothing overlaps yet (so all of it is exposed).
+        FF_TRY(ff_device_sync(t->dev));
+        const double t_computed = ff_now();
+        t->phases.compute_s += t_computed - t_begin;
         if (local) {
             if (nloc == 0) {
                 memset(t->grad_host, 0, (size_t)N * sizeof(float));
@@ -649,6 +667,10 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
         } else {
             FF_TRY(reduce_scatter_gather(t, nmb, nloc));
         }
+        FF_TRY(ff_device_sync(t->dev));
+        const double t_exchanged = ff_now();
+        t->phases.exchange_s += t_exchanged - t_computed;
+        t_begin = t_exchanged;
         // SGD with momentum (PyTorch's rule), on the device
         FF_TRY(ff_device_sgd(t->dev, ff_device_params(t->dev), t->d_mom, t->grad, N, t->o.lr, t->o.momentum,
                              t->o.weight_decay, t->steps == 0));
@@ -664,6 +686,11 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
     double sum = 0.0;
     for (int64_t i = 0; i < b; i++) sum += t->losses[i];
     *loss = sum / (double)b;
+    if (P > 1)
+        t->phases.update_s += ff_now() - t_begin;  // the update and the losses' exchange
+    else
+        t->phases.compute_s += ff_now() - t_begin;  // one process: the whole step is device work
+    t->phases.steps++;
     t->steps++;
     t->samples += b;
     return FF_OK;
@@ -777,6 +804,7 @@ ff_status ff_train_steps(ff_trainer *t, double *losses, const ff_dataset *ds, co
     }
     const int64_t M = t->o.microbatch;
     const batch_source src = {ds, idx, NULL, NULL};
+    const double t_begin = ff_now();
     for (int64_t j0 = 0; j0 < count; j0 += FF_TRAIN_INFLIGHT) {
         const int64_t j1 = count - j0 < FF_TRAIN_INFLIGHT ? count : j0 + FF_TRAIN_INFLIGHT;
         for (int64_t j = j0; j < j1; j++) {
@@ -798,6 +826,8 @@ ff_status ff_train_steps(ff_trainer *t, double *losses, const ff_dataset *ds, co
             losses[j] = sum / (double)b;
         }
     }
+    t->phases.compute_s += ff_now() - t_begin;
+    t->phases.steps += count;
     return FF_OK;
 }
 

@@ -556,6 +556,22 @@ static void tree_reduce_sgd_gather_bits(void **state) {
     ff_device_free(F.gpu, gimages), ff_device_free(F.gpu, gx);
     ff_device_free(F.gpu, (float *)gall), ff_device_free(F.gpu, (float *)glab), ff_device_free(F.gpu, (float *)gidx);
     free(images), free(x_c), free(x_g);
+
+    // synthetic features (issue 16): the GPU kernel computes synthetic.h's values with the host's
+    // bits, at the full MLP's width, for samples far into a set (large counters)
+    ff_synth sy;
+    ff_synth_init(&sy, 1, 0, 4096, 512);
+    const int64_t sn = 7, sfirst = 123456;
+    float *s_c = malloc((size_t)(sn * sy.dim) * sizeof(float));
+    CHECK_OK(ff_device_synth(F.cpu, s_c, &sy, sfirst, sn));
+    float *gs = gpu_from(NULL, (size_t)(sn * sy.dim));
+    CHECK_OK(ff_device_synth(F.gpu, gs, &sy, sfirst, sn));
+    float *s_g = download(gs, (size_t)(sn * sy.dim));
+    bad += check_bits("synthetic features", s_g, s_c, (size_t)(sn * sy.dim));
+    s_c[5] = ff_synth_x(&sy, sfirst, 5);  // the host function itself agrees with the cpu device
+    assert_true(memcmp(&s_c[5], &s_g[5], sizeof(float)) == 0);
+    ff_device_free(F.gpu, gs);
+    free(s_c), free(s_g);
     assert_int_equal(bad, 0);
 }
 

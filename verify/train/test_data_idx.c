@@ -1,6 +1,7 @@
 // IDX reader: good files (raw and gzip) load exactly; bad magic, wrong element type, wrong rank,
 // zero extents, truncated or padded files, damaged gzip streams and mismatched image/label counts
 // are refused with a message naming the problem. Normalisation and shuffling are deterministic.
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -287,6 +288,66 @@ static int teardown(void **state) {
     return system(cmd) == 0 ? 0 : -1;
 }
 
+// Issue 16's synthetic sets (synthetic.h): features of mean 0 and variance 1 in (-3.47, 3.47),
+// recomputed identically by every batch; labels of a teacher that uses many classes; seeds and
+// splits give other data; bad sizes are refused naming the value.
+static void synthetic_sets_are_seeded_teacher_data(void **state) {
+    (void)state;
+    ff_dataset a, b, t;
+    assert_int_equal(ff_dataset_synthetic(&a, 1, 0, 2000, 256, 32), FF_OK);
+    assert_true(a.synthetic && !a.pixels && a.n == 2000 && a.rows == 1 && a.cols == 256 && a.classes == 32);
+    float *x = malloc(sizeof(float) * 2000 * 256);
+    assert_non_null(x);
+    ff_dataset_normalize(x, &a);
+    double sum = 0, sq = 0;
+    for (int64_t k = 0; k < 2000 * 256; k++) {
+        assert_true(x[k] > -3.47f && x[k] < 3.47f);
+        sum += x[k];
+        sq += (double)x[k] * x[k];
+    }
+    const double mean = sum / (2000.0 * 256), var = sq / (2000.0 * 256) - mean * mean;
+    printf("synthetic features: mean %.4f variance %.4f\n", mean, var);
+    assert_true(fabs(mean) < 0.01 && fabs(var - 1.0) < 0.02);
+    // a batch recomputes the same values as the whole-set pass
+    int64_t order[3] = {1999, 0, 77};
+    float xb[3 * 256];
+    int32_t lb[3];
+    ff_dataset_batch(xb, lb, &a, order, 0, 3);
+    assert_memory_equal(xb, x + 1999 * 256, 256 * sizeof(float));
+    assert_memory_equal(xb + 2 * 256, x + 77 * 256, 256 * sizeof(float));
+    assert_int_equal(lb[0], a.labels[1999]);
+    // the label is the argmax of the teacher's logits
+    for (int64_t i = 0; i < 20; i++) {
+        int32_t best = 0;
+        for (int64_t c = 1; c < 32; c++)
+            if (ff_synth_logit(&a.synth, i, c) > ff_synth_logit(&a.synth, i, best)) best = (int32_t)c;
+        assert_int_equal(a.labels[i], best);
+    }
+    int used[32] = {0}, distinct = 0;
+    for (int64_t i = 0; i < a.n; i++) used[a.labels[i]]++;
+    for (int c = 0; c < 32; c++) distinct += used[c] > 0;
+    printf("synthetic labels: %d of 32 classes used\n", distinct);
+    assert_true(distinct >= 24);
+    // same seed: same labels; another seed or the test split: other data
+    assert_int_equal(ff_dataset_synthetic(&b, 1, 0, 2000, 256, 32), FF_OK);
+    assert_memory_equal(a.labels, b.labels, 2000 * sizeof(int32_t));
+    ff_dataset_free(&b);
+    assert_int_equal(ff_dataset_synthetic(&b, 2, 0, 2000, 256, 32), FF_OK);
+    assert_true(memcmp(a.labels, b.labels, 2000 * sizeof(int32_t)) != 0);
+    assert_int_equal(ff_dataset_synthetic(&t, 1, 1, 4, 256, 32), FF_OK);
+    assert_true(ff_synth_x(&t.synth, 0, 0) != ff_synth_x(&a.synth, 0, 0));
+    ff_dataset_free(&b);
+    ff_dataset_free(&t);
+    // refused, naming the value
+    assert_int_equal(ff_dataset_synthetic(&b, 1, 0, 0, 256, 32), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "0 samples"));
+    assert_int_equal(ff_dataset_synthetic(&b, 1, 0, 10, 256, 1), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "1 classes"));
+    assert_int_equal(ff_dataset_synthetic(&b, 1, 2, 10, 256, 32), FF_ERR_INPUT);
+    ff_dataset_free(&a);
+    free(x);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(good_files_load_exactly),
@@ -295,6 +356,7 @@ int main(void) {
         cmocka_unit_test(normalisation_is_the_documented_formula),
         cmocka_unit_test(shuffle_is_a_deterministic_permutation),
         cmocka_unit_test(shuffle_can_leave_an_element_in_place),
+        cmocka_unit_test(synthetic_sets_are_seeded_teacher_data),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -160,6 +160,14 @@ static ff_status cpu_gather(ff_device *d, float *x, int32_t *labels, const float
     return FF_OK;
 }
 
+static ff_status cpu_synth(ff_device *d, float *x, const ff_synth *s, int64_t first, int64_t n) {
+    (void)d;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < s->dim; j++) x[i * s->dim + j] = ff_synth_x(s, first + i, j);
+    return FF_OK;
+}
+
 static ff_status cpu_train_forward(ff_device *d, float *const *act, int last, int64_t n, int64_t group) {
     cpu_device *c = (cpu_device *)d;
     const ff_model *m = d->model;
@@ -299,6 +307,7 @@ static const ff_device_ops cpu_ops = {
     .alloc_bytes = cpu_alloc_bytes,
     .upload_bytes = cpu_upload_bytes,
     .gather = cpu_gather,
+    .synth = cpu_synth,
     .train_forward = cpu_train_forward,
     .softmax_xent = cpu_softmax_xent,
     .train_backward = cpu_train_backward,

@@ -615,6 +615,10 @@ static ff_status cuda_upload_bytes(ff_device *d, void *dst, const void *src_host
     return ff_gpu_copy_h2d(dst, src_host, bytes, cuda_of(d)->stream);
 }
 
+static ff_status cuda_synth(ff_device *d, float *x, const ff_synth *s, int64_t first, int64_t n) {
+    return ff_gpu_synth(x, s, first, n, cuda_of(d)->stream);
+}
+
 static ff_status cuda_gather(ff_device *d, float *x, int32_t *labels, const float *images, const int32_t *all_labels,
                              const int64_t *idx, int64_t per, int64_t n) {
     return ff_gpu_gather(x, labels, images, all_labels, idx, per, n, cuda_of(d)->stream);
@@ -863,6 +867,7 @@ static const ff_device_ops cuda_ops = {
     .alloc_bytes = cuda_alloc_bytes,
     .upload_bytes = cuda_upload_bytes,
     .gather = cuda_gather,
+    .synth = cuda_synth,
     .capture_begin = cuda_capture_begin,
     .capture_end = cuda_capture_end,
     .graph_launch = cuda_graph_launch,

@@ -242,6 +242,10 @@ ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t count, float 
     (void)w, (void)mom, (void)g, (void)count, (void)lr, (void)momentum, (void)weight_decay, (void)first, (void)s;
     return FF_NO_CUDA();
 }
+ff_status ff_gpu_synth(float *x, const ff_synth *sy, int64_t first, int64_t n, ff_gpu_stream s) {
+    (void)x, (void)sy, (void)first, (void)n, (void)s;
+    return FF_NO_CUDA();
+}
 ff_status ff_gpu_gather(float *x, int32_t *labels, const float *images, const int32_t *all_labels, const int64_t *idx,
                         int64_t per, int64_t n, ff_gpu_stream s) {
     (void)x, (void)labels, (void)images, (void)all_labels, (void)idx, (void)per, (void)n, (void)s;

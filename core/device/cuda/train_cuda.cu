@@ -597,6 +597,15 @@ __global__ void k_gather(float *__restrict__ x, int32_t *__restrict__ labels, co
     }
 }
 
+// One element per thread: synthetic.h's function, the host's bits (integer mixing, exact float
+// sums, one rounded product).
+__global__ void k_synth(float *__restrict__ x, ff_synth sy, long long first, long long total) {
+    FF_GRID_STRIDE(t, total) {
+        const long long i = t / sy.dim, j = t % sy.dim;
+        x[t] = ff_synth_x(&sy, first + i, j);
+    }
+}
+
 // ------------------------------------------------------------------ launchers
 static ff_status check_groups(const char *what, const ff_layer *L, int64_t group) {
     if (group < 1)
@@ -783,6 +792,14 @@ extern "C" ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t co
     k_sgd<<<train_blocks(count), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(w, mom, g, count, lr, momentum, weight_decay,
                                                                          first ? 1 : 0);
     FF_LAUNCH_CHECK("k_sgd");
+    return FF_OK;
+}
+
+extern "C" ff_status ff_gpu_synth(float *x, const ff_synth *sy, int64_t first, int64_t n, ff_gpu_stream s) {
+    if (n <= 0 || sy->dim <= 0) return FF_OK;
+    const long long total = n * sy->dim;
+    k_synth<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(x, *sy, first, total);
+    FF_LAUNCH_CHECK("k_synth");
     return FF_OK;
 }
 

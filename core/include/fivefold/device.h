@@ -18,6 +18,7 @@
 #include "fivefold/layers_cpu.h"
 #include "fivefold/model.h"
 #include "fivefold/plan.h"
+#include "fivefold/synthetic.h"
 #include "fivefold/status.h"
 #include "fivefold/trace.h"
 #include "fivefold/weights.h"
@@ -138,6 +139,11 @@ ff_status ff_device_upload_bytes(ff_device *d, void *dst, const void *src_host, 
 // idx (n) int64 in [0, count): device memory.
 ff_status ff_device_gather(ff_device *d, float *x, int32_t *labels, const float *images, const int32_t *all_labels,
                            const int64_t *idx, int64_t per, int64_t n);
+
+// x (n, s->dim): the features of samples [first, first + n) of synthetic set s (synthetic.h),
+// computed on the device (a GPU: a kernel; the bits are the host's): a synthetic training set
+// made resident with no host copy. Device memory x.
+ff_status ff_device_synth(ff_device *d, float *x, const ff_synth *s, int64_t first, int64_t n);
 
 // Layers [0, last] on n whole images, keeping every output: act[0] (n, input) is the input,
 // act[l + 1] (n, layers[l].out) receives layer l's output (flatten's is act[l] itself: act[l + 1]

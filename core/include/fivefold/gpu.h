@@ -45,6 +45,7 @@
 #include "fivefold/linear_split.h"
 #include "fivefold/model.h"
 #include "fivefold/status.h"
+#include "fivefold/synthetic.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -346,6 +347,8 @@ ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t count, float 
 // x[i] = images[idx[i]] (per floats each), labels[i] = all_labels[idx[i]] for i < n.
 ff_status ff_gpu_gather(float *x, int32_t *labels, const float *images, const int32_t *all_labels, const int64_t *idx,
                         int64_t per, int64_t n, ff_gpu_stream s);
+// x (n, sy->dim): features of samples [first, first + n) of a synthetic set (synthetic.h's code).
+ff_status ff_gpu_synth(float *x, const ff_synth *sy, int64_t first, int64_t n, ff_gpu_stream s);
 
 #ifdef __cplusplus
 }

@@ -146,6 +146,17 @@ ff_status ff_trainer_load(ff_trainer *t);
 // (or the next call).
 ff_status ff_trainer_set_resident(ff_trainer *t, const ff_dataset *ds);
 
+// Where the steps' time went on this rank (host wall time, seconds, summed over ff_train_step /
+// ff_train_steps calls since creation). Several ranks: compute = the forward and backward of its
+// micro-batches (until the device is idle), exchange = the gradient reduction across ranks (none
+// of it overlapped with compute: exposed), update = SGD and the losses' exchange. One process:
+// all of it is compute (steps queued in chunks, never waited for one by one).
+typedef struct {
+    double compute_s, exchange_s, update_s;
+    int64_t steps;
+} ff_train_phases;
+ff_train_phases ff_trainer_phases(const ff_trainer *t);
+
 // Momentum buffers (same layout as the weights) and the number of steps taken; checkpoints save
 // and restore them. Setting them is how a resume continues bit-identically.
 ff_weights *ff_trainer_momentum(ff_trainer *t);
