@@ -10,6 +10,12 @@
 #           1,2,3,4), bit for bit: shares move work between ranks, never a sum. A run with
 #           another --microbatch (another reduction tree) must differ. A checkpoint written by
 #           P = 2 with --shares 3,1 resumed by P = 3 with --shares 2,1,1 continues the same run.
+#   gpu     (a GPU; exit 77 without) cuda = hybrid = direct (auto: NCCL with a GPU per rank,
+#           CUDA IPC on a shared one) at P = 1..4, with and without --shares, bit for bit; graph
+#           replays = eager steps (FF_TRAIN_GRAPHS=0); another --microbatch differs.
+#   gpu_full  (a GPU) the full 120 M-parameter mlp, 2 steps of batch 64: cuda against serial (the
+#           CPU reference), every loss within 1e-4 relative; with an --lr 10x larger the second
+#           loss falls outside (the comparison can fail).
 # Usage: train_mlp.sh CASE   (env FIVEFOLD = the binary, MPIEXEC = mpiexec [and flags])
 set -u
 CASE=$1
@@ -85,8 +91,45 @@ shares)
     echo "P=2 (3,1) for 5 steps, resumed on P=3 (2,1,1): $GOT"
     [ "$GOT" = "$REF" ] || fail "the resumed run differs from serial"
     ;;
+gpu | gpu_full)
+    "$F" infer --model mlp-small --batch 1 --mode cuda >"$T/probe.txt" 2>&1
+    [ $? -eq 77 ] && { echo "SKIP: no GPU here ($(tail -1 "$T/probe.txt"))"; exit 77; }
+    if [ "$CASE" = gpu ]; then
+        run cuda "$F" train --mode cuda $A
+        REF=$(digests "$T/cuda.txt")
+        echo "cuda: $REF"
+        run eager env FF_TRAIN_GRAPHS=0 "$F" train --mode cuda $A
+        [ "$(digests "$T/eager.txt")" = "$REF" ] || fail "eager steps differ from graph replays"
+        for spec in "hybrid 2 -" "direct 2 -" "direct 2 3,1" "hybrid 3 1,1,6" "direct 3 -" "direct 4 1,2,3,4"; do
+            set -- $spec
+            SH=""
+            [ "$3" = "-" ] || SH="--shares $3"
+            run "$1$2" $MPIEXEC -n "$2" "$F" train --mode "$1" $A $SH
+            GOT=$(digests "$T/$1$2.txt")
+            echo "$1 P=$2 shares $3 ($(grep -o 'transport [a-z]*' "$T/$1$2.txt" | head -1)): $GOT"
+            [ "$GOT" = "$REF" ] || fail "$1 P=$2 --shares $3 differs from cuda"
+        done
+        run control "$F" train --mode cuda $A --microbatch 16
+        [ "$(digests "$T/control.txt")" != "$REF" ] || fail "another micro-batch size gave the same digests"
+    else
+        B="--model mlp --train-limit 128 --test-limit 64 --batch 64 --steps 2 --log-every 1"
+        run gserial "$F" train $B
+        run gcuda "$F" train --mode cuda $B
+        run gcuda_lr "$F" train --mode cuda $B --lr 0.1
+        python3 - "$T/gserial.txt" "$T/gcuda.txt" "$T/gcuda_lr.txt" <<'PY' || fail "cuda and serial disagree"
+import re, sys
+def losses(p):
+    return [float(x) for x in re.findall(r"loss ([0-9.]+) samples/s", open(p).read())]
+s, c, c2 = (losses(p) for p in sys.argv[1:4])
+print("serial", s, "cuda", c, "cuda lr 0.1", c2)
+assert len(s) == len(c) == 2
+assert all(abs(a - b) <= 1e-4 * abs(a) for a, b in zip(s, c)), "cuda's losses are not within 1e-4 of serial's"
+assert abs(c2[1] - s[1]) > 1e-4 * abs(s[1]), "a 10x learning rate stays within the tolerance: vacuous"
+PY
+    fi
+    ;;
 *)
-    fail "unknown case '$CASE' (cli, shares)"
+    fail "unknown case '$CASE' (cli, shares, gpu, gpu_full)"
     ;;
 esac
 echo "PASS $CASE"
