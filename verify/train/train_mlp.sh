@@ -10,6 +10,10 @@
 #           1,2,3,4), bit for bit: shares move work between ranks, never a sum. A run with
 #           another --microbatch (another reduction tree) must differ. A checkpoint written by
 #           P = 2 with --shares 3,1 resumed by P = 3 with --shares 2,1,1 continues the same run.
+#   hang    (mpi) a rank that stops answering (SIGSTOP of rank 1 once the first checkpoint exists,
+#           --comm-timeout 3) ends the job non-zero within 10 s, naming rank 1; the last
+#           checkpoint is intact: resumed on one process (--steps 400) it gives the digests of an
+#           uninterrupted 400-step run.
 #   gpu     (a GPU; exit 77 without) cuda = hybrid = direct (auto: NCCL with a GPU per rank,
 #           CUDA IPC on a shared one) at P = 1..4, with and without --shares, bit for bit; graph
 #           replays = eager steps (FF_TRAIN_GRAPHS=0); another --microbatch differs.
@@ -90,6 +94,35 @@ shares)
     GOT=$(digests "$T/resumed.txt")
     echo "P=2 (3,1) for 5 steps, resumed on P=3 (2,1,1): $GOT"
     [ "$GOT" = "$REF" ] || fail "the resumed run differs from serial"
+    ;;
+hang)
+    H="--model mlp-small --train-limit 8192 --test-limit 128 --batch 256 --log-every 0 --checkpoint-every 5"
+    $MPIEXEC -n 2 "$F" train --mode mpi $H --steps 100000 --checkpoint-dir "$T/ck" --comm-timeout 3 --verbose \
+        >"$T/hang.txt" 2>&1 &
+    job=$!
+    i=0
+    while [ ! -f "$T/ck/checkpoint.h5" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    pid1=$(sed -n 's/^fivefold: rank 1: pid \([0-9]*\).*/\1/p' "$T/hang.txt" | head -1)
+    [ -n "$pid1" ] && [ -f "$T/ck/checkpoint.h5" ] || { kill $job; cat "$T/hang.txt"; fail "no checkpoint or no pid of rank 1"; }
+    kill -STOP "$pid1"
+    t0=$(date +%s.%N)
+    i=0
+    while kill -0 $job 2>/dev/null && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+    t1=$(date +%s.%N)
+    kill -CONT "$pid1" 2>/dev/null
+    kill -9 "$pid1" 2>/dev/null
+    wait $job
+    rc=$?
+    took=$(awk "BEGIN { printf \"%.1f\", $t1 - $t0 }")
+    echo "SIGSTOP of rank 1 (pid $pid1): exit $rc after $took s: $(grep -o 'rank [0-9]* is lost or stopped' "$T/hang.txt" | head -1)"
+    [ $rc -ne 0 ] || fail "the job exited 0"
+    awk "BEGIN { exit !($took < 10) }" || { cat "$T/hang.txt"; fail "the job took $took s to end (limit 10)"; }
+    grep -q "rank 1 is lost or stopped" "$T/hang.txt" || { cat "$T/hang.txt"; fail "rank 1 is not named"; }
+    run resumed "$F" train $H --steps 400 --checkpoint-dir "$T/ck" --resume
+    grep -o "resum[a-z]* .*step [0-9]*" "$T/resumed.txt" | head -1
+    run straight "$F" train $H --steps 400
+    [ "$(digests "$T/resumed.txt")" = "$(digests "$T/straight.txt")" ] || fail "the resumed run differs"
+    echo "resumed from the last checkpoint: $(digests "$T/resumed.txt")= the uninterrupted run"
     ;;
 gpu | gpu_full)
     "$F" infer --model mlp-small --batch 1 --mode cuda >"$T/probe.txt" 2>&1
