@@ -30,6 +30,7 @@ import torch.nn.functional as F
 FORMAT_VERSION = 1
 DEFAULT_SEED = 1
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)  # golden/synthetic.py
 
 # ----------------------------------------------------------------------------- generator (rng.h)
 GOLDEN_GAMMA = np.uint64(0x9E3779B97F4A7C15)
@@ -112,6 +113,13 @@ MODELS = {
         conv("conv1", 32, 3, 1, 0), relu("relu1"), conv("conv2", 64, 3, 1, 0), relu("relu2"),
         pool("pool1", 2, 2), dict(name="flatten", op="flatten"),
         fc("fc1", 128), relu("relu3"), fc("fc2", 10), dict(name="softmax", op="softmax")]),
+    # The MLPs' small twin (issue 16): its input is a flat vector, stored (n, 256); the batch is the
+    # first `images` samples of the synthetic teacher's test split (golden/synthetic.py), not the
+    # generator's INPUT tensor. The full mlp (4096 wide, 120 M parameters) has no golden.
+    "mlp-small": dict(input=(256, 1, 1), images=32, data="synthetic", layers=[
+        fc("fc1", 512), relu("relu1"), fc("fc2", 384), relu("relu2"), fc("fc3", 256), relu("relu3"),
+        fc("fc4", 128), relu("relu4"), fc("fc5", 64), relu("relu5"), fc("fc6", 32),
+        dict(name="softmax", op="softmax")]),
 }
 
 # Layers whose output is an exact function of the input bits: their float64 output equals the
@@ -164,7 +172,12 @@ def generate_weights(model, seed):
 
 
 def generate_input(model, n, seed):
+    """The golden's input batch: generated images (n, C, H, W), or for a synthetic-data model the
+    first n samples of the synthetic test split (split 1) as (n, features)."""
     c, h, w = model["input"]
+    if model.get("data") == "synthetic":
+        import synthetic  # golden/synthetic.py (numpy only)
+        return synthetic.synth_x(seed, 1, np.arange(n, dtype=np.int64), c * h * w)
     return rng_fill(n * c * h * w, seed, TENSOR_ID_INPUT, 1.0).reshape(n, c, h, w)
 
 
@@ -321,7 +334,10 @@ def write_infer_golden(path, model_name, model, weights, x32, seed, store_weight
     rows, y64_chain = run_layers(model, weights, x32)
     n = x32.shape[0]
     with h5py.File(path, "w") as f:
-        write_meta(f, model_name, "infer", seed, n, {"weights_source": weights_source})
+        extra = {"weights_source": weights_source}
+        if model.get("data") == "synthetic":
+            extra["input_source"] = "synthetic test split (golden/synthetic.py), samples 0..%d, seed %d" % (n - 1, seed)
+        write_meta(f, model_name, "infer", seed, n, extra)
         put(f, "input", x32)
         write_weights(f, model, weights, store_weights)
         lg = f.create_group("layers")

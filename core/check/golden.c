@@ -362,6 +362,11 @@ static ff_status load_body(ff_golden *g, const ff_model *m) {
     int rank;
     int64_t dims[FF_H5_MAX_RANK];
     FF_TRY(ff_h5_shape(&rank, dims, f, "input"));
+    // A flat input (the MLPs: (C, 1, 1)) is stored (n, C), as every flat tensor (shape_dims).
+    if (rank == 2 && m->input.h == 1 && m->input.w == 1) {
+        rank = 4;
+        dims[2] = dims[3] = 1;
+    }
     if (rank != 4 || dims[1] != m->input.c || dims[2] != m->input.h || dims[3] != m->input.w || dims[0] < 1 ||
         dims[0] > MAX_IMAGES)
         return FF_FAIL(FF_ERR_INPUT,

@@ -17,6 +17,8 @@
 #endif
 
 #include "cli.h"
+#include "fivefold/monitor.h"
+#include "train_monitor.h"
 #include "fivefold/checkpoint.h"
 #include "fivefold/comm.h"
 #include "fivefold/data_idx.h"
@@ -41,6 +43,7 @@ typedef struct {
     uint64_t seed;
     int resume;
     bool microbatch_given;
+    train_monitor_args mon;
     ff_train_options o;
 } train_args;
 
@@ -51,7 +54,8 @@ static void usage(FILE *f) {
         "         [--split batch] [--epochs E] [--steps K] [--batch B] [--lr LR] [--momentum MU] [--weight-decay WD]\n"
         "         [--seed S] [--microbatch M] [--reduce deterministic|allreduce] [--data DIR|synthetic]\n"
         "         [--train-limit N] [--test-limit N] [--shares S0,S1,..] [--weights FILE.h5]\n"
-        "         [--save-weights FILE.h5] [--checkpoint-dir D] [--checkpoint-every N]\n"
+        "         [--monitor auto|on|off] [--monitor-interval MS] [--max-temp C] [--on-hot pause|stop]\n"
+        "         [--pause-limit S] [--save-weights FILE.h5] [--checkpoint-dir D] [--checkpoint-every N]\n"
         "         [--checkpoint-every-epochs N] [--resume] [--log-every N] [--json FILE] [--verbose] [--comm-timeout "
         "S]\n"
         "         " FF_CLI_PLAN_USAGE
@@ -84,6 +88,15 @@ static void usage(FILE *f) {
         "  --shares S0,S1,...          relative batch shares, one per rank (default equal): --shares 3,1\n"
         "                              gives rank 0 three quarters of each step's micro-batches (a faster\n"
         "                              GPU); the bits do not change\n"
+        "  --monitor auto|on|off       GPU monitoring through NVML (default auto: on in the GPU modes when\n"
+        "                              the driver's library loads): rank 0 samples every GPU of its node\n"
+        "                              (temperature, power, memory, utilisation, SM clock, throttle reasons)\n"
+        "                              on a background thread, shows them on the progress line and writes\n"
+        "                              the time series into --json (bench/plot_train.py draws it)\n"
+        "  --monitor-interval MS       sampling period (default 500 ms)\n"
+        "  --max-temp C                a GPU hotter than this (default 85 C) is a warning, then\n"
+        "  --on-hot pause|stop         pause every rank until it is 5 C cooler (default), or stop the run\n"
+        "  --pause-limit S             the longest pause before the run stops instead (default 600 s)\n"
         "  --reduce R                  deterministic (default: bits independent of the rank count) or\n"
         "                              allreduce (MPI's float sum: faster, bits depend on the rank count)\n"
         "  --lr LR                     SGD learning rate, in (0, 10] (default 0.01)\n"
@@ -147,6 +160,7 @@ static int parse_args(train_args *a, int argc, char **argv) {
     a->ckpt_every_epochs = 1;
     a->log_every = 50;
     ff_train_options_default(&a->o);
+    train_monitor_args_default(&a->mon);
     const int64_t big = INT64_MAX;
     enum {
         OPT_MODEL = 0x200,
@@ -174,6 +188,11 @@ static int parse_args(train_args *a, int argc, char **argv) {
         OPT_RESUME,
         OPT_VERBOSE,
         OPT_SHARES,
+        OPT_MONITOR,
+        OPT_MONITOR_INTERVAL,
+        OPT_MAX_TEMP,
+        OPT_ON_HOT,
+        OPT_PAUSE_LIMIT,
     };
     static const struct option opts[] = {{"model", required_argument, 0, OPT_MODEL},
                                          {"mode", required_argument, 0, OPT_MODE},
@@ -200,6 +219,11 @@ static int parse_args(train_args *a, int argc, char **argv) {
                                          {"resume", no_argument, 0, OPT_RESUME},
                                          {"verbose", no_argument, 0, OPT_VERBOSE},
                                          {"shares", required_argument, 0, OPT_SHARES},
+                                         {"monitor", required_argument, 0, OPT_MONITOR},
+                                         {"monitor-interval", required_argument, 0, OPT_MONITOR_INTERVAL},
+                                         {"max-temp", required_argument, 0, OPT_MAX_TEMP},
+                                         {"on-hot", required_argument, 0, OPT_ON_HOT},
+                                         {"pause-limit", required_argument, 0, OPT_PAUSE_LIMIT},
                                          FF_CLI_PLAN_OPTIONS,
                                          FF_CLI_EXEC_OPTIONS,
                                          {"help", no_argument, 0, 'h'},
@@ -248,6 +272,28 @@ static int parse_args(train_args *a, int argc, char **argv) {
                 break;
             case OPT_REDUCE: st = ff_reduce_parse(&a->o.reduce, v); break;
             case OPT_SHARES: st = parse_shares(&a->o, v); break;
+            case OPT_MONITOR: a->mon.when = v; break;
+            case OPT_MONITOR_INTERVAL: {
+                int64_t ms = 0;
+                st = ff_cli_parse_i64(&ms, "--monitor-interval", v, FF_MONITOR_INTERVAL_MS_MIN,
+                                      FF_MONITOR_INTERVAL_MS_MAX);
+                a->mon.interval_ms = (int)ms;
+                break;
+            }
+            case OPT_MAX_TEMP: {
+                float c = 0;
+                st = ff_cli_parse_f32(&c, "--max-temp", v, FF_MONITOR_MAX_TEMP_C_MIN, false, FF_MONITOR_MAX_TEMP_C_MAX,
+                                      false);
+                a->mon.max_temp_c = c;
+                break;
+            }
+            case OPT_ON_HOT: a->mon.on_hot = v; break;
+            case OPT_PAUSE_LIMIT: {
+                float lim = 0;
+                st = ff_cli_parse_f32(&lim, "--pause-limit", v, 0.0, true, FF_MONITOR_PAUSE_LIMIT_S_MAX, false);
+                a->mon.pause_limit_s = lim;
+                break;
+            }
             default: return ff_cli_usage("train", "unknown flag '%s'", argv[optind - 1]);
         }
         if (st != FF_OK) return ff_cli_fail("train", st);
@@ -271,6 +317,10 @@ static int parse_args(train_args *a, int argc, char **argv) {
                                 "--split %s: training divides each step's micro-batches among the ranks (--split "
                                 "batch, the default); rows and replicate are inference splits",
                                 a->split);
+    }
+    {
+        ff_status ms = train_monitor_args_check(&a->mon);
+        if (ms != FF_OK) return ff_cli_fail("train", ms);
     }
     if (a->resume && !a->ckpt_dir)
         return ff_cli_usage("train", "--resume needs --checkpoint-dir (the folder that holds %s)", FF_CKPT_FILE);
@@ -364,7 +414,7 @@ typedef struct {
 } train_figures;
 
 static ff_status json_write(json_out *j, const train_args *a, const ff_model *m, const ff_train_options *o,
-                            const train_figures *r) {
+                            const train_figures *r, train_monitor *mon) {
     char hex[17];
     ff_json js;
     ff_json_init(&js, j->f);
@@ -416,6 +466,7 @@ static ff_status json_write(json_out *j, const train_args *a, const ff_model *m,
     ff_json_end_object(&js);
     ff_json_str(&js, "loss_digest", ff_digest_hex(hex, r->loss_digest));
     ff_json_str(&js, "weights_digest", ff_digest_hex(hex, r->weights_digest));
+    train_monitor_json(mon, &js);  // "monitor": the GPUs' time series, when they were watched
     ff_json_end_object(&js);
     const bool bad = ferror(j->f) != 0;
     const int cerr = fclose(j->f);
@@ -452,6 +503,7 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
     char ckpt_path[4096] = "";
     json_out jo = {0};
     dlist epoch_s = {0}, accuracy = {0}, losses = {0};
+    train_monitor *mon = NULL;
 #define TRY(expr)                   \
     do {                            \
         st = (expr);                \
@@ -477,6 +529,8 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
     ff_train_options o = a->o;
     TRY(ff_trainer_create(&tr, &m, &w, &o, comm));
     TRY(ff_trainer_set_resident(tr, &train));  // GPU modes: the training images stay on the device
+    const bool gpu_mode = o.exec.mode == FF_MODE_CUDA || o.exec.mode == FF_MODE_HYBRID || o.exec.mode == FF_MODE_DIRECT;
+    TRY(train_monitor_start(&mon, &a->mon, gpu_mode, comm, out ? stdout : NULL));
 
     const int64_t B = o.batch, n = train.n;
     ff_train_plan plan;  // steps per epoch (the last batch may be short) and in all, overflow-checked
@@ -581,6 +635,7 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
                     len = a->ckpt_every - step % a->ckpt_every;
                 if (kill_after > step && kill_after - step < len) len = kill_after - step;
                 const int64_t images = first + len * B <= n ? len * B : n - first;
+                TRY(train_monitor_check(mon, comm, o.exec.comm_timeout_s, follower));  // --max-temp
                 TRY(ff_train_steps(tr, chunk, &train, order + first, images));
                 chunk_n = len;
                 chunk_i = 0;
@@ -615,13 +670,14 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
                 double t = now_s();
                 double rate = samples_log / (t - t_log > 0 ? t - t_log : 1e-9);
                 double per_step = (t - t_start) / (double)steps_run;
-                char eta[32];
+                char eta[32], gpus[512];
                 fmt_hms(eta, sizeof eta, per_step * (double)(total - step));
+                train_monitor_line(mon, gpus, sizeof gpus);
                 printf(
                     "epoch %lld/%lld step %lld/%lld (total %lld/%lld) loss %.6f samples/s %.1f "
-                    "ETA %s\n",
+                    "ETA %s%s\n",
                     (long long)e + 1, (long long)a->epochs, (long long)s + 1, (long long)spe, (long long)step,
-                    (long long)total, loss, rate, eta);
+                    (long long)total, loss, rate, eta, gpus);
                 fflush(stdout);
                 t_log = t;
                 samples_log = 0;
@@ -695,6 +751,7 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
                 "update %.3f ms\n",
                 1e3 * ph.compute_s / (double)ph.steps, 1e3 * ph.exchange_s / (double)ph.steps,
                 1e3 * ph.update_s / (double)ph.steps);
+        train_monitor_summary(mon, stdout);
         printf("loss digest: %s\n", ff_digest_hex(hex, loss_digest));
         printf("weights digest: %s\n", ff_digest_hex(hex, weights_digest));
         if (accuracy.n > 0)
@@ -735,7 +792,7 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
                                &losses,
                                ff_trainer_phases(tr),
                                o.n_shares ? o.shares : NULL};
-            js = json_write(&jo, a, &m, &o, &r);
+            js = json_write(&jo, a, &m, &o, &r, mon);
             if (js == FF_OK) printf("figures written to %s\n", a->json);
         }
         TRY(share_root_status(js, comm, follower));
@@ -751,6 +808,7 @@ done:
     free(epoch_s.v);
     free(accuracy.v);
     free(losses.v);
+    train_monitor_destroy(mon);
     free(order);
     ff_trainer_destroy(tr);
     ff_weights_free(&w);

@@ -11,8 +11,9 @@
 
 static void help(void) {
     printf(
-        "usage: fivefold verify [--model alexnet|mnist-cnn] [--mode serial|mpi|cuda|hybrid|direct]\n"
+        "usage: fivefold verify [--model alexnet|mnist-cnn|mlp-small] [--mode serial|mpi|cuda|hybrid|direct]\n"
         "                       [--split batch|rows|replicate] [--ranks P] [--batch N] [--golden F.h5]\n"
+        "                       [--train-golden F.h5]\n"
         "                       [--filter REGEX] [--json OUT.json] [--record] [--trust]\n"
         "                       [--inject-fault LAYER] [--verbose]\n"
         "                       " FF_CLI_PLAN_USAGE "\n                       " FF_CLI_EXEC_USAGE
@@ -26,6 +27,10 @@ static void help(void) {
         "              (AlexNet conv2: one weight off by 1e-4 fails it). relu/maxpool/flatten exact, lrn/softmax\n"
         "              a derived ULP bound\n"
         "  end to end  logits and output within 6 sigma of the float64 chain; top-1/top-5 = PyTorch's\n"
+        "  training    mnist-cnn (serial, cuda) and mlp-small (every mode, through that mode's trainer and\n"
+        "              ranks): each layer's backward in isolation, the step-1 gradient, 10 SGD steps' losses\n"
+        "              and final weights against PyTorch's training golden (golden/data/train-<model>.h5);\n"
+        "              mlp-small's synthetic batches also against the C generator\n"
         "  digests     each output's FNV-1a digest against the one recorded for the plan's digest\n"
         "              class (=rec; cpu for serial and mpi, gpu for the default GPU plan, gpu-direct,\n"
         "              gpu-wg2, ... for others). A class the golden has no record of is judged by\n"
@@ -35,10 +40,14 @@ static void help(void) {
         "One row per check: case, rule, max ULP, %% of each bound used, worst element (ours,\n"
         "reference), digest, PASS/FAIL. Ends with 'N passed, M failed'. Exit 0 all passed, 4 a check failed,\n"
         "2 bad usage or a refused golden, 77 mode unavailable here.\n"
-        "  --model M         default: every model\n"
+        "  --model M         default: every model with a golden (mnist-cnn, alexnet, mlp-small); the full\n"
+        "                    mlp has none (120 M parameters): mlp-small, the same layers at 1/16 the width,\n"
+        "                    stands for it\n"
         "  --ranks P         informational (case strings); multi-rank modes take the mpiexec size\n"
         "  --batch N         use the first N golden images (default: all)\n"
         "  --golden F        default: golden/data/<model>.h5 of the source tree or the current directory\n"
+        "  --train-golden F  the training golden (default: golden/data/train-<model>.h5; with --golden the\n"
+        "                    training rows run only when this is given)\n"
         "  --trust           accept a golden not listed in golden/MANIFEST.sha256 (your own files)\n"
         "  --manifest M      a different manifest file (tests)\n"
         "  --filter REGEX    only the checks whose case string matches (POSIX extended regex)\n"
@@ -53,7 +62,7 @@ static void help(void) {
 }
 
 typedef struct {
-    const char *model, *mode, *split, *golden, *filter, *json, *fault, *manifest;
+    const char *model, *mode, *split, *golden, *train_golden, *filter, *json, *fault, *manifest;
     ff_cli_plan_args plan;
     int64_t ranks, batch;
     bool record, trust;
@@ -66,6 +75,7 @@ static int parse(verify_args *a, int argc, char **argv) {
                                          {"split", required_argument, 0, 's'},
                                          {"ranks", required_argument, 0, 'P'},
                                          {"golden", required_argument, 0, 'g'},
+                                         {"train-golden", required_argument, 0, 'G'},
                                          {"filter", required_argument, 0, 'F'},
                                          {"json", required_argument, 0, 'j'},
                                          {"record", no_argument, 0, 'r'},
@@ -90,6 +100,7 @@ static int parse(verify_args *a, int argc, char **argv) {
             case 's': a->split = optarg; break;
             case 'P': st = ff_cli_parse_i64(&a->ranks, "--ranks", optarg, 1, 1 << 20); break;
             case 'g': a->golden = optarg; break;
+            case 'G': a->train_golden = optarg; break;
             case 'F': a->filter = optarg; break;
             case 'j': a->json = optarg; break;
             case 'r': a->record = true; break;
@@ -104,7 +115,8 @@ static int parse(verify_args *a, int argc, char **argv) {
         if (st != FF_OK) return ff_cli_fail("verify", st);
     }
     if (optind < argc) return ff_cli_usage("verify", "unexpected argument '%s'", argv[optind]);
-    if (a->golden && !a->model) return ff_cli_usage("verify", "--golden needs --model (which model the file is for)");
+    if ((a->golden || a->train_golden) && !a->model)
+        return ff_cli_usage("verify", "--golden and --train-golden need --model (which model the file is for)");
     return 0;
 }
 
@@ -117,10 +129,24 @@ static const char *fault_name(const ff_model *m, const char *fault) {
     return fault;
 }
 
+// Whether the training golden runs for this model and mode: mnist-cnn's on the serial and cuda
+// modes (its multi-rank GPU twins equal cuda bit for bit: verify/gpu/train_gpu.sh), mlp-small's in
+// every mode through that mode's trainer and ranks.
+static bool train_rows(const char *model, ff_mode mode) {
+    if (!strcmp(model, "mlp-small")) return true;
+    return !strcmp(model, "mnist-cnn") && (mode == FF_MODE_SERIAL || mode == FF_MODE_CUDA);
+}
+
 static int verify_model(const verify_args *a, const char *model, int *passed, int *failed) {
     ff_model m;
     ff_verify_config cfg;
     ff_verify_config_default(&cfg);
+    if (!strcmp(model, "mlp") && !a->golden)
+        return ff_cli_usage("verify",
+                            "the full mlp has no PyTorch golden (120 M parameters; it would not fit the goldens' "
+                            "size budget). Its layers are those of mlp-small at 16 times the width, which "
+                            "`fivefold verify --model mlp-small` checks against PyTorch (inference and training) in "
+                            "every mode; a golden of your own: --model mlp --golden F.h5 --trust");
     ff_status st = ff_model_init(&m, model);
     if (st == FF_OK)
         st = ff_cli_exec_options(&cfg.exec, &m, a->mode, a->split, &a->plan, fault_name(&m, a->fault), false);
@@ -134,6 +160,9 @@ static int verify_model(const verify_args *a, const char *model, int *passed, in
         return ff_cli_usage("verify", "--ranks %lld: mode %s runs on one process", (long long)a->ranks,
                             ff_mode_name(cfg.exec.mode));
     }
+    if (a->train_golden && !train_rows(model, cfg.exec.mode))
+        return ff_cli_usage("verify", "--train-golden: model %s has no training rows in mode %s", model,
+                            ff_mode_name(cfg.exec.mode));
     int rank = ff_cli_rank();
     cfg.model = model;
     cfg.batch = a->batch;
@@ -150,18 +179,21 @@ static int verify_model(const verify_args *a, const char *model, int *passed, in
         ff_verify_report_free(&rep);
         return ff_cli_fail("verify", st);
     }
-    // Training rows (issue 7): mnist-cnn's backward and SGD trajectory against PyTorch's training
-    // golden: with the serial mode on the CPU, with the cuda mode on the GPU (the step-1 gradient,
-    // the loss trajectory and the final weights computed there; the multi-rank GPU modes equal
-    // cuda bit for bit, which verify/gpu/train_gpu.sh checks).
-    if (!strcmp(model, "mnist-cnn") && (cfg.exec.mode == FF_MODE_SERIAL || cfg.exec.mode == FF_MODE_CUDA) &&
-        !a->golden && !a->record) {
+    // Training rows (issues 7, 16): the backward and SGD trajectory against PyTorch's training
+    // golden (train_rows: which models and modes), the step-1 gradient, the loss trajectory and the
+    // final weights computed by the mode's trainer on its device and, multi-rank, its ranks
+    // (collective: every rank runs it; rank 0 prints).
+    if (train_rows(model, cfg.exec.mode) && (!a->golden || a->train_golden) && !a->record) {
         ff_verify_report trep;
         memset(&trep, 0, sizeof trep);
         ff_train_golden_config tcfg = {0};
+        tcfg.model = model;
+        tcfg.golden = a->train_golden;
         tcfg.trust = a->trust;
         tcfg.manifest = a->manifest;
         tcfg.mode = cfg.exec.mode;
+        tcfg.comm = cfg.exec.comm;
+        tcfg.exec = &cfg.exec;
         st = ff_train_verify_golden(&trep, &tcfg);
         if (st != FF_OK) {
             ff_verify_report_free(&trep);
@@ -181,7 +213,7 @@ static int verify_model(const verify_args *a, const char *model, int *passed, in
                 rep.cap = cap;
             }
             rep.rows[rep.n_rows++] = *r;
-            ff_verify_print_row(stdout, r);
+            if (rank == 0) ff_verify_print_row(stdout, r);
             if (r->pass)
                 rep.passed++;
             else
@@ -218,13 +250,14 @@ int ff_cmd_verify(int argc, char **argv) {
     verify_args a;
     int rc = parse(&a, argc, argv);
     if (rc) return rc < 0 ? FF_EXIT_OK : rc;
-    static const char *all[] = {"mnist-cnn", "alexnet"};
+    // Every model with a golden (the full mlp has none: verify_model says why when it is asked for).
+    static const char *all[] = {"mnist-cnn", "alexnet", "mlp-small"};
     int passed = 0, failed = 0;
     if (a.model) {
         rc = verify_model(&a, a.model, &passed, &failed);
         if (rc) return rc;
     } else {
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < (int)(sizeof all / sizeof all[0]); i++) {
             rc = verify_model(&a, all[i], &passed, &failed);
             if (rc) return rc;
         }

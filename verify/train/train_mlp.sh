@@ -14,6 +14,12 @@
 #           --comm-timeout 3) ends the job non-zero within 10 s, naming rank 1; the last
 #           checkpoint is intact: resumed on one process (--steps 400) it gives the digests of an
 #           uninterrupted 400-step run.
+#   monitor the temperature limit through fake sensors (FF_FAKE_SENSORS, fivefold/monitor.h): a GPU
+#           at 95 C from 0.3 s to 1.5 s of a run pauses it (a warning, then "resumed" after >= 0.9 s)
+#           and the run's digests equal an unmonitored run's, also with 2 ranks (mpi) pausing in
+#           lockstep; the progress line shows the readings and --json holds the time series and the
+#           pause; --on-hot stop ends the run (exit 1) naming the GPU, 95C and --max-temp 85C; a GPU
+#           that stays hot ends it after --pause-limit 1.
 #   gpu     (a GPU; exit 77 without) cuda = hybrid = direct (auto: NCCL with a GPU per rank,
 #           CUDA IPC on a shared one) at P = 1..4, with and without --shares, bit for bit; graph
 #           replays = eager steps (FF_TRAIN_GRAPHS=0); another --microbatch differs.
@@ -94,6 +100,41 @@ shares)
     GOT=$(digests "$T/resumed.txt")
     echo "P=2 (3,1) for 5 steps, resumed on P=3 (2,1,1): $GOT"
     [ "$GOT" = "$REF" ] || fail "the resumed run differs from serial"
+    ;;
+monitor)
+    printf '0 0 50 300 1000 144000 90 1980 0\n0.3 0 95 690 1000 144000 99 1500 0x20\n1.5 0 70 200 1000 144000 5 1980 0\n' \
+        >"$T/fake.txt"
+    printf '0 0 95 690 1000 144000 99 1500 0x20\n' >"$T/hot.txt"
+    M="--model mlp-small --train-limit 2048 --test-limit 128 --batch 64 --steps 150 --log-every 5"
+    run plain "$F" train $M --monitor off
+    REF=$(digests "$T/plain.txt")
+    run paused env FF_FAKE_SENSORS="$T/fake.txt" "$F" train $M --monitor-interval 50 --json "$T/paused.json"
+    grep -E "^warning: GPU0 is at 95C, over --max-temp 85C|^monitor: resumed" "$T/paused.txt"
+    grep -q "^warning: GPU0 is at 95C, over --max-temp 85C" "$T/paused.txt" || fail "no warning"
+    grep -q "| GPU0 [0-9]*C [0-9]*W 1.0/140.6GiB" "$T/paused.txt" || fail "the progress line shows no readings"
+    [ "$(digests "$T/paused.txt")" = "$REF" ] || fail "a paused run's digests differ from an unmonitored run's"
+    python3 - "$T/paused.json" <<'PY' || fail "--json: no monitor record of the pause"
+import json, sys
+m = json.load(open(sys.argv[1]))["monitor"]
+t, temp = m["samples"]["t"], m["samples"]["temp_c"]
+print(f"monitor: {len(t)} samples, source {m['source']}, pauses {m['temperature']['pauses']} "
+      f"({m['temperature']['paused_s']:.2f} s), overhead {100 * m['overhead']['fraction']:.4f} %")
+assert m["source"] == "fake" and len(t) >= 10 and 95 in temp and 50 in temp
+assert m["temperature"]["pauses"] == 1 and m["temperature"]["paused_s"] >= 0.9
+PY
+    run paused2 env FF_FAKE_SENSORS="$T/fake.txt" $MPIEXEC -n 2 "$F" train --mode mpi $M --monitor-interval 50
+    grep -q "^monitor: resumed" "$T/paused2.txt" || fail "mpi P=2: no pause"
+    [ "$(digests "$T/paused2.txt")" = "$REF" ] || fail "mpi P=2 paused in lockstep: digests differ"
+    echo "paused serial and mpi P=2 runs: $REF= the unmonitored run"
+    FF_FAKE_SENSORS="$T/hot.txt" "$F" train $M --on-hot stop >"$T/stop.txt" 2>&1
+    rc=$?
+    tail -1 "$T/stop.txt"
+    [ $rc -eq 1 ] || fail "--on-hot stop: exit $rc, expected 1"
+    grep -q "GPU0 is at 95C, over --max-temp 85C" "$T/stop.txt" || fail "--on-hot stop: the GPU is not named"
+    FF_FAKE_SENSORS="$T/hot.txt" "$F" train $M --pause-limit 1 >"$T/limit.txt" 2>&1
+    rc=$?
+    tail -1 "$T/limit.txt"
+    [ $rc -eq 1 ] && grep -q "after pausing 1 s (--pause-limit 1 s" "$T/limit.txt" || fail "--pause-limit: exit $rc"
     ;;
 hang)
     H="--model mlp-small --train-limit 8192 --test-limit 128 --batch 256 --log-every 0 --checkpoint-every 5"

@@ -22,6 +22,12 @@ ff_status ff_gpu_device_info(int device, char *name, size_t name_cap, int *sms, 
     if (name && name_cap) name[0] = 0;
     return FF_NO_CUDA();
 }
+ff_status ff_gpu_pci_bus_id(int device, char *buf, size_t cap) {
+    (void)device;
+    if (cap) buf[0] = 0;
+    return FF_NO_CUDA();
+}
+
 ff_status ff_gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
     *free_bytes = *total_bytes = 0;
     return FF_NO_CUDA();

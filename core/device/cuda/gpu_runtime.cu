@@ -46,6 +46,11 @@ ff_status ff_gpu_device_info(int device, char *name, size_t name_cap, int *sms, 
     return FF_OK;
 }
 
+ff_status ff_gpu_pci_bus_id(int device, char *buf, size_t cap) {
+    FF_CUDA_CHECK(cudaDeviceGetPCIBusId(buf, (int)cap, device));
+    return FF_OK;
+}
+
 ff_status ff_gpu_mem_info(size_t *free_bytes, size_t *total_bytes) {
     FF_CUDA_CHECK(cudaMemGetInfo(free_bytes, total_bytes));
     return FF_OK;

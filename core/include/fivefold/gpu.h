@@ -65,6 +65,8 @@ ff_status ff_gpu_select(int device);
 ff_status ff_gpu_device_info(int device, char *name, size_t name_cap, int *sms, int *cc_major, int *cc_minor,
                              size_t *total_bytes);
 ff_status ff_gpu_mem_info(size_t *free_bytes, size_t *total_bytes);
+// `device`'s PCI bus id ("0000:19:00.0"): how NVML (the monitor) finds the GPU CUDA calls `device`.
+ff_status ff_gpu_pci_bus_id(int device, char *buf, size_t cap);
 // CUDA runtime and driver versions as 1000*major + 10*minor (13000 = 13.0).
 ff_status ff_gpu_versions(int *runtime, int *driver);
 

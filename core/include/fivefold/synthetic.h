@@ -1,7 +1,7 @@
 // Synthetic teacher data for the MLP models (issue 16; docs/ARCHITECTURE.md §9, "Data"): no
 // files, every sample a pure function of (seed, split, sample index), computed where it is used
 // (the host for the cpu device, a kernel for a GPU) with the same bits, and ported bit for bit to
-// golden/make_golden_train.py.
+// golden/synthetic.py (numpy; goldens and PyTorch's peer).
 //
 // Inputs. Feature j of sample i (split s: 0 train, 1 test) of a D-feature set:
 //   key   = ff_rng_key(seed, FF_TENSOR_ID_SYNTH_X + s)                      (rng.h)
