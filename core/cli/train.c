@@ -122,7 +122,9 @@ static void usage(FILE *f) {
         "  --verbose                   errors name the source location; say whether digests were checked\n"
         "A step whose loss is NaN or infinite stops training (exit 2); the last checkpoint is kept.\n"
         "Training always runs fivefold's own direct convolutions in fp32 (--conv direct, the default here;\n"
-        "winograd, --backend vendor and --precision tf32 are refused).\n" FF_CLI_PLAN_HELP FF_CLI_EXEC_HELP
+        "winograd and --precision tf32 are refused); --backend vendor runs the linear layers through cuBLAS\n"
+        "(fp32) in the GPU modes: another digest class, equal across cuda, hybrid and direct.\n" FF_CLI_PLAN_HELP
+            FF_CLI_EXEC_HELP
         "  (--inject-crash and --inject-hang are inference hooks and refused here; training's crash test\n"
         "  is the environment variable FF_TEST_KILL_AFTER_STEP=K: SIGKILL after step K.)\n",
         DEFAULT_DATA, (long long)SYNTH_TRAIN_SMALL, (long long)SYNTH_TRAIN_FULL, (long long)SYNTH_TEST, FF_CKPT_FILE,
@@ -459,10 +461,12 @@ static ff_status json_write(json_out *j, const train_args *a, const ff_model *m,
     ff_json_end_array(&js);
     // Rank 0's phases (train.h, ff_train_phases), milliseconds per step; exchange is all exposed.
     const double per = r->phases.steps > 0 ? 1e3 / (double)r->phases.steps : 0.0;
-    ff_json_begin_object(&js, "phases_ms_per_step");
+    ff_json_begin_object(&js, "phases_ms_per_step");  // steady state: the first 2 steps left out
     ff_json_num(&js, "compute", r->phases.compute_s * per);
     ff_json_num(&js, "exchange", r->phases.exchange_s * per);
     ff_json_num(&js, "update", r->phases.update_s * per);
+    ff_json_num(&js, "step", (r->phases.compute_s + r->phases.exchange_s + r->phases.update_s) * per);
+    ff_json_int(&js, "steps", r->phases.steps);
     ff_json_end_object(&js);
     ff_json_str(&js, "loss_digest", ff_digest_hex(hex, r->loss_digest));
     ff_json_str(&js, "weights_digest", ff_digest_hex(hex, r->weights_digest));
@@ -747,8 +751,8 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         const ff_train_phases ph = ff_trainer_phases(tr);
         if (P > 1 && ph.steps > 0)
             printf(
-                "phases per step (rank 0): compute %.3f ms, gradient exchange %.3f ms (exposed: not overlapped), "
-                "update %.3f ms\n",
+                "phases per step (rank 0, after 2 warm-up steps): compute %.3f ms, gradient exchange %.3f ms "
+                "(exposed: not overlapped), update %.3f ms\n",
                 1e3 * ph.compute_s / (double)ph.steps, 1e3 * ph.exchange_s / (double)ph.steps,
                 1e3 * ph.update_s / (double)ph.steps);
         train_monitor_summary(mon, stdout);

@@ -310,11 +310,13 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
                            m->name, m->layers[l].name, ff_op_name(op));
     }
     const ff_plan_options *po = &o->exec.plan;
-    if (po->conv != FF_CONV_DIRECT || po->backend != FF_BACKEND_OWN || po->precision != FF_PRECISION_FP32)
+    // --backend vendor is allowed: it runs the linear layers through cuBLAS (fp32) in the GPU modes
+    // (the plan refuses it on the cpu device); convolutions are always fivefold's own.
+    if (po->conv != FF_CONV_DIRECT || po->precision != FF_PRECISION_FP32)
         return FF_FAIL(FF_ERR_INPUT,
-                       "training runs fivefold's own direct convolutions in fp32 (--conv direct --backend own): the "
-                       "update changes the weights every step, which Winograd's or a vendor library's transformed "
-                       "copies would not follow");
+                       "training runs fivefold's own direct convolutions in fp32 (--conv direct, no tf32): the "
+                       "update changes the weights every step, which Winograd's transformed copies would not "
+                       "follow, and tf32 would change the recipe");
     ff_status st = FF_OK;
     ff_trainer *t = xcalloc(1, sizeof *t, &st, "the trainer");
     if (!t) return st;
@@ -646,6 +648,7 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
 
     // ---- this rank's micro-batches: forward, loss, backward (one gradient row per micro-batch)
     double t_begin = ff_now();
+    const bool counted = t->steps >= FF_TRAIN_WARMUP_STEPS;  // phases: steady state only
     t->slot = k.slot;
     if (nimg > 0) stage_host(t, src, start, nimg);
     FF_TRY(run_step_work(t, &k));
@@ -656,7 +659,7 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
         // the update is the exchange, which nothing overlaps yet (so all of it is exposed).
         FF_TRY(ff_device_sync(t->dev));
         const double t_computed = ff_now();
-        t->phases.compute_s += t_computed - t_begin;
+        if (counted) t->phases.compute_s += t_computed - t_begin;
         if (local) {
             if (nloc == 0) {
                 memset(t->grad_host, 0, (size_t)N * sizeof(float));
@@ -669,7 +672,7 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
         }
         FF_TRY(ff_device_sync(t->dev));
         const double t_exchanged = ff_now();
-        t->phases.exchange_s += t_exchanged - t_computed;
+        if (counted) t->phases.exchange_s += t_exchanged - t_computed;
         t_begin = t_exchanged;
         // SGD with momentum (PyTorch's rule), on the device
         FF_TRY(ff_device_sgd(t->dev, ff_device_params(t->dev), t->d_mom, t->grad, N, t->o.lr, t->o.momentum,
@@ -686,11 +689,13 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
     double sum = 0.0;
     for (int64_t i = 0; i < b; i++) sum += t->losses[i];
     *loss = sum / (double)b;
-    if (P > 1)
-        t->phases.update_s += ff_now() - t_begin;  // the update and the losses' exchange
-    else
-        t->phases.compute_s += ff_now() - t_begin;  // one process: the whole step is device work
-    t->phases.steps++;
+    if (counted) {
+        if (P > 1)
+            t->phases.update_s += ff_now() - t_begin;  // the update and the losses' exchange
+        else
+            t->phases.compute_s += ff_now() - t_begin;  // one process: the whole step is device work
+        t->phases.steps++;
+    }
     t->steps++;
     t->samples += b;
     return FF_OK;
@@ -805,6 +810,7 @@ ff_status ff_train_steps(ff_trainer *t, double *losses, const ff_dataset *ds, co
     const int64_t M = t->o.microbatch;
     const batch_source src = {ds, idx, NULL, NULL};
     const double t_begin = ff_now();
+    const int64_t steps_before = t->steps;
     for (int64_t j0 = 0; j0 < count; j0 += FF_TRAIN_INFLIGHT) {
         const int64_t j1 = count - j0 < FF_TRAIN_INFLIGHT ? count : j0 + FF_TRAIN_INFLIGHT;
         for (int64_t j = j0; j < j1; j++) {
@@ -826,8 +832,10 @@ ff_status ff_train_steps(ff_trainer *t, double *losses, const ff_dataset *ds, co
             losses[j] = sum / (double)b;
         }
     }
-    t->phases.compute_s += ff_now() - t_begin;
-    t->phases.steps += count;
+    if (steps_before >= FF_TRAIN_WARMUP_STEPS) {  // a chunk with a warm-up step is left out whole
+        t->phases.compute_s += ff_now() - t_begin;
+        t->phases.steps += count;
+    }
     return FF_OK;
 }
 

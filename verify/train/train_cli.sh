@@ -21,7 +21,8 @@
 #             gives the digests of an uninterrupted J-step run; no --json file is left
 #   help      --help lists the shared flags: --mode with cuda/hybrid/direct, --split, --conv,
 #             --transport, --comm-timeout, --json
-#   conv      --conv winograd, --backend vendor, --precision tf32 are refused once (exit 2); --conv
+#   conv      --conv winograd, --precision tf32 are refused once (exit 2), and --backend vendor on the
+#             cpu (it has no vendor library; the GPU modes train their linear layers with it); --conv
 #             direct and FF_CUDA_CONV=winograd without --conv train the default's digests;
 #             FF_TRAIN_GRAPHS=yes is refused naming the variable, 0 and 1 train the default's digests
 #   split     --split rows/replicate and --inject-crash/--inject-hang are refused (exit 2); --mode mpi
@@ -303,13 +304,18 @@ conv)
     "$F" train $A > "$T/def.txt" 2>&1 || { cat "$T/def.txt"; fail "default run"; }
     REF=$(digests "$T/def.txt")
     [ -n "$REF" ] || fail "no digests"
-    for f in "--conv winograd" "--backend vendor" "--precision tf32"; do
+    for f in "--conv winograd" "--precision tf32"; do
         n=$(echo "$f" | tr -d ' -')
         "$F" train $A $f > "$T/$n.txt" 2>&1
         refused "$n" $? "training runs fivefold's own direct convolutions in fp32"
         [ "$(grep -c 'direct convolutions' "$T/$n.txt")" -eq 1 ] || fail "$f: message not printed exactly once"
         ! grep -q '^trained' "$T/$n.txt" || fail "$f: trained anyway"
     done
+    # --backend vendor (cuBLAS for the linear layers) trains in the GPU modes; the cpu has no vendor library
+    "$F" train $A --backend vendor > "$T/vendor.txt" 2>&1
+    refused vendor $? "--backend vendor: the cpu device has no vendor library"
+    [ "$(grep -c 'no vendor library' "$T/vendor.txt")" -eq 1 ] || fail "--backend vendor: message not printed exactly once"
+    ! grep -q '^trained' "$T/vendor.txt" || fail "--backend vendor: trained anyway"
     "$F" train $A --conv direct > "$T/direct.txt" 2>&1 || { cat "$T/direct.txt"; fail "--conv direct"; }
     FF_CUDA_CONV=winograd "$F" train $A > "$T/env.txt" 2>&1 || { cat "$T/env.txt"; fail "FF_CUDA_CONV=winograd without --conv"; }
     [ "$(digests "$T/direct.txt")" = "$REF" ] || fail "--conv direct differs from the default"

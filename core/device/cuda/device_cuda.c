@@ -100,6 +100,8 @@ typedef struct {
     size_t grad_floats;
     float *d_train_work;
     size_t train_work_floats;
+    float *d_ones;  // --backend vendor's bias gradients: ones_n floats of 1.0 (a GEMM with a ones vector)
+    int64_t ones_n;
 } cuda_device;
 
 static cuda_device *cuda_of(ff_device *d) {
@@ -122,6 +124,7 @@ static void cuda_destroy(ff_device *d) {
     for (int i = 0; i < 3; i++) ff_gpu_free(c->d_buf[i]);
     for (int i = 0; i < 2; i++) ff_gpu_free(c->d_grad[i]);
     ff_gpu_free(c->d_train_work);
+    ff_gpu_free(c->d_ones);
     ff_gpu_stream_destroy(c->stream);
     free(c);
 }
@@ -760,6 +763,19 @@ static ff_status ensure_train_buffers(cuda_device *c, size_t floats, size_t work
     return FF_OK;
 }
 
+// At least n ones on the device (grown on an eager step, as ensure_train_buffers).
+static ff_status ensure_ones(cuda_device *c, int64_t n) {
+    if (c->ones_n >= n && c->d_ones) return FF_OK;
+    FF_TRY(ff_gpu_stream_sync(c->stream));
+    ff_gpu_free(c->d_ones);
+    c->d_ones = NULL;
+    c->ones_n = 0;
+    FF_TRY(ff_gpu_alloc((void **)&c->d_ones, (size_t)n * sizeof(float), "a ones vector (vendor bias gradients)"));
+    FF_TRY(ff_gpu_fill(c->d_ones, 1.0f, (size_t)n, c->stream));
+    c->ones_n = n;
+    return FF_OK;
+}
+
 // From the top layer down, all n images per launch: conv/linear write group g's weight and bias
 // gradients into row g of grads at the layer's offsets in ff_weights' layout (the weight kernels
 // keep each group's sums apart), then the data gradient (not for layer 0: the input's gradient is
@@ -786,6 +802,10 @@ static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_strid
                 if (L->op == FF_OP_CONV2D) {
                     FF_TRY(ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work, c->stream));
                     if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
+                } else if (c->base.plan.opt.backend == FF_BACKEND_VENDOR) {  // cuBLAS (gpu.h)
+                    FF_TRY(ensure_ones(c, group < n ? group : n));
+                    FF_TRY(ff_gpu_linear_vendor_backward(gw, gb, grad_stride, need_dx ? dx : NULL, cur, x, c->d_w[l], L,
+                                                         n, group, c->d_ones, c->blas, c->stream));
                 } else {
                     FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, c->stream));
                     if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));

@@ -1141,6 +1141,49 @@ extern "C" ff_status ff_gpu_linear_vendor(float *out, const float *in, const flo
     return FF_OK;
 }
 
+#define FF_CUBLAS_TRY(call, what)                                                                               \
+    do {                                                                                                       \
+        const cublasStatus_t ff_st_ = (call);                                                                  \
+        if (ff_st_ != CUBLAS_STATUS_SUCCESS)                                                                   \
+            return FF_FAIL(FF_ERR_CUDA, "%s (%s) failed: %s", what, L->name, cublasGetStatusString(ff_st_)); \
+    } while (0)
+
+extern "C" ff_status ff_gpu_linear_vendor_backward(float *gw, float *gb, int64_t grad_stride, float *dx,
+                                                   const float *dy, const float *x, const float *w, const ff_layer *L,
+                                                   int64_t n, int64_t group, const float *ones, ff_gpu_blas h,
+                                                   ff_gpu_stream s) {
+    (void)s;  // the handle is bound to the device's stream (ff_gpu_blas_create)
+    if (n <= 0) return FF_OK;
+    if (!h) return FF_FAIL(FF_ERR_INTERNAL, "linear_vendor_backward: no cuBLAS handle");
+    cublasHandle_t b = (cublasHandle_t)h;
+    const int I = (int)ff_shape_numel(L->in), J = (int)L->out.c, G = (int)group;
+    const long long full = n / group, rest = n % group;
+    const float one = 1.0f, zero = 0.0f;
+    // Column-major views of row-major arrays: x_g (I x G), dy_g (J x G), w (I x J), gw_g (I x J).
+    // gw_g^T = ... i.e. C(I x J) = x_g * dy_g^T; gb_g (J x 1) = dy_g * ones; dx (I x n) = w * dy.
+    if (full > 0) {
+        FF_CUBLAS_TRY(cublasSgemmStridedBatched(b, CUBLAS_OP_N, CUBLAS_OP_T, I, J, G, &one, x, I, (long long)G * I, dy,
+                                                J, (long long)G * J, &zero, gw, I, grad_stride, (int)full),
+                      "cublasSgemmStridedBatched (weight gradient)");
+        FF_CUBLAS_TRY(cublasSgemmStridedBatched(b, CUBLAS_OP_N, CUBLAS_OP_N, J, 1, G, &one, dy, J, (long long)G * J,
+                                                ones, G, 0, &zero, gb, J, grad_stride, (int)full),
+                      "cublasSgemmStridedBatched (bias gradient)");
+    }
+    if (rest > 0) {
+        const float *xr = x + full * G * I, *dyr = dy + full * G * J;
+        FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_T, I, J, (int)rest, &one, xr, I, dyr, J, &zero,
+                                  gw + full * grad_stride, I),
+                      "cublasSgemm (weight gradient)");
+        FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_N, J, 1, (int)rest, &one, dyr, J, ones, (int)rest, &zero,
+                                  gb + full * grad_stride, J),
+                      "cublasSgemm (bias gradient)");
+    }
+    if (dx)
+        FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_N, I, (int)n, J, &one, w, I, dy, J, &zero, dx, I),
+                      "cublasSgemm (data gradient)");
+    return FF_OK;
+}
+
 // ------------------------------------------------------------------ any layer
 extern "C" ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, const float *b,
                                           const ff_layer *L, bool relu, const ff_rows *rows, int64_t n, float *work,

@@ -152,6 +152,15 @@ ff_status ff_gpu_linear(float *out, const float *in, const float *w, const float
 // The same through cuBLAS SGEMM (then bias and relu): a different summation order, tolerance only.
 ff_status ff_gpu_linear_vendor(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
                                bool relu, int64_t n, ff_gpu_blas h, ff_gpu_stream s);
+// The backward of a linear layer through cuBLAS (--backend vendor, training): for each group of
+// `group` consecutive images (the last may be shorter), the weight gradient dy_g^T x_g (out x in)
+// at gw + g * grad_stride and the bias gradient dy_g^T 1 at gb + g * grad_stride; and, dx not NULL,
+// the data gradient dx (n, in) = dy (n, out) w (out, in). ones: at least `group` device floats of
+// 1.0. cuBLAS's orders: the same bits run to run on one GPU model and library version (no split-K
+// atomics in SGEMM), another digest class than the own kernels.
+ff_status ff_gpu_linear_vendor_backward(float *gw, float *gb, int64_t grad_stride, float *dx, const float *dy,
+                                        const float *x, const float *w, const ff_layer *L, int64_t n, int64_t group,
+                                        const float *ones, ff_gpu_blas h, ff_gpu_stream s);
 // out, in: (n, classes): max-subtracted softmax with the CPU's operations and order.
 ff_status ff_gpu_softmax(float *out, const float *in, int64_t classes, int64_t n, ff_gpu_stream s);
 // x[0] = ff_fault_value(x[0]) (x + 1 + 2|x|, the executor's fault rule) on the device.
