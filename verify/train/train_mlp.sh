@@ -22,7 +22,8 @@
 #           that stays hot ends it after --pause-limit 1.
 #   gpu     (a GPU; exit 77 without) cuda = hybrid = direct (auto: NCCL with a GPU per rank,
 #           CUDA IPC on a shared one) at P = 1..4, with and without --shares, bit for bit; graph
-#           replays = eager steps (FF_TRAIN_GRAPHS=0); another --microbatch differs.
+#           replays = eager steps (FF_TRAIN_GRAPHS=0); another --microbatch differs; --backend vendor
+#           (cuBLAS) is its own digest class, equal for cuda and direct P = 2 with --shares 3,1.
 #   gpu_full  (a GPU) the full 120 M-parameter mlp, 2 steps of batch 64: cuda against serial (the
 #           CPU reference), every loss within 1e-4 relative; with an --lr 10x larger the second
 #           loss falls outside (the comparison can fail).
@@ -185,6 +186,13 @@ gpu | gpu_full)
         done
         run control "$F" train --mode cuda $A --microbatch 16
         [ "$(digests "$T/control.txt")" != "$REF" ] || fail "another micro-batch size gave the same digests"
+        # --backend vendor (cuBLAS linear layers): its own digest class, the same in every GPU mode
+        run vcuda "$F" train --mode cuda $A --backend vendor
+        VREF=$(digests "$T/vcuda.txt")
+        run vdirect $MPIEXEC -n 2 "$F" train --mode direct $A --backend vendor --shares 3,1
+        echo "vendor: cuda $VREF; direct P=2 shares 3,1: $(digests "$T/vdirect.txt")"
+        [ "$(digests "$T/vdirect.txt")" = "$VREF" ] || fail "--backend vendor: direct P=2 differs from cuda"
+        [ "$VREF" != "$REF" ] || fail "--backend vendor gave the own kernels' bits: cuBLAS did not run"
     else
         B="--model mlp --train-limit 128 --test-limit 64 --batch 64 --steps 2 --log-every 1"
         run gserial "$F" train $B
