@@ -14,10 +14,23 @@ stderr), so that the C bench can run this script and parse its answer:
                 the global batch N is cut into P blocks (the first N % P ranks get one more image,
                 as fivefold's batch split), each rank runs its block, the logits are all-gathered;
                 the time of an iteration is the slowest rank's (all_reduce MAX).
-  train             mnist-cnn training: SGD with momentum on an MNIST-format IDX folder
-      --data DIR [--epochs 3 --batch 64 --lr 0.01 --momentum 0.9 --weight-decay 0 --seed 1]
+  train             training with SGD and momentum: mnist-cnn on an MNIST-format IDX folder, or
+                    issue 16's MLPs on fivefold's synthetic teacher data
+      --model mnist-cnn --data DIR | --model mlp|mlp-small [--data synthetic] [--synth device|host]
+      [--epochs 3 --batch 64 --lr 0.01 --momentum 0.9 --weight-decay 0 --seed 1]
       [--init torch|fivefold] [--weights W.h5] [--shuffle torch|fivefold] [--steps K]
-      [--train-limit N] [--test-limit N] [--graph [--warmup W] | --ddp [--nproc P]]
+      [--warmup-steps 5] [--train-limit N] [--test-limit N] [--graph [--warmup W] | --ddp [--nproc P]]
+      mlp: 4096-8192-6144-4096-2048-1024-512 (nn.Linear, relu between, cross-entropy over 512
+      classes, 120 M parameters); mlp-small: every width / 16. Their data: --seed's synthetic set
+      (core/include/fivefold/synthetic.h; --train-limit default 8192 for mlp-small, 32768 for mlp,
+      --test-limit default 4096), made once, untimed, on the training device by torch with the
+      header's bits (--synth device: the first 64 samples of each split checked bit for bit against
+      golden/synthetic.py, a mismatch refused; --synth host: golden/synthetic.py's numpy for all of
+      it) and kept there: every variant gathers its batches on the device, eager included.
+      --steps K stops after K steps in all (e.g. --steps 35: 5 warm-up + 30 timed); each step is
+      timed (CUDA events on a GPU, the slowest rank's under --ddp) and step_ms_median is the median
+      over the steps after the first --warmup-steps W (default 5), samples_per_s_step = B / it.
+      fp32 runs with TF32 off for matmuls and cuDNN (torch >= 2.9: fp32_precision "ieee").
       --init fivefold / --shuffle fivefold reproduce fivefold's generator weights and data order
       (core/model/rng.c, ff_shuffle_order) so both sides start from the same point and see the same
       batches; --weights loads /weights/<layer>/w and /weights/<layer>/b from HDF5.
@@ -30,6 +43,11 @@ stderr), so that the C bench can run this script and parse its answer:
       the epoch ends. --ddp: DistributedDataParallel over P ranks (nccl on cuda, gloo on the CPU),
       each a contiguous B/P share of every global batch (B % P == 0), eager, data resident.
       seconds_per_epoch: each epoch's training steps only (no evaluation).
+      JSON (one line): the recipe, losses (always for the MLPs; --losses for mnist-cnn, which then
+      adds step_ms, every step's time), loss_first/last, test accuracy per epoch and final,
+      seconds_per_epoch, step_ms_median/min/max/mean over timed_steps, samples_per_s(_step),
+      flops_per_sample_forward (2 x multiply-adds), weight digests (FNV-1a; null above 16 MB of
+      parameters, e.g. the full mlp), and for the MLPs "synthetic" (where and how the data was made).
   loader            DataLoader throughput (samples/s) over the training images with a per-item
                     normalisation ((x/255 - 0.2860)/0.3530 in float32, fivefold's data_idx.h)
       --data DIR [--workers 0,4] [--batch 64] [--train-limit N]
@@ -137,14 +155,44 @@ class MnistCnn(nn.Module):
         return F.softmax(self.logits(x), dim=1)
 
 
+# issue 16's MLPs (core/model/model.c mlp_table, mlp_small_table): fc1..fc6 with relu between,
+# softmax at the end; mlp-small is every width / 16.
+MLP_WIDTHS = {"mlp": (4096, 8192, 6144, 4096, 2048, 1024, 512)}
+MLP_WIDTHS["mlp-small"] = tuple(w // 16 for w in MLP_WIDTHS["mlp"])
+
+
+class Mlp(nn.Module):
+    """fc1 .. fc6 (nn.Linear), relu after each but the last; forward ends in softmax as fivefold's
+    table, training uses the logits with cross-entropy. device: where the parameters are made (the
+    full mlp's 120 M parameters are initialised on the GPU rather than on the host)."""
+
+    def __init__(self, widths, device=None):
+        super().__init__()
+        self.widths = tuple(widths)
+        for k in range(len(widths) - 1):
+            setattr(self, f"fc{k + 1}", nn.Linear(widths[k], widths[k + 1], device=device))
+
+    def logits(self, x):
+        layers = [m for _, m in param_layers(self)]
+        for m in layers[:-1]:
+            x = F.relu(m(x))
+        return layers[-1](x)
+
+    def forward(self, x):
+        return F.softmax(self.logits(x), dim=1)
+
+
 MODELS = {"alexnet": (AlexNet, (3, 227, 227)), "mnist-cnn": (MnistCnn, (1, 28, 28))}
+MODELS.update({name: ((lambda w=w, device=None: Mlp(w, device)), (w[0],)) for name, w in MLP_WIDTHS.items()})
+TRAIN_MODELS = ("mnist-cnn",) + tuple(MLP_WIDTHS)
 
 
-def make_model(name):
+def make_model(name, device=None):
+    """(model, input shape per sample); device: where an MLP's parameters are made (default the host)."""
     if name not in MODELS:
         raise PeerError(f"--model '{name}': expected one of {', '.join(MODELS)}")
     cls, shape = MODELS[name]
-    return cls(), shape
+    return (cls(device=device) if name in MLP_WIDTHS else cls()), shape
 
 
 def param_layers(model):
@@ -191,6 +239,38 @@ def rng_key(seed, tensor_id):
     return mix64((seed & MASK64) ^ mix64(tensor_id + GOLDEN_GAMMA))
 
 
+def s64(u):
+    """uint64 u as the int64 with the same bits (torch has no uint64 arithmetic)."""
+    u &= MASK64
+    return u - (1 << 64) if u >> 63 else u
+
+
+_MIX1, _MIX2, _GAMMA_S = s64(0xBF58476D1CE4E5B9), s64(0x94D049BB133111EB), s64(GOLDEN_GAMMA)
+
+
+def t_mix(z):
+    """mix64 on an int64 tensor: the multiplications wrap mod 2^64 as uint64's do (two's
+    complement), and each right shift is masked to be logical rather than arithmetic."""
+    z = (z ^ ((z >> 30) & ((1 << 34) - 1))) * _MIX1
+    z = (z ^ ((z >> 27) & ((1 << 37) - 1))) * _MIX2
+    return z ^ ((z >> 31) & ((1 << 33) - 1))
+
+
+def t_rng_fill(n, seed, tensor_id, scale, device="cpu", chunk=1 << 24):
+    """rng_fill computed by torch on `device` (int64 wrapping arithmetic, then the same float32
+    operations, each exact but the final product): the same bits as rng_fill and ff_rng_fill, in
+    milliseconds on a GPU for the full mlp's 120 M parameters."""
+    key = s64(rng_key(seed, tensor_id))
+    sc = float(__import__("numpy").float32(scale))  # the float32 scale, held exactly by the float
+    out = torch.empty(n, dtype=torch.float32, device=device)
+    for lo in range(0, n, chunk):
+        hi = min(n, lo + chunk)
+        z = t_mix(torch.arange(lo + 1, hi + 1, dtype=torch.int64, device=device) * _GAMMA_S + key)
+        u = ((z >> 40) & ((1 << 24) - 1)).to(torch.float32) * (2.0 ** -24)  # exact
+        out[lo:hi] = (2.0 * u - 1.0) * sc  # 2u - 1 exact; one float32 rounding in the product
+    return out
+
+
 def rng_fill(n, seed, tensor_id, scale):
     """core/model/rng.c ff_rng_fill, vectorised with numpy uint64 (wrapping) arithmetic: float32 array."""
     import numpy as np
@@ -208,15 +288,17 @@ def rng_fill(n, seed, tensor_id, scale):
 
 def init_fivefold(model, seed):
     """ff_weights_generate: parameter p gets weight id 2p (scale sqrt(6/fan_in)) and bias id 2p+1
-    (scale 1/sqrt(fan_in)), each scale rounded to float32 once."""
+    (scale 1/sqrt(fan_in)), each scale rounded to float32 once. Generated by t_rng_fill where the
+    parameters are (the host, or the GPU for a model made there): the same bits either way."""
     import numpy as np
     with torch.no_grad():
         for p, (_, m) in enumerate(param_layers(model)):
             fan_in = m.weight[0].numel()
             ws = np.float32(math.sqrt(6.0 / fan_in))
             bs = np.float32(1.0 / math.sqrt(fan_in))
-            m.weight.copy_(torch.from_numpy(rng_fill(m.weight.numel(), seed, 2 * p, ws)).view_as(m.weight))
-            m.bias.copy_(torch.from_numpy(rng_fill(m.bias.numel(), seed, 2 * p + 1, bs)))
+            dev = m.weight.device
+            m.weight.copy_(t_rng_fill(m.weight.numel(), seed, 2 * p, ws, dev).view_as(m.weight))
+            m.bias.copy_(t_rng_fill(m.bias.numel(), seed, 2 * p + 1, bs, dev))
 
 
 def shuffle_fivefold(n, seed, epoch):
@@ -251,8 +333,16 @@ def load_weights_h5(model, path):
                 t.copy_(torch.from_numpy(a.astype("float32")))
 
 
-def weights_digest(model):
-    """FNV-1a-64 over all parameters in layer order (w then b), as `weights digest:` prints it."""
+DIGEST_MAX_BYTES = 16 << 20  # FNV-1a runs byte by byte in Python: ~1 s per 3 MB
+
+
+def weights_digest(model, max_bytes=None):
+    """FNV-1a-64 over all parameters in layer order (w then b), as `weights digest:` prints it;
+    None for a model of more than max_bytes (default DIGEST_MAX_BYTES) of parameters: the full
+    mlp's 480 MB would take minutes in this byte loop."""
+    limit = DIGEST_MAX_BYTES if max_bytes is None else max_bytes
+    if sum(4 * p.numel() for p in model.parameters()) > limit:
+        return None
     h = 0xCBF29CE484222325
     for _, m in param_layers(model):
         for t in (m.weight, m.bias):
@@ -319,6 +409,22 @@ def set_precision(device, precision):
         torch.backends.cudnn.benchmark = True
 
 
+def matmul_precision():
+    """What fp32 matmuls run as, read through the API set_precision used: torch >= 2.9's
+    fp32_precision ("ieee" or "tf32"), else get_float32_matmul_precision() ("highest" = no TF32).
+    None if neither can be read."""
+    m = torch.backends.cuda.matmul
+    try:
+        if hasattr(m, "fp32_precision") and hasattr(getattr(torch.backends.cudnn, "conv", None), "fp32_precision"):
+            return m.fp32_precision
+    except AssertionError:  # torch 1.13's matmul object raises for unknown attributes
+        pass
+    try:
+        return torch.get_float32_matmul_precision()
+    except (AttributeError, RuntimeError):
+        return None
+
+
 def parse_list(text, what):
     try:
         vals = [int(x) for x in str(text).split(",") if x.strip() != ""]
@@ -345,7 +451,7 @@ def time_infer(model, shape, batch, device, args, dist_ctx):
     per = -(-batch // world)  # padded block for the all-gather
     x = torch.randn((local,) + tuple(shape), device=device)
     cuda = device.startswith("cuda")
-    classes = 1000 if shape[0] == 3 else 10
+    classes = param_layers(model)[-1][1].out_features
 
     def eager():
         return model(x)
@@ -519,16 +625,133 @@ def normalise(u8):
     return ((u8.float() / 255.0) - IDX_MEAN) / IDX_STD
 
 
+# ----------------------------------------------------------------------------- synthetic teacher data
+
+# The MLPs' data (core/include/fivefold/synthetic.h): every sample a pure function of (seed, split,
+# index). golden/synthetic.py is the bit-exact numpy port; the functions below compute the same bits
+# with torch on the training device (int64 wrapping arithmetic, float32 operations in the header's
+# order, fmaf emulated exactly in float64), because numpy needs ~35 s for the full mlp's 32768 x 4096
+# training set and its labels, torch on a GPU well under a second. A run checks its first samples
+# against golden/synthetic.py before it trains (synthetic_check), so a GPU that computed other bits
+# would be refused, not measured.
+SYNTH_TRAIN_SMALL, SYNTH_TRAIN_FULL, SYNTH_TEST = 8192, 32768, 4096  # fivefold's defaults (core/cli/train.c)
+SYNTH_CHECK_SAMPLES = 64
+SYNTH_SQRT3 = 1.7320508  # the float64 nearest; rounded to float32 it is the header's 1.7320508f
+
+
+def golden_synthetic():
+    """golden/synthetic.py, imported from the golden/ folder beside bench/."""
+    d = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "golden")
+    if d not in sys.path:
+        sys.path.insert(0, d)
+    try:
+        import synthetic
+    except ImportError as e:
+        raise PeerError(f"the MLPs' synthetic data needs golden/synthetic.py (looked in {d}): {e}")
+    return synthetic
+
+
+def t_synth_x(seed, split, i0, n, dim, device, rows=2048):
+    """float32 (n, dim) on device: features of samples i0 .. i0+n-1 of split, ff_synth_x's bits."""
+    syn = golden_synthetic()
+    key = s64(int(syn.rng_key(seed, syn.TENSOR_ID_SYNTH_X + int(split))))
+    out = torch.empty((n, dim), dtype=torch.float32, device=device)
+    j = torch.arange(dim, dtype=torch.int64, device=device)[None, :] + 1
+    for lo in range(0, n, rows):
+        hi = min(n, lo + rows)
+        i = torch.arange(i0 + lo, i0 + hi, dtype=torch.int64, device=device)[:, None]
+        bits = t_mix((i * dim + j) * _GAMMA_S + key)
+        u = [((bits >> (16 * k)) & 0xFFFF).to(torch.float32) * (2.0 ** -16) for k in range(4)]  # exact
+        out[lo:hi] = ((u[0] + u[1]) + (u[2] + u[3]) - 2.0) * SYNTH_SQRT3  # one rounding, in the product
+    return out
+
+
+def t_fmaf(a, b, c):
+    """float32 fmaf(a, b, c) on tensors, exactly (golden/synthetic.py's fmaf32 in torch): the float64
+    product is exact, TwoSum gives the sum's error, round-to-odd in float64 then one rounding to
+    float32 is the correctly rounded a * b + c. Each operation is its own torch kernel (nothing is
+    contracted into a hardware fma)."""
+    a, b, c = a.double(), b.double(), c.double()
+    p = a * b
+    s = p + c
+    bp = s - c
+    e = (p - bp) + (c - (s - bp))
+    fix = (e != 0) & ((s.view(torch.int64) & 1) == 0)
+    inf = torch.tensor(math.inf, dtype=torch.float64, device=s.device)
+    s = torch.where(fix, torch.nextafter(s, torch.where(e > 0, inf, -inf)), s)
+    return s.float()
+
+
+def t_synth_labels(x, seed, classes, rows=4096):
+    """int64 labels of the samples whose features are the rows of x (ff_synth_label): the teacher's
+    logits as fmaf chains over its taps, then the first class with the largest logit."""
+    syn = golden_synthetic()
+    n, dim = x.shape
+    feat, w = syn.teacher(seed, dim, classes)
+    feat = torch.from_numpy(feat).to(x.device)
+    w = torch.from_numpy(w).to(x.device)
+    cls = torch.arange(classes, dtype=torch.int64, device=x.device)[None, :]
+    out = torch.empty(n, dtype=torch.int64, device=x.device)
+    for lo in range(0, n, rows):
+        xb = x[lo:lo + rows]
+        z = torch.zeros((xb.shape[0], classes), dtype=torch.float32, device=x.device)
+        for t in range(syn.TAPS):
+            z = t_fmaf(w[None, :, t], xb[:, feat[:, t]], z)
+        top = z.max(dim=1, keepdim=True).values
+        out[lo:lo + rows] = torch.where(z == top, cls, torch.full_like(cls, classes)).min(dim=1).values
+    return out
+
+
+def synthetic_split(seed, split, n, dim, classes, device, where):
+    """(x float32 (n, dim), y int64 (n,)) on device. where: 'device' (torch on the device, its first
+    SYNTH_CHECK_SAMPLES samples checked bit for bit against golden/synthetic.py) or 'host' (numpy,
+    golden/synthetic.py itself, then copied). Returns (x, y, samples checked)."""
+    import numpy as np
+    syn = golden_synthetic()
+    if where == "host":
+        idx = np.arange(n, dtype=np.int64)
+        x = torch.from_numpy(syn.synth_x(seed, split, idx, dim)).to(device)
+        y = torch.from_numpy(syn.synth_labels(seed, split, idx, dim, classes).astype(np.int64)).to(device)
+        return x, y, 0
+    x = t_synth_x(seed, split, 0, n, dim, device)
+    y = t_synth_labels(x, seed, classes)
+    k = min(n, SYNTH_CHECK_SAMPLES)
+    idx = np.arange(k, dtype=np.int64)
+    want_x = syn.synth_x(seed, split, idx, dim)
+    want_y = syn.synth_labels(seed, split, idx, dim, classes)
+    got_x = x[:k].cpu().numpy()
+    if not np.array_equal(got_x.view(np.uint32), want_x.view(np.uint32)):
+        bad = int(np.argwhere(got_x.view(np.uint32) != want_x.view(np.uint32))[0][0])
+        raise PeerError(f"synthetic data on {device}: sample {bad} of split {split} differs from "
+                        "golden/synthetic.py (the device's integer or float32 arithmetic is not the "
+                        "header's); use --synth host", EXIT_UNAVAILABLE)
+    got_y = y[:k].cpu().numpy()
+    if not np.array_equal(got_y, want_y.astype(np.int64)):
+        bad = int(np.argwhere(got_y != want_y)[0][0])
+        raise PeerError(f"synthetic labels on {device}: sample {bad} of split {split} has label "
+                        f"{int(got_y[bad])}, golden/synthetic.py says {int(want_y[bad])}; use --synth host",
+                        EXIT_UNAVAILABLE)
+    return x, y, k
+
+
 # ----------------------------------------------------------------------------- train
 
 def train_checks(args, world):
     """Usage checks of --task train that hold before any process starts (relaunch_ddp runs them
     with the rank count it is about to start, so a bad combination fails once, by name, rather
     than in every rank). Returns the batch size."""
-    if args.model != "mnist-cnn":
-        raise PeerError(f"--task train: only mnist-cnn is trained (got --model {args.model})")
-    if not args.data:
-        raise PeerError("--task train needs --data DIR (an MNIST-format IDX folder)")
+    if args.model not in TRAIN_MODELS:
+        raise PeerError(f"--task train: --model {args.model}: expected one of {', '.join(TRAIN_MODELS)}")
+    if args.model in MLP_WIDTHS:
+        if args.data not in (None, "synthetic"):
+            raise PeerError(f"--task train --model {args.model}: --data '{args.data}': the MLPs train on "
+                            "synthetic teacher data only (--data synthetic, the default)")
+        if args.synth not in ("device", "host"):
+            raise PeerError(f"--synth '{args.synth}': expected device or host")
+    elif not args.data or args.data == "synthetic":
+        raise PeerError("--task train --model mnist-cnn needs --data DIR (an MNIST-format IDX folder)")
+    if args.warmup_steps < 0:
+        raise PeerError(f"--warmup-steps {args.warmup_steps}: expected >= 0")
     batches = parse_list(args.batch, "--batch")
     if len(batches) != 1 or batches[0] < 1:
         raise PeerError(f"--task train: --batch takes one batch size >= 1 (got '{args.batch}')")
@@ -595,6 +818,77 @@ class LogitsOf(nn.Module):
         return self.model.logits(x)
 
 
+class StepTimer:
+    """Each optimizer step's milliseconds: CUDA events around the step on a GPU (read once the
+    epoch is synchronised, so timing adds no host wait), time.perf_counter() on the CPU (where a
+    step returns when it is done)."""
+
+    def __init__(self, cuda):
+        self.cuda, self.pending, self.ms = cuda, [], []
+
+    def start(self):
+        if self.cuda:
+            self.t0 = torch.cuda.Event(enable_timing=True)
+            self.t0.record()
+        else:
+            self.t0 = time.perf_counter()
+
+    def stop(self):
+        if self.cuda:
+            t1 = torch.cuda.Event(enable_timing=True)
+            t1.record()
+            self.pending.append((self.t0, t1))
+        else:
+            self.ms.append((time.perf_counter() - self.t0) * 1e3)
+
+    def flush(self):  # after a synchronize
+        self.ms.extend(a.elapsed_time(b) for a, b in self.pending)
+        self.pending = []
+
+
+def step_summary(ms, warmup, batch):
+    """Median (and min, max, mean) ms per step over the steps after the first `warmup` (all of them
+    when there are no more than `warmup`), and samples/s at the median."""
+    excluded = warmup if len(ms) > warmup else 0
+    timed = ms[excluded:]
+    if not timed:
+        return {"timed_steps": 0, "warmup_steps": excluded, "step_ms_median": None, "step_ms_min": None,
+                "step_ms_max": None, "step_ms_mean": None, "samples_per_s_step": None}
+    med = statistics.median(timed)
+    return {"timed_steps": len(timed), "warmup_steps": excluded, "step_ms_median": med,
+            "step_ms_min": min(timed), "step_ms_max": max(timed), "step_ms_mean": statistics.fmean(timed),
+            "samples_per_s_step": batch / (med / 1e3) if med > 0 else None}
+
+
+def load_train_data(args, dev):
+    """(xtr, ytr, xte, yte, info): mnist-cnn's IDX splits on the host (uint8 images normalised to
+    float32 (N, 1, 28, 28)), or an MLP's synthetic splits made on the training device (float32
+    (N, D), int64 labels)."""
+    if args.model not in MLP_WIDTHS:
+        xtr, ytr = load_split(args.data, "train", args.train_limit)
+        xte, yte = load_split(args.data, "t10k", args.test_limit)
+        return (normalise(xtr).unsqueeze(1), ytr, normalise(xte).unsqueeze(1), yte,
+                {"data": os.path.abspath(args.data)})
+    widths = MLP_WIDTHS[args.model]
+    dim, classes = widths[0], widths[-1]
+    n = args.train_limit if args.train_limit and args.train_limit > 0 else (
+        SYNTH_TRAIN_FULL if args.model == "mlp" else SYNTH_TRAIN_SMALL)
+    nt = args.test_limit if args.test_limit and args.test_limit > 0 else SYNTH_TEST
+    t = time.perf_counter()
+    xtr, ytr, ktr = synthetic_split(args.seed, 0, n, dim, classes, dev, args.synth)
+    xte, yte, kte = synthetic_split(args.seed, 1, nt, dim, classes, dev, args.synth)
+    if dev.startswith("cuda"):
+        torch.cuda.synchronize()
+    info = {"data": "synthetic",
+            "synthetic": {"generated_on": dev if args.synth == "device" else "host (numpy)",
+                          "generator": "core/include/fivefold/synthetic.h; golden/synthetic.py "
+                                       + ("checked on the first samples of each split" if args.synth == "device"
+                                          else "computed the whole set"),
+                          "checked_samples": {"train": ktr, "test": kte},
+                          "features": dim, "classes": classes, "seconds": time.perf_counter() - t}}
+    return xtr, ytr, xte, yte, info
+
+
 def task_train(args, capture=None):
     """capture: the graph-capture function, cuda_graph_capture by default; a test passes a CPU
     stand-in with the same contract to check the graph variant's bookkeeping (static buffers,
@@ -608,34 +902,36 @@ def task_train(args, capture=None):
         raise PeerError("--graph (CUDA graph replay) needs --device cuda")
     B = train_checks(args, int(os.environ.get("WORLD_SIZE", "1")) if args.ddp else 1)
     variant = "ddp" if args.ddp else ("graph" if args.graph else "eager")
+    mlp = args.model in MLP_WIDTHS
     set_precision(device, args.precision)
     threads = set_threads(args.threads)
     ctx = init_dist(args, device)
     rank, world = ctx["rank"], ctx["world"]
     dev = f"cuda:{torch.cuda.current_device()}" if device == "cuda" else "cpu"
     cuda = device == "cuda"
-    xtr, ytr = load_split(args.data, "train", args.train_limit)
-    xte, yte = load_split(args.data, "t10k", args.test_limit)
+    if args.init not in ("torch", "fivefold") and not args.weights:
+        raise PeerError(f"--init '{args.init}': expected torch or fivefold")
+    if args.shuffle not in ("torch", "fivefold"):
+        raise PeerError(f"--shuffle '{args.shuffle}': expected torch or fivefold")
+    xtr_f, ytr, xte_f, yte, data_info = load_train_data(args, dev)
     torch.manual_seed(args.seed)
-    model, _ = make_model("mnist-cnn")
+    # an MLP is made and initialised on the training device (the full mlp: 120 M parameters)
+    model, shape = make_model(args.model, dev if mlp else None)
+    fl = 2 * sum(m.in_features * m.out_features for _, m in param_layers(model)) if mlp \
+        else flops_per_image(model, shape)
     if args.weights:
         load_weights_h5(model, args.weights)
         init = f"h5:{os.path.basename(args.weights)}"
     elif args.init == "fivefold":
         init_fivefold(model, args.seed)
         init = "fivefold"
-    elif args.init == "torch":
-        init = "torch"
     else:
-        raise PeerError(f"--init '{args.init}': expected torch or fivefold")
-    if args.shuffle not in ("torch", "fivefold"):
-        raise PeerError(f"--shuffle '{args.shuffle}': expected torch or fivefold")
+        init = "torch"
     init_digest = weights_digest(model)
     model = model.to(dev)
-    xtr_f, xte_f = normalise(xtr).unsqueeze(1), normalise(xte).unsqueeze(1)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                           weight_decay=args.weight_decay)
-    n = xtr.shape[0]
+    n = xtr_f.shape[0]
     spe = -(-n // B)  # steps per epoch; the last batch may be short (as fivefold)
     total = min(args.steps, args.epochs * spe) if args.steps and args.steps > 0 else args.epochs * spe
     gen = torch.Generator().manual_seed(args.seed)
@@ -645,10 +941,11 @@ def task_train(args, capture=None):
             return torch.tensor(shuffle_fivefold(n, args.seed, e), dtype=torch.int64)
         return torch.randperm(n, generator=gen)
 
-    # graph and ddp: the normalised training set is uploaded once (untimed) and stays on the device;
-    # each epoch uploads its order and batches are gathered there with index_select. eager is the
-    # plain loop: a host gather and a copy per batch, the loss read back every step.
-    resident = variant != "eager"
+    # graph and ddp, and every variant of the MLPs: the training set is put on the device once
+    # (untimed; the MLPs' is made there) and stays there; each epoch uploads its order and batches
+    # are gathered there with index_select. mnist-cnn's eager is the plain loop: a host gather and a
+    # copy per batch. eager reads the loss back every step, graph and ddp once per epoch.
+    resident = variant != "eager" or mlp
     if resident:
         xtr_d, ytr_d = xtr_f.to(dev), ytr.to(dev)
         loss_vec = torch.zeros(spe, device=dev)  # each step's loss, read once per epoch
@@ -659,7 +956,7 @@ def task_train(args, capture=None):
         # (n % B != 0) runs eagerly on the same tensors rather than through a second graph: one
         # step per epoch, not worth a second capture.
         t_setup = time.perf_counter()
-        static_x = torch.empty((B, 1, 28, 28), device=dev)
+        static_x = torch.empty((B,) + tuple(xtr_d.shape[1:]), device=dev)
         static_y = torch.empty((B,), dtype=torch.int64, device=dev)
         first = host_order(0)[:B].to(dev)  # any real batch serves the warm-up: it is undone
         torch.index_select(xtr_d, 0, first, out=static_x)
@@ -693,6 +990,7 @@ def task_train(args, capture=None):
         import torch.distributed as dist
         net = DDP(LogitsOf(model), device_ids=[torch.cuda.current_device()] if cuda else None)
 
+    timer = StepTimer(cuda)
     losses, accs, epoch_s, step, samples = [], [], [], 0, 0
     t0 = time.perf_counter()
     for e in range(args.epochs):
@@ -709,9 +1007,14 @@ def task_train(args, capture=None):
         for s in range(spe):
             if step >= total:
                 break
+            timer.start()
             if variant == "eager":
-                idx = order[s * B:(s + 1) * B]
-                x, y = xtr_f[idx].to(dev), ytr[idx].to(dev)
+                if resident:
+                    idx = order_d[s * B:(s + 1) * B]
+                    x, y = xtr_d.index_select(0, idx), ytr_d.index_select(0, idx)
+                else:
+                    idx = order[s * B:(s + 1) * B]
+                    x, y = xtr_f[idx].to(dev), ytr[idx].to(dev)
                 opt.zero_grad()
                 loss = F.cross_entropy(model.logits(x), y)
                 loss.backward()
@@ -746,6 +1049,7 @@ def task_train(args, capture=None):
                 loss.backward()
                 opt.step()
                 loss_vec[s].copy_(loss.detach() / world)  # summed over ranks: the global mean loss
+            timer.stop()
             step += 1
             done += 1
             samples += m
@@ -754,12 +1058,13 @@ def task_train(args, capture=None):
         if cuda:
             torch.cuda.synchronize()
         secs = time.perf_counter() - t_ep
+        timer.flush()
         if world > 1:  # an epoch lasts as long as its slowest rank
             t = torch.tensor([secs], dtype=torch.float64, device=dev)
             ctx["max"](t)
             secs = float(t.item())
         epoch_s.append(secs)
-        if resident:
+        if variant != "eager":
             ep = loss_vec[:done].clone()
             if variant == "ddp":
                 dist.all_reduce(ep)
@@ -775,6 +1080,11 @@ def task_train(args, capture=None):
         if rank == 0:
             log(f"epoch {e + 1}: {secs:.3f} s of training ({variant}, {done} steps)")
     seconds = time.perf_counter() - t0
+    step_ms = timer.ms
+    if world > 1:  # a step lasts as long as its slowest rank
+        t = torch.tensor(step_ms, dtype=torch.float64, device=dev)
+        ctx["max"](t)
+        step_ms = [float(v) for v in t.cpu().tolist()]
     if rank == 0:
         final_acc = accs[-1] if accs else evaluate(model, xte_f, yte, dev)
         final_digest = weights_digest(model.cpu())
@@ -785,12 +1095,12 @@ def task_train(args, capture=None):
         return None
     name = "pytorch-train" + ("" if variant == "eager" else f"-{variant}") + f"-{args.precision}"
     out = {"name": name + (f"-cpu-{threads}t" if device == "cpu" else ""),
-           "task": "train", "variant": variant, "model": "mnist-cnn", "device_kind": device,
+           "task": "train", "variant": variant, "model": args.model, "device_kind": device,
            "device": torch.cuda.get_device_name() if device == "cuda" else cpu_name(), "threads": threads,
            "world_size": world, "epochs": args.epochs, "steps": step, "batch": B,
            "batch_per_rank": B // world, "lr": args.lr, "momentum": args.momentum,
            "weight_decay": args.weight_decay, "seed": args.seed, "init": init, "shuffle": args.shuffle,
-           "train_samples": n, "test_samples": int(xte.shape[0]),
+           "train_samples": n, "test_samples": int(xte_f.shape[0]),
            "initial_weights_digest": init_digest, "weights_digest": final_digest,
            "loss_first": losses[0] if losses else None, "loss_last": losses[-1] if losses else None,
            "test_accuracy_per_epoch": accs, "test_accuracy": final_acc, "seconds": seconds,
@@ -801,11 +1111,27 @@ def task_train(args, capture=None):
                            + (", not the warm-up and capture (setup_s)" if variant == "graph" else ""),
            "samples_per_s": samples / seconds if seconds > 0 else None,
            "data_on_device": resident, **versions()}
+    # added for issue 16 (older readers ignore them): the data, per-step times, FLOPs, precision
+    out.update(data_info)
+    out.update(steps_per_epoch=spe, classes=param_layers(model)[-1][1].out_features,
+               flops_per_sample_forward=fl, precision=args.precision,
+               float32_matmul_precision=matmul_precision(),
+               tf32=args.precision == "tf32",
+               **step_summary(step_ms, args.warmup_steps, B),
+               step_timing=("each optimizer step from its batch gather to the end of opt.step(): "
+                            + ("CUDA events (the slowest rank's per step under ddp)" if cuda
+                               else "time.perf_counter()")
+                            + f"; median over the steps after the first --warmup-steps {args.warmup_steps}"))
+    if init_digest is None:
+        out["weights_digest_note"] = (f"not computed: more than {DIGEST_MAX_BYTES >> 20} MB of parameters "
+                                      "(FNV-1a byte by byte in Python would take minutes)")
     if variant == "graph":
         out.update(setup_s=setup_s, graph_warmup_steps=args.warmup,
                    graph_tail="eager" if n % B else "none")
-    if args.losses:
+    if args.losses or mlp:  # the MLPs' runs are short: their loss curve always
         out["losses"] = losses
+    if args.losses:
+        out["step_ms"] = step_ms
     return out
 
 
@@ -822,8 +1148,8 @@ def evaluate(model, x, y, device):
     correct = 0
     with torch.no_grad():
         for i in range(0, x.shape[0], 1000):
-            pred = model.logits(x[i:i + 1000].to(device)).argmax(dim=1).cpu()
-            correct += int((pred == y[i:i + 1000]).sum())
+            pred = model.logits(x[i:i + 1000].to(device)).argmax(dim=1)
+            correct += int((pred == y[i:i + 1000].to(pred.device)).sum())
     model.train()
     return 100.0 * correct / max(1, x.shape[0])
 
@@ -880,7 +1206,8 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--task", default="infer", choices=["infer", "train", "loader"])
-    p.add_argument("--model", default=None, help="alexnet|mnist-cnn (default: alexnet; train: mnist-cnn)")
+    p.add_argument("--model", default=None,
+                   help="alexnet|mnist-cnn|mlp|mlp-small (default: alexnet; train: mnist-cnn, mlp or mlp-small)")
     p.add_argument("--batch", default=None, help="N[,N...] (infer, default 1); train/loader: one N (default 64)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--threads", type=int, default=0, help="CPU threads (0: torch's default)")
@@ -892,9 +1219,18 @@ def parse_args(argv):
     p.add_argument("--iters", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--data")
+    p.add_argument("--data", help="train/loader: MNIST-format IDX folder (mnist-cnn); the MLPs: synthetic "
+                                   "(their only data, the default)")
     p.add_argument("--epochs", type=int, default=3)
-    p.add_argument("--steps", type=int, default=0)
+    p.add_argument("--steps", type=int, default=0,
+                   help="train: stop after K optimizer steps in all (default: every step of --epochs)")
+    p.add_argument("--warmup-steps", type=int, default=5,
+                   help="train: the first W steps are left out of the per-step time (step_ms_median; "
+                        "default 5); they still train")
+    p.add_argument("--synth", default="device",
+                   help="train, MLPs: where the synthetic set is computed: device (torch on the training "
+                        "device, first samples checked against golden/synthetic.py; default) or host "
+                        "(golden/synthetic.py's numpy for every sample: ~35 s for the full mlp)")
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight-decay", type=float, default=0.0)

@@ -10,6 +10,11 @@ command; exit 77 when it, torch or the Fashion-MNIST folder is missing).
 - A failing gate (`--fivefold /bin/false`) refuses: exit 3, nothing timed, no JSON.
 - A fivefold whose `train --json` lacks a field: exit 1, the field named, the JSON marked incomplete.
 - Bad usage exits 2 naming the option.
+- --model mlp-small on the CPU (serial against eager and ddp:2, 512 synthetic samples, 2 epochs;
+  gated when golden/data/mlp-small.h5 exists, else --no-gate): the JSON has the per-step figures
+  (ms/step = epoch time / steps per epoch, the ratio per step, TFLOP/s from 6 x sum(in x out) per
+  sample, the scaling eager -> ddp:2) and both sides' final losses agree; the gate of the MLPs
+  verifies mlp-small (also for the full mlp); --data is refused for the MLPs.
 """
 import json
 import os
@@ -146,6 +151,115 @@ class TrainBenchTest(unittest.TestCase):
                           (["--modes", "serial", "--peers", "eager:2"], "only ddp takes :P"),
                           (["--modes", "serial", "--batch", "0"], "--batch '0'")):
             r = run("--fivefold", "/bin/true", "--out", self.out, "--device", "cpu", "--data", DATA, *args)
+            self.assertEqual(r.returncode, 2, f"{args}: {r.stderr}")
+            self.assertIn(msg, r.stderr)
+            self.assertFalse(os.path.exists(self.out))
+
+
+MLP_GOLDEN = os.path.join(os.path.dirname(HERE), "golden", "data", "mlp-small.h5")
+MLP_SMALL_FWD_FLOPS = 2 * (256 * 512 + 512 * 384 + 384 * 256 + 256 * 128 + 128 * 64 + 64 * 32)  # 937,984
+MLP_TINY = ["--model", "mlp-small", "--device", "cpu", "--batch", "128", "--epochs", "2", "--train-limit", "512",
+            "--test-limit", "256"]
+
+
+class MlpBenchTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.out = os.path.join(self.tmp.name, "bench.json")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def test_mlp_small_end_to_end_cpu(self):
+        gated = os.path.exists(MLP_GOLDEN)
+        r = run("--fivefold", FIVEFOLD, "--modes", "serial", "--peers", "eager,ddp:2", "--out", self.out,
+                *MLP_TINY, *([] if gated else ["--no-gate"]))
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        with open(self.out) as f:
+            d = json.load(f)
+        self.assertTrue(d["complete"])
+        self.assertEqual((d["config"]["model"], d["config"]["data"], d["config"]["gate_model"]),
+                         ("mlp-small", "synthetic", "mlp-small"))
+        if gated:
+            self.assertEqual([c["command"].split(" verify ")[1] for c in d["gate"]["checks"]],
+                             ["--model mlp-small --mode serial"])
+        else:
+            self.assertEqual(d["gate"], {"passed": None, "skipped": True, "checks": []})
+        self.assertEqual(d["method"]["flops_per_sample"], MLP_SMALL_FWD_FLOPS)
+        self.assertEqual([x["multiply_adds"] for x in d["method"]["flops_layers"]],
+                         [256 * 512, 512 * 384, 384 * 256, 256 * 128, 128 * 64, 64 * 32])
+        whats = [c["what"] for c in d["commands"]]
+        self.assertEqual(whats[-3:], ["fivefold serial batch 128", "pytorch eager batch 128",
+                                      "pytorch ddp:2 batch 128"])
+        train_cmd = d["commands"][-3]["command"]
+        self.assertIn("train --model mlp-small --mode serial --batch 128", train_cmd)
+        self.assertIn("--data synthetic", train_cmd)
+        (res,) = d["results"]
+        (ff,), (pe, pd) = res["fivefold"], res["pytorch"]
+        self.assertEqual(ff["json"]["model"], "mlp-small")
+        for x in (pe, pd):
+            self.assertEqual((x["json"]["model"], x["json"]["data"], x["json"]["init"]),
+                             ("mlp-small", "synthetic", "fivefold"))
+        self.assertEqual((pe["ranks"], pd["ranks"], pd["json"]["batch_per_rank"]), (1, 2, 64))
+        for x in (ff, pe, pd):  # 512 samples / 128 = 4 steps per epoch; epoch 2 timed
+            self.assertEqual((x["images_per_epoch"], x["steps_per_epoch"]), (512, 4))
+            self.assertEqual(x["epoch_s"], x["seconds_per_epoch"][1])
+            self.assertAlmostEqual(x["ms_per_step"], 1e3 * x["epoch_s"] / 4, places=9)
+            self.assertAlmostEqual(x["tflops"], 3 * MLP_SMALL_FWD_FLOPS * 512 / x["epoch_s"] / 1e12, places=12)
+            self.assertAlmostEqual(x["peak_fraction"], x["tflops"] / 51.0, places=12)
+        for x in (pe, pd):  # the peer's own per-step medians, kept beside
+            self.assertEqual(x["step_ms_events"], x["json"]["step_ms_median"])
+            self.assertGreater(x["step_ms_events"], 0)
+        self.assertEqual([(p["mode"], p["peer"]) for p in res["pairs"]], [("serial", "eager"), ("serial", "ddp:2")])
+        for pair, x in zip(res["pairs"], (pe, pd)):
+            self.assertAlmostEqual(pair["ratio_per_step"], x["ms_per_step"] / ff["ms_per_step"], places=12)
+            self.assertAlmostEqual(pair["ratio_per_step"], pair["ratio"], places=12)
+            self.assertTrue(pair["same_samples_per_epoch"])
+            # the same recipe from the same weights over the same batches: the same final loss
+            self.assertAlmostEqual(pair["loss_last_rel_diff"],
+                                   abs(ff["final_loss"] - x["loss_last"]) / ff["final_loss"], places=12)
+            self.assertLess(pair["loss_last_rel_diff"], 1e-3)
+        (sc,) = res["scaling"]
+        self.assertEqual((sc["side"], sc["from"], sc["to"], sc["ranks"]), ("pytorch", "eager", "ddp:2", 2))
+        self.assertAlmostEqual(sc["speedup"], pe["ms_per_step"] / pd["ms_per_step"], places=12)
+        self.assertAlmostEqual(sc["efficiency"], sc["speedup"] / 2, places=12)
+        self.assertIn("ms/step", r.stdout)
+        self.assertIn(f"{ff['ms_per_step']:.3f}", r.stdout)
+        self.assertIn(f"scaling batch 128: pytorch eager -> ddp:2: {sc['speedup']:.2f}x", r.stdout)
+        self.assertIn("mlp-small training, 2 epoch(s)", r.stdout)
+
+    def test_gate_verifies_mlp_small(self):
+        for model in ("mlp-small", "mlp"):
+            r = run("--fivefold", "/bin/false", "--peers", "eager", "--out", self.out, "--modes", "serial",
+                    "--device", "cpu", "--model", model)
+            self.assertEqual(r.returncode, 3, r.stderr)
+            self.assertIn("gate refused: `/bin/false verify --model mlp-small --mode serial` exited 1", r.stderr)
+            self.assertFalse(os.path.exists(self.out))
+
+    def test_fake_fivefold_gets_mlp_arguments(self):
+        fake = os.path.join(self.tmp.name, "fivefold")
+        with open(fake, "w") as f:
+            f.write(FAKE)
+        os.chmod(fake, 0o755)
+        r = run("--fivefold", fake, "--peers", "none", "--out", self.out, "--modes", "serial", "--device", "cpu",
+                "--model", "mlp", "--batch", "2048")
+        self.assertEqual(r.returncode, 1, r.stderr)  # the fake's JSON lacks fields
+        with open(self.out) as f:
+            d = json.load(f)
+        self.assertEqual(d["gate"]["checks"][0]["command"], f"{fake} verify --model mlp-small --mode serial")
+        train = [c["command"] for c in d["commands"] if c["what"].startswith("fivefold")]
+        self.assertEqual(len(train), 1)
+        self.assertIn("train --model mlp --mode serial --batch 2048", train[0])
+        self.assertIn("--data synthetic", train[0])
+        self.assertNotIn("--train-limit", train[0])  # fivefold's own default set size (32768 for mlp)
+        self.assertEqual(d["method"]["flops_per_sample"], 2 * 120061952)
+        self.assertEqual(d["results"][0]["scaling"], [])
+
+    def test_mlp_usage_errors(self):
+        for args, msg in ((["--model", "mlp", "--data", DATA], "the MLPs train on synthetic teacher data only"),
+                          (["--model", "vgg"], "invalid choice: 'vgg'")):
+            r = run("--fivefold", "/bin/true", "--out", self.out, "--device", "cpu", "--modes", "serial",
+                    "--peers", "eager", *args)
             self.assertEqual(r.returncode, 2, f"{args}: {r.stderr}")
             self.assertIn(msg, r.stderr)
             self.assertFalse(os.path.exists(self.out))

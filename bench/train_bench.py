@@ -28,6 +28,26 @@ Order of work:
 Modes: serial, cuda (one process), mpi:P, hybrid:P, direct:P (P ranks under the mpiexec prefix).
 Peers: eager, graph, ddp[:P] (ddp without P: the peer's default, one rank per GPU), or none.
 
+The MLPs (issue 16): --model mlp|mlp-small (default mnist-cnn, the behaviour above).
+
+  python3 bench/train_bench.py --fivefold BUILD/fivefold --model mlp --batch 2048 --epochs 3 \
+      --modes cuda,direct:2 --peers graph,eager,ddp:2 --out FILE.json [--ff-args '--microbatch 256']
+
+  Data: fivefold's synthetic teacher set on both sides (no --data; --train-limit default 8192 for
+  mlp-small, 32768 for mlp; --test-limit default 4096), the peer making it on its device with the
+  same bits (checked against golden/synthetic.py). The gate runs `fivefold verify --model mlp-small
+  --mode M` for the base mode and every mode in --modes (the full mlp has no golden: mlp-small has
+  the same layers at 1/16 of the widths). Figures per run, besides the ones above: ms_per_step =
+  epoch_s / steps per epoch (ceil(train set / B); the first epoch is warm-up as above; for mlp at
+  B = 2048 an epoch is 16 steps, so --epochs 3 times 32 steps after 16 of warm-up), the ratio
+  peer / fivefold per step (= the epoch ratio: both sides run the same steps), TFLOP/s of the step
+  from the layer table: 3 x 2 x sum(in x out) per sample (forward, input gradient and weight
+  gradient; biases, relu and the loss not counted), and the scaling from one GPU to P: speedup =
+  ms/step of the one-process run / ms/step of the P-rank run and efficiency = speedup / P, for
+  fivefold (cuda, or serial on the CPU, to each mode:P) and for PyTorch (eager and graph to each
+  ddp:P). The peer's own per-step medians (CUDA events, after 5 warm-up steps) are kept beside them
+  (step_ms_events) as a cross-check of the epoch-based figure.
+
 Exit codes: 0 all measured, 1 some run failed or gave a JSON without a needed field (the JSON is
 still written, "complete": false, the failure recorded in place of the figures), 2 bad usage,
 3 gate refused, 77 a gated mode is unavailable on this machine.
@@ -66,6 +86,27 @@ FLOPS_PER_IMAGE = 2 * sum(m for _, m in LAYERS)  # 23,984,896
 FLOPS_FORMULA = ("forward FLOPs/image = 2 * (32*1*3*3*26*26 + 64*32*3*3*24*24 + 9216*128 + 128*10) = "
                  f"{FLOPS_PER_IMAGE}; TFLOP/s = 3 * forward FLOPs/image * images per epoch / epoch_s / 1e12 "
                  "(the backward pass counted as twice the forward: input and weight gradients)")
+
+# issue 16's MLPs (core/model/model.c): fc1..fc6, relu between; mlp-small is every width / 16.
+MLP_WIDTHS = {"mlp": (4096, 8192, 6144, 4096, 2048, 1024, 512)}
+MLP_WIDTHS["mlp-small"] = tuple(w // 16 for w in MLP_WIDTHS["mlp"])
+MODELS = ("mnist-cnn",) + tuple(MLP_WIDTHS)
+# The model the gate verifies: the full mlp has no golden file; mlp-small has the same layers.
+GATE_MODEL = {"mnist-cnn": "mnist-cnn", "mlp": "mlp-small", "mlp-small": "mlp-small"}
+
+
+def model_layers(model):
+    """(layers [(name, multiply-adds per sample)], forward FLOPs per sample, formula text)."""
+    if model == "mnist-cnn":
+        return LAYERS, FLOPS_PER_IMAGE, FLOPS_FORMULA
+    w = MLP_WIDTHS[model]
+    layers = [(f"fc{k + 1} {w[k]}->{w[k + 1]}", w[k] * w[k + 1]) for k in range(len(w) - 1)]
+    fwd = 2 * sum(m for _, m in layers)
+    text = (f"forward FLOPs/sample = 2 * ({' + '.join(f'{w[k]}*{w[k + 1]}' for k in range(len(w) - 1))}) = "
+            f"{fwd}; TFLOP/s = 3 * forward FLOPs/sample * samples per step / s per step / 1e12 = 6 * "
+            f"sum(in*out) * samples / s (forward, input gradient, weight gradient; biases, relu, softmax "
+            f"and the loss not counted)")
+    return layers, fwd, text
 
 # fields of `fivefold train --json` (schema fivefold-train/1) that this script reads
 FF_FIELDS = ("model", "mode", "ranks", "batch", "microbatch", "epochs", "steps", "images", "seconds",
@@ -112,7 +153,12 @@ def parse_args(argv):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__)
     p.add_argument("--fivefold", required=True, help="the built fivefold command")
-    p.add_argument("--data", default="/usr/share/datasets/fashion-mnist", help="MNIST-format IDX folder")
+    p.add_argument("--model", default="mnist-cnn", choices=MODELS,
+                   help="mnist-cnn (default), or the MLPs mlp / mlp-small (synthetic data, per-step figures, "
+                        "scaling; gate: verify --model mlp-small)")
+    p.add_argument("--data", default=None,
+                   help="MNIST-format IDX folder (mnist-cnn; default /usr/share/datasets/fashion-mnist); the "
+                        "MLPs: synthetic (their only data, the default)")
     p.add_argument("--batch", default="64,256", help="global batch sizes, comma-separated")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--modes", default="cuda", help="fivefold modes, e.g. cuda,direct:2")
@@ -120,8 +166,9 @@ def parse_args(argv):
     p.add_argument("--out", required=True, help="result JSON file")
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                    help="the peer's device and the gate's base mode (cuda; cpu: serial, for tests)")
-    p.add_argument("--train-limit", type=int, default=0)
-    p.add_argument("--test-limit", type=int, default=0)
+    p.add_argument("--train-limit", type=int, default=0,
+                   help="train on the first N samples (default all; the MLPs: 8192 mlp-small, 32768 mlp)")
+    p.add_argument("--test-limit", type=int, default=0, help="evaluate on the first N (the MLPs: default 4096)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--momentum", type=float, default=0.9)
@@ -162,8 +209,16 @@ def check_args(a):
         raise BenchError("--device cpu: GPU modes (cuda, hybrid, direct) need --device cuda")
     if a.device == "cpu" and any(p == "graph" for p, _ in peers):
         raise BenchError("--device cpu: the graph peer needs --device cuda")
-    if not os.path.isdir(a.data):
-        raise BenchError(f"--data '{a.data}': no such folder")
+    if a.model in MLP_WIDTHS:
+        if a.data not in (None, "synthetic"):
+            raise BenchError(f"--model {a.model}: --data '{a.data}': the MLPs train on synthetic teacher data "
+                             "only (leave --data out, or --data synthetic)")
+        a.data = "synthetic"
+    else:
+        if a.data is None:
+            a.data = "/usr/share/datasets/fashion-mnist"
+        if not os.path.isdir(a.data):
+            raise BenchError(f"--data '{a.data}': no such folder")
     if a.peak_tflops <= 0:
         raise BenchError(f"--peak-tflops {a.peak_tflops}: expected > 0")
     return batches, modes, peers
@@ -202,7 +257,8 @@ def launcher(a, mode, ranks):
 
 
 def gate(a, modes, runner):
-    """fivefold verify for the device's base mode and each mode to be timed; returns the record."""
+    """fivefold verify for the device's base mode and each mode to be timed (of mlp-small for the
+    MLPs: the full mlp has no golden); returns the record."""
     base = "cuda" if a.device == "cuda" else "serial"
     todo = [(base, None)] + list(modes)
     seen, checks = set(), []
@@ -210,7 +266,7 @@ def gate(a, modes, runner):
         if (mode, ranks) in seen:
             continue
         seen.add((mode, ranks))
-        argv = launcher(a, mode, ranks) + [a.fivefold, "verify", "--model", "mnist-cnn", "--mode", mode]
+        argv = launcher(a, mode, ranks) + [a.fivefold, "verify", "--model", GATE_MODEL[a.model], "--mode", mode]
         rc, out, err = runner.run(argv, f"gate {label(mode, ranks)}")
         summary = next((ln for ln in reversed(out.splitlines()) if "passed" in ln and "failed" in ln), None)
         checks.append({"mode": label(mode, ranks), "command": shlex.join(argv), "exit": rc, "summary": summary})
@@ -236,14 +292,21 @@ def epoch_time(spe, where):
     return statistics.median(timed), len(spe) >= 2
 
 
-def tflops(images_per_epoch, epoch_s):
-    return 3 * FLOPS_PER_IMAGE * images_per_epoch / epoch_s / 1e12
+def tflops(images_per_epoch, epoch_s, flops=FLOPS_PER_IMAGE):
+    return 3 * flops * images_per_epoch / epoch_s / 1e12
+
+
+def step_figures(a, B, ipe, ep):
+    """ms per step (epoch_s over the epoch's ceil(N / B) steps) and samples/s; the per-step view of
+    the epoch time, the same definition on both sides."""
+    spe = -(-int(ipe) // B)
+    return {"steps_per_epoch": spe, "ms_per_step": 1e3 * ep / spe}
 
 
 def run_fivefold(a, mode, ranks, B, runner, tmpdir):
     path = os.path.join(tmpdir, f"ff-{mode}-{ranks or 1}-{B}.json")
     argv = launcher(a, mode, ranks) + [
-        a.fivefold, "train", "--model", "mnist-cnn", "--mode", mode, "--batch", str(B),
+        a.fivefold, "train", "--model", a.model, "--mode", mode, "--batch", str(B),
         "--epochs", str(a.epochs), "--json", path, "--log-every", "0", "--data", a.data,
         "--seed", str(a.seed), "--lr", repr(a.lr), "--momentum", repr(a.momentum)]
     if a.train_limit:
@@ -270,17 +333,18 @@ def run_fivefold(a, mode, ranks, B, runner, tmpdir):
         raise BenchError(f"fivefold train --json ({path}): test_accuracy {d['test_accuracy']!r}: expected a "
                          "non-empty list of percentages", EXIT_FAILED)
     ipe = d["images"] / d["epochs"]  # every epoch sees every training image once
-    tf = tflops(ipe, ep)
+    tf = tflops(ipe, ep, model_layers(a.model)[1])
     return {"mode": mode, "ranks": d["ranks"], "epoch_s": ep, "first_epoch_excluded": warm,
             "seconds_per_epoch": d["seconds_per_epoch"], "images_per_epoch": ipe,
             "samples_per_s_epoch": ipe / ep, "test_accuracy": acc, "tflops": tf,
             "peak_fraction": tf / a.peak_tflops, "final_loss": d["final_loss"],
             "loss_digest": d["loss_digest"], "weights_digest": d["weights_digest"],
-            "command": shlex.join(argv), "json": d}
+            **step_figures(a, B, ipe, ep), "command": shlex.join(argv), "json": d}
 
 
 def run_peer(a, variant, ranks, B, runner):
-    argv = [a.python, PEER, "--task", "train", "--device", a.device, "--data", a.data, "--batch", str(B),
+    argv = [a.python, PEER, "--task", "train", "--model", a.model, "--device", a.device, "--data", a.data,
+            "--batch", str(B),
             "--epochs", str(a.epochs), "--init", "fivefold", "--shuffle", "fivefold", "--seed", str(a.seed),
             "--lr", repr(a.lr), "--momentum", repr(a.momentum)]
     if a.train_limit:
@@ -305,12 +369,14 @@ def run_peer(a, variant, ranks, B, runner):
     need(d, PEER_FIELDS, f"peer_pytorch.py --task train ({where})")
     ep, warm = epoch_time(d["seconds_per_epoch"], f"peer ({where})")
     ipe = d["train_samples"]
+    tf = tflops(ipe, ep, model_layers(a.model)[1])
     return {"variant": variant, "ranks": d["world_size"], "epoch_s": ep, "first_epoch_excluded": warm,
             "seconds_per_epoch": d["seconds_per_epoch"], "images_per_epoch": ipe,
             "samples_per_s_epoch": ipe / ep, "test_accuracy": d["test_accuracy"],
-            "tflops": tflops(ipe, ep), "peak_fraction": tflops(ipe, ep) / a.peak_tflops,
+            "tflops": tf, "peak_fraction": tf / a.peak_tflops,
             "loss_last": d["loss_last"], "initial_weights_digest": d["initial_weights_digest"],
-            "weights_digest": d["weights_digest"], "command": shlex.join(argv), "json": d}
+            "weights_digest": d["weights_digest"], **step_figures(a, B, ipe, ep),
+            "step_ms_events": d.get("step_ms_median"), "command": shlex.join(argv), "json": d}
 
 
 def machine(a):
@@ -363,32 +429,79 @@ def fmt(x, spec):
     return "-" if x is None else format(x, spec)
 
 
-def table(results, peak):
-    rows = [("batch", "run", "s/epoch", "ratio peer/ff", "test acc %", "TFLOP/s (% peak)")]
+def table(results, peak, per_step=False):
+    """The result table; per_step (the MLPs): a ms/step column after s/epoch, the peers' TFLOP/s
+    with their share of the peak too, and the scaling lines below."""
+    head = ["batch", "run", "s/epoch", "ratio peer/ff", "test acc %", "TFLOP/s (% peak)"]
+    if per_step:
+        head[3:3] = ["ms/step"]
+    rows = [tuple(head)]
+
+    def row(B, name, x, ratios):
+        if "error" in x:
+            cells = [str(B), name, "FAILED", "", "", ""]
+        else:
+            tf = f"{x['tflops']:.3f}"
+            if per_step or name.startswith("fivefold"):
+                tf += f" ({100 * x['tflops'] / peak:.1f}%)"
+            cells = [str(B), name, fmt(x["epoch_s"], ".4f"), ratios, fmt(x["test_accuracy"], ".2f"), tf]
+        if per_step:
+            cells[3:3] = ["FAILED" if "error" in x else fmt(x.get("ms_per_step"), ".3f")]
+            if "error" in x:
+                cells[2] = ""
+        rows.append(tuple(cells))
+
     for r in results:
         B = r["batch"]
         for f in r["fivefold"]:
-            name = f"fivefold {f['label']}"
-            if "error" in f:
-                rows.append((str(B), name, "FAILED", "", "", ""))
-                continue
-            rows.append((str(B), name, fmt(f["epoch_s"], ".4f"), "", fmt(f["test_accuracy"], ".2f"),
-                         f"{f['tflops']:.3f} ({100 * f['tflops'] / peak:.1f}%)"))
+            row(B, f"fivefold {f['label']}", f, "")
         for p in r["pytorch"]:
-            name = f"pytorch {p['label']}"
-            if "error" in p:
-                rows.append((str(B), name, "FAILED", "", "", ""))
-                continue
             ratios = ", ".join(f"{x['ratio']:.2f} vs {x['mode']}" for x in r["pairs"]
                                if x["peer"] == p["label"] and x["ratio"] is not None)
-            rows.append((str(B), name, fmt(p["epoch_s"], ".4f"), ratios, fmt(p["test_accuracy"], ".2f"),
-                         f"{p['tflops']:.3f}"))
+            row(B, f"pytorch {p['label']}", p, ratios)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+    text = "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
+    if per_step:
+        lines = [f"scaling batch {r['batch']}: {x['side']} {x['from']} -> {x['to']}: {x['speedup']:.2f}x "
+                 f"({100 * x['efficiency']:.0f}% of {x['ranks']})" for r in results for x in r["scaling"]]
+        if lines:
+            text += "\n" + "\n".join(lines)
+    return text
+
+
+def rel_diff(a, b):
+    """|a - b| / |a| of two final losses (None if either is missing): the same recipe from the same
+    weights over the same data gives the same loss up to float32 summation order."""
+    if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or a == 0:
+        return None
+    return abs(a - b) / abs(a)
+
+
+def scaling(r):
+    """Speedup of the step from one process to P ranks (ms/step of the one-process run / ms/step of
+    the P-rank run) and efficiency = speedup / P: fivefold's serial or cuda run to each multi-rank
+    mode, PyTorch's eager and graph runs to each ddp run."""
+    out = []
+    ok = [x for x in r["fivefold"] + r["pytorch"] if "error" not in x]
+    ones = [x for x in ok if x["ranks"] == 1]
+    for to in ok:
+        if to["ranks"] <= 1:
+            continue
+        side = "fivefold" if "mode" in to else "pytorch"
+        for base in ones:
+            if ("mode" in base) != (side == "fivefold"):
+                continue
+            sp = base["ms_per_step"] / to["ms_per_step"]
+            out.append({"side": side, "from": base["label"], "to": to["label"], "ranks": to["ranks"],
+                        "ms_per_step_from": base["ms_per_step"], "ms_per_step_to": to["ms_per_step"],
+                        "speedup": sp, "efficiency": sp / to["ranks"]})
+    return out
 
 
 def bench(a):
     batches, modes, peers = check_args(a)
+    mlp = a.model in MLP_WIDTHS
+    layers, fwd_flops, flops_text = model_layers(a.model)
     runner = Runner(a.timeout)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     if a.no_gate:
@@ -425,10 +538,17 @@ def bench(a):
             for f in r["fivefold"]:
                 for p in r["pytorch"]:
                     ok = "error" not in f and "error" not in p
-                    r["pairs"].append({
-                        "mode": f["label"], "peer": p["label"],
-                        "ratio": p["epoch_s"] / f["epoch_s"] if ok else None,
-                        "accuracy_diff_points": f["test_accuracy"] - p["test_accuracy"] if ok else None})
+                    pair = {"mode": f["label"], "peer": p["label"],
+                            "ratio": p["epoch_s"] / f["epoch_s"] if ok else None,
+                            "accuracy_diff_points": f["test_accuracy"] - p["test_accuracy"] if ok else None}
+                    if mlp:  # per step (the same number when both ran the same steps per epoch)
+                        pair.update(ratio_per_step=p["ms_per_step"] / f["ms_per_step"] if ok else None,
+                                    same_samples_per_epoch=f["images_per_epoch"] == p["images_per_epoch"]
+                                    if ok else None,
+                                    loss_last_rel_diff=rel_diff(f["final_loss"], p["loss_last"]) if ok else None)
+                    r["pairs"].append(pair)
+            if mlp:
+                r["scaling"] = scaling(r)
             results.append(r)
     torch_v = next((p["json"] for r in results for p in r["pytorch"] if "json" in p), {})
     out = {
@@ -443,7 +563,8 @@ def bench(a):
                                           for r in results for f in r["fivefold"] if "error" not in f},
                      "torch": torch_v.get("torch"), "cuda": torch_v.get("cuda"), "cudnn": torch_v.get("cudnn"),
                      "python": torch_v.get("python"), "peer_python": a.python},
-        "config": {"model": "mnist-cnn", "data": os.path.abspath(a.data), "batches": batches, "epochs": a.epochs,
+        "config": {"model": a.model, "data": "synthetic" if mlp else os.path.abspath(a.data),
+                   "batches": batches, "epochs": a.epochs,
                    "modes": [label(m, r) for m, r in modes], "peers": [label(p, r) for p, r in peers],
                    "device": a.device, "train_limit": a.train_limit, "test_limit": a.test_limit,
                    "seed": a.seed, "lr": a.lr, "momentum": a.momentum, "peak_tflops": a.peak_tflops,
@@ -457,24 +578,42 @@ def bench(a):
             "warmup_epoch_excluded": a.epochs >= 2,
             "ratio": "pytorch epoch_s / fivefold epoch_s, per (mode, peer) pair: > 1 means fivefold is faster",
             "accuracy": "test accuracy (%) after the last epoch; accuracy_diff_points = fivefold - pytorch",
-            "flops_per_image": FLOPS_PER_IMAGE,
-            "flops_layers": [{"layer": n, "multiply_adds": m} for n, m in LAYERS],
-            "tflops": FLOPS_FORMULA,
+            "flops_per_image": fwd_flops,
+            "flops_layers": [{"layer": n, "multiply_adds": m} for n, m in layers],
+            "tflops": flops_text,
             "peak_tflops": a.peak_tflops,
             "peer_timing": "peer seconds_per_epoch: the optimizer steps of each epoch only (no evaluation)",
         },
         "results": results,
         "commands": runner.commands,
     }
+    if mlp:
+        out["config"]["gate_model"] = GATE_MODEL[a.model]
+        out["config"]["recipe"] += ("; data: fivefold's synthetic teacher set of --seed on both sides "
+                                    "(the peer's made on its device with the same bits)")
+        out["method"].update(
+            flops_per_sample=fwd_flops,
+            ms_per_step="1000 * epoch_s / steps per epoch (ceil(train samples / batch)); the same steps on "
+                        "both sides, so ratio_per_step = ratio",
+            ratio_per_step="pytorch ms_per_step / fivefold ms_per_step: > 1 means fivefold is faster",
+            scaling="speedup = ms_per_step of the one-process run / ms_per_step of the P-rank run, "
+                    "efficiency = speedup / P; fivefold: serial or cuda to each mode:P, pytorch: eager and "
+                    "graph to each ddp:P",
+            step_ms_events="the peer's median of its per-step times (CUDA events on a GPU) after 5 warm-up "
+                           "steps (peer_pytorch.py --warmup-steps): a cross-check of ms_per_step",
+            loss_last_rel_diff="|fivefold final_loss - pytorch loss_last| / |fivefold final_loss|: the same "
+                               "recipe, weights and batches, so small (float32 summation order only)")
     tmp = a.out + ".tmp"
     with open(tmp, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
     os.replace(tmp, a.out)
-    print(f"mnist-cnn training, {a.epochs} epoch(s), epoch time = "
+    print(f"{a.model} training, {a.epochs} epoch(s), epoch time = "
           + ("median of epochs 2.." + str(a.epochs) + " (epoch 1 is warm-up)" if a.epochs >= 2 else "the one epoch")
-          + f"; ratio = pytorch s/epoch / fivefold s/epoch; peak {a.peak_tflops:g} TFLOP/s")
-    print(table(results, a.peak_tflops))
+          + ("; ms/step = epoch time / steps per epoch; ratio = pytorch / fivefold per step"
+             if mlp else "; ratio = pytorch s/epoch / fivefold s/epoch")
+          + f"; peak {a.peak_tflops:g} TFLOP/s")
+    print(table(results, a.peak_tflops, per_step=mlp))
     print(f"written: {a.out}" + ("" if complete else " (INCOMPLETE: some runs failed, see \"error\" entries)"))
     return 0 if complete else EXIT_FAILED
 
