@@ -1141,10 +1141,10 @@ extern "C" ff_status ff_gpu_linear_vendor(float *out, const float *in, const flo
     return FF_OK;
 }
 
-#define FF_CUBLAS_TRY(call, what)                                                                               \
-    do {                                                                                                       \
-        const cublasStatus_t ff_st_ = (call);                                                                  \
-        if (ff_st_ != CUBLAS_STATUS_SUCCESS)                                                                   \
+#define FF_CUBLAS_TRY(call, what)                                                                            \
+    do {                                                                                                     \
+        const cublasStatus_t ff_st_ = (call);                                                                \
+        if (ff_st_ != CUBLAS_STATUS_SUCCESS)                                                                 \
             return FF_FAIL(FF_ERR_CUDA, "%s (%s) failed: %s", what, L->name, cublasGetStatusString(ff_st_)); \
     } while (0)
 

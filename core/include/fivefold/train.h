@@ -148,10 +148,10 @@ ff_status ff_trainer_set_resident(ff_trainer *t, const ff_dataset *ds);
 
 // Where the steps' time went on this rank (host wall time, seconds, summed over ff_train_step /
 // ff_train_steps calls since creation, leaving out the first FF_TRAIN_WARMUP_STEPS steps: the
-// eager first sight of a step, GEMM tuning, CUDA-graph capture, NCCL's connection set-up). Several ranks: compute = the forward and backward of its
-// micro-batches (until the device is idle), exchange = the gradient reduction across ranks (none
-// of it overlapped with compute: exposed), update = SGD and the losses' exchange. One process:
-// all of it is compute (steps queued in chunks, never waited for one by one).
+// eager first sight of a step, GEMM tuning, CUDA-graph capture, NCCL's connection set-up). Several ranks: compute = the
+// forward and backward of its micro-batches (until the device is idle), exchange = the gradient reduction across ranks
+// (none of it overlapped with compute: exposed), update = SGD and the losses' exchange. One process: all of it is
+// compute (steps queued in chunks, never waited for one by one).
 #define FF_TRAIN_WARMUP_STEPS 2
 typedef struct {
     double compute_s, exchange_s, update_s;
