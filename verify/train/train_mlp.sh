@@ -190,8 +190,10 @@ gpu | gpu_full)
         run vcuda "$F" train --mode cuda $A --backend vendor
         VREF=$(digests "$T/vcuda.txt")
         run vdirect $MPIEXEC -n 2 "$F" train --mode direct $A --backend vendor --shares 3,1
-        echo "vendor: cuda $VREF; direct P=2 shares 3,1: $(digests "$T/vdirect.txt")"
-        [ "$(digests "$T/vdirect.txt")" = "$VREF" ] || fail "--backend vendor: direct P=2 differs from cuda"
+        run vhybrid $MPIEXEC -n 3 "$F" train --mode hybrid $A --backend vendor
+        echo "vendor: cuda $VREF; direct P=2 shares 3,1: $(digests "$T/vdirect.txt"); hybrid P=3: $(digests "$T/vhybrid.txt")"
+        [ "$(digests "$T/vdirect.txt")" = "$VREF" ] || fail "--backend vendor: direct P=2 --shares 3,1 differs from cuda"
+        [ "$(digests "$T/vhybrid.txt")" = "$VREF" ] || fail "--backend vendor: hybrid P=3 differs from cuda"
         [ "$VREF" != "$REF" ] || fail "--backend vendor gave the own kernels' bits: cuBLAS did not run"
     else
         B="--model mlp --train-limit 128 --test-limit 64 --batch 64 --steps 2 --log-every 1"

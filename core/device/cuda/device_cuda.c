@@ -660,7 +660,11 @@ static ff_status ensure_lin_work(cuda_device *c, size_t floats) {
     return FF_OK;
 }
 
-static ff_status train_forward(cuda_device *c, float *const *act, int last, int64_t n) {
+// Under --backend vendor each linear layer runs one cuBLAS call per micro-batch group, all of one
+// shape (group rows; a last partial group is the same on every rank count): cuBLAS may pick another
+// algorithm, and so another summation order, for another shape, so one call over a rank's n rows
+// would make the bits depend on how the batch is dealt (--shares, P). Per group they do not.
+static ff_status train_forward(cuda_device *c, float *const *act, int last, int64_t n, int64_t group) {
     ff_device *d = &c->base;
     const ff_model *m = d->model;
     const bool vendor = d->plan.opt.backend == FF_BACKEND_VENDOR;
@@ -669,7 +673,12 @@ static ff_status train_forward(cuda_device *c, float *const *act, int last, int6
         const ff_layer *L = &m->layers[l];
         const ff_rows rows = ff_rows_full(L);
         if (L->op == FF_OP_LINEAR && vendor) {
-            FF_TRY(ff_gpu_linear_vendor(act[l + 1], act[l], c->d_w[l], c->d_b[l], L, false, n, c->blas, c->stream));
+            const int64_t in_floats = ff_shape_numel(L->in), out_floats = L->out.c;
+            for (int64_t at = 0; at < n; at += group) {
+                const int64_t rows_here = n - at < group ? n - at : group;
+                FF_TRY(ff_gpu_linear_vendor(act[l + 1] + at * out_floats, act[l] + at * in_floats, c->d_w[l], c->d_b[l],
+                                            L, false, rows_here, c->blas, c->stream));
+            }
             continue;
         }
         if (L->op == FF_OP_LINEAR && ff_gpu_linear_workspace_floats(L, n) > c->lin_work_floats)
@@ -695,11 +704,10 @@ static ff_status tuning_begin(cuda_device *c, bool *on) {
 }
 
 static ff_status cuda_train_forward(ff_device *d, float *const *act, int last, int64_t n, int64_t group) {
-    (void)group;
     cuda_device *c = cuda_of(d);
     bool tuning = false;
     FF_TRY(tuning_begin(c, &tuning));
-    const ff_status st = train_forward(c, act, last, n);
+    const ff_status st = train_forward(c, act, last, n, group > 0 ? group : n);
     if (tuning) ff_gpu_set_tuning(false);
     return st;
 }

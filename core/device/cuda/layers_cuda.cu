@@ -1148,6 +1148,10 @@ extern "C" ff_status ff_gpu_linear_vendor(float *out, const float *in, const flo
             return FF_FAIL(FF_ERR_CUDA, "%s (%s) failed: %s", what, L->name, cublasGetStatusString(ff_st_)); \
     } while (0)
 
+// One call per micro-batch group, every call of the same shape (group rows; a last partial group
+// is the same on every rank count): cuBLAS may pick another algorithm, and so another summation
+// order, for another shape or batch count, so strided-batched or whole-n calls would make the bits
+// depend on how the batch is dealt (--shares, P). The calls are captured with the rest of the step.
 extern "C" ff_status ff_gpu_linear_vendor_backward(float *gw, float *gb, int64_t grad_stride, float *dx,
                                                    const float *dy, const float *x, const float *w, const ff_layer *L,
                                                    int64_t n, int64_t group, const float *ones, ff_gpu_blas h,
@@ -1156,31 +1160,25 @@ extern "C" ff_status ff_gpu_linear_vendor_backward(float *gw, float *gb, int64_t
     if (n <= 0) return FF_OK;
     if (!h) return FF_FAIL(FF_ERR_INTERNAL, "linear_vendor_backward: no cuBLAS handle");
     cublasHandle_t b = (cublasHandle_t)h;
-    const int I = (int)ff_shape_numel(L->in), J = (int)L->out.c, G = (int)group;
-    const long long full = n / group, rest = n % group;
+    const int64_t I = ff_shape_numel(L->in), J = L->out.c;
     const float one = 1.0f, zero = 0.0f;
     // Column-major views of row-major arrays: x_g (I x G), dy_g (J x G), w (I x J), gw_g (I x J).
-    // gw_g^T = ... i.e. C(I x J) = x_g * dy_g^T; gb_g (J x 1) = dy_g * ones; dx (I x n) = w * dy.
-    if (full > 0) {
-        FF_CUBLAS_TRY(cublasSgemmStridedBatched(b, CUBLAS_OP_N, CUBLAS_OP_T, I, J, G, &one, x, I, (long long)G * I, dy,
-                                                J, (long long)G * J, &zero, gw, I, grad_stride, (int)full),
-                      "cublasSgemmStridedBatched (weight gradient)");
-        FF_CUBLAS_TRY(cublasSgemmStridedBatched(b, CUBLAS_OP_N, CUBLAS_OP_N, J, 1, G, &one, dy, J, (long long)G * J,
-                                                ones, G, 0, &zero, gb, J, grad_stride, (int)full),
-                      "cublasSgemmStridedBatched (bias gradient)");
-    }
-    if (rest > 0) {
-        const float *xr = x + full * G * I, *dyr = dy + full * G * J;
-        FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_T, I, J, (int)rest, &one, xr, I, dyr, J, &zero,
-                                  gw + full * grad_stride, I),
+    // gw_g = x_g * dy_g^T; gb_g (J x 1) = dy_g * ones; dx_g (I x G) = w * dy_g.
+    int64_t g = 0;
+    for (int64_t at = 0; at < n; at += group, g++) {
+        const int G = (int)(n - at < group ? n - at : group);
+        const float *xg = x + at * I, *dyg = dy + at * J;
+        FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_T, (int)I, (int)J, G, &one, xg, (int)I, dyg, (int)J, &zero,
+                                  gw + g * grad_stride, (int)I),
                       "cublasSgemm (weight gradient)");
-        FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_N, J, 1, (int)rest, &one, dyr, J, ones, (int)rest, &zero,
-                                  gb + full * grad_stride, J),
+        FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_N, (int)J, 1, G, &one, dyg, (int)J, ones, G, &zero,
+                                  gb + g * grad_stride, (int)J),
                       "cublasSgemm (bias gradient)");
+        if (dx)
+            FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_N, (int)I, G, (int)J, &one, w, (int)I, dyg, (int)J,
+                                      &zero, dx + at * I, (int)I),
+                          "cublasSgemm (data gradient)");
     }
-    if (dx)
-        FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_N, I, (int)n, J, &one, w, I, dy, J, &zero, dx, I),
-                      "cublasSgemm (data gradient)");
     return FF_OK;
 }
 

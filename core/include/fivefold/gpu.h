@@ -156,8 +156,9 @@ ff_status ff_gpu_linear_vendor(float *out, const float *in, const float *w, cons
 // `group` consecutive images (the last may be shorter), the weight gradient dy_g^T x_g (out x in)
 // at gw + g * grad_stride and the bias gradient dy_g^T 1 at gb + g * grad_stride; and, dx not NULL,
 // the data gradient dx (n, in) = dy (n, out) w (out, in). ones: at least `group` device floats of
-// 1.0. cuBLAS's orders: the same bits run to run on one GPU model and library version (no split-K
-// atomics in SGEMM), another digest class than the own kernels.
+// 1.0. One SGEMM of one shape per group (cuBLAS may choose another algorithm for another shape), so
+// the bits do not depend on n: the same on any rank count and --shares on one GPU model and library
+// version, another digest class than the own kernels.
 ff_status ff_gpu_linear_vendor_backward(float *gw, float *gb, int64_t grad_stride, float *dx, const float *dy,
                                         const float *x, const float *w, const ff_layer *L, int64_t n, int64_t group,
                                         const float *ones, ff_gpu_blas h, ff_gpu_stream s);
