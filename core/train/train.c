@@ -532,36 +532,87 @@ static ff_status fetch(ff_trainer *t, const batch_source *src, int64_t start, in
     return stage_device(t, from_resident(t, src), n);
 }
 
-// The deterministic reduction for P > 1 (train.h): slice q of every micro-batch gradient goes to
-// rank q, which reduces its slice in the tree, and the slices are all-gathered into t->grad.
-static ff_status reduce_scatter_gather(ff_trainer *t, int64_t nmb, int64_t nloc) {
+// At most 2 log2(FF_MAX_MICROBATCHES) + 1 dyadic blocks (dyadic_blocks) in any range of micro-batches.
+#define FF_MAX_BLOCKS 32
+_Static_assert(FF_MAX_MICROBATCHES <= 1 << 15, "FF_MAX_BLOCKS covers ranges of up to 2^15 micro-batches");
+
+// The dyadic blocks of micro-batches [j0, j1), in order: [a, a + size) with size a power of two,
+// a a multiple of size, each as large as fits. Each is a whole subtree of the fixed tree (train.h),
+// so its owner can sum it alone with the same additions in the same order; returns the count
+// (at most 2 log2(j1 - j0) + 1).
+static int dyadic_blocks(int64_t *start, int64_t *size, int64_t j0, int64_t j1) {
+    int n = 0;
+    for (int64_t a = j0; a < j1; n++) {
+        int64_t sz = 1;
+        while (a % (2 * sz) == 0 && a + 2 * sz <= j1) sz *= 2;
+        start[n] = a;
+        size[n] = sz;
+        a += sz;
+    }
+    return n;
+}
+
+// Before the exchange (device work, captured with the step): each of this rank's dyadic blocks
+// summed into its first row (the block's root), then slice q of every root packed for rank q.
+static ff_status reduce_blocks_and_pack(ff_trainer *t, int64_t nmb) {
+    const int64_t P = t->P, N = t->N;
+    int64_t j0, j1, start[FF_MAX_BLOCKS], size[FF_MAX_BLOCKS];
+    owned(&j0, &j1, t, nmb, t->rank);
+    const int nb = dyadic_blocks(start, size, j0, j1);
+    for (int k = 0; k < nb; k++)
+        if (size[k] > 1) FF_TRY(ff_device_tree_reduce(t->dev, t->grads + (start[k] - j0) * N, size[k], N, N));
+    float *dst = t->sendbuf;
+    for (int64_t q = 0; q < P; q++) {
+        const int64_t lo = N * q / P, len = N * (q + 1) / P - lo;
+        for (int k = 0; k < nb; k++, dst += len)  // root k's slice q: row (start[k] - j0), [lo, lo + len)
+            FF_TRY(ff_device_copy_rows(t->dev, dst, lo, len, t->grads + (start[k] - j0) * N, 0, N, 1, 1, 1, lo,
+                                       lo + len));
+    }
+    return FF_OK;
+}
+
+// The deterministic reduction for P > 1 (train.h): rank q receives slice q of every rank's block
+// roots, in micro-batch order, and finishes the fixed tree on them: at each level s the tree adds
+// g_{j+s} into g_j; where j and j + s lie in one block the owner has done it, and otherwise both
+// are roots (blocks are dyadic), so the same additions run in the same order as one rank's tree
+// over all nmb rows. The reduced slices are then all-gathered into t->grad. What crosses the
+// network is a few rows per rank (one with equal shares and power-of-two counts), not every
+// micro-batch's.
+static ff_status reduce_scatter_gather(ff_trainer *t, int64_t nmb) {
     const int64_t P = t->P, N = t->N;
     size_t scount[FF_MAX_RANKS_TRAIN], sdispl[FF_MAX_RANKS_TRAIN];
     size_t rcount[FF_MAX_RANKS_TRAIN], rdispl[FF_MAX_RANKS_TRAIN];
     const int64_t my_lo = N * t->rank / P, my_len = N * (t->rank + 1) / P - my_lo;
+    // every rank's roots, in micro-batch order (ranks own ascending ranges): root_of[j] = its row
+    int64_t root_row[FF_MAX_MICROBATCHES];
+    int64_t nroots = 0, mine = 0;
+    for (int64_t j = 0; j < nmb; j++) root_row[j] = -1;
     size_t off = 0;
     for (int64_t q = 0; q < P; q++) {
-        const int64_t lo = N * q / P, len = N * (q + 1) / P - lo;
-        scount[q] = (size_t)(nloc * len) * sizeof(float);
-        sdispl[q] = off;
-        // Slice q of the nloc gradient rows: rows [lo, lo + len) of nloc planes of N rows of width 1.
-        if (nloc > 0)
-            FF_TRY(ff_device_copy_rows(t->dev, t->sendbuf + off / sizeof(float), lo, len, t->grads, 0, N, nloc, 1, 1,
-                                       lo, lo + len));
-        off += scount[q];
-    }
-    off = 0;
-    for (int64_t q = 0; q < P; q++) {
-        int64_t j0, j1;
+        int64_t j0, j1, start[FF_MAX_BLOCKS], size[FF_MAX_BLOCKS];
         owned(&j0, &j1, t, nmb, q);
-        const int64_t nq = j1 - j0;
-        rcount[q] = (size_t)(nq * my_len) * sizeof(float);
+        const int nb = dyadic_blocks(start, size, j0, j1);
+        for (int k = 0; k < nb; k++) root_row[start[k]] = nroots++;
+        if (q == t->rank) mine = nb;
+        rcount[q] = (size_t)(nb * my_len) * sizeof(float);
         rdispl[q] = off;
         off += rcount[q];
     }
+    off = 0;
+    for (int64_t q = 0; q < P; q++) {
+        const int64_t lo = N * q / P, len = N * (q + 1) / P - lo;
+        scount[q] = (size_t)(mine * len) * sizeof(float);
+        sdispl[q] = off;
+        off += scount[q];
+    }
     FF_TRY(ff_device_sync(t->dev));  // the communicator reads what the device wrote
     FF_TRY(ff_comm_alltoallv(t->comm, t->recvbuf, rcount, rdispl, t->sendbuf, scount, sdispl));
-    FF_TRY(ff_device_tree_reduce(t->dev, t->recvbuf, nmb, my_len, my_len));
+    for (int64_t s = 1; s < nmb; s *= 2)
+        for (int64_t j = 0; j + s < nmb; j += 2 * s)
+            if (root_row[j + s] >= 0) {  // then j is a root too (see above): g_j += g_{j+s}
+                const int64_t a = root_row[j], b = root_row[j + s];
+                FF_TRY(ff_device_tree_reduce(t->dev, t->recvbuf + a * my_len, 2, (b - a) * my_len, my_len));
+            }
     size_t gcount[FF_MAX_RANKS_TRAIN], gdispl[FF_MAX_RANKS_TRAIN];
     for (int64_t q = 0; q < P; q++) {
         const int64_t lo = N * q / P, len = N * (q + 1) / P - lo;
@@ -590,6 +641,7 @@ static ff_status enqueue_step(ff_trainer *t, const step_work *k) {
         FF_TRY(ff_device_tree_reduce(t->dev, t->grads, k->nloc, N, N));
         FF_TRY(ff_device_copy_rows(t->dev, t->grad, 0, N, t->grads, 0, N, 1, 1, 1, 0, N));
     }
+    if (!k->local) FF_TRY(reduce_blocks_and_pack(t, ceil_div(k->b, M)));
     if (k->update)
         FF_TRY(ff_device_sgd(t->dev, ff_device_params(t->dev), t->d_mom, t->grad, N, t->o.lr, t->o.momentum,
                              t->o.weight_decay, k->first));
@@ -668,7 +720,7 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
             FF_TRY(ff_device_sync(t->dev));
             FF_TRY(ff_comm_allreduce_sum_f32(t->comm, t->grad, (size_t)N));
         } else {
-            FF_TRY(reduce_scatter_gather(t, nmb, nloc));
+            FF_TRY(reduce_scatter_gather(t, nmb));
         }
         FF_TRY(ff_device_sync(t->dev));
         const double t_exchanged = ff_now();

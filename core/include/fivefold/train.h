@@ -9,9 +9,12 @@
 // decides only who computes a micro-batch, never the order of any sum, so shares change no bit. The g_j are then
 // combined element by element in one fixed binary tree that depends only on nmb:
 //     for (s = 1; s < nmb; s *= 2) for (j = 0; j + s < nmb; j += 2s) g_j += g_{j+s};
-// With P > 1 this is done as a reduce-scatter by parameter slices (alltoallv: rank q receives
-// slice q of every g_j, in j order, and runs the tree on its slice) followed by an allgatherv of
-// the reduced slices. Every element's value therefore depends only on (weights, batch, M), never
+// With P > 1 each rank first sums the dyadic blocks of its range (aligned power-of-two runs of
+// micro-batches: whole subtrees of that tree, summed in its order), then a reduce-scatter by
+// parameter slices (alltoallv: rank q receives slice q of every block's sum, in j order, and
+// finishes the tree on them: the additions left are exactly those between blocks) is followed by
+// an allgatherv of the reduced slices. With equal shares and power-of-two counts a rank sends one
+// row: as many bytes as a ring all-reduce moves. Every element's value therefore depends only on (weights, batch, M), never
 // on P or on which rank computed what: losses and weight digests are identical for serial and
 // mpi P = 1, 2, 3, ... (tested). The loss of a step is (sum over images ascending, in double, of
 // each image's float32 loss) / b.
