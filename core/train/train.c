@@ -565,8 +565,8 @@ static ff_status reduce_blocks_and_pack(ff_trainer *t, int64_t nmb) {
     for (int64_t q = 0; q < P; q++) {
         const int64_t lo = N * q / P, len = N * (q + 1) / P - lo;
         for (int k = 0; k < nb; k++, dst += len)  // root k's slice q: row (start[k] - j0), [lo, lo + len)
-            FF_TRY(ff_device_copy_rows(t->dev, dst, lo, len, t->grads + (start[k] - j0) * N, 0, N, 1, 1, 1, lo,
-                                       lo + len));
+            FF_TRY(
+                ff_device_copy_rows(t->dev, dst, lo, len, t->grads + (start[k] - j0) * N, 0, N, 1, 1, 1, lo, lo + len));
     }
     return FF_OK;
 }

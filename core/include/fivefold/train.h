@@ -14,10 +14,9 @@
 // parameter slices (alltoallv: rank q receives slice q of every block's sum, in j order, and
 // finishes the tree on them: the additions left are exactly those between blocks) is followed by
 // an allgatherv of the reduced slices. With equal shares and power-of-two counts a rank sends one
-// row: as many bytes as a ring all-reduce moves. Every element's value therefore depends only on (weights, batch, M), never
-// on P or on which rank computed what: losses and weight digests are identical for serial and
-// mpi P = 1, 2, 3, ... (tested). The loss of a step is (sum over images ascending, in double, of
-// each image's float32 loss) / b.
+// row: as many bytes as a ring all-reduce moves. Every element's value therefore depends only on (weights, batch, M),
+// never on P or on which rank computed what: losses and weight digests are identical for serial and mpi P = 1, 2, 3,
+// ... (tested). The loss of a step is (sum over images ascending, in double, of each image's float32 loss) / b.
 //
 // `--reduce allreduce` (FF_REDUCE_ALLREDUCE) instead sums each rank's own micro-batches with the
 // same tree and then calls the communicator's float all-reduce: faster, but its bits depend on P
