@@ -99,6 +99,10 @@ static void usage(FILE *f) {
         "  --pause-limit S             the longest pause before the run stops instead (default 600 s)\n"
         "  --reduce R                  deterministic (default: bits independent of the rank count) or\n"
         "                              allreduce (MPI's float sum: faster, bits depend on the rank count)\n"
+        "  --overlap on|off            exchange the gradients in buckets while the backward still runs\n"
+        "                              (default on; GPU modes with several ranks; the bits are the same)\n"
+        "  --bucket-mb MB              gradient bucket size in MiB of float32 (default 16; > 0, fractions\n"
+        "                              allowed): a bucket is a run of layers, closed once it holds this much\n"
         "  --lr LR                     SGD learning rate, in (0, 10] (default 0.01)\n"
         "  --momentum MU               SGD momentum, in [0, 1) (default 0.9)\n"
         "  --weight-decay WD           L2 weight decay added to the gradient, in [0, 1) (default 0)\n"
@@ -186,6 +190,8 @@ static int parse_args(train_args *a, int argc, char **argv) {
         OPT_MOMENTUM,
         OPT_WEIGHT_DECAY,
         OPT_REDUCE,
+        OPT_OVERLAP,
+        OPT_BUCKET_MB,
         OPT_JSON,
         OPT_RESUME,
         OPT_VERBOSE,
@@ -217,6 +223,8 @@ static int parse_args(train_args *a, int argc, char **argv) {
                                          {"momentum", required_argument, 0, OPT_MOMENTUM},
                                          {"weight-decay", required_argument, 0, OPT_WEIGHT_DECAY},
                                          {"reduce", required_argument, 0, OPT_REDUCE},
+                                         {"overlap", required_argument, 0, OPT_OVERLAP},
+                                         {"bucket-mb", required_argument, 0, OPT_BUCKET_MB},
                                          {"json", required_argument, 0, OPT_JSON},
                                          {"resume", no_argument, 0, OPT_RESUME},
                                          {"verbose", no_argument, 0, OPT_VERBOSE},
@@ -273,6 +281,21 @@ static int parse_args(train_args *a, int argc, char **argv) {
                 st = ff_cli_parse_f32(&a->o.weight_decay, "--weight-decay", v, 0.0, false, 1.0, true);
                 break;
             case OPT_REDUCE: st = ff_reduce_parse(&a->o.reduce, v); break;
+            case OPT_OVERLAP:
+                if (strcmp(v, "on") == 0 || strcmp(v, "off") == 0)
+                    a->o.overlap = strcmp(v, "on") == 0;
+                else
+                    st = FF_FAIL(FF_ERR_INPUT, "--overlap '%s': expected on or off", v);
+                break;
+            case OPT_BUCKET_MB: {
+                float mb = 0.0f;
+                st = ff_cli_parse_f32(&mb, "--bucket-mb", v, 0.0, true, 65536.0, false);
+                if (st == FF_OK) {
+                    const double floats = (double)mb * 1048576.0 / sizeof(float);
+                    a->o.bucket_floats = floats < 1.0 ? 1 : (int64_t)floats;
+                }
+                break;
+            }
             case OPT_SHARES: st = parse_shares(&a->o, v); break;
             case OPT_MONITOR: a->mon.when = v; break;
             case OPT_MONITOR_INTERVAL: {
@@ -459,11 +482,15 @@ static ff_status json_write(json_out *j, const train_args *a, const ff_model *m,
     ff_json_begin_array(&js, "shares");  // [] when equal
     for (int i = 0; r->shares && i < r->ranks; i++) ff_json_int(&js, NULL, r->shares[i]);
     ff_json_end_array(&js);
-    // Rank 0's phases (train.h, ff_train_phases), milliseconds per step; exchange is all exposed.
+    // Rank 0's phases (train.h, ff_train_phases), milliseconds per step: exchange is the exposed
+    // part, exchange_total all the time spent in the exchange's collectives (overlapped or not).
     const double per = r->phases.steps > 0 ? 1e3 / (double)r->phases.steps : 0.0;
+    ff_json_bool(&js, "overlap", r->phases.overlapped);
+    ff_json_int(&js, "buckets", r->phases.buckets);
     ff_json_begin_object(&js, "phases_ms_per_step");  // steady state: the first 2 steps left out
     ff_json_num(&js, "compute", r->phases.compute_s * per);
     ff_json_num(&js, "exchange", r->phases.exchange_s * per);
+    ff_json_num(&js, "exchange_total", r->phases.exchange_total_s * per);
     ff_json_num(&js, "update", r->phases.update_s * per);
     ff_json_num(&js, "step", (r->phases.compute_s + r->phases.exchange_s + r->phases.update_s) * per);
     ff_json_int(&js, "steps", r->phases.steps);
@@ -752,8 +779,10 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         if (P > 1 && ph.steps > 0)
             printf(
                 "phases per step (rank 0, after 2 warm-up steps): compute %.3f ms, gradient exchange %.3f ms "
-                "(exposed: not overlapped), update %.3f ms\n",
+                "exposed (%.3f ms in all, %s), update %.3f ms\n",
                 1e3 * ph.compute_s / (double)ph.steps, 1e3 * ph.exchange_s / (double)ph.steps,
+                1e3 * ph.exchange_total_s / (double)ph.steps,
+                ph.overlapped ? "in buckets during the backward" : "after the backward",
                 1e3 * ph.update_s / (double)ph.steps);
         train_monitor_summary(mon, stdout);
         printf("loss digest: %s\n", ff_digest_hex(hex, loss_digest));

@@ -80,10 +80,26 @@ ff_status ff_device_sync(ff_device *d) {
     return d->ops->sync(d);
 }
 ff_status ff_device_fence(ff_device *d) {
-    return d->ops->fence ? d->ops->fence(d) : FF_OK;
+    return ff_device_fence_at(d, 0);
 }
 ff_status ff_device_wait_fence(ff_device *d) {
-    return d->ops->wait_fence ? d->ops->wait_fence(d) : FF_OK;
+    return ff_device_wait_fence_at(d, 0);
+}
+static ff_status check_fence(int k) {
+    if (k < 0 || k >= FF_DEVICE_FENCES)
+        return FF_FAIL(FF_ERR_INPUT, "fence %d: expected 0..%d", k, FF_DEVICE_FENCES - 1);
+    return FF_OK;
+}
+ff_status ff_device_fence_at(ff_device *d, int k) {
+    FF_TRY(check_fence(k));
+    return d->ops->fence ? d->ops->fence(d, k) : FF_OK;
+}
+ff_status ff_device_wait_fence_at(ff_device *d, int k) {
+    FF_TRY(check_fence(k));
+    return d->ops->wait_fence ? d->ops->wait_fence(d, k) : FF_OK;
+}
+ff_status ff_device_side_lane(ff_device *d, bool side) {
+    return d->ops->side_lane ? d->ops->side_lane(d, side) : FF_OK;
 }
 bool ff_device_is_async(const ff_device *d) {
     return d->ops->fence != NULL;
@@ -223,6 +239,16 @@ ff_status ff_device_train_backward(ff_device *d, float *grads, int64_t grad_stri
     if (!d->ops->train_backward) return unsupported(d, "training");
     FF_TRY(check_train(d, last, n, group, "train backward"));
     return d->ops->train_backward(d, grads, grad_stride, dz, act, last, n, group);
+}
+ff_status ff_device_train_backward_part(ff_device *d, float *grads, int64_t grad_stride, float *dz,
+                                        const float *const *act, int hi, int lo, int64_t n, int64_t group) {
+    if (!d->ops->train_backward_part) return unsupported(d, "a backward in parts");
+    FF_TRY(check_train(d, hi, n, group, "train backward part"));
+    if (lo < 0 || lo > hi) return FF_FAIL(FF_ERR_INPUT, "train backward part: layers [%d, %d]", lo, hi);
+    return d->ops->train_backward_part(d, grads, grad_stride, dz, act, hi, lo, n, group);
+}
+bool ff_device_can_backward_in_parts(const ff_device *d) {
+    return d->ops->train_backward_part != NULL;
 }
 ff_status ff_device_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len) {
     if (!d->ops->tree_reduce) return unsupported(d, "training (tree reduction)");

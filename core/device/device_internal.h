@@ -25,8 +25,9 @@ typedef struct {
     ff_status (*resident_output)(ff_device *d, float *out_host, int64_t n);
     ff_status (*pin_host)(ff_device *d, void *p, size_t bytes);
     void (*unpin_host)(ff_device *d, void *p);
-    ff_status (*fence)(ff_device *d);       // NULL: a synchronous device (nothing to wait for)
-    ff_status (*wait_fence)(ff_device *d);  // NULL likewise
+    ff_status (*fence)(ff_device *d, int k);          // NULL: a synchronous device (nothing to wait for)
+    ff_status (*wait_fence)(ff_device *d, int k);     // NULL likewise
+    ff_status (*side_lane)(ff_device *d, bool side);  // NULL likewise
     // training (device.h): NULL where a device does not train
     float *(*params)(ff_device *d);
     ff_status (*alloc_bytes)(ff_device *d, void **p, size_t bytes, const char *what);
@@ -38,6 +39,9 @@ typedef struct {
                               int64_t classes, int64_t n);
     ff_status (*train_backward)(ff_device *d, float *grads, int64_t grad_stride, float *dz, const float *const *act,
                                 int last, int64_t n, int64_t group);
+    // NULL: the device backs up in one piece only
+    ff_status (*train_backward_part)(ff_device *d, float *grads, int64_t grad_stride, float *dz,
+                                     const float *const *act, int hi, int lo, int64_t n, int64_t group);
     ff_status (*tree_reduce)(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len);
     ff_status (*synth)(ff_device *d, float *x, const ff_synth *s, int64_t first, int64_t n);
     size_t (*train_work_bytes)(const ff_device *d, int last, int64_t n);  // NULL: none

@@ -19,6 +19,7 @@ typedef struct {
     bool update;            // the SGD step too (one process: nothing to exchange first)
     bool first;             // the first SGD step (momentum = gradient)
     int slot;               // the pinned staging slot (ff_train_steps)
+    bool parts;             // the backward and the buckets' preparation are left out (overlap: step_core)
 } step_work;
 // Steps ff_train_steps enqueues before it waits for the device: each has its own pinned index and
 // loss slot (and so its own captured graph), so the host never writes what a queued step reads.
@@ -42,6 +43,14 @@ struct ff_trainer {
     int64_t cap;  // images one rank computes per step: nslots micro-batches of M
     int64_t nslots, nmb_max;
     int64_t share_below[FF_MAX_RANKS_TRAIN + 1];  // prefix sums of the ranks' shares; [P] = total
+    // Gradient buckets (make_buckets), top down: parameter range [lo, hi) in ff_weights' layout and
+    // the layers [layer_lo, layer_hi] whose backward completes it.
+    int nbuckets;
+    struct {
+        int64_t lo, hi;
+        int layer_lo, layer_hi;
+    } bucket[FF_MAX_LAYERS];
+    bool overlap;  // buckets exchanged during the backward (options, P > 1, a device that can)
     // device memory
     float *act[FF_MAX_LAYERS + 1];  // act[0]: input (cap, input); act[l+1]: output of layer l (cap, out)
     float *dz;                      // (cap, classes): logits' gradient, then backward scratch
@@ -51,8 +60,8 @@ struct ff_trainer {
     float *grads;                   // (nslots, N): each micro-batch's gradient
     float *grad;                    // (N): the reduced gradient
     float *d_mom;                   // (N): momentum buffers
-    float *sendbuf;                 // (nslots * N): packed slices for the reduce-scatter (P > 1)
-    float *recvbuf;                 // (nmb_max * (N/P + 1)): every micro-batch's copy of my slice
+    float *sendbuf;                 // (nslots * N): block sums' slices, packed per bucket (P > 1)
+    float *recvbuf;                 // (nmb_max * (N/P + nbuckets)): every block sum's copy of my slices
     float *res_images;              // (res_n, per): the resident training set, normalised
     int32_t *res_labels;            // (res_n)
     const ff_dataset *resident;     // the set held there (ff_trainer_set_resident), NULL none
@@ -99,6 +108,8 @@ void ff_train_options_default(ff_train_options *o) {
     o->momentum = 0.9f;
     o->weight_decay = 0.0f;
     o->reduce = FF_REDUCE_DETERMINISTIC;
+    o->overlap = true;
+    o->bucket_floats = FF_TRAIN_BUCKET_FLOATS;
     ff_exec_options_default(&o->exec);
     o->exec.plan.conv = FF_CONV_DIRECT;
 }
@@ -157,6 +168,9 @@ ff_status ff_train_options_check(const ff_train_options *o) {
             return FF_FAIL(FF_ERR_INPUT, "--shares: rank %d's share %d, expected 1..%d", r, (int)o->shares[r],
                            FF_TRAIN_SHARE_MAX);
     if (o->batch < 1) return FF_FAIL(FF_ERR_INPUT, "--batch %lld: expected >= 1", (long long)o->batch);
+    if (o->bucket_floats < 1)
+        return FF_FAIL(FF_ERR_INPUT, "gradient bucket of %lld floats (--bucket-mb): expected at least 1",
+                       (long long)o->bucket_floats);
     if (o->microbatch < 1 || o->microbatch > o->batch)
         return FF_FAIL(FF_ERR_INPUT, "--microbatch %lld: expected 1..batch (%lld)", (long long)o->microbatch,
                        (long long)o->batch);
@@ -196,6 +210,37 @@ static ff_mode multirank_mode(ff_mode m) {
     return m == FF_MODE_SERIAL ? FF_MODE_MPI : m == FF_MODE_CUDA ? FF_MODE_HYBRID : m;
 }
 
+// Gradient buckets: runs of consecutive parameterised layers, top down (the order the backward
+// finishes them), each closed once it holds FF_TRAIN_BUCKET_FLOATS or more (a large layer is a
+// bucket alone; the small top layers go together, so each collective moves enough bytes to run at
+// the link's speed; ff_train_options.bucket_floats). The last bucket's layers reach down to layer 0.
+static void make_buckets(ff_trainer *t) {
+    const ff_weights *w = t->w;
+    int nb = 0, layer_hi = t->last;
+    int64_t hi = t->N, lo = t->N;
+    for (int l = t->last; l >= 0; l--) {
+        if (!w->w[l]) continue;
+        lo = w->w[l] - w->data;
+        if (hi - lo >= t->o.bucket_floats && l > 0) {
+            t->bucket[nb].lo = lo;
+            t->bucket[nb].hi = hi;
+            t->bucket[nb].layer_lo = l;
+            t->bucket[nb].layer_hi = layer_hi;
+            nb++;
+            hi = lo;
+            layer_hi = l - 1;
+        }
+    }
+    if (hi > 0 || nb == 0) {  // what is left (the bottom layers' parameters), down to layer 0
+        t->bucket[nb].lo = 0;
+        t->bucket[nb].hi = hi;
+        t->bucket[nb].layer_hi = layer_hi;
+        nb++;
+    }
+    t->bucket[nb - 1].layer_lo = 0;
+    t->nbuckets = nb;
+}
+
 // Device buffers of the trainer (sizes checked by the caller).
 static ff_status alloc_device(ff_trainer *t) {
     ff_device *d = t->dev;
@@ -218,7 +263,8 @@ static ff_status alloc_device(ff_trainer *t) {
     FF_TRY(ff_device_alloc(d, &t->d_mom, (size_t)N, "momentum buffers"));
     if (t->P > 1) {
         FF_TRY(ff_device_alloc(d, &t->sendbuf, (size_t)(t->nslots * N), "reduce send buffer"));
-        FF_TRY(ff_device_alloc(d, &t->recvbuf, (size_t)(t->nmb_max * (N / t->P + 1)), "reduce receive buffer"));
+        FF_TRY(
+            ff_device_alloc(d, &t->recvbuf, (size_t)(t->nmb_max * (N / t->P + t->nbuckets)), "reduce receive buffer"));
     }
     return FF_OK;
 }
@@ -353,7 +399,8 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     st = checked_count(&cnt, t->cap, m->max_act, sizeof(float), "micro-batch activations (--batch x largest layer)");
     if (st == FF_OK) st = checked_count(&cnt, o->batch, 1, sizeof(double), "losses (--batch)");
     if (st == FF_OK) st = checked_count(&cnt, t->nslots, t->N, sizeof(float), "micro-batch gradients");
-    if (st == FF_OK) st = checked_count(&cnt, t->nmb_max, t->N / P + 1, sizeof(float), "reduce buffer");
+    make_buckets(t);
+    if (st == FF_OK) st = checked_count(&cnt, t->nmb_max, t->N / P + t->nbuckets, sizeof(float), "reduce buffer");
     if (st == FF_OK) st = ff_weights_alloc(&t->mom, m);
     if (st != FF_OK) {
         free(t);
@@ -376,6 +423,10 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
         t->comm = ff_exec_comm(t->exec);
         st = check_device_memory(t);
         if (st == FF_OK) st = alloc_device(t);
+        t->overlap = o->overlap && P > 1 && t->nbuckets > 1 && ff_device_is_async(t->dev) &&
+                     ff_device_can_backward_in_parts(t->dev);
+        t->phases.overlapped = t->overlap;
+        t->phases.buckets = t->nbuckets;
     }
     t->x_host = xcalloc((size_t)(t->cap * t->per), sizeof(float), &st, "input staging");
     t->labels_host = xcalloc((size_t)t->cap, sizeof(int32_t), &st, "labels");
@@ -552,80 +603,115 @@ static int dyadic_blocks(int64_t *start, int64_t *size, int64_t j0, int64_t j1) 
     return n;
 }
 
-// Before the exchange (device work, captured with the step): each of this rank's dyadic blocks
-// summed into its first row (the block's root), then slice q of every root packed for rank q.
-static ff_status reduce_blocks_and_pack(ff_trainer *t, int64_t nmb) {
-    const int64_t P = t->P, N = t->N;
+// Who holds which block sum in a step of nmb micro-batches: every rank's dyadic blocks in
+// micro-batch order (ranks own ascending ranges), root_row[j] the row of the block starting at j
+// among all of them (-1: j starts no block), nb[q] rank q's count.
+typedef struct {
+    int64_t root_row[FF_MAX_MICROBATCHES];
+    int64_t nb[FF_MAX_RANKS_TRAIN];
+    int64_t nroots, nmb;
+} block_map;
+
+static void map_blocks(block_map *bm, const ff_trainer *t, int64_t nmb) {
+    bm->nmb = nmb;
+    bm->nroots = 0;
+    for (int64_t j = 0; j < nmb; j++) bm->root_row[j] = -1;
+    for (int64_t q = 0; q < t->P; q++) {
+        int64_t j0, j1, start[FF_MAX_BLOCKS], size[FF_MAX_BLOCKS];
+        owned(&j0, &j1, t, nmb, q);
+        bm->nb[q] = dyadic_blocks(start, size, j0, j1);
+        for (int64_t k = 0; k < bm->nb[q]; k++) bm->root_row[start[k]] = bm->nroots++;
+    }
+}
+
+// Slice q of a bucket's len parameters: [len * q / P, len * (q + 1) / P), relative to its start.
+static int64_t slice_lo(int64_t len, int64_t q, int64_t P) {
+    return len * q / P;
+}
+
+// Device work before bucket b can be exchanged (captured with the step, or queued after the
+// bucket's backward under overlap). Deterministic: each of this rank's dyadic blocks summed into its
+// first row (the block's root) over the bucket's range, then slice q of every root packed for rank
+// q at sendbuf + (this rank's roots) * lo. allreduce: the tree over this rank's micro-batches into
+// t->grad's range.
+static ff_status prepare_bucket(ff_trainer *t, const step_work *k, int b) {
+    const int64_t P = t->P, N = t->N, lo = t->bucket[b].lo, len = t->bucket[b].hi - lo;
+    if (k->local) {
+        if (k->nloc == 0) return FF_OK;
+        FF_TRY(ff_device_tree_reduce(t->dev, t->grads + lo, k->nloc, N, len));
+        return ff_device_copy_rows(t->dev, t->grad, 0, N, t->grads, 0, N, 1, 1, 1, lo, lo + len);
+    }
     int64_t j0, j1, start[FF_MAX_BLOCKS], size[FF_MAX_BLOCKS];
-    owned(&j0, &j1, t, nmb, t->rank);
+    owned(&j0, &j1, t, ceil_div(k->b, t->o.microbatch), t->rank);
     const int nb = dyadic_blocks(start, size, j0, j1);
-    for (int k = 0; k < nb; k++)
-        if (size[k] > 1) FF_TRY(ff_device_tree_reduce(t->dev, t->grads + (start[k] - j0) * N, size[k], N, N));
-    float *dst = t->sendbuf;
+    for (int r = 0; r < nb; r++)
+        if (size[r] > 1) FF_TRY(ff_device_tree_reduce(t->dev, t->grads + (start[r] - j0) * N + lo, size[r], N, len));
+    float *dst = t->sendbuf + nb * lo;
     for (int64_t q = 0; q < P; q++) {
-        const int64_t lo = N * q / P, len = N * (q + 1) / P - lo;
-        for (int k = 0; k < nb; k++, dst += len)  // root k's slice q: row (start[k] - j0), [lo, lo + len)
+        const int64_t s0 = lo + slice_lo(len, q, P), s1 = lo + slice_lo(len, q + 1, P);
+        for (int r = 0; r < nb; r++, dst += s1 - s0)  // root r's slice q: row (start[r] - j0), [s0, s1)
             FF_TRY(
-                ff_device_copy_rows(t->dev, dst, lo, len, t->grads + (start[k] - j0) * N, 0, N, 1, 1, 1, lo, lo + len));
+                ff_device_copy_rows(t->dev, dst, s0, s1 - s0, t->grads + (start[r] - j0) * N, 0, N, 1, 1, 1, s0, s1));
     }
     return FF_OK;
 }
 
-// The deterministic reduction for P > 1 (train.h): rank q receives slice q of every rank's block
-// roots, in micro-batch order, and finishes the fixed tree on them: at each level s the tree adds
-// g_{j+s} into g_j; where j and j + s lie in one block the owner has done it, and otherwise both
-// are roots (blocks are dyadic), so the same additions run in the same order as one rank's tree
-// over all nmb rows. The reduced slices are then all-gathered into t->grad. What crosses the
-// network is a few rows per rank (one with equal shares and power-of-two counts), not every
-// micro-batch's.
-static ff_status reduce_scatter_gather(ff_trainer *t, int64_t nmb) {
-    const int64_t P = t->P, N = t->N;
+// Bucket b's exchange (P > 1), its device work prepared (prepare_bucket) and done. allreduce: the
+// communicator's float sum over t->grad's range. Deterministic (train.h): rank q receives slice q
+// of every rank's block sums, in micro-batch order, and finishes the fixed tree on them: at each
+// level s the tree adds g_{j+s} into g_j; where j and j + s lie in one block the owner has done it,
+// and otherwise both are roots (blocks are dyadic), so the same additions run in the same order as
+// one rank's tree over all nmb rows. The reduced slices are then all-gathered into t->grad. What
+// crosses the network is a few rows per rank (one with equal shares and power-of-two counts), not
+// every micro-batch's. *recv_at: where in recvbuf this bucket's rows go (advanced past them).
+// side: the finishing additions go to the device's side lane (the backward still runs on the
+// main one).
+static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_map *bm, int b, int64_t *recv_at,
+                                 bool side) {
+    const int64_t P = t->P, lo = t->bucket[b].lo, len = t->bucket[b].hi - lo;
+    if (k->local) return ff_comm_allreduce_sum_f32(t->comm, t->grad + lo, (size_t)len);
+    const int64_t my_lo = slice_lo(len, t->rank, P), my_len = slice_lo(len, t->rank + 1, P) - my_lo;
+    const int64_t mine = bm->nb[t->rank];
     size_t scount[FF_MAX_RANKS_TRAIN], sdispl[FF_MAX_RANKS_TRAIN];
     size_t rcount[FF_MAX_RANKS_TRAIN], rdispl[FF_MAX_RANKS_TRAIN];
-    const int64_t my_lo = N * t->rank / P, my_len = N * (t->rank + 1) / P - my_lo;
-    // every rank's roots, in micro-batch order (ranks own ascending ranges): root_of[j] = its row
-    int64_t root_row[FF_MAX_MICROBATCHES];
-    int64_t nroots = 0, mine = 0;
-    for (int64_t j = 0; j < nmb; j++) root_row[j] = -1;
-    size_t off = 0;
-    for (int64_t q = 0; q < P; q++) {
-        int64_t j0, j1, start[FF_MAX_BLOCKS], size[FF_MAX_BLOCKS];
-        owned(&j0, &j1, t, nmb, q);
-        const int nb = dyadic_blocks(start, size, j0, j1);
-        for (int k = 0; k < nb; k++) root_row[start[k]] = nroots++;
-        if (q == t->rank) mine = nb;
-        rcount[q] = (size_t)(nb * my_len) * sizeof(float);
-        rdispl[q] = off;
-        off += rcount[q];
-    }
-    off = 0;
-    for (int64_t q = 0; q < P; q++) {
-        const int64_t lo = N * q / P, len = N * (q + 1) / P - lo;
-        scount[q] = (size_t)(mine * len) * sizeof(float);
-        sdispl[q] = off;
-        off += scount[q];
-    }
-    FF_TRY(ff_device_sync(t->dev));  // the communicator reads what the device wrote
-    FF_TRY(ff_comm_alltoallv(t->comm, t->recvbuf, rcount, rdispl, t->sendbuf, scount, sdispl));
-    for (int64_t s = 1; s < nmb; s *= 2)
-        for (int64_t j = 0; j + s < nmb; j += 2 * s)
-            if (root_row[j + s] >= 0) {  // then j is a root too (see above): g_j += g_{j+s}
-                const int64_t a = root_row[j], b = root_row[j + s];
-                FF_TRY(ff_device_tree_reduce(t->dev, t->recvbuf + a * my_len, 2, (b - a) * my_len, my_len));
-            }
     size_t gcount[FF_MAX_RANKS_TRAIN], gdispl[FF_MAX_RANKS_TRAIN];
+    size_t roff = 0, soff = 0;
     for (int64_t q = 0; q < P; q++) {
-        const int64_t lo = N * q / P, len = N * (q + 1) / P - lo;
-        gcount[q] = (size_t)len * sizeof(float);
-        gdispl[q] = (size_t)lo * sizeof(float);
+        const int64_t s0 = slice_lo(len, q, P), s1 = slice_lo(len, q + 1, P);
+        rcount[q] = (size_t)(bm->nb[q] * my_len) * sizeof(float);
+        rdispl[q] = roff;
+        roff += rcount[q];
+        scount[q] = (size_t)(mine * (s1 - s0)) * sizeof(float);
+        sdispl[q] = soff;
+        soff += scount[q];
+        gcount[q] = (size_t)(s1 - s0) * sizeof(float);
+        gdispl[q] = (size_t)s0 * sizeof(float);
     }
-    FF_TRY(ff_device_sync(t->dev));
-    return ff_comm_allgatherv(t->comm, t->grad, gcount, gdispl, t->recvbuf, (size_t)my_len * sizeof(float));
+    float *rows = t->recvbuf + *recv_at;
+    *recv_at += bm->nroots * my_len;
+    FF_TRY(ff_comm_alltoallv(t->comm, rows, rcount, rdispl, t->sendbuf + mine * lo, scount, sdispl));
+    if (side) FF_TRY(ff_device_side_lane(t->dev, true));
+    ff_status st = FF_OK;
+    for (int64_t s = 1; s < bm->nmb && st == FF_OK; s *= 2)
+        for (int64_t j = 0; j + s < bm->nmb && st == FF_OK; j += 2 * s)
+            if (bm->root_row[j + s] >= 0) {  // then j is a root too (see above): g_j += g_{j+s}
+                const int64_t ra = bm->root_row[j], rb = bm->root_row[j + s];
+                st = ff_device_tree_reduce(t->dev, rows + ra * my_len, 2, (rb - ra) * my_len, my_len);
+            }
+    if (st == FF_OK) st = ff_device_sync(t->dev);  // the communicator reads what the device wrote
+    if (side) {
+        const ff_status back = ff_device_side_lane(t->dev, false);
+        if (st == FF_OK) st = back;
+    }
+    FF_TRY(st);
+    return ff_comm_allgatherv(t->comm, t->grad + lo, gcount, gdispl, rows, (size_t)my_len * sizeof(float));
 }
 
 // The device work of a step that needs no communication, enqueued (or captured): the batch onto the
 // device, forward, loss, backward, the losses to the host; with `local` also the tree over this
-// rank's micro-batch gradients into t->grad, and with `update` the SGD step after it.
+// rank's micro-batch gradients into t->grad, and with `update` the SGD step after it. Several
+// ranks: each bucket's preparation (prepare_bucket). With k->parts the backward and the
+// preparations are left to step_core (overlap).
 static ff_status enqueue_step(ff_trainer *t, const step_work *k) {
     const int64_t M = t->o.microbatch, N = t->N;
     t->slot = k->slot;
@@ -634,14 +720,17 @@ static ff_status enqueue_step(ff_trainer *t, const step_work *k) {
         FF_TRY(ff_device_train_forward(t->dev, t->act, t->last, k->nimg, M));
         FF_TRY(ff_device_softmax_xent(t->dev, t->dz, t->loss, t->act[t->last + 1], t->labels, 1.0f / (float)k->b,
                                       t->classes, k->nimg));
-        FF_TRY(ff_device_train_backward(t->dev, t->grads, N, t->dz, (const float *const *)t->act, t->last, k->nimg, M));
+        if (!k->parts)
+            FF_TRY(ff_device_train_backward(t->dev, t->grads, N, t->dz, (const float *const *)t->act, t->last, k->nimg,
+                                            M));
         FF_TRY(ff_device_download(t->dev, t->loss_host + k->slot * t->cap, t->loss, (size_t)k->nimg));
     }
-    if (k->local && k->nloc > 0) {
+    if (t->P == 1 && k->nloc > 0) {  // one process: the whole tree at once
         FF_TRY(ff_device_tree_reduce(t->dev, t->grads, k->nloc, N, N));
         FF_TRY(ff_device_copy_rows(t->dev, t->grad, 0, N, t->grads, 0, N, 1, 1, 1, 0, N));
     }
-    if (!k->local) FF_TRY(reduce_blocks_and_pack(t, ceil_div(k->b, M)));
+    if (t->P > 1 && !k->parts)
+        for (int b = 0; b < t->nbuckets; b++) FF_TRY(prepare_bucket(t, k, b));
     if (k->update)
         FF_TRY(ff_device_sgd(t->dev, ff_device_params(t->dev), t->d_mom, t->grad, N, t->o.lr, t->o.momentum,
                              t->o.weight_decay, k->first));
@@ -650,7 +739,8 @@ static ff_status enqueue_step(ff_trainer *t, const step_work *k) {
 
 static bool same_work(const step_work *a, const step_work *b) {
     return a->b == b->b && a->nimg == b->nimg && a->nloc == b->nloc && a->resident == b->resident &&
-           a->local == b->local && a->update == b->update && a->first == b->first && a->slot == b->slot;
+           a->local == b->local && a->update == b->update && a->first == b->first && a->slot == b->slot &&
+           a->parts == b->parts;
 }
 
 // Runs the step's device work through a CUDA graph where the device can capture: the first time a
@@ -684,6 +774,21 @@ static ff_status run_step_work(ff_trainer *t, const step_work *k) {
     return ff_device_graph_launch(t->dev, g);
 }
 
+// Overlap (t->overlap): after the captured forward, the backward bucket by bucket, each followed
+// by its preparation and fence b + 1, all queued at once; the exchange of bucket b then waits for
+// its fence only, so it runs while the device backs up the layers below.
+static ff_status enqueue_backward_parts(ff_trainer *t, const step_work *k) {
+    for (int b = 0; b < t->nbuckets; b++) {
+        if (k->nimg > 0)
+            FF_TRY(ff_device_train_backward_part(t->dev, t->grads, t->N, b == 0 ? t->dz : NULL,
+                                                 (const float *const *)t->act, t->bucket[b].layer_hi,
+                                                 t->bucket[b].layer_lo, k->nimg, t->o.microbatch));
+        FF_TRY(prepare_bucket(t, k, b));
+        FF_TRY(ff_device_fence_at(t->dev, b + 1));
+    }
+    return FF_OK;
+}
+
 static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src, int64_t b) {
     const int64_t B = t->o.batch, M = t->o.microbatch, P = t->P, N = t->N;
     if (b < 1 || b > B)
@@ -696,35 +801,46 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
     const bool local = P == 1 || t->o.reduce == FF_REDUCE_ALLREDUCE;
     // One process: the whole step is device work (and one graph); several: the update waits for
     // the gradient exchange.
-    const step_work k = {b, nimg, nloc, from_resident(t, src), local, P == 1, t->steps == 0, 0};
+    const step_work k = {b, nimg, nloc, from_resident(t, src), local, P == 1, t->steps == 0, 0, t->overlap};
 
     // ---- this rank's micro-batches: forward, loss, backward (one gradient row per micro-batch)
     double t_begin = ff_now();
     const bool counted = t->steps >= FF_TRAIN_WARMUP_STEPS;  // phases: steady state only
     t->slot = k.slot;
     if (nimg > 0) stage_host(t, src, start, nimg);
+    if (P > 1 && local && nloc == 0) {  // nothing of mine to sum: my part of the all-reduce is zeros
+        memset(t->grad_host, 0, (size_t)N * sizeof(float));
+        FF_TRY(ff_device_upload(t->dev, t->grad, t->grad_host, (size_t)N));
+    }
     FF_TRY(run_step_work(t, &k));
+    if (k.parts) FF_TRY(enqueue_backward_parts(t, &k));
 
-    // ---- gradients across ranks
+    // ---- gradients across ranks, bucket by bucket
     if (P > 1) {
-        // Phases (ff_train_phases): the device's work of this rank ends here; what follows until
-        // the update is the exchange, which nothing overlaps yet (so all of it is exposed).
-        FF_TRY(ff_device_sync(t->dev));
-        const double t_computed = ff_now();
-        if (counted) t->phases.compute_s += t_computed - t_begin;
-        if (local) {
-            if (nloc == 0) {
-                memset(t->grad_host, 0, (size_t)N * sizeof(float));
-                FF_TRY(ff_device_upload(t->dev, t->grad, t->grad_host, (size_t)N));
-            }
+        block_map bm;
+        map_blocks(&bm, t, nmb);  // (unused by allreduce)
+        double t_computed = 0.0, in_comm = 0.0;
+        if (!k.parts) {  // the device's work of this rank ends here
             FF_TRY(ff_device_sync(t->dev));
-            FF_TRY(ff_comm_allreduce_sum_f32(t->comm, t->grad, (size_t)N));
-        } else {
-            FF_TRY(reduce_scatter_gather(t, nmb));
+            t_computed = ff_now();
+        }
+        int64_t recv_at = 0;
+        for (int bk = 0; bk < t->nbuckets; bk++) {
+            if (k.parts) {
+                FF_TRY(ff_device_wait_fence_at(t->dev, bk + 1));   // this bucket's gradients are in
+                if (bk == t->nbuckets - 1) t_computed = ff_now();  // and with the last, the backward
+            }
+            const double t0 = ff_now();
+            FF_TRY(exchange_bucket(t, &k, &bm, bk, &recv_at, k.parts));
+            in_comm += ff_now() - t0;
         }
         FF_TRY(ff_device_sync(t->dev));
         const double t_exchanged = ff_now();
-        if (counted) t->phases.exchange_s += t_exchanged - t_computed;
+        if (counted) {
+            t->phases.compute_s += t_computed - t_begin;
+            t->phases.exchange_s += t_exchanged - t_computed;
+            t->phases.exchange_total_s += in_comm;
+        }
         t_begin = t_exchanged;
         // SGD with momentum (PyTorch's rule), on the device
         FF_TRY(ff_device_sgd(t->dev, ff_device_params(t->dev), t->d_mom, t->grad, N, t->o.lr, t->o.momentum,
@@ -868,7 +984,7 @@ ff_status ff_train_steps(ff_trainer *t, double *losses, const ff_dataset *ds, co
         for (int64_t j = j0; j < j1; j++) {
             const int64_t b = n - j * B < B ? n - j * B : B;
             FF_TRY(check_batch(t, ds, idx + j * B, b));
-            const step_work k = {b, b, ceil_div(b, M), true, true, true, t->steps == 0, (int)(j - j0)};
+            const step_work k = {b, b, ceil_div(b, M), true, true, true, t->steps == 0, (int)(j - j0), false};
             t->slot = k.slot;
             stage_host(t, &src, j * B, b);
             FF_TRY(run_step_work(t, &k));

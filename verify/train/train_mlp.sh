@@ -85,14 +85,18 @@ shares)
     run serial "$F" train $A
     REF=$(digests "$T/serial.txt")
     echo "serial: $REF"
-    for spec in "2 3,1" "2 1,3" "3 1,1,6" "4 -" "4 1,2,3,4"; do
-        P=${spec% *} S=${spec#* }
-        SH=""
+    # the last two: gradient buckets of one layer each (--bucket-mb 0.05: 4 exchanges a step)
+    for spec in "2 3,1" "2 1,3" "3 1,1,6" "4 -" "4 1,2,3,4" "3 1,1,6 0.05" "2 3,1 0.05"; do
+        set -- $spec
+        P=$1 S=$2 SH="" BK=""
         [ "$S" = "-" ] || SH="--shares $S"
-        run "p$P" $MPIEXEC -n "$P" "$F" train --mode mpi $A $SH
+        [ -z "${3:-}" ] || BK="--bucket-mb $3"
+        run "p$P" $MPIEXEC -n "$P" "$F" train --mode mpi $A $SH $BK --json "$T/p$P.json"
         GOT=$(digests "$T/p$P.txt")
-        echo "mpi P=$P shares ${S}: $GOT"
-        [ "$GOT" = "$REF" ] || fail "mpi P=$P --shares $S differs from serial"
+        NB=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["buckets"])' "$T/p$P.json")
+        echo "mpi P=$P shares ${S}, $NB bucket(s): $GOT"
+        [ "$GOT" = "$REF" ] || fail "mpi P=$P --shares $S $BK differs from serial"
+        [ -z "$BK" ] || [ "$NB" -ge 4 ] || fail "--bucket-mb $3 gave $NB buckets, expected one per layer"
     done
     run control "$F" train $A --microbatch 16
     [ "$(digests "$T/control.txt")" != "$REF" ] || fail "another micro-batch size gave the same digests: the check is vacuous"
@@ -170,20 +174,40 @@ gpu | gpu_full)
     "$F" infer --model mlp-small --batch 1 --mode cuda >"$T/probe.txt" 2>&1
     [ $? -eq 77 ] && { echo "SKIP: no GPU here ($(tail -1 "$T/probe.txt"))"; exit 77; }
     if [ "$CASE" = gpu ]; then
-        run cuda "$F" train --mode cuda $A
+        run cuda "$F" train --mode cuda $A --json "$T/cuda.json"
         REF=$(digests "$T/cuda.txt")
         echo "cuda: $REF"
         run eager env FF_TRAIN_GRAPHS=0 "$F" train --mode cuda $A
         [ "$(digests "$T/eager.txt")" = "$REF" ] || fail "eager steps differ from graph replays"
-        for spec in "hybrid 2 -" "direct 2 -" "direct 2 3,1" "hybrid 3 1,1,6" "direct 3 -" "direct 4 1,2,3,4"; do
+        # the last three: one bucket per layer (--bucket-mb 0.05), exchanged during the backward
+        # (overlap, the default) or after it
+        for spec in "hybrid 2 -" "direct 2 -" "direct 2 3,1" "hybrid 3 1,1,6" "direct 3 -" "direct 4 1,2,3,4" \
+            "direct 2 3,1 --bucket-mb=0.05" "direct 3 1,1,6 --bucket-mb=0.05" \
+            "direct 2 3,1 --bucket-mb=0.05 --overlap=off"; do
             set -- $spec
+            MODE=$1 P=$2 S=$3
+            shift 3
             SH=""
-            [ "$3" = "-" ] || SH="--shares $3"
-            run "$1$2" $MPIEXEC -n "$2" "$F" train --mode "$1" $A $SH
-            GOT=$(digests "$T/$1$2.txt")
-            echo "$1 P=$2 shares $3 ($(grep -o 'transport [a-z]*' "$T/$1$2.txt" | head -1)): $GOT"
-            [ "$GOT" = "$REF" ] || fail "$1 P=$2 --shares $3 differs from cuda"
+            [ "$S" = "-" ] || SH="--shares $S"
+            run "$MODE$P" $MPIEXEC -n "$P" "$F" train --mode "$MODE" $A $SH "$@" --json "$T/$MODE$P.json"
+            GOT=$(digests "$T/$MODE$P.txt")
+            OV=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("overlap" if d["overlap"] else "no overlap", d["buckets"], "buckets")' "$T/$MODE$P.json")
+            echo "$MODE P=$P shares $S $* ($(grep -o 'transport [a-z]*' "$T/$MODE$P.txt" | head -1), $OV): $GOT"
+            [ "$GOT" = "$REF" ] || fail "$MODE P=$P --shares $S $* differs from cuda"
+            case "$*" in
+            *overlap=off*) [ "${OV%% *}" = "no" ] || fail "--overlap off still overlapped" ;;
+            *bucket-mb*) [ "$OV" = "overlap 4 buckets" ] || fail "expected 4 buckets exchanged during the backward: $OV" ;;
+            esac
         done
+        # the fast option (NCCL's all-reduce, bits its own) in buckets during the backward: it trains
+        run allreduce $MPIEXEC -n 2 "$F" train --mode direct $A --bucket-mb 0.05 --reduce allreduce --json "$T/ar.json"
+        python3 - "$T/ar.json" "$T/cuda.json" <<'PY' || fail "--reduce allreduce with overlap"
+import json, sys
+d, ref = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["final_loss"]
+print(f"direct P=2 allreduce: overlap {d['overlap']}, {d['buckets']} buckets, final loss {d['final_loss']} (cuda {ref})")
+assert d["overlap"] and d["buckets"] == 4
+assert abs(d["final_loss"] - ref) <= 1e-3 * max(1.0, abs(ref))
+PY
         run control "$F" train --mode cuda $A --microbatch 16
         [ "$(digests "$T/control.txt")" != "$REF" ] || fail "another micro-batch size gave the same digests"
         # --backend vendor (cuBLAS linear layers): its own digest class, the same in every GPU mode

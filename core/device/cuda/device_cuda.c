@@ -58,8 +58,10 @@ typedef struct {
 } resident_src;
 
 typedef struct {
-    ff_device base;  // first: device.c sees the header
-    ff_gpu_stream stream;
+    ff_device base;                   // first: device.c sees the header
+    ff_gpu_stream stream;             // where work is enqueued now: main, or side while the side lane is on
+    ff_gpu_stream main;               // the device's stream (the cuBLAS handle is bound to it)
+    ff_gpu_stream side;               // ff_device_side_lane's (made at the first use)
     ff_gpu_blas blas;                 // --backend vendor only
     float *d_params;                  // (n_total): the parameter buffer, uploaded once
     const float *d_w[FF_MAX_LAYERS];  // views into d_params; NULL for layers without parameters
@@ -86,10 +88,10 @@ typedef struct {
     // sized for max_batch; NULL when no linear layer is split (or the vendor library runs them).
     float *d_lin_work;
     int64_t lin_work_floats;
-    ff_gpu_event tev[2];    // resident timing
-    ff_gpu_event fence;     // ff_device_fence (made at the first use)
-    const float *resident;  // output of the last resident replay
-    int64_t resident_n;     // its batch
+    ff_gpu_event tev[2];                   // resident timing
+    ff_gpu_event fence[FF_DEVICE_FENCES];  // ff_device_fence_at (each made at its first use)
+    const float *resident;                 // output of the last resident replay
+    int64_t resident_n;                    // its batch
     // Training: the backward's data gradients, ping-pong (layer l reads one and writes the other),
     // n * max_act floats each, and one workspace the backward kernels share layer after layer (the
     // conv weight gradients' per-image partials, the flipped conv and transposed linear weights of
@@ -98,6 +100,11 @@ typedef struct {
     // inside a capture of a step that ran eagerly first).
     float *d_grad[2];
     size_t grad_floats;
+    // A backward in parts (ff_device_train_backward_part): where the last part left the data
+    // gradient, which of d_grad it writes next, the layer the next part must start at (-1: none)
+    // and the first part's top layer (the buffers stay sized for it).
+    const float *bw_cur;
+    int bw_next, bw_expect, bw_top;
     float *d_train_work;
     size_t train_work_floats;
     float *d_ones;  // --backend vendor's bias gradients: ones_n floats of 1.0 (a GEMM with a ones vector)
@@ -115,7 +122,8 @@ static void cuda_destroy(ff_device *d) {
     for (int i = 0; i < CUDA_GRAPHS; i++) ff_gpu_graph_destroy(c->graphs[i].graph);
     for (int i = 0; i < c->n_events; i++) ff_gpu_event_destroy(c->ev[i]);
     for (int i = 0; i < 2; i++) ff_gpu_event_destroy(c->tev[i]);
-    if (c->fence) ff_gpu_event_destroy(c->fence);
+    for (int i = 0; i < FF_DEVICE_FENCES; i++)
+        if (c->fence[i]) ff_gpu_event_destroy(c->fence[i]);
     for (int i = 0; i < FF_MAX_LAYERS; i++) ff_gpu_free(c->d_wg[i]);
     ff_gpu_free(c->d_work);
     ff_gpu_free(c->d_lin_work);
@@ -125,7 +133,8 @@ static void cuda_destroy(ff_device *d) {
     for (int i = 0; i < 2; i++) ff_gpu_free(c->d_grad[i]);
     ff_gpu_free(c->d_train_work);
     ff_gpu_free(c->d_ones);
-    ff_gpu_stream_destroy(c->stream);
+    if (c->side) ff_gpu_stream_destroy(c->side);
+    ff_gpu_stream_destroy(c->main);
     free(c);
 }
 
@@ -182,7 +191,8 @@ static ff_status cuda_setup(cuda_device *c, const ff_model *m, const ff_weights 
                        "--precision tf32 needs --backend vendor: fivefold's own GPU kernels "
                        "are fp32 only");
     const bool vendor = p->opt.backend == FF_BACKEND_VENDOR;
-    FF_TRY(ff_gpu_stream_create(&c->stream));
+    FF_TRY(ff_gpu_stream_create(&c->main));
+    c->stream = c->main;
     if (vendor) FF_TRY(ff_gpu_blas_create(&c->blas, c->stream, p->opt.precision == FF_PRECISION_TF32));
 
     // Weights: one upload of the contiguous buffer (device.c checked its size); per-layer views at
@@ -225,6 +235,7 @@ ff_status ff_device_cuda_create(ff_device **out, const ff_model *m, const ff_wei
     *out = NULL;
     cuda_device *c = calloc(1, sizeof *c);
     if (!c) return FF_FAIL(FF_ERR_OOM, "cuda device: out of host memory");
+    c->bw_expect = -1;  // no backward in parts under way
     ff_status st = cuda_setup(c, m, w, p, o);
     if (st != FF_OK) {
         cuda_destroy(&c->base);
@@ -284,15 +295,24 @@ static ff_status cuda_sync(ff_device *d) {
     return ff_gpu_stream_sync(cuda_of(d)->stream);
 }
 
-static ff_status cuda_fence(ff_device *d) {
+static ff_status cuda_fence(ff_device *d, int k) {
     cuda_device *c = cuda_of(d);
-    if (!c->fence) FF_TRY(ff_gpu_event_create(&c->fence));
-    return ff_gpu_event_record(c->fence, c->stream);
+    if (!c->fence[k]) FF_TRY(ff_gpu_event_create(&c->fence[k]));
+    return ff_gpu_event_record(c->fence[k], c->stream);
 }
 
-static ff_status cuda_wait_fence(ff_device *d) {
+static ff_status cuda_wait_fence(ff_device *d, int k) {
     cuda_device *c = cuda_of(d);
-    return c->fence ? ff_gpu_event_sync(c->fence) : ff_gpu_stream_sync(c->stream);
+    return c->fence[k] ? ff_gpu_event_sync(c->fence[k]) : ff_gpu_stream_sync(c->stream);
+}
+
+// Every op enqueues on c->stream, so switching it moves the work that follows. Not while a capture
+// records the main stream (the side stream is not part of it).
+static ff_status cuda_side_lane(ff_device *d, bool side) {
+    cuda_device *c = cuda_of(d);
+    if (side && !c->side) FF_TRY(ff_gpu_stream_create(&c->side));
+    c->stream = side ? c->side : c->main;
+    return FF_OK;
 }
 
 static ff_status cuda_pin_host(ff_device *d, void *p, size_t bytes) {
@@ -791,14 +811,21 @@ static ff_status ensure_ones(cuda_device *c, int64_t n) {
 // memory layout). Data gradients ping-pong between d_grad[0] and d_grad[1]; dz is only read. The
 // conv weight and the conv/linear data gradients run their fast paths (gpu.h) with the shared
 // workspace.
+// A part (layers [lo, hi]) continues from where the previous part left cur and next (dz NULL).
 static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_stride, float *dz, const float *const *act,
-                                int last, int64_t n, int64_t group) {
+                                int hi, int lo, int64_t n, int64_t group) {
     const ff_model *m = c->base.model;
-    FF_TRY(ensure_train_buffers(c, (size_t)n * (size_t)m->max_act, train_work_need(m, last, n)));
+    if (!dz && (c->bw_expect < 0 || hi != c->bw_expect))
+        return FF_FAIL(FF_ERR_INPUT, "train backward part from layer %d: the previous part %s", hi,
+                       c->bw_expect < 0 ? "ended the backward (or none began one)" : "ended elsewhere");
+    if (dz) c->bw_top = hi;
+    // sized for the whole backward, so a later part never grows (and frees) a buffer in use
+    FF_TRY(ensure_train_buffers(c, (size_t)n * (size_t)m->max_act, train_work_need(m, c->bw_top, n)));
     float *work = c->d_train_work;
-    const float *cur = dz;
-    int next = 0;
-    for (int l = last; l >= 0; l--) {
+    const float *cur = dz ? dz : c->bw_cur;
+    int next = dz ? 0 : c->bw_next;
+    c->bw_expect = -1;
+    for (int l = hi; l >= lo; l--) {
         const ff_layer *L = &m->layers[l];
         const float *x = act[l], *y = act[l + 1];
         float *dx = c->d_grad[next];
@@ -831,17 +858,25 @@ static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_strid
         cur = dx;
         next ^= 1;
     }
+    c->bw_cur = cur;
+    c->bw_next = next;
+    c->bw_expect = lo > 0 ? lo - 1 : -1;
     return FF_OK;
+}
+
+static ff_status cuda_train_backward_part(ff_device *d, float *grads, int64_t grad_stride, float *dz,
+                                          const float *const *act, int hi, int lo, int64_t n, int64_t group) {
+    cuda_device *c = cuda_of(d);
+    bool tuning = false;
+    FF_TRY(tuning_begin(c, &tuning));
+    const ff_status st = train_backward(c, grads, grad_stride, dz, act, hi, lo, n, group);
+    if (tuning) ff_gpu_set_tuning(false);
+    return st;
 }
 
 static ff_status cuda_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz,
                                      const float *const *act, int last, int64_t n, int64_t group) {
-    cuda_device *c = cuda_of(d);
-    bool tuning = false;
-    FF_TRY(tuning_begin(c, &tuning));
-    const ff_status st = train_backward(c, grads, grad_stride, dz, act, last, n, group);
-    if (tuning) ff_gpu_set_tuning(false);
-    return st;
+    return cuda_train_backward_part(d, grads, grad_stride, dz, act, last, 0, n, group);
 }
 
 static ff_status cuda_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len) {
@@ -891,6 +926,7 @@ static const ff_device_ops cuda_ops = {
     .unpin_host = cuda_unpin_host,
     .fence = cuda_fence,
     .wait_fence = cuda_wait_fence,
+    .side_lane = cuda_side_lane,
     .params = cuda_params,
     .alloc_bytes = cuda_alloc_bytes,
     .upload_bytes = cuda_upload_bytes,
@@ -903,6 +939,7 @@ static const ff_device_ops cuda_ops = {
     .train_forward = cuda_train_forward,
     .softmax_xent = cuda_softmax_xent,
     .train_backward = cuda_train_backward,
+    .train_backward_part = cuda_train_backward_part,
     .train_work_bytes = cuda_train_work_bytes,
     .tree_reduce = cuda_tree_reduce,
     .sgd = cuda_sgd,

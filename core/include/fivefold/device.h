@@ -84,6 +84,18 @@ ff_status ff_device_sync(ff_device *d);
 // is computed while the halos travel. On the cpu device (synchronous) both return at once.
 ff_status ff_device_fence(ff_device *d);
 ff_status ff_device_wait_fence(ff_device *d);
+// Numbered fences, for work that waits on several points of one queue (the trainer's gradient
+// buckets, ARCHITECTURE §9): fence k marks the work enqueued so far, wait_fence_at(k) waits for
+// it. k in [0, FF_DEVICE_FENCES); fence 0 is ff_device_fence's. Synchronous devices: no-ops.
+#define FF_DEVICE_FENCES 33
+ff_status ff_device_fence_at(ff_device *d, int k);
+ff_status ff_device_wait_fence_at(ff_device *d, int k);
+// A second queue beside the first (a GPU: a second stream): while `side` is on, work is enqueued
+// there, and ff_device_sync and the fences wait for it alone. The trainer finishes one gradient
+// bucket's exchange there while the backward of the layers below it still runs on the first.
+// The caller keeps the two apart (no buffer written on one while the other uses it). A no-op on a
+// synchronous device.
+ff_status ff_device_side_lane(ff_device *d, bool side);
 // Whether work returns before it is done (a GPU): only then is overlapping worth its extra steps.
 bool ff_device_is_async(const ff_device *d);
 
@@ -164,6 +176,14 @@ ff_status ff_device_softmax_xent(ff_device *d, float *dz, float *loss, const flo
 // ff_weights' layout in each row). dz is overwritten (used as scratch).
 ff_status ff_device_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz, const float *const *act,
                                    int last, int64_t n, int64_t group);
+// The same backward in parts, so that work can be queued between them (the trainer's gradient
+// buckets): layers [lo, hi], top down. A call with dz begins a backward at layer hi (the logits
+// layer) from dz; a call with dz NULL continues from the data gradient the previous part left
+// (its lo must be this hi + 1). Parts give the bits of one ff_device_train_backward. FF_ERR_INPUT
+// "not supported" where a device cannot (ff_device_can_backward_in_parts).
+ff_status ff_device_train_backward_part(ff_device *d, float *grads, int64_t grad_stride, float *dz,
+                                        const float *const *act, int hi, int lo, int64_t n, int64_t group);
+bool ff_device_can_backward_in_parts(const ff_device *d);
 
 // train.h's tree over rows (nrows, stride): rows[0][0..len) becomes the sum of the nrows rows in
 // the fixed tree that depends on nrows only; the other rows get partial sums.

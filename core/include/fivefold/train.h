@@ -39,9 +39,10 @@
 extern "C" {
 #endif
 
-#define FF_MAX_RANKS_TRAIN 256    // rank count a trainer supports (fixed-size count arrays)
-#define FF_MAX_MICROBATCHES 1024  // micro-batches per global batch (ceil(B / M))
-#define FF_TRAIN_SHARE_MAX 1000   // a rank's --shares value: 1..this
+#define FF_MAX_RANKS_TRAIN 256                     // rank count a trainer supports (fixed-size count arrays)
+#define FF_MAX_MICROBATCHES 1024                   // micro-batches per global batch (ceil(B / M))
+#define FF_TRAIN_SHARE_MAX 1000                    // a rank's --shares value: 1..this
+#define FF_TRAIN_BUCKET_FLOATS ((int64_t)1 << 22)  // the default gradient bucket: 16 MiB of floats
 
 typedef enum { FF_REDUCE_DETERMINISTIC, FF_REDUCE_ALLREDUCE } ff_reduce;
 ff_status ff_reduce_parse(ff_reduce *out, const char *s);  // "deterministic" | "allreduce"
@@ -52,6 +53,14 @@ typedef struct {
     int64_t microbatch;  // M: images per micro-batch (the unit of the deterministic reduction)
     float lr, momentum, weight_decay;
     ff_reduce reduce;
+    // Overlap the gradient exchange with the backward (P > 1 on a device that queues work, a GPU):
+    // the gradients go in buckets (runs of layers, ARCHITECTURE §9), each exchanged while the
+    // layers below it are still backing up. Changes no bit (the same additions in the same order).
+    // Default on; off exchanges after the whole backward, in the same buckets.
+    bool overlap;
+    // A bucket closes once it holds this many gradient floats (default 4 Mi floats, 16 MiB; CLI
+    // --bucket-mb): larger buckets move more bytes per collective, smaller ones start sooner.
+    int64_t bucket_floats;
     // Relative batch shares per rank (--shares 3,1): n_shares 0 = equal; otherwise one per rank,
     // each >= 1 (ff_trainer_create checks the count against the ranks).
     int n_shares;
@@ -150,14 +159,18 @@ ff_status ff_trainer_set_resident(ff_trainer *t, const ff_dataset *ds);
 
 // Where the steps' time went on this rank (host wall time, seconds, summed over ff_train_step /
 // ff_train_steps calls since creation, leaving out the first FF_TRAIN_WARMUP_STEPS steps: the
-// eager first sight of a step, GEMM tuning, CUDA-graph capture, NCCL's connection set-up). Several ranks: compute = the
-// forward and backward of its micro-batches (until the device is idle), exchange = the gradient reduction across ranks
-// (none of it overlapped with compute: exposed), update = SGD and the losses' exchange. One process: all of it is
-// compute (steps queued in chunks, never waited for one by one).
+// eager first sight of a step, GEMM tuning, CUDA-graph capture, NCCL's connection set-up).
+// Several ranks: compute = the forward and backward of its micro-batches (until the device has
+// finished the backward), exchange = the gradient exchange after that (exposed: what the step
+// waits for), exchange_total = all the time the host spent in the exchange's collectives (with
+// overlap most of it runs during the backward), update = SGD and the losses' exchange. One
+// process: all of it is compute (steps queued in chunks, never waited for one by one).
 #define FF_TRAIN_WARMUP_STEPS 2
 typedef struct {
-    double compute_s, exchange_s, update_s;
-    int64_t steps;  // steps counted (after the warm-up)
+    double compute_s, exchange_s, update_s, exchange_total_s;
+    int64_t steps;    // steps counted (after the warm-up)
+    bool overlapped;  // the exchange ran in buckets during the backward (ff_train_options.overlap, a GPU)
+    int buckets;      // gradient buckets (runs of layers) the exchange goes in
 } ff_train_phases;
 ff_train_phases ff_trainer_phases(const ff_trainer *t);
 
