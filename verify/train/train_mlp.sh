@@ -76,8 +76,10 @@ PY
         "$F" train --model mnist-cnn --data synthetic --steps 1
     refused badshares "--shares '3,0'" "$F" train $A --shares 3,0
     refused shares_count "--shares has 2 value(s), expected one per rank (1 ranks)" "$F" train $A --shares 3,1
+    refused overlap "--overlap 'maybe': expected on or off" "$F" train $A --overlap maybe
+    refused bucket "--bucket-mb 0: expected a number in (0, 65536]" "$F" train $A --bucket-mb 0
     "$F" train --help >"$T/help.txt" 2>&1 || fail "--help: exit $?"
-    for w in --shares mlp-small synthetic "--max-temp" "--monitor"; do
+    for w in --shares mlp-small synthetic "--max-temp" "--monitor" "--overlap" "--bucket-mb"; do
         grep -qF -- "$w" "$T/help.txt" || fail "--help does not mention $w"
     done
     ;;
