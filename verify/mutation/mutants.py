@@ -296,9 +296,13 @@ M('tree_reduce_sequential', TR,
    '            float *a = rows[0];\n            const float *b = rows[j];'), TREE)
 M('tree_reduce_skips_last_row', TR,
   ('for (int64_t j = 0; j + s < nrows; j += 2 * s) {', 'for (int64_t j = 0; j + s < nrows - 1; j += 2 * s) {'), TREE)
-M('reduce_scatter_last_microbatch_dropped', TR,
-  ('FF_TRY(ff_device_tree_reduce(t->dev, t->recvbuf, nmb, my_len, my_len));',
-   'FF_TRY(ff_device_tree_reduce(t->dev, t->recvbuf, nmb > 1 ? nmb - 1 : 1, my_len, my_len));'), TRAIN)
+# The exchange (dyadic blocks summed by their owner, the joins between blocks on the receiver).
+M('reduce_finish_drops_last_block', TR,
+  ('st = ff_device_tree_reduce(t->dev, rows + ra * my_len, 2, (rb - ra) * my_len, my_len);',
+   'st = rb == bm->nroots - 1 ? FF_OK : ff_device_tree_reduce(t->dev, rows + ra * my_len, 2, (rb - ra) * my_len, my_len);'),
+  TRAIN)
+M('reduce_block_pairs_not_summed', TR,
+  ('if (size[r] > 1) FF_TRY(ff_device_tree_reduce(', 'if (size[r] > 2) FF_TRY(ff_device_tree_reduce('), TRAIN)
 M('sgd_first_step_misjudged_multirank', TR,
   ('t->o.weight_decay, t->steps == 0));\n    }', 't->o.weight_decay, t->steps == 1));\n    }'), TRAIN)
 # The cpu device's training ops (the trainer's step in the serial and mpi modes).
@@ -311,7 +315,7 @@ M('cpu_forward_group_offset_wrong', DC,
   ('act[l] + i0 * ff_shape_numel(L->in), c->w[l],', 'act[l] + (i0 > 0 ? i0 - 1 : 0) * ff_shape_numel(L->in), c->w[l],'),
   TRAIN)
 M('reduce_allgather_displs_even', TR,
-  ('gdispl[q] = (size_t)lo * sizeof(float);', 'gdispl[q] = (size_t)(q * (N / P)) * sizeof(float);'), TRAIN)
+  ('gdispl[q] = (size_t)s0 * sizeof(float);', 'gdispl[q] = (size_t)(q * (len / P)) * sizeof(float);'), TRAIN)
 # Dropped as equivalent: momentum's first step taking mu * buf + g (buf is zero before the first
 # step, and a resumed run is past it).
 
