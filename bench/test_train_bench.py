@@ -228,6 +228,20 @@ class MlpBenchTest(unittest.TestCase):
         self.assertIn(f"scaling batch 128: pytorch eager -> ddp:2: {sc['speedup']:.2f}x", r.stdout)
         self.assertIn("mlp-small training, 2 epoch(s)", r.stdout)
 
+    def test_phases_line(self):
+        sys.path.insert(0, HERE)
+        import train_bench  # noqa: E402
+        ph = {"compute": 14.3, "exchange": 0.5, "exchange_total": 6.6, "update": 0.9, "step": 15.7, "steps": 30}
+        f = {"label": "direct:2", "ranks": 2, "json": {"phases_ms_per_step": ph, "overlap": True, "buckets": 4}}
+        self.assertEqual(train_bench.phases_line(2048, f),
+                         "phases batch 2048, fivefold direct:2 (ms/step, rank 0): compute 14.300, exchange 0.500 "
+                         "exposed of 6.600 (in buckets during the backward, 4 buckets), update 0.900")
+        f["json"]["overlap"] = False
+        self.assertIn("(after the backward, 4 buckets)", train_bench.phases_line(2048, f))
+        for broken in ({**f, "ranks": 1}, {**f, "error": "x"}, {**f, "json": {}},
+                       {**f, "json": {"phases_ms_per_step": {**ph, "steps": 0}}}):
+            self.assertIsNone(train_bench.phases_line(2048, broken))
+
     def test_gate_verifies_mlp_small(self):
         for model in ("mlp-small", "mlp"):
             r = run("--fivefold", "/bin/false", "--peers", "eager", "--out", self.out, "--modes", "serial",

@@ -466,7 +466,26 @@ def table(results, peak, per_step=False):
                  f"({100 * x['efficiency']:.0f}% of {x['ranks']})" for r in results for x in r["scaling"]]
         if lines:
             text += "\n" + "\n".join(lines)
+    lines = [phases_line(r["batch"], f) for r in results for f in r["fivefold"]]
+    lines = [x for x in lines if x]
+    if lines:
+        text += "\n" + "\n".join(lines)
     return text
+
+
+def phases_line(B, f):
+    """A multi-rank fivefold run's step split (rank 0, train --json phases_ms_per_step): compute,
+    the exchange's exposed part and its whole time in collectives, update; None without one."""
+    ph = f.get("json", {}).get("phases_ms_per_step") if "error" not in f else None
+    if not ph or f.get("ranks", 1) <= 1 or not ph.get("steps"):
+        return None
+    total = ph.get("exchange_total")
+    over = f["json"].get("overlap")
+    return (f"phases batch {B}, fivefold {f['label']} (ms/step, rank 0): compute {ph['compute']:.3f}, exchange "
+            f"{ph['exchange']:.3f} exposed" + (f" of {total:.3f}" if total is not None else "")
+            + (f" ({'in buckets during the backward' if over else 'after the backward'}, "
+               f"{f['json'].get('buckets', '?')} buckets)" if over is not None else "")
+            + f", update {ph['update']:.3f}")
 
 
 def rel_diff(a, b):
