@@ -181,10 +181,10 @@ gpu | gpu_full)
         echo "cuda: $REF"
         run eager env FF_TRAIN_GRAPHS=0 "$F" train --mode cuda $A
         [ "$(digests "$T/eager.txt")" = "$REF" ] || fail "eager steps differ from graph replays"
-        # the last three: one bucket per layer (--bucket-mb 0.05), exchanged during the backward
+        # the last four: one bucket per layer (--bucket-mb 0.05), exchanged during the backward
         # (overlap, the default) or after it
         for spec in "hybrid 2 -" "direct 2 -" "direct 2 3,1" "hybrid 3 1,1,6" "direct 3 -" "direct 4 1,2,3,4" \
-            "direct 2 3,1 --bucket-mb=0.05" "direct 3 1,1,6 --bucket-mb=0.05" \
+            "direct 2 3,1 --bucket-mb=0.05" "direct 3 1,1,6 --bucket-mb=0.05" "hybrid 3 1,1,6 --bucket-mb=0.05" \
             "direct 2 3,1 --bucket-mb=0.05 --overlap=off"; do
             set -- $spec
             MODE=$1 P=$2 S=$3
