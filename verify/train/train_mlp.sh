@@ -15,9 +15,10 @@
 #           checkpoint is intact: resumed on one process (--steps 400) it gives the digests of an
 #           uninterrupted 400-step run.
 #   monitor the temperature limit through fake sensors (FF_FAKE_SENSORS, fivefold/monitor.h): a GPU
-#           at 95 C from 0.3 s to 1.5 s of a run pauses it (a warning, then "resumed" after >= 0.9 s)
-#           and the run's digests equal an unmonitored run's, also with 2 ranks (mpi) pausing in
-#           lockstep; the progress line shows the readings and --json holds the time series and the
+#           at 95 C from 0.02 s to 1.2 s of a run pauses it mid-run (a warning, then "resumed"
+#           after >= 0.9 s) and the run's digests equal an unmonitored run's; 2 ranks (mpi) pause in
+#           lockstep on a GPU hot from the first reading (taken when the monitor starts, so the
+#           pause does not depend on how fast the run goes or when the sampler thread wakes); the progress line shows the readings and --json holds the time series and the
 #           pause; --on-hot stop ends the run (exit 1) naming the GPU, 95C and --max-temp 85C; a GPU
 #           that stays hot ends it after --pause-limit 1.
 #   gpu     (a GPU; exit 77 without) cuda = hybrid = direct (auto: NCCL with a GPU per rank,
@@ -109,8 +110,11 @@ shares)
     [ "$GOT" = "$REF" ] || fail "the resumed run differs from serial"
     ;;
 monitor)
-    printf '0 0 50 300 1000 144000 90 1980 0\n0.3 0 95 690 1000 144000 99 1500 0x20\n1.5 0 70 200 1000 144000 5 1980 0\n' \
+    # Hot soon after the start, so that the 32-step run (0.2-0.5 s) is still going when a round
+    # of the sampler (every 50 ms) reads it; cool at 1.2 s.
+    printf '0 0 50 300 1000 144000 90 1980 0\n0.02 0 95 690 1000 144000 99 1500 0x20\n1.2 0 70 200 1000 144000 5 1980 0\n' \
         >"$T/fake.txt"
+    printf '0 0 95 690 1000 144000 99 1500 0x20\n1.0 0 70 200 1000 144000 5 1980 0\n' >"$T/hot_first.txt"
     printf '0 0 95 690 1000 144000 99 1500 0x20\n' >"$T/hot.txt"
     M="--model mlp-small --train-limit 2048 --test-limit 128 --batch 64 --steps 150 --log-every 5"
     run plain "$F" train $M --monitor off
@@ -129,7 +133,7 @@ print(f"monitor: {len(t)} samples, source {m['source']}, pauses {m['temperature'
 assert m["source"] == "fake" and len(t) >= 10 and 95 in temp and 50 in temp
 assert m["temperature"]["pauses"] == 1 and m["temperature"]["paused_s"] >= 0.9
 PY
-    run paused2 env FF_FAKE_SENSORS="$T/fake.txt" $MPIEXEC -n 2 "$F" train --mode mpi $M --monitor-interval 50
+    run paused2 env FF_FAKE_SENSORS="$T/hot_first.txt" $MPIEXEC -n 2 "$F" train --mode mpi $M --monitor-interval 50
     grep -q "^monitor: resumed" "$T/paused2.txt" || fail "mpi P=2: no pause"
     [ "$(digests "$T/paused2.txt")" = "$REF" ] || fail "mpi P=2 paused in lockstep: digests differ"
     echo "paused serial and mpi P=2 runs: $REF= the unmonitored run"
