@@ -41,13 +41,20 @@ extern bool ff_cli_verbose;
 // rank fails within FF_CLI_AGREE_S, rank 0 prints once (other ranks only a message of their own
 // that differs) and all return the largest code for main to finalise MPI; otherwise this rank
 // prints its message with its rank, flushes, and calls MPI_Abort with the code. Under mpiexec
-// before MPI_Init (argument errors), only the launcher's rank 0 prints.
+// before MPI_Init (argument errors), MPI is started for the agreement (Open MPI's launcher kills
+// the job when any process exits non-zero, so rank 0 must have printed before anyone exits).
 int ff_cli_fail(const char *cmd, ff_status st);
 // Same, for a rank that stops because another rank failed (it prints nothing of its own).
 int ff_cli_fail_quiet(const char *cmd, ff_status st);
 // Bad usage: the message and "try 'fivefold <cmd> --help'", delivered as ff_cli_fail does;
 // returns FF_EXIT_USAGE.
 int ff_cli_usage(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// A command line that names no known command: "fivefold: MESSAGE", said once under mpiexec too.
+// Returns FF_EXIT_USAGE.
+int ff_cli_fail_command_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// Under mpiexec (several processes): starts MPI if needed and waits for every process, so that no
+// process exits before rank 0 has printed what it had to say. One process: returns at once.
+void ff_cli_launcher_barrier(void);
 
 // A flag's value: FF_ERR_INPUT if empty or if it is itself a flag ("--checkpoint-dir needs a
 // value, got the flag --resume"): the value was forgotten and the next flag taken in its place.

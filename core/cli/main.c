@@ -39,6 +39,9 @@ int main(int argc, char **argv) {
     const bool speak = ff_cli_launcher_rank() == 0;
     if (argc < 2) {
         if (speak) usage(stderr);
+        fflush(stderr);
+        ff_cli_launcher_barrier();  // under mpiexec: no process exits before rank 0 has printed
+        ff_cli_mpi_finalize();
         return FF_EXIT_USAGE;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
@@ -61,10 +64,10 @@ int main(int argc, char **argv) {
             return rc;
         }
     }
-    if (speak) {
-        fprintf(stderr, "fivefold: unknown command '%s': expected one of", argv[1]);
-        for (int i = 0; i < n_commands; i++) fprintf(stderr, " %s", commands[i].name);
-        fprintf(stderr, "\n");
-    }
-    return FF_EXIT_USAGE;
+    char names[256] = "";
+    for (int i = 0; i < n_commands; i++)
+        snprintf(names + strlen(names), sizeof names - strlen(names), " %s", commands[i].name);
+    const int rc = ff_cli_fail_command_line("unknown command '%s': expected one of%s", argv[1], names);
+    ff_cli_mpi_finalize();
+    return rc;
 }
