@@ -13,6 +13,9 @@ pkgs=(cmake ninja-build gcc g++ make pkg-config git
 # CI machine and submits the ci/slurm/ CPU template to it (verify/cluster/test_slurm_sbatch.sh).
 # (slurm-wlm is the metapackage of the last three.) The test runs its own daemons with its own
 # configuration in a temporary directory; the services these packages install are not used.
+# `ci/deps.sh openmpi`: also Open MPI, for CI's Open MPI stage (ci/cpu). Debian installs it beside
+# MPICH and points the plain mpicc/mpiexec at it; CMakeLists.txt keeps MPICH for the default build.
+[ "${1:-}" = openmpi ] && pkgs+=(libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
