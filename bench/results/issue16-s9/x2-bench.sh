@@ -5,7 +5,9 @@
 # and with fivefold's own kernels, against PyTorch eager, graph and DDP on two GPUs, all in one
 # invocation; the phase split (compute, exposed and total exchange, update) of direct P=2 with the
 # deterministic tree and with NCCL's all-reduce, overlap on and off; NVML monitoring and its plot.
-# Usage: bash bench/results/issue16-s9/x2-bench.sh OUTDIR   (about 6 minutes after the build)
+# First the MLP trainer's GPU checks on two GPUs (train_mlp.sh gpu: NCCL between the ranks).
+# Usage: bash bench/results/issue16-s9/x2-bench.sh OUTDIR   (about 8 minutes after the build; a
+# call may run 10: X2_BENCH=0 runs only the checks, X2_CHECK=0 only the benchmark, in two calls)
 set -uo pipefail
 out=${1:?usage: x2-bench.sh OUTDIR}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
@@ -20,6 +22,12 @@ cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=
   > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 cmake --build $b -j 32 --target fivefold > "$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -30; exit 1; }
 el built
+if [ "${X2_CHECK:-1}" != 0 ]; then
+  el "train_mlp.sh gpu on two GPUs (NCCL between ranks; hybrid with overlapped buckets never ran on a GPU)"
+  FIVEFOLD=$F MPIEXEC=mpiexec timeout 200 bash verify/train/train_mlp.sh gpu > "$out/train_mlp_gpu.log" 2>&1
+  echo "train_mlp.sh gpu: exit $?"; grep -vE "^\+ " "$out/train_mlp_gpu.log" | tail -12
+fi
+[ "${X2_BENCH:-1}" != 0 ] || { el done; exit 0; }
 peak=$(python3 - <<'PY'
 import torch
 torch.backends.cuda.matmul.allow_tf32 = False
