@@ -117,6 +117,7 @@ static int deliver(const char *cmd_name, int code, const char *body, bool quiet)
     char cmd[64] = "";
     snprintf(cmd, sizeof cmd, "%s%s", cmd_name ? " " : "", cmd_name ? cmd_name : "");
     const int env_size = env_int("PMI_SIZE", "OMPI_COMM_WORLD_SIZE");
+    test_delay(ff_cli_launcher_rank());
     if (env_size > 1) start_fail_comm();  // a failure before MPI_Init under mpiexec: agree through MPI
     if (!mpi_started() || fail_comm == MPI_COMM_NULL || ff_cli_ranks() == 1) {
         // One process, or MPI would not start: under a launcher every process parses the same
@@ -133,7 +134,6 @@ static int deliver(const char *cmd_name, int code, const char *body, bool quiet)
         return code;
     }
     const int rank = ff_cli_rank();
-    test_delay(rank);
     int all_max = code, done = 0;
     MPI_Request req;
     if (MPI_Iallreduce(&code, &all_max, 1, MPI_INT, MPI_MAX, fail_comm, &req) == MPI_SUCCESS) {

@@ -72,10 +72,12 @@ once "$runs" 2 "golden-truncated.h5.*not a readable HDF5 file" \
     verify --model mnist-cnn --mode mpi --golden "$tmp/golden-truncated.h5" --trust
 # Argument errors, found before MPI starts: MPI is started for the agreement and rank 0 speaks for
 # all, also when it is the last to get there (Open MPI's launcher kills the job as soon as any
-# process exits non-zero: without the agreement rank 0's message was lost about once in ten runs).
+# process exits non-zero: without the agreement rank 0's message was lost about once in ten runs;
+# with rank 0 a second late, in most runs: under Open MPI that case fails if the agreement is taken
+# out, as checked by hand; MPICH's Hydra waits for every process, so there it passes either way).
 once "$runs" 2 "--lr inf: not a finite number" train --mode mpi --lr inf
 once "$runs" 2 "--weights needs a value, got the flag --batch" infer --mode mpi --weights --batch 2
-FF_TEST_FAIL_DELAY=0:300 once "$runs" 2 "--lr inf: not a finite number" train --mode mpi --lr inf
+FF_TEST_FAIL_DELAY=0:1000 once "$runs" 2 "--lr inf: not a finite number" train --mode mpi --lr inf
 unset FF_TEST_FAIL_DELAY
 once "$runs" 2 "^fivefold: unknown command 'bogus': expected one of info infer" bogus
 
