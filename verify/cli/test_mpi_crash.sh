@@ -28,7 +28,7 @@ task=${TASK:-infer}
 DATA=${DATA:-/usr/share/datasets/fashion-mnist}
 limit=10  # seconds: what the issue allows from the failure to the end of the job
 set -- ${MPIEXEC:-mpiexec}
-"$1" --version 2>/dev/null | grep -q "Open MPI" && set -- "$@" --oversubscribe  # the launcher given, not the PATH's
+"$1" --version 2>/dev/null | grep -qE "Open MPI|OpenRTE" && set -- "$@" --oversubscribe  # the launcher given, not the PATH's
 launcher="$*"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)

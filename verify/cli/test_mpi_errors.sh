@@ -11,7 +11,7 @@ set -u
 ff=${FIVEFOLD:?set FIVEFOLD to the fivefold binary}
 runs=${RUNS:-10}
 set -- ${MPIEXEC:-mpiexec}
-"$1" --version 2>/dev/null | grep -q "Open MPI" && set -- "$@" --oversubscribe  # the launcher given, not the PATH's
+"$1" --version 2>/dev/null | grep -qE "Open MPI|OpenRTE" && set -- "$@" --oversubscribe  # the launcher given, not the PATH's
 launcher="$*"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 tmp=$(mktemp -d)

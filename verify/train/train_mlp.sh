@@ -33,7 +33,7 @@ set -u
 CASE=$1
 F=${FIVEFOLD:?set FIVEFOLD to the fivefold binary}
 MPIEXEC=${MPIEXEC:-mpiexec}
-${MPIEXEC%% *} --version 2>/dev/null | grep -q "Open MPI" && MPIEXEC="$MPIEXEC --oversubscribe"  # the launcher given
+${MPIEXEC%% *} --version 2>/dev/null | grep -qE "Open MPI|OpenRTE" && MPIEXEC="$MPIEXEC --oversubscribe"  # the launcher given
 export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1} OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 T=$(mktemp -d /tmp/ff_train_mlp.XXXXXX)
 trap 'rm -rf "$T"' EXIT
