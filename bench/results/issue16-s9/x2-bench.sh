@@ -7,7 +7,8 @@
 # deterministic tree and with NCCL's all-reduce, overlap on and off; NVML monitoring and its plot.
 # First the MLP trainer's GPU checks on two GPUs (train_mlp.sh gpu: NCCL between the ranks).
 # Usage: bash bench/results/issue16-s9/x2-bench.sh OUTDIR   (about 8 minutes after the build; a
-# call may run 10: X2_BENCH=0 runs only the checks, X2_CHECK=0 only the benchmark, in two calls)
+# call may run 10: X2_BENCH=0 runs only the checks, X2_CHECK=0 only the benchmark, in two calls).
+# On nvidia-h200-x4 the same script measures direct:4 against ddp:4 (G = the GPUs present).
 set -uo pipefail
 out=${1:?usage: x2-bench.sh OUTDIR}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
@@ -15,6 +16,7 @@ cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 b=build-gpu F=build-gpu/fivefold mpx="mpiexec --oversubscribe"
+G=$(nvidia-smi -L | grep -c "^GPU")  # direct:G and ddp:G over every GPU (x2: 2; x4: 4)
 t0=$(date +%s)
 el() { echo "[+$(( $(date +%s) - t0 )) s] $*"; }
 nvidia-smi -L; cat .ff-source-commit 2>/dev/null
@@ -43,23 +45,23 @@ PY
 )
 echo "fp32 GEMM peak (torch 8192^3, TF32 off): $peak TFLOP/s"
 el "mlp, batch 2048, --backend vendor, against PyTorch eager, graph and DDP"
-timeout 240 python3 bench/train_bench.py --fivefold $F --model mlp --batch 2048 --epochs 3 --modes cuda,direct:2 \
-  --peers graph,eager,ddp:2 --ff-args "--backend vendor" --mpiexec "$mpx" --timeout 90 --peak-tflops "$peak" \
+timeout 240 python3 bench/train_bench.py --fivefold $F --model mlp --batch 2048 --epochs 3 --modes cuda,direct:$G \
+  --peers graph,eager,ddp:$G --ff-args "--backend vendor" --mpiexec "$mpx" --timeout 90 --peak-tflops "$peak" \
   --out "$out/train-mlp-vendor.json" > "$out/train-mlp-vendor.txt" 2>&1
 echo "exit $?"; grep -vE "^train_bench: (fivefold|pytorch|gate)" "$out/train-mlp-vendor.txt" | tail -8
 el "mlp, batch 2048, fivefold's own kernels"
-timeout 120 python3 bench/train_bench.py --fivefold $F --model mlp --batch 2048 --epochs 3 --modes cuda,direct:2 \
+timeout 120 python3 bench/train_bench.py --fivefold $F --model mlp --batch 2048 --epochs 3 --modes cuda,direct:$G \
   --peers none --mpiexec "$mpx" --timeout 90 --peak-tflops "$peak" --out "$out/train-mlp-own.json" \
   > "$out/train-mlp-own.txt" 2>&1
 echo "exit $?"; grep -vE "^train_bench: (fivefold|pytorch|gate)" "$out/train-mlp-own.txt" | tail -5
-el "phases, direct P=2, vendor, 64 steps"
+el "phases, direct P=$G, vendor, 64 steps"
 P="--model mlp --mode direct --batch 2048 --train-limit 131072 --test-limit 2048 --log-every 16 --backend vendor"
 for v in "deterministic on" "deterministic off" "allreduce on" "allreduce off"; do set -- $v
-  timeout 60 $mpx -n 2 $F train $P --reduce $1 --overlap $2 --json "$out/phases-$1-$2.json" > "$out/phases-$1-$2.txt" 2>&1
+  timeout 60 $mpx -n $G $F train $P --reduce $1 --overlap $2 --json "$out/phases-$1-$2.json" > "$out/phases-$1-$2.txt" 2>&1
   echo "$1 overlap $2: exit $? $(grep -E '^phases' "$out/phases-$1-$2.txt")"
 done
-el "monitoring: direct P=2, 3 epochs"
-timeout 60 $mpx -n 2 $F train $P --epochs 3 --train-limit 65536 --monitor on --monitor-interval 100 \
-  --json "$out/mlp-direct2-monitor.json" > "$out/mlp-direct2-monitor.txt" 2>&1
-echo "exit $?"; grep -E "^monitor|^summary|^phases" "$out/mlp-direct2-monitor.txt"
+el "monitoring: direct P=$G, 3 epochs"
+timeout 60 $mpx -n $G $F train $P --epochs 3 --train-limit 65536 --monitor on --monitor-interval 100 \
+  --json "$out/mlp-direct$G-monitor.json" > "$out/mlp-direct$G-monitor.txt" 2>&1
+echo "exit $?"; grep -E "^monitor|^summary|^phases" "$out/mlp-direct$G-monitor.txt"
 el done
