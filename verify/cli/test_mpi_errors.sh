@@ -81,7 +81,7 @@ FF_TEST_FAIL_DELAY=0:1000 once "$runs" 2 "--lr inf: not a finite number" train -
 unset FF_TEST_FAIL_DELAY
 once "$runs" 2 "^fivefold: unknown command 'bogus': expected one of info infer" bogus
 
-# One rank's own failure (only rank 0 writes --output): printed with its rank, then MPI_Abort;
+# One rank's own failure (only rank 0 writes --output): printed with its rank, then MPI_Abort (Open MPI: exit);
 # the job ends within seconds, not at the test's timeout.
 start=$(date +%s)
 once 3 2 "rank 0: error \(I/O error\): cannot create HDF5 file '/nonexistent/y.h5'" \
