@@ -15,7 +15,11 @@ pkgs=(cmake ninja-build gcc g++ make pkg-config git
 # configuration in a temporary directory; the services these packages install are not used.
 # `ci/deps.sh openmpi`: also Open MPI, for CI's Open MPI stage (ci/cpu). Debian installs it beside
 # MPICH and points the plain mpicc/mpiexec at it; CMakeLists.txt keeps MPICH for the default build.
-[ "${1:-}" = openmpi ] && pkgs+=(libopenmpi-dev openmpi-bin)
+case "${1:-}" in
+    "") ;;
+    openmpi) pkgs+=(libopenmpi-dev openmpi-bin) ;;
+    *) echo "ci/deps.sh: unknown argument '$1': expected nothing or 'openmpi'" >&2; exit 2 ;;
+esac
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

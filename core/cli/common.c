@@ -110,8 +110,9 @@ static void start_fail_comm(void) {
 // joins, and the others stop waiting at the deadline). If every rank failed, rank 0 prints its
 // message once, every other rank prints only a message that differs from rank 0's, and all return
 // the largest code (main finalises MPI: nobody aborts, so nothing is cut off). Otherwise the
-// failure is this rank's own: it prints with its rank, flushes, and only then calls MPI_Abort (Open MPI: exits), so
-// the job ends within seconds and the message is out before anything can kill the process.
+// failure is this rank's own: it prints with its rank, flushes, and only then calls MPI_Abort
+// (under Open MPI: exits non-zero), so the job ends within seconds and the message is out before
+// anything can kill the process.
 static int deliver(const char *cmd_name, int code, const char *body, bool quiet) {
     // "fivefold infer: ...", or "fivefold: ..." for the command line as a whole (cmd_name NULL)
     char cmd[64] = "";
