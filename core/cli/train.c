@@ -716,6 +716,7 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
             }
             if (a->ckpt_dir && a->ckpt_every > 0 && step % a->ckpt_every == 0 && step < total) {
                 last_ckpt = step;
+                TRY(ff_trainer_sync(tr));  // on every rank: it gathers the ranks' slices of the momentum
                 if (wr) {
                     ff_ckpt_meta cm = {step,           e,    s + 1,      a->seed,        B,          o.microbatch,
                                        a->train_limit, o.lr, o.momentum, o.weight_decay, loss_digest};
@@ -723,7 +724,6 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
                         cm.epoch = e + 1;
                         cm.step_in_epoch = 0;
                     }
-                    TRY(ff_trainer_sync(tr));
                     TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
                 }
             }
@@ -748,26 +748,25 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
             }
             if (a->ckpt_dir && a->ckpt_every_epochs > 0 && (e + 1) % a->ckpt_every_epochs == 0 && step < total) {
                 last_ckpt = step;
+                TRY(ff_trainer_sync(tr));  // on every rank: it gathers the ranks' slices of the momentum
                 if (wr) {
                     ff_ckpt_meta cm = {step,           e + 1, 0,          a->seed,        B,          o.microbatch,
                                        a->train_limit, o.lr,  o.momentum, o.weight_decay, loss_digest};
-                    TRY(ff_trainer_sync(tr));
                     TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
                 }
             }
         }
     }
-    const double el = now_s() - t_start;               // the training loop's wall time (steps, evaluations)
-    if (wr) {                                          // the final checkpoint, at the position training stopped
+    const double el = now_s() - t_start;  // the training loop's wall time (steps, evaluations)
+    TRY(ff_trainer_sync(tr));  // every rank (it gathers the ranks' slices): the final checkpoint and the digest
+    if (wr) {                  // the final checkpoint, at the position training stopped
         const int64_t e = step / spe, s = step % spe;  // every epoch has spe steps
         ff_ckpt_meta cm = {step,           e,    s,          a->seed,        B,          o.microbatch,
                            a->train_limit, o.lr, o.momentum, o.weight_decay, loss_digest};
-        TRY(ff_trainer_sync(tr));
         TRY(ff_ckpt_writer_submit(wr, ckpt_path, &w, ff_trainer_momentum(tr), &cm));
         TRY(ff_ckpt_writer_wait(wr));
         if (out) printf("checkpoint: %s (step %lld)\n", ckpt_path, (long long)step);
     }
-    TRY(ff_trainer_sync(tr));  // the weights the digest and --save-weights see
     // Images actually trained on: a short last batch counts what it holds, not B.
     const int64_t samples = ff_trainer_samples(tr);
     const double rate = el > 0 ? (double)samples / el : 0.0;

@@ -250,12 +250,12 @@ ff_status ff_device_train_backward_part(ff_device *d, float *grads, int64_t grad
 bool ff_device_can_backward_in_parts(const ff_device *d) {
     return d->ops->train_backward_part != NULL;
 }
-ff_status ff_device_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len) {
+ff_status ff_device_tree_reduce(ff_device *d, float *out, float *rows, int64_t nrows, int64_t stride, int64_t len) {
     if (!d->ops->tree_reduce) return unsupported(d, "training (tree reduction)");
     if (nrows < 1 || len < 0 || stride < len)
         return FF_FAIL(FF_ERR_INPUT, "tree reduce: %lld rows of %lld floats, stride %lld", (long long)nrows,
                        (long long)len, (long long)stride);
-    return nrows > 1 && len > 0 ? d->ops->tree_reduce(d, rows, nrows, stride, len) : FF_OK;
+    return (nrows > 1 || out != rows) && len > 0 ? d->ops->tree_reduce(d, out, rows, nrows, stride, len) : FF_OK;
 }
 ff_status ff_device_sgd(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
                         float weight_decay, bool first) {

@@ -49,7 +49,12 @@ struct ff_trainer {
     struct {
         int64_t lo, hi;
         int layer_lo, layer_hi;
+        int64_t recv_root;  // where in recvbuf the last step left my reduced slice of it (sharded)
     } bucket[FF_MAX_LAYERS];
+    // The deterministic exchange with P > 1 updates by slices (exchange_bucket): each rank's SGD
+    // covers only its slice of each bucket and the updated weights are all-gathered, so the
+    // momentum and t->grad are whole on a rank only after ff_trainer_sync gathers them.
+    bool sharded;
     bool overlap;  // buckets exchanged during the backward (options, P > 1, a device that can)
     // device memory
     float *act[FF_MAX_LAYERS + 1];  // act[0]: input (cap, input); act[l+1]: output of layer l (cap, out)
@@ -62,6 +67,7 @@ struct ff_trainer {
     float *d_mom;                   // (N): momentum buffers
     float *sendbuf;                 // (nslots * N): block sums' slices, packed per bucket (P > 1)
     float *recvbuf;                 // (nmb_max * (N/P + nbuckets)): every block sum's copy of my slices
+    float *wslice;                  // (N/P + nbuckets): my slices of the updated weights (then momentum), sent
     float *res_images;              // (res_n, per): the resident training set, normalised
     int32_t *res_labels;            // (res_n)
     const ff_dataset *resident;     // the set held there (ff_trainer_set_resident), NULL none
@@ -131,17 +137,12 @@ void ff_trainer_destroy(ff_trainer *t) {
         for (int i = 0; i < FF_TRAIN_GRAPH_SLOTS; i++) ff_device_graph_destroy(t->dev, t->graph[i].g);
         for (int l = 0; l <= FF_MAX_LAYERS; l++)
             if (l == 0 || t->act[l] != t->act[l - 1]) ff_device_free(t->dev, t->act[l]);
-        float *bufs[] = {t->dz,
-                         t->loss,
-                         t->grads,
-                         t->grad,
-                         t->d_mom,
-                         t->sendbuf,
-                         t->recvbuf,
-                         t->res_images,
-                         (float *)t->labels,
-                         (float *)t->idx,
-                         (float *)t->res_labels};
+        float *bufs[] = {t->dz,           t->loss,
+                         t->grads,        t->grad,
+                         t->d_mom,        t->sendbuf,
+                         t->recvbuf,      t->wslice,
+                         t->res_images,   (float *)t->labels,
+                         (float *)t->idx, (float *)t->res_labels};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ff_device_free(t->dev, bufs[i]);
         ff_device_unpin_host(t->dev, t->x_host);
         ff_device_unpin_host(t->dev, t->labels_host);
@@ -265,6 +266,7 @@ static ff_status alloc_device(ff_trainer *t) {
         FF_TRY(ff_device_alloc(d, &t->sendbuf, (size_t)(t->nslots * N), "reduce send buffer"));
         FF_TRY(
             ff_device_alloc(d, &t->recvbuf, (size_t)(t->nmb_max * (N / t->P + t->nbuckets)), "reduce receive buffer"));
+        FF_TRY(ff_device_alloc(d, &t->wslice, (size_t)(N / t->P + t->nbuckets), "updated weight slices"));
     }
     return FF_OK;
 }
@@ -302,7 +304,8 @@ static double train_device_bytes(const ff_trainer *t, int64_t B) {
         if (m->layers[l].op != FF_OP_FLATTEN) floats += cap * (double)ff_shape_numel(m->layers[l].out);
     floats += cap * ((double)t->classes + 1 + 1 + 2);  // dz, losses, labels, indices
     floats += (double)slots * N + 2 * N;               // gradient rows, the reduced gradient, momentum
-    if (t->P > 1) floats += (double)slots * N + (double)nmb * (N / (double)t->P + 1);  // reduce buffers
+    if (t->P > 1)                                      // reduce buffers, and the updated weights' slices
+        floats += (double)slots * N + (double)nmb * (N / (double)t->P + 1) + N / (double)t->P + t->nbuckets;
     return floats * sizeof(float) + (double)ff_device_train_work_bytes(t->dev, t->last, (int64_t)cap);
 }
 
@@ -449,7 +452,30 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     return FF_OK;
 }
 
+// Bucket b's slices over P ranks (train.h): rank q's [lo + displ[q], + count[q]) in bytes' terms,
+// this rank's slice [*my_lo, *my_lo + *my_len) relative to the bucket's start.
+static void bucket_slices(const ff_trainer *t, int b, size_t *count, size_t *displ, int64_t *my_lo, int64_t *my_len);
+
+// The sharded state made whole (every rank calls this together): each rank's slice of the
+// momentum and of the last reduced gradient, all-gathered bucket by bucket.
+static ff_status gather_sharded(ff_trainer *t) {
+    size_t count[FF_MAX_RANKS_TRAIN], displ[FF_MAX_RANKS_TRAIN];
+    for (int b = 0; b < t->nbuckets; b++) {
+        const int64_t lo = t->bucket[b].lo;
+        int64_t my_lo, my_len;
+        bucket_slices(t, b, count, displ, &my_lo, &my_len);
+        FF_TRY(ff_device_copy_rows(t->dev, t->wslice, 0, my_len, t->d_mom + lo + my_lo, 0, my_len, 1, 1, 1, 0, my_len));
+        FF_TRY(ff_device_sync(t->dev));  // the communicator reads what the device wrote
+        FF_TRY(ff_comm_allgatherv(t->comm, t->d_mom + lo, count, displ, t->wslice, (size_t)my_len * sizeof(float)));
+        FF_TRY(ff_comm_allgatherv(t->comm, t->grad + lo, count, displ, t->recvbuf + t->bucket[b].recv_root,
+                                  (size_t)my_len * sizeof(float)));
+    }
+    t->sharded = false;
+    return FF_OK;
+}
+
 ff_status ff_trainer_sync(ff_trainer *t) {
+    if (t->sharded) FF_TRY(gather_sharded(t));
     FF_TRY(ff_device_download(t->dev, t->w->data, ff_device_params(t->dev), (size_t)t->N));
     FF_TRY(ff_device_download(t->dev, t->mom.data, t->d_mom, (size_t)t->N));
     FF_TRY(ff_device_download(t->dev, t->grad_host, t->grad, (size_t)t->N));
@@ -461,6 +487,7 @@ ff_status ff_trainer_load(ff_trainer *t) {
     // every rank (identical files), so uploading this rank's copy is the same.
     FF_TRY(ff_device_upload(t->dev, ff_device_params(t->dev), t->w->data, (size_t)t->N));
     FF_TRY(ff_device_upload(t->dev, t->d_mom, t->mom.data, (size_t)t->N));
+    t->sharded = false;  // every rank holds the whole momentum again
     return ff_device_sync(t->dev);
 }
 
@@ -630,30 +657,38 @@ static int64_t slice_lo(int64_t len, int64_t q, int64_t P) {
 }
 
 // Device work before bucket b can be exchanged (captured with the step, or queued after the
-// bucket's backward under overlap). Deterministic: each of this rank's dyadic blocks summed into its
-// first row (the block's root) over the bucket's range, then slice q of every root packed for rank
-// q at sendbuf + (this rank's roots) * lo. allreduce: the tree over this rank's micro-batches into
-// t->grad's range.
+// bucket's backward under overlap). Deterministic: the sum of each of this rank's dyadic blocks over
+// slice q of the bucket, packed for rank q at sendbuf + (this rank's roots) * lo (one pass: the
+// tree writes there); a rank with one micro-batch sends its row as it is. allreduce: the tree over
+// this rank's micro-batches into t->grad's range.
 static ff_status prepare_bucket(ff_trainer *t, const step_work *k, int b) {
     const int64_t P = t->P, N = t->N, lo = t->bucket[b].lo, len = t->bucket[b].hi - lo;
     if (k->local) {
         if (k->nloc == 0) return FF_OK;
-        FF_TRY(ff_device_tree_reduce(t->dev, t->grads + lo, k->nloc, N, len));
-        return ff_device_copy_rows(t->dev, t->grad, 0, N, t->grads, 0, N, 1, 1, 1, lo, lo + len);
+        return ff_device_tree_reduce(t->dev, t->grad + lo, t->grads + lo, k->nloc, N, len);
     }
+    if (k->nloc == 1) return FF_OK;  // one micro-batch: its row is the block sum, sent as it is
     int64_t j0, j1, start[FF_MAX_BLOCKS], size[FF_MAX_BLOCKS];
     owned(&j0, &j1, t, ceil_div(k->b, t->o.microbatch), t->rank);
     const int nb = dyadic_blocks(start, size, j0, j1);
-    for (int r = 0; r < nb; r++)
-        if (size[r] > 1) FF_TRY(ff_device_tree_reduce(t->dev, t->grads + (start[r] - j0) * N + lo, size[r], N, len));
     float *dst = t->sendbuf + nb * lo;
     for (int64_t q = 0; q < P; q++) {
         const int64_t s0 = lo + slice_lo(len, q, P), s1 = lo + slice_lo(len, q + 1, P);
-        for (int r = 0; r < nb; r++, dst += s1 - s0)  // root r's slice q: row (start[r] - j0), [s0, s1)
-            FF_TRY(
-                ff_device_copy_rows(t->dev, dst, s0, s1 - s0, t->grads + (start[r] - j0) * N, 0, N, 1, 1, 1, s0, s1));
+        for (int r = 0; r < nb; r++, dst += s1 - s0)  // root r's sum over [s0, s1), packed for rank q
+            FF_TRY(ff_device_tree_reduce(t->dev, dst, t->grads + (start[r] - j0) * N + s0, size[r], N, s1 - s0));
     }
     return FF_OK;
+}
+
+static void bucket_slices(const ff_trainer *t, int b, size_t *count, size_t *displ, int64_t *my_lo, int64_t *my_len) {
+    const int64_t P = t->P, len = t->bucket[b].hi - t->bucket[b].lo;
+    for (int64_t q = 0; q < P; q++) {
+        const int64_t s0 = slice_lo(len, q, P), s1 = slice_lo(len, q + 1, P);
+        count[q] = (size_t)(s1 - s0) * sizeof(float);
+        displ[q] = (size_t)s0 * sizeof(float);
+    }
+    *my_lo = slice_lo(len, t->rank, P);
+    *my_len = slice_lo(len, t->rank + 1, P) - *my_lo;
 }
 
 // Bucket b's exchange (P > 1), its device work prepared (prepare_bucket) and done. allreduce: the
@@ -661,50 +696,66 @@ static ff_status prepare_bucket(ff_trainer *t, const step_work *k, int b) {
 // of every rank's block sums, in micro-batch order, and finishes the fixed tree on them: at each
 // level s the tree adds g_{j+s} into g_j; where j and j + s lie in one block the owner has done it,
 // and otherwise both are roots (blocks are dyadic), so the same additions run in the same order as
-// one rank's tree over all nmb rows. The reduced slices are then all-gathered into t->grad. What
-// crosses the network is a few rows per rank (one with equal shares and power-of-two counts), not
-// every micro-batch's. *recv_at: where in recvbuf this bucket's rows go (advanced past them).
-// side: the finishing additions go to the device's side lane (the backward still runs on the
-// main one).
+// one rank's tree over all nmb rows. What crosses the network is a few rows per rank (one with
+// equal shares and power-of-two counts), not every micro-batch's. Then each rank runs the SGD step
+// on its slice only (weights, momentum; the rule is element-wise, so the bits are those of the
+// whole update) and the updated weight slices are all-gathered: as many bytes as gathering the
+// gradient, and the update's memory traffic divided by P (ZeRO's stage 1 over the deterministic
+// tree). *recv_at: where in recvbuf this bucket's rows go (advanced past them), *w_at: where in
+// t->wslice its updated weights go. side: the finishing additions and the update go to the
+// device's side lane (the backward still runs on the main one; it reads no weight of this
+// bucket any more).
 static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_map *bm, int b, int64_t *recv_at,
-                                 bool side) {
+                                 int64_t *w_at, bool side) {
     const int64_t P = t->P, lo = t->bucket[b].lo, len = t->bucket[b].hi - lo;
     if (k->local) return ff_comm_allreduce_sum_f32(t->comm, t->grad + lo, (size_t)len);
-    const int64_t my_lo = slice_lo(len, t->rank, P), my_len = slice_lo(len, t->rank + 1, P) - my_lo;
+    int64_t my_lo, my_len;
+    size_t gcount[FF_MAX_RANKS_TRAIN], gdispl[FF_MAX_RANKS_TRAIN];
+    bucket_slices(t, b, gcount, gdispl, &my_lo, &my_len);
     const int64_t mine = bm->nb[t->rank];
     size_t scount[FF_MAX_RANKS_TRAIN], sdispl[FF_MAX_RANKS_TRAIN];
     size_t rcount[FF_MAX_RANKS_TRAIN], rdispl[FF_MAX_RANKS_TRAIN];
-    size_t gcount[FF_MAX_RANKS_TRAIN], gdispl[FF_MAX_RANKS_TRAIN];
     size_t roff = 0, soff = 0;
     for (int64_t q = 0; q < P; q++) {
-        const int64_t s0 = slice_lo(len, q, P), s1 = slice_lo(len, q + 1, P);
         rcount[q] = (size_t)(bm->nb[q] * my_len) * sizeof(float);
         rdispl[q] = roff;
         roff += rcount[q];
-        scount[q] = (size_t)(mine * (s1 - s0)) * sizeof(float);
+        scount[q] = (size_t)mine * gcount[q];
         sdispl[q] = soff;
         soff += scount[q];
-        gcount[q] = (size_t)(s1 - s0) * sizeof(float);
-        gdispl[q] = (size_t)s0 * sizeof(float);
     }
     float *rows = t->recvbuf + *recv_at;
+    t->bucket[b].recv_root = *recv_at;  // root row 0 ends holding my reduced slice (gather_sharded)
     *recv_at += bm->nroots * my_len;
-    FF_TRY(ff_comm_alltoallv(t->comm, rows, rcount, rdispl, t->sendbuf + mine * lo, scount, sdispl));
+    float *wmine = t->wslice + *w_at;
+    *w_at += my_len;
+    // One micro-batch of mine: its gradient row is the block sum, laid out as the packing would
+    // (slices in rank order, contiguous), so it is sent from where the backward wrote it.
+    const float *send = k->nloc == 1 ? t->grads + lo : t->sendbuf + mine * lo;
+    FF_TRY(ff_comm_alltoallv(t->comm, rows, rcount, rdispl, send, scount, sdispl));
     if (side) FF_TRY(ff_device_side_lane(t->dev, true));
     ff_status st = FF_OK;
     for (int64_t s = 1; s < bm->nmb && st == FF_OK; s *= 2)
         for (int64_t j = 0; j + s < bm->nmb && st == FF_OK; j += 2 * s)
             if (bm->root_row[j + s] >= 0) {  // then j is a root too (see above): g_j += g_{j+s}
                 const int64_t ra = bm->root_row[j], rb = bm->root_row[j + s];
-                st = ff_device_tree_reduce(t->dev, rows + ra * my_len, 2, (rb - ra) * my_len, my_len);
+                float *a = rows + ra * my_len;
+                st = ff_device_tree_reduce(t->dev, a, a, 2, (rb - ra) * my_len, my_len);
             }
+    float *w = ff_device_params(t->dev) + lo + my_lo;
+    if (st == FF_OK)
+        st = ff_device_sgd(t->dev, w, t->d_mom + lo + my_lo, rows, my_len, t->o.lr, t->o.momentum, t->o.weight_decay,
+                           t->steps == 0);
+    if (st == FF_OK) st = ff_device_copy_rows(t->dev, wmine, 0, my_len, w, 0, my_len, 1, 1, 1, 0, my_len);
     if (st == FF_OK) st = ff_device_sync(t->dev);  // the communicator reads what the device wrote
     if (side) {
         const ff_status back = ff_device_side_lane(t->dev, false);
         if (st == FF_OK) st = back;
     }
     FF_TRY(st);
-    return ff_comm_allgatherv(t->comm, t->grad + lo, gcount, gdispl, rows, (size_t)my_len * sizeof(float));
+    t->sharded = true;
+    return ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,
+                              (size_t)my_len * sizeof(float));
 }
 
 // The device work of a step that needs no communication, enqueued (or captured): the batch onto the
@@ -725,10 +776,8 @@ static ff_status enqueue_step(ff_trainer *t, const step_work *k) {
                                             M));
         FF_TRY(ff_device_download(t->dev, t->loss_host + k->slot * t->cap, t->loss, (size_t)k->nimg));
     }
-    if (t->P == 1 && k->nloc > 0) {  // one process: the whole tree at once
-        FF_TRY(ff_device_tree_reduce(t->dev, t->grads, k->nloc, N, N));
-        FF_TRY(ff_device_copy_rows(t->dev, t->grad, 0, N, t->grads, 0, N, 1, 1, 1, 0, N));
-    }
+    if (t->P == 1 && k->nloc > 0)  // one process: the whole tree at once
+        FF_TRY(ff_device_tree_reduce(t->dev, t->grad, t->grads, k->nloc, N, N));
     if (t->P > 1 && !k->parts)
         for (int b = 0; b < t->nbuckets; b++) FF_TRY(prepare_bucket(t, k, b));
     if (k->update)
@@ -824,14 +873,14 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
             FF_TRY(ff_device_sync(t->dev));
             t_computed = ff_now();
         }
-        int64_t recv_at = 0;
+        int64_t recv_at = 0, w_at = 0;
         for (int bk = 0; bk < t->nbuckets; bk++) {
             if (k.parts) {
                 FF_TRY(ff_device_wait_fence_at(t->dev, bk + 1));   // this bucket's gradients are in
                 if (bk == t->nbuckets - 1) t_computed = ff_now();  // and with the last, the backward
             }
             const double t0 = ff_now();
-            FF_TRY(exchange_bucket(t, &k, &bm, bk, &recv_at, k.parts));
+            FF_TRY(exchange_bucket(t, &k, &bm, bk, &recv_at, &w_at, k.parts));
             in_comm += ff_now() - t0;
         }
         FF_TRY(ff_device_sync(t->dev));
@@ -842,9 +891,11 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
             t->phases.exchange_total_s += in_comm;
         }
         t_begin = t_exchanged;
-        // SGD with momentum (PyTorch's rule), on the device
-        FF_TRY(ff_device_sgd(t->dev, ff_device_params(t->dev), t->d_mom, t->grad, N, t->o.lr, t->o.momentum,
-                             t->o.weight_decay, t->steps == 0));
+        // SGD with momentum (PyTorch's rule), on the device; the deterministic exchange has done it
+        // slice by slice
+        if (local)
+            FF_TRY(ff_device_sgd(t->dev, ff_device_params(t->dev), t->d_mom, t->grad, N, t->o.lr, t->o.momentum,
+                                 t->o.weight_decay, t->steps == 0));
     }
 
     // ---- losses: every image's loss, in batch order, on every rank. Each rank writes its own

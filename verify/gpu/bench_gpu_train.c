@@ -46,7 +46,7 @@ static ff_status run_piece(step_bufs *b, piece p) {
         case P_BACKWARD:
             return ff_device_train_backward(b->d, b->grads, b->N, b->dz, (const float *const *)b->act, b->last, b->n,
                                             GROUP);
-        case P_TREE: return ff_device_tree_reduce(b->d, b->grads, ngroups, b->N, b->N);
+        case P_TREE: return ff_device_tree_reduce(b->d, b->grads, b->grads, ngroups, b->N, b->N);
         case P_SGD:
             // a tiny learning rate: the weights stay what the other pieces were timed with
             return ff_device_sgd(b->d, params, b->mom, b->grads, b->N, 1e-12f, 0.9f, 0.0f, false);

@@ -474,26 +474,32 @@ static void relu_maxpool_backward_bits(void **state) {
 static void tree_reduce_sgd_gather_bits(void **state) {
     (void)state;
     size_t bad = 0;
-    // tree reduction: several row counts (uneven trees), rows of very different magnitudes so that
-    // a different tree would change the bits; stride > len (the gap stays untouched on both)
+    // tree reduction: several row counts (uneven trees, up to the most micro-batches a step has),
+    // rows of very different magnitudes so that a different tree would change the bits; stride >
+    // len. The sum in place (row 0; the gap after it stays untouched) and into a buffer of its own
+    // (the GPU keeps partial sums in registers: the rows are scratch, only the result is compared).
     const int64_t len = 1000, stride = 1003;
-    const int64_t nrows_list[] = {2, 3, 5, 7, 13};
-    for (int t = 0; t < 5; t++) {
+    const int64_t nrows_list[] = {1, 2, 3, 5, 7, 13, 32, 100, 1023, 1024};
+    for (size_t t = 0; t < sizeof nrows_list / sizeof nrows_list[0]; t++) {
         const int64_t nr = nrows_list[t];
         const size_t cnt = (size_t)(nr * stride);
         float *rows = tu_rand(cnt, 600 + (uint64_t)t, 1.0f);
         for (int64_t j = 0; j < nr; j++)
             for (int64_t i = 0; i < stride; i++)
                 rows[j * stride + i] = ldexpf(rows[j * stride + i], (int)(3 * (j % 5)));
-        float *grows = gpu_from(rows, cnt);
-        CHECK_OK(ff_device_tree_reduce(F.cpu, rows, nr, stride, len));
-        CHECK_OK(ff_device_tree_reduce(F.gpu, grows, nr, stride, len));
-        float *got = download(grows, cnt);
+        float *grows = gpu_from(rows, cnt), *grows2 = gpu_from(rows, cnt), *gout = NULL;
+        CHECK_OK(ff_device_alloc(F.gpu, &gout, (size_t)len, "tree output"));
+        CHECK_OK(ff_device_tree_reduce(F.cpu, rows, rows, nr, stride, len));
+        CHECK_OK(ff_device_tree_reduce(F.gpu, grows, grows, nr, stride, len));
+        CHECK_OK(ff_device_tree_reduce(F.gpu, gout, grows2, nr, stride, len));
+        float *got = download(grows, (size_t)stride), *got2 = download(gout, (size_t)len);
         char what[64];
-        snprintf(what, sizeof what, "tree_reduce %lld rows (all rows, gaps)", (long long)nr);
-        bad += check_bits(what, got, rows, cnt);
-        ff_device_free(F.gpu, grows);
-        free(rows), free(got);
+        snprintf(what, sizeof what, "tree_reduce %lld rows (in place, row 0 and gap)", (long long)nr);
+        bad += check_bits(what, got, rows, (size_t)stride);
+        snprintf(what, sizeof what, "tree_reduce %lld rows (into a buffer)", (long long)nr);
+        bad += check_bits(what, got2, rows, (size_t)len);
+        ff_device_free(F.gpu, grows), ff_device_free(F.gpu, grows2), ff_device_free(F.gpu, gout);
+        free(rows), free(got), free(got2);
     }
 
     // SGD: train.h's rule, every branch; fma would change the bits (shown, so the check is sharp)

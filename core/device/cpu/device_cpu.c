@@ -260,13 +260,15 @@ static ff_status cpu_train_backward(ff_device *d, float *grads, int64_t grad_str
     return FF_OK;
 }
 
-static ff_status cpu_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len) {
+// In place on the rows (train.c's reference tree), then row 0 to out.
+static ff_status cpu_tree_reduce(ff_device *d, float *out, float *rows, int64_t nrows, int64_t stride, int64_t len) {
     (void)d;
     float **r = malloc((size_t)nrows * sizeof *r);
     if (!r) return FF_FAIL(FF_ERR_OOM, "tree reduce: %lld row pointers", (long long)nrows);
     for (int64_t j = 0; j < nrows; j++) r[j] = rows + j * stride;
     ff_tree_reduce(r, nrows, len);
     free(r);
+    if (out != rows) memmove(out, rows, (size_t)len * sizeof *out);
     return FF_OK;
 }
 

@@ -879,8 +879,8 @@ static ff_status cuda_train_backward(ff_device *d, float *grads, int64_t grad_st
     return cuda_train_backward_part(d, grads, grad_stride, dz, act, last, 0, n, group);
 }
 
-static ff_status cuda_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len) {
-    return ff_gpu_tree_reduce(rows, nrows, stride, len, cuda_of(d)->stream);
+static ff_status cuda_tree_reduce(ff_device *d, float *out, float *rows, int64_t nrows, int64_t stride, int64_t len) {
+    return ff_gpu_tree_reduce(out, rows, nrows, stride, len, cuda_of(d)->stream);
 }
 
 static ff_status cuda_sgd(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,

@@ -246,8 +246,9 @@ ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int3
     (void)dz, (void)loss, (void)z, (void)labels, (void)scale, (void)classes, (void)n, (void)s;
     return FF_NO_CUDA();
 }
-ff_status ff_gpu_tree_reduce(float *rows, int64_t nrows, int64_t stride, int64_t len, ff_gpu_stream s) {
-    (void)rows, (void)nrows, (void)stride, (void)len, (void)s;
+ff_status ff_gpu_tree_reduce(float *out, const float *rows, int64_t nrows, int64_t stride, int64_t len,
+                             ff_gpu_stream s) {
+    (void)out, (void)rows, (void)nrows, (void)stride, (void)len, (void)s;
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t count, float lr, float momentum, float weight_decay,

@@ -560,12 +560,39 @@ __global__ void k_softmax_xent(float *__restrict__ dz, float *__restrict__ loss,
 
 // ------------------------------------------------------------------ tree reduction, SGD, gather
 // One thread per element runs the element's whole tree in train.h's order (consecutive threads:
-// consecutive elements of every row, coalesced).
-__global__ void k_tree_reduce(float *__restrict__ rows, long long nrows, long long stride, long long len) {
+// consecutive elements of every row, coalesced), reading each row once and writing out once: the
+// partial sums stay in registers, on a stack of finished subtrees. Row j is pushed as a subtree of
+// one leaf; while the top subtree has as many leaves as the new one they are joined (older + newer,
+// the tree's g_j += g_{j+s}); at the end the stack is joined from the top down, which is where the
+// tree adds the carried tails of an uneven level (n = 7: (0123) + ((45) + 6)). Rows are read eight
+// at a time so that the loads are in flight together.
+#define FF_TREE_MAX_ROWS 1024  // train.h's FF_MAX_MICROBATCHES
+#define FF_TREE_DEPTH 12       // subtrees on the stack: at most log2(FF_TREE_MAX_ROWS) + 1, one spare
+__global__ void k_tree_reduce(float *out, const float *rows, long long nrows, long long stride, long long len) {
     FF_GRID_STRIDE(i, len) {
-        for (long long s = 1; s < nrows; s *= 2)
-            for (long long j = 0; j + s < nrows; j += 2 * s)
-                rows[j * stride + i] = __fadd_rn(rows[j * stride + i], rows[(j + s) * stride + i]);
+        float sum[FF_TREE_DEPTH];
+        long long leaves[FF_TREE_DEPTH];
+        int top = 0;
+        for (long long j0 = 0; j0 < nrows; j0 += 8) {
+            float v[8];
+#pragma unroll
+            for (int u = 0; u < 8; u++) v[u] = j0 + u < nrows ? rows[(j0 + u) * stride + i] : 0.0f;
+            for (int u = 0; u < 8 && j0 + u < nrows; u++) {
+                float x = v[u];
+                long long n = 1;
+                while (top > 0 && leaves[top - 1] == n) {
+                    x = __fadd_rn(sum[top - 1], x);
+                    n *= 2;
+                    top--;
+                }
+                sum[top] = x;
+                leaves[top] = n;
+                top++;
+            }
+        }
+        float x = sum[top - 1];
+        for (int k = top - 2; k >= 0; k--) x = __fadd_rn(sum[k], x);
+        out[i] = x;
     }
 }
 
@@ -779,9 +806,12 @@ extern "C" ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z,
     return FF_OK;
 }
 
-extern "C" ff_status ff_gpu_tree_reduce(float *rows, int64_t nrows, int64_t stride, int64_t len, ff_gpu_stream s) {
-    if (nrows <= 1 || len <= 0) return FF_OK;
-    k_tree_reduce<<<train_blocks(len), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(rows, nrows, stride, len);
+extern "C" ff_status ff_gpu_tree_reduce(float *out, const float *rows, int64_t nrows, int64_t stride, int64_t len,
+                                        ff_gpu_stream s) {
+    if (nrows < 1 || len <= 0 || (nrows == 1 && out == rows)) return FF_OK;
+    if (nrows > FF_TREE_MAX_ROWS)  // the stack's depth (train.h's FF_MAX_MICROBATCHES is the same)
+        return FF_FAIL(FF_ERR_INPUT, "tree reduce: %lld rows, at most %d", (long long)nrows, FF_TREE_MAX_ROWS);
+    k_tree_reduce<<<train_blocks(len), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(out, rows, nrows, stride, len);
     FF_LAUNCH_CHECK("k_tree_reduce");
     return FF_OK;
 }

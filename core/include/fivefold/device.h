@@ -185,9 +185,10 @@ ff_status ff_device_train_backward_part(ff_device *d, float *grads, int64_t grad
                                         const float *const *act, int hi, int lo, int64_t n, int64_t group);
 bool ff_device_can_backward_in_parts(const ff_device *d);
 
-// train.h's tree over rows (nrows, stride): rows[0][0..len) becomes the sum of the nrows rows in
-// the fixed tree that depends on nrows only; the other rows get partial sums.
-ff_status ff_device_tree_reduce(ff_device *d, float *rows, int64_t nrows, int64_t stride, int64_t len);
+// train.h's tree over rows (nrows, stride): out[0..len) becomes the sum of the nrows rows in the
+// fixed tree that depends on nrows only (nrows 1: a copy). out may be rows (in place) or any
+// buffer apart from them; the rows' contents afterwards are the device's (scratch).
+ff_status ff_device_tree_reduce(ff_device *d, float *out, float *rows, int64_t nrows, int64_t stride, int64_t len);
 
 // SGD with momentum, train.h's rule, element-wise on count floats: w, mom (momentum buffers),
 // g (the reduced gradient). first: the first step (mom = g). Float32 without fma on every device,

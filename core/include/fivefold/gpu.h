@@ -351,8 +351,10 @@ ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, co
 // labels (n) in [0, classes). One thread per image (the CPU's sequential max and sum).
 ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,
                               int64_t classes, int64_t n, ff_gpu_stream s);
-// train.h's tree over rows (nrows, stride), elements [0, len): rows[0] receives the sum.
-ff_status ff_gpu_tree_reduce(float *rows, int64_t nrows, int64_t stride, int64_t len, ff_gpu_stream s);
+// train.h's tree over rows (nrows, stride), elements [0, len): out (rows itself, or apart from
+// them) receives the sum; one read of every row and one write, the tree's partial sums in registers.
+ff_status ff_gpu_tree_reduce(float *out, const float *rows, int64_t nrows, int64_t stride, int64_t len,
+                             ff_gpu_stream s);
 // train.h's SGD rule on count elements (first: mom = g; momentum 0: mom is not touched).
 ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t count, float lr, float momentum, float weight_decay,
                      bool first, ff_gpu_stream s);

@@ -22,6 +22,12 @@
 // same tree and then calls the communicator's float all-reduce: faster, but its bits depend on P
 // and the MPI library, so it is checked against the deterministic path by tolerance only.
 //
+// With P > 1 the deterministic exchange updates by slices: rank q applies the SGD step below to
+// its slice of each bucket only (it holds the reduced gradient of that slice alone) and the
+// updated weights are all-gathered, so the weights are whole on every rank after each step and
+// the momentum (and the reduced gradient) after ff_trainer_sync. The rule is element-wise: the
+// bits are those of a whole update.
+//
 // The update is PyTorch's SGD (dampening 0, no Nesterov): g = grad + wd * w (when wd != 0);
 // on the first step buf = g, afterwards buf = momentum * buf + g; w = w - lr * buf (float32,
 // no FMA). The gradient is that of the mean loss over the global batch.
@@ -148,7 +154,9 @@ ff_status ff_train_step_tensor(ff_trainer *t, double *loss, const float *x, cons
 // (n_total floats, weights layout: same offsets as ff_weights.data). For tests and the golden check.
 const float *ff_trainer_grad(const ff_trainer *t);
 // Device -> host: the weights into *w, the momentum into ff_trainer_momentum, the last gradient.
-// Before reading any of them (digests, checkpoints, the end of a run).
+// Before reading any of them (digests, checkpoints, the end of a run). Collective: with P > 1 every
+// rank calls it at the same point (the deterministic exchange leaves each rank only its slices of
+// the momentum and gradient up to date, and this gathers them).
 ff_status ff_trainer_sync(ff_trainer *t);
 // Host -> device: *w and ff_trainer_momentum become the trainer's state (a resume sets them).
 ff_status ff_trainer_load(ff_trainer *t);
