@@ -38,6 +38,8 @@ ff_status ff_comm_nccl_create(ff_comm **out, ff_comm *boot) {
 #include <sched.h>
 #include <time.h>
 
+#include "fivefold/gpu.h"
+
 typedef struct {
     ff_comm base;
     ff_comm *boot;  // host memory: barrier, f64/i64 all-reduces, everything while unbound
@@ -322,7 +324,13 @@ ff_status ff_comm_nccl_create(ff_comm **out, ff_comm *boot) {
     ff_status bst = ff_comm_bcast(boot, &id, sizeof id, 0);
     if (st == FF_OK) st = bst;
     if (st == FF_OK) {
-        e = cudaStreamCreateWithFlags(&n->stream, cudaStreamNonBlocking);
+        // The highest priority (ff_gpu_stream_create_urgent's reason): NCCL's kernels run beside
+        // the backward's GEMMs (gradient buckets) and should not wait for their blocks.
+        int least = 0, greatest = 0;
+        e = cudaDeviceGetStreamPriorityRange(&least, &greatest);
+        if (e == cudaSuccess)
+            e = cudaStreamCreateWithPriority(&n->stream, cudaStreamNonBlocking,
+                                             ff_gpu_urgent_streams() ? greatest : least);
         if (e != cudaSuccess) st = FF_FAIL(FF_ERR_CUDA, "NCCL stream: %s", cudaGetErrorString(e));
     }
     if (st == FF_OK) {

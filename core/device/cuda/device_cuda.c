@@ -310,7 +310,7 @@ static ff_status cuda_wait_fence(ff_device *d, int k) {
 // records the main stream (the side stream is not part of it).
 static ff_status cuda_side_lane(ff_device *d, bool side) {
     cuda_device *c = cuda_of(d);
-    if (side && !c->side) FF_TRY(ff_gpu_stream_create(&c->side));
+    if (side && !c->side) FF_TRY(ff_gpu_stream_create_urgent(&c->side));  // ahead of the backward's blocks
     c->stream = side ? c->side : c->main;
     return FF_OK;
 }

@@ -81,6 +81,13 @@ ff_status ff_gpu_stream_create(ff_gpu_stream *s) {
     *s = NULL;
     return FF_NO_CUDA();
 }
+ff_status ff_gpu_stream_create_urgent(ff_gpu_stream *s) {
+    *s = NULL;
+    return FF_NO_CUDA();
+}
+bool ff_gpu_urgent_streams(void) {
+    return false;
+}
 void ff_gpu_stream_destroy(ff_gpu_stream s) {
     (void)s;
 }
@@ -246,8 +253,7 @@ ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int3
     (void)dz, (void)loss, (void)z, (void)labels, (void)scale, (void)classes, (void)n, (void)s;
     return FF_NO_CUDA();
 }
-ff_status ff_gpu_tree_reduce(float *out, const float *rows, int64_t nrows, int64_t stride, int64_t len,
-                             ff_gpu_stream s) {
+ff_status ff_gpu_tree_reduce(float *out, float *rows, int64_t nrows, int64_t stride, int64_t len, ff_gpu_stream s) {
     (void)out, (void)rows, (void)nrows, (void)stride, (void)len, (void)s;
     return FF_NO_CUDA();
 }

@@ -2,6 +2,8 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "fivefold/gpu.h"
 #include "gpu_check.cuh"
@@ -143,6 +145,21 @@ ff_status ff_gpu_copy_2d(void *dst, size_t dpitch, const void *src, size_t spitc
 ff_status ff_gpu_stream_create(ff_gpu_stream *s) {
     cudaStream_t cs;
     FF_CUDA_CHECK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    *s = (ff_gpu_stream)cs;
+    return FF_OK;
+}
+
+bool ff_gpu_urgent_streams(void) {
+    const char *e = getenv("FF_URGENT_STREAMS");
+    return !(e && strcmp(e, "0") == 0);
+}
+
+ff_status ff_gpu_stream_create_urgent(ff_gpu_stream *s) {
+    if (!ff_gpu_urgent_streams()) return ff_gpu_stream_create(s);
+    int least = 0, greatest = 0;  // CUDA's priorities: lower numbers are higher
+    FF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaStream_t cs;
+    FF_CUDA_CHECK(cudaStreamCreateWithPriority(&cs, cudaStreamNonBlocking, greatest));
     *s = (ff_gpu_stream)cs;
     return FF_OK;
 }

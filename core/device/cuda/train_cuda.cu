@@ -560,40 +560,40 @@ __global__ void k_softmax_xent(float *__restrict__ dz, float *__restrict__ loss,
 
 // ------------------------------------------------------------------ tree reduction, SGD, gather
 // One thread per element runs the element's whole tree in train.h's order (consecutive threads:
-// consecutive elements of every row, coalesced), reading each row once and writing out once: the
-// partial sums stay in registers, on a stack of finished subtrees. Row j is pushed as a subtree of
-// one leaf; while the top subtree has as many leaves as the new one they are joined (older + newer,
-// the tree's g_j += g_{j+s}); at the end the stack is joined from the top down, which is where the
-// tree adds the carried tails of an uneven level (n = 7: (0123) + ((45) + 6)). Rows are read eight
-// at a time so that the loads are in flight together.
-#define FF_TREE_MAX_ROWS 1024  // train.h's FF_MAX_MICROBATCHES
-#define FF_TREE_DEPTH 12       // subtrees on the stack: at most log2(FF_TREE_MAX_ROWS) + 1, one spare
-__global__ void k_tree_reduce(float *out, const float *rows, long long nrows, long long stride, long long len) {
+// consecutive elements of every row, coalesced). Up to FF_TREE_REG_ROWS rows the row count is a
+// template argument: every loop unrolls, the rows and partial sums live in registers, each row is
+// read once and out written once. (A run-time stack of partial sums needs dynamic indexing, which
+// puts it in local memory: slower than the in-place kernel below on an H100, session 11.)
+#define FF_TREE_REG_ROWS 32
+__host__ __device__ constexpr int tree_levels(int n) {
+    return n <= 1 ? 0 : 1 + tree_levels((n + 1) / 2);
+}
+template <int N>
+__global__ void k_tree_reg(float *out, const float *rows, long long stride, long long len) {
     FF_GRID_STRIDE(i, len) {
-        float sum[FF_TREE_DEPTH];
-        long long leaves[FF_TREE_DEPTH];
-        int top = 0;
-        for (long long j0 = 0; j0 < nrows; j0 += 8) {
-            float v[8];
+        float v[N];
 #pragma unroll
-            for (int u = 0; u < 8; u++) v[u] = j0 + u < nrows ? rows[(j0 + u) * stride + i] : 0.0f;
-            for (int u = 0; u < 8 && j0 + u < nrows; u++) {
-                float x = v[u];
-                long long n = 1;
-                while (top > 0 && leaves[top - 1] == n) {
-                    x = __fadd_rn(sum[top - 1], x);
-                    n *= 2;
-                    top--;
-                }
-                sum[top] = x;
-                leaves[top] = n;
-                top++;
-            }
+        for (int j = 0; j < N; j++) v[j] = rows[j * stride + i];
+#pragma unroll
+        for (int l = 0; l < tree_levels(N); l++) {
+            const int s = 1 << l;
+#pragma unroll
+            for (int j = 0; j < N; j += 2 * s)
+                if (j + s < N) v[j] = __fadd_rn(v[j], v[j + s]);
         }
-        float x = sum[top - 1];
-        for (int k = top - 2; k >= 0; k--) x = __fadd_rn(sum[k], x);
-        out[i] = x;
+        out[i] = v[0];
     }
+}
+// More rows: the tree in place, level by level (row 0 ends with the sum).
+__global__ void k_tree_inplace(float *rows, long long nrows, long long stride, long long len) {
+    FF_GRID_STRIDE(i, len) {
+        for (long long s = 1; s < nrows; s *= 2)
+            for (long long j = 0; j + s < nrows; j += 2 * s)
+                rows[j * stride + i] = __fadd_rn(rows[j * stride + i], rows[(j + s) * stride + i]);
+    }
+}
+__global__ void k_copy_floats(float *out, const float *in, long long len) {
+    FF_GRID_STRIDE(i, len) out[i] = in[i];
 }
 
 // step_core's (train.c) float operations one by one, no contraction.
@@ -806,13 +806,31 @@ extern "C" ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z,
     return FF_OK;
 }
 
-extern "C" ff_status ff_gpu_tree_reduce(float *out, const float *rows, int64_t nrows, int64_t stride, int64_t len,
+extern "C" ff_status ff_gpu_tree_reduce(float *out, float *rows, int64_t nrows, int64_t stride, int64_t len,
                                         ff_gpu_stream s) {
     if (nrows < 1 || len <= 0 || (nrows == 1 && out == rows)) return FF_OK;
-    if (nrows > FF_TREE_MAX_ROWS)  // the stack's depth (train.h's FF_MAX_MICROBATCHES is the same)
-        return FF_FAIL(FF_ERR_INPUT, "tree reduce: %lld rows, at most %d", (long long)nrows, FF_TREE_MAX_ROWS);
-    k_tree_reduce<<<train_blocks(len), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(out, rows, nrows, stride, len);
-    FF_LAUNCH_CHECK("k_tree_reduce");
+    const unsigned blocks = train_blocks(len);
+    cudaStream_t cs = ff_cu_stream(s);
+    // clang-format off
+    switch (nrows) {
+#define FF_TREE_CASE(n) case n: k_tree_reg<n><<<blocks, FF_TRAIN_THREADS, 0, cs>>>(out, rows, stride, len); break;
+        FF_TREE_CASE(1)  FF_TREE_CASE(2)  FF_TREE_CASE(3)  FF_TREE_CASE(4)  FF_TREE_CASE(5)  FF_TREE_CASE(6)
+        FF_TREE_CASE(7)  FF_TREE_CASE(8)  FF_TREE_CASE(9)  FF_TREE_CASE(10) FF_TREE_CASE(11) FF_TREE_CASE(12)
+        FF_TREE_CASE(13) FF_TREE_CASE(14) FF_TREE_CASE(15) FF_TREE_CASE(16) FF_TREE_CASE(17) FF_TREE_CASE(18)
+        FF_TREE_CASE(19) FF_TREE_CASE(20) FF_TREE_CASE(21) FF_TREE_CASE(22) FF_TREE_CASE(23) FF_TREE_CASE(24)
+        FF_TREE_CASE(25) FF_TREE_CASE(26) FF_TREE_CASE(27) FF_TREE_CASE(28) FF_TREE_CASE(29) FF_TREE_CASE(30)
+        FF_TREE_CASE(31) FF_TREE_CASE(32)
+#undef FF_TREE_CASE
+        default:  // more rows than FF_TREE_REG_ROWS
+            k_tree_inplace<<<blocks, FF_TRAIN_THREADS, 0, cs>>>(rows, nrows, stride, len);
+            FF_LAUNCH_CHECK("k_tree_inplace");
+            if (out == rows) return FF_OK;
+            k_copy_floats<<<blocks, FF_TRAIN_THREADS, 0, cs>>>(out, rows, len);
+            FF_LAUNCH_CHECK("k_copy_floats");
+            return FF_OK;
+    }
+    // clang-format on
+    FF_LAUNCH_CHECK("k_tree_reg");
     return FF_OK;
 }
 

@@ -103,6 +103,12 @@ ff_status ff_gpu_fill(float *dst, float value, size_t count, ff_gpu_stream s);
 
 // ---- streams, events, graphs ----
 ff_status ff_gpu_stream_create(ff_gpu_stream *s);
+// A stream of the device's highest priority: its blocks are scheduled before those of streams of
+// lower priority waiting for a free SM (the gradient exchange's small kernels beside the
+// backward's GEMMs, which otherwise fill every SM and leave them queued). FF_URGENT_STREAMS=0 in
+// the environment makes it an ordinary stream (A/B timing).
+ff_status ff_gpu_stream_create_urgent(ff_gpu_stream *s);
+bool ff_gpu_urgent_streams(void);  // false when FF_URGENT_STREAMS=0
 void ff_gpu_stream_destroy(ff_gpu_stream s);
 ff_status ff_gpu_stream_sync(ff_gpu_stream s);
 ff_status ff_gpu_event_create(ff_gpu_event *ev);
@@ -352,9 +358,9 @@ ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, co
 ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,
                               int64_t classes, int64_t n, ff_gpu_stream s);
 // train.h's tree over rows (nrows, stride), elements [0, len): out (rows itself, or apart from
-// them) receives the sum; one read of every row and one write, the tree's partial sums in registers.
-ff_status ff_gpu_tree_reduce(float *out, const float *rows, int64_t nrows, int64_t stride, int64_t len,
-                             ff_gpu_stream s);
+// them) receives the sum. Up to 32 rows: one read of every row and one write, the partial sums in
+// registers; more: in place in the rows (scratch), then copied.
+ff_status ff_gpu_tree_reduce(float *out, float *rows, int64_t nrows, int64_t stride, int64_t len, ff_gpu_stream s);
 // train.h's SGD rule on count elements (first: mom = g; momentum 0: mom is not touched).
 ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t count, float lr, float momentum, float weight_decay,
                      bool first, ff_gpu_stream s);
