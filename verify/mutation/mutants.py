@@ -298,13 +298,33 @@ M('tree_reduce_skips_last_row', TR,
   ('for (int64_t j = 0; j + s < nrows; j += 2 * s) {', 'for (int64_t j = 0; j + s < nrows - 1; j += 2 * s) {'), TREE)
 # The exchange (dyadic blocks summed by their owner, the joins between blocks on the receiver).
 M('reduce_finish_drops_last_block', TR,
-  ('st = ff_device_tree_reduce(t->dev, rows + ra * my_len, 2, (rb - ra) * my_len, my_len);',
-   'st = rb == bm->nroots - 1 ? FF_OK : ff_device_tree_reduce(t->dev, rows + ra * my_len, 2, (rb - ra) * my_len, my_len);'),
+  ('st = ff_device_tree_reduce(t->dev, a, a, 2, (rb - ra) * my_len, my_len);',
+   'st = rb == bm->nroots - 1 ? FF_OK : ff_device_tree_reduce(t->dev, a, a, 2, (rb - ra) * my_len, my_len);'),
   TRAIN)
 M('reduce_block_pairs_not_summed', TR,
-  ('if (size[r] > 1) FF_TRY(ff_device_tree_reduce(', 'if (size[r] > 2) FF_TRY(ff_device_tree_reduce('), TRAIN)
+  ('t->grads + (start[r] - j0) * N + s0, size[r], N, s1 - s0));',
+   't->grads + (start[r] - j0) * N + s0, size[r] == 2 ? 1 : size[r], N, s1 - s0));'), TRAIN)
+# The update by slices (each rank's SGD on its slice, the weights all-gathered; ff_trainer_sync
+# gathers the momentum and the gradient).
 M('sgd_first_step_misjudged_multirank', TR,
-  ('t->o.weight_decay, t->steps == 0));\n    }', 't->o.weight_decay, t->steps == 1));\n    }'), TRAIN)
+  ('t->o.weight_decay,\n                           t->steps == 0);', 't->o.weight_decay,\n                           t->steps == 1);'),
+  TRAIN)
+M('sharded_update_weights_not_gathered', TR,
+  ('return ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,',
+   'return FF_OK; (void)ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,'), TRAIN)
+M('sharded_update_sends_stale_weights', TR,
+  ('if (st == FF_OK) st = ff_device_copy_rows(t->dev, wmine, 0, my_len, w, 0, my_len, 1, 1, 1, 0, my_len);', ''),
+  TRAIN)
+M('sharded_momentum_not_gathered', TR,
+  ('FF_TRY(ff_comm_allgatherv(t->comm, t->d_mom + lo, count, displ, t->wslice, (size_t)my_len * sizeof(float)));', ''),
+  '^(train_cli_mpi|train_mlp_shares)$')
+M('sharded_gradient_not_gathered', TR,
+  ('FF_TRY(ff_comm_allgatherv(t->comm, t->grad + lo, count, displ, t->recvbuf + t->bucket[b].recv_root,',
+   'if (0) FF_TRY(ff_comm_allgatherv(t->comm, t->grad + lo, count, displ, t->recvbuf + t->bucket[b].recv_root,'),
+  '^golden_mlp_small_mpi_P2$')
+M('one_microbatch_rank_sends_pack_buffer', TR,
+  ('const float *send = k->nloc == 1 ? t->grads + lo : t->sendbuf + mine * lo;',
+   'const float *send = t->sendbuf + mine * lo;'), TRAIN)
 # The cpu device's training ops (the trainer's step in the serial and mpi modes).
 DC = 'core/device/cpu/device_cpu.c'
 M('cpu_backward_group_rows_shifted', DC,
@@ -315,7 +335,7 @@ M('cpu_forward_group_offset_wrong', DC,
   ('act[l] + i0 * ff_shape_numel(L->in), c->w[l],', 'act[l] + (i0 > 0 ? i0 - 1 : 0) * ff_shape_numel(L->in), c->w[l],'),
   TRAIN)
 M('reduce_allgather_displs_even', TR,
-  ('gdispl[q] = (size_t)s0 * sizeof(float);', 'gdispl[q] = (size_t)(q * (len / P)) * sizeof(float);'), TRAIN)
+  ('displ[q] = (size_t)s0 * sizeof(float);', 'displ[q] = (size_t)(q * (len / P)) * sizeof(float);'), TRAIN)
 # Dropped as equivalent: momentum's first step taking mu * buf + g (buf is zero before the first
 # step, and a resumed run is past it).
 
