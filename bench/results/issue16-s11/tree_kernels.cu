@@ -10,7 +10,9 @@
 #include <cstdio>
 #include <cstring>
 #include <vector>
-#define GRID(i, n) for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); i += (long long)gridDim.x * blockDim.x)
+#define GRID(i, n)                                                                \
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < (n); \
+         i += (long long)gridDim.x * blockDim.x)
 __global__ void k_inplace(float *rows, long long nrows, long long stride, long long len) {
     GRID(i, len) {
         for (long long s = 1; s < nrows; s *= 2)
@@ -30,8 +32,14 @@ __global__ void k_stack(float *out, const float *rows, long long nrows, long lon
             for (int u = 0; u < 8 && j0 + u < nrows; u++) {
                 float x = v[u];
                 long long n = 1;
-                while (top > 0 && leaves[top - 1] == n) { x = __fadd_rn(sum[top - 1], x); n *= 2; top--; }
-                sum[top] = x; leaves[top] = n; top++;
+                while (top > 0 && leaves[top - 1] == n) {
+                    x = __fadd_rn(sum[top - 1], x);
+                    n *= 2;
+                    top--;
+                }
+                sum[top] = x;
+                leaves[top] = n;
+                top++;
             }
         }
         float x = sum[top - 1];
@@ -39,8 +47,11 @@ __global__ void k_stack(float *out, const float *rows, long long nrows, long lon
         out[i] = x;
     }
 }
-__host__ __device__ constexpr int levels(int n) { return n <= 1 ? 0 : 1 + levels((n + 1) / 2); }
-template <int N> __global__ void k_reg(float *out, const float *rows, long long stride, long long len) {
+__host__ __device__ constexpr int levels(int n) {
+    return n <= 1 ? 0 : 1 + levels((n + 1) / 2);
+}
+template <int N>
+__global__ void k_reg(float *out, const float *rows, long long stride, long long len) {
     GRID(i, len) {
         float v[N];
 #pragma unroll
@@ -64,20 +75,33 @@ static void reg(int n, float *out, const float *rows, long long len, unsigned g)
     }
 }
 int main() {
-    struct { const char *what; int n; long long len; } cases[] = {
-        {"mnist-cnn b64 (M 8)", 8, 1200000}, {"mnist-cnn b256 (M 8)", 32, 1200000},
-        {"mlp 2 rows", 2, 120080000}, {"mlp 4 rows", 4, 120080000}, {"mlp 8 rows", 8, 120080000}};
+    struct {
+        const char *what;
+        int n;
+        long long len;
+    } cases[] = {{"mnist-cnn b64 (M 8)", 8, 1200000},
+                 {"mnist-cnn b256 (M 8)", 32, 1200000},
+                 {"mlp 2 rows", 2, 120080000},
+                 {"mlp 4 rows", 4, 120080000},
+                 {"mlp 8 rows", 8, 120080000}};
     printf("%-22s %5s %12s %10s %10s %10s %8s\n", "case", "rows", "floats", "inplace", "stack", "reg", "bits");
     for (auto &c : cases) {
         const size_t bytes = (size_t)c.n * c.len * sizeof(float);
         std::vector<float> h((size_t)c.n * c.len);
         unsigned x = 12345;
-        for (auto &v : h) { x = x * 1664525u + 1013904223u; v = ldexpf((float)(x >> 8) / 16777216.0f - 0.5f, (int)(x % 13) - 6); }
+        for (auto &v : h) {
+            x = x * 1664525u + 1013904223u;
+            v = ldexpf((float)(x >> 8) / 16777216.0f - 0.5f, (int)(x % 13) - 6);
+        }
         float *src, *work, *out;
-        cudaMalloc(&src, bytes); cudaMalloc(&work, bytes); cudaMalloc(&out, c.len * sizeof(float));
+        cudaMalloc(&src, bytes);
+        cudaMalloc(&work, bytes);
+        cudaMalloc(&out, c.len * sizeof(float));
         cudaMemcpy(src, h.data(), bytes, cudaMemcpyHostToDevice);
         const unsigned g = (unsigned)std::min<long long>((c.len + 255) / 256, 132 * 16);
-        cudaEvent_t e0, e1; cudaEventCreate(&e0); cudaEventCreate(&e1);
+        cudaEvent_t e0, e1;
+        cudaEventCreate(&e0);
+        cudaEventCreate(&e1);
         double ms[3];
         for (int k = 0; k < 3; k++) {
             std::vector<float> t;
@@ -87,20 +111,29 @@ int main() {
                 if (k == 0) k_inplace<<<g, 256>>>(work, c.n, c.len, c.len);
                 if (k == 1) k_stack<<<g, 256>>>(out, work, c.n, c.len, c.len);
                 if (k == 2) reg(c.n, out, work, c.len, g);
-                cudaEventRecord(e1); cudaEventSynchronize(e1);
-                float v; cudaEventElapsedTime(&v, e0, e1); if (r >= 3) t.push_back(v);
+                cudaEventRecord(e1);
+                cudaEventSynchronize(e1);
+                float v;
+                cudaEventElapsedTime(&v, e0, e1);
+                if (r >= 3) t.push_back(v);
             }
-            std::sort(t.begin(), t.end()); ms[k] = t[t.size() / 2];
+            std::sort(t.begin(), t.end());
+            ms[k] = t[t.size() / 2];
         }
         std::vector<float> a(c.len), b(c.len), d(c.len);
-        cudaMemcpy(work, src, bytes, cudaMemcpyDeviceToDevice); k_inplace<<<g, 256>>>(work, c.n, c.len, c.len);
+        cudaMemcpy(work, src, bytes, cudaMemcpyDeviceToDevice);
+        k_inplace<<<g, 256>>>(work, c.n, c.len, c.len);
         cudaMemcpy(a.data(), work, c.len * 4, cudaMemcpyDeviceToHost);
-        k_stack<<<g, 256>>>(out, src, c.n, c.len, c.len); cudaMemcpy(b.data(), out, c.len * 4, cudaMemcpyDeviceToHost);
-        reg(c.n, out, src, c.len, g); cudaMemcpy(d.data(), out, c.len * 4, cudaMemcpyDeviceToHost);
+        k_stack<<<g, 256>>>(out, src, c.n, c.len, c.len);
+        cudaMemcpy(b.data(), out, c.len * 4, cudaMemcpyDeviceToHost);
+        reg(c.n, out, src, c.len, g);
+        cudaMemcpy(d.data(), out, c.len * 4, cudaMemcpyDeviceToHost);
         const bool same = !memcmp(a.data(), b.data(), c.len * 4) && !memcmp(a.data(), d.data(), c.len * 4);
-        printf("%-22s %5d %12lld %8.3f ms %7.3f ms %7.3f ms %8s   (reg: %.0f GB/s)\n", c.what, c.n, c.len, ms[0], ms[1], ms[2],
-               same ? "equal" : "DIFFER", (c.n + 1) * c.len * 4.0 / (ms[2] * 1e6));
-        cudaFree(src); cudaFree(work); cudaFree(out);
+        printf("%-22s %5d %12lld %8.3f ms %7.3f ms %7.3f ms %8s   (reg: %.0f GB/s)\n", c.what, c.n, c.len, ms[0], ms[1],
+               ms[2], same ? "equal" : "DIFFER", (c.n + 1) * c.len * 4.0 / (ms[2] * 1e6));
+        cudaFree(src);
+        cudaFree(work);
+        cudaFree(out);
     }
     return cudaGetLastError() != cudaSuccess;
 }
