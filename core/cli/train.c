@@ -489,6 +489,7 @@ static ff_status json_write(json_out *j, const train_args *a, const ff_model *m,
     // part, exchange_total all the time spent in the exchange's collectives (overlapped or not).
     const double per = r->phases.steps > 0 ? 1e3 / (double)r->phases.steps : 0.0;
     ff_json_bool(&js, "overlap", r->phases.overlapped);
+    ff_json_bool(&js, "queued", r->phases.queued);  // then compute holds the whole step (train.h)
     ff_json_int(&js, "buckets", r->phases.buckets);
     ff_json_begin_object(&js, "phases_ms_per_step");  // steady state: the first 2 steps left out
     ff_json_num(&js, "compute", r->phases.compute_s * per);
@@ -633,15 +634,17 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
     const char *transport = !multirank                      ? NULL
                             : o.exec.mode == FF_MODE_DIRECT ? ff_transport_name(o.exec.transport)
                                                             : caps.transport;
+    // what the executor chose (auto: NCCL with a GPU per rank, CUDA IPC on a shared one)
+    const char *transport_used = ff_trainer_transport(tr) ? ff_trainer_transport(tr) : transport;
     if (out)
         printf(
             "train %s: mode %s%s%s, ranks %d, %lld train / %lld test images from %s, epochs %lld, "
             "%lld steps/epoch, batch %lld, microbatch %lld, lr %g, momentum %g, weight-decay %g, "
             "seed %llu, reduce %s\n",
-            m.name, ff_mode_name(o.exec.mode), transport ? ", transport " : "", transport ? transport : "", P,
-            (long long)n, (long long)n_test, a->data, (long long)a->epochs, (long long)spe, (long long)B,
-            (long long)o.microbatch, o.lr, o.momentum, o.weight_decay, (unsigned long long)a->seed,
-            ff_reduce_name(o.reduce));
+            m.name, ff_mode_name(o.exec.mode), transport_used ? ", transport " : "",
+            transport_used ? transport_used : "", P, (long long)n, (long long)n_test, a->data, (long long)a->epochs,
+            (long long)spe, (long long)B, (long long)o.microbatch, o.lr, o.momentum, o.weight_decay,
+            (unsigned long long)a->seed, ff_reduce_name(o.reduce));
     fflush(stdout);
 
     const double t_start = now_s();
@@ -778,7 +781,13 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         printf("trained %lld steps (%lld images) in %.1f s (%.1f samples/s)\n", (long long)steps_run,
                (long long)samples, el, rate);
         const ff_train_phases ph = ff_trainer_phases(tr);
-        if (P > 1 && ph.steps > 0)
+        if (P > 1 && ph.steps > 0 && ph.queued)
+            printf(
+                "step %.3f ms (rank 0, after 2 warm-up steps; the gradient exchange queued on the GPU with the "
+                "compute, %s: FF_QUEUED_COMM=0 splits the phases)\n",
+                1e3 * ph.compute_s / (double)ph.steps,
+                ph.overlapped ? "in buckets during the backward" : "after the backward");
+        else if (P > 1 && ph.steps > 0)
             printf(
                 "phases per step (rank 0, after 2 warm-up steps): compute %.3f ms, gradient exchange %.3f ms "
                 "exposed (%.3f ms in all, %s), update %.3f ms\n",
@@ -811,7 +820,7 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         ff_status js = FF_OK;
         if (out) {
             train_figures r = {ff_mode_name(o.exec.mode),
-                               transport,
+                               transport_used,
                                P,
                                steps_run,
                                step,

@@ -101,6 +101,16 @@ ff_status ff_device_wait_fence_at(ff_device *d, int k) {
 ff_status ff_device_side_lane(ff_device *d, bool side) {
     return d->ops->side_lane ? d->ops->side_lane(d, side) : FF_OK;
 }
+ff_status ff_device_lane_wait_fence_at(ff_device *d, int k) {
+    FF_TRY(check_fence(k));
+    return d->ops->lane_wait_fence ? d->ops->lane_wait_fence(d, k) : FF_OK;
+}
+ff_status ff_device_join_side(ff_device *d) {
+    return d->ops->join_side ? d->ops->join_side(d) : FF_OK;
+}
+struct ff_gpu_stream_s *ff_device_gpu_stream(ff_device *d) {
+    return d->ops->gpu_stream ? d->ops->gpu_stream(d) : NULL;
+}
 bool ff_device_is_async(const ff_device *d) {
     return d->ops->fence != NULL;
 }

@@ -56,6 +56,10 @@ struct ff_trainer {
     // momentum and t->grad are whole on a rank only after ff_trainer_sync gathers them.
     bool sharded;
     bool overlap;  // buckets exchanged during the backward (options, P > 1, a device that can)
+    // The deterministic exchange queued on the device (a comm that can, ff_comm_set_queued: NCCL):
+    // a step's collectives are ordered with its kernels by the GPU's streams, and the host waits
+    // once per FF_TRAIN_INFLIGHT steps (queued_steps) instead of several times per step.
+    bool queued;
     // device memory
     float *act[FF_MAX_LAYERS + 1];  // act[0]: input (cap, input); act[l+1]: output of layer l (cap, out)
     float *dz;                      // (cap, classes): logits' gradient, then backward scratch
@@ -77,7 +81,7 @@ struct ff_trainer {
     int64_t *idx_host;     // (FF_TRAIN_INFLIGHT, cap): one slot per step in flight (ff_train_steps)
     float *loss_host;      // (FF_TRAIN_INFLIGHT, cap)
     int slot;              // the slot the step being enqueued stages through
-    double *losses;        // (B): the global batch's per-image losses, in batch order
+    double *losses;        // (FF_TRAIN_INFLIGHT, B): each step's global per-image losses, in batch order
     float *grad_host;      // (N): the reduced gradient at the last ff_trainer_sync
     // captured steps (run_step_work): key, whether seen once, the graph once captured
     struct {
@@ -400,7 +404,7 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     // each once here, so the allocations can use the plain products.
     int64_t cnt;
     st = checked_count(&cnt, t->cap, m->max_act, sizeof(float), "micro-batch activations (--batch x largest layer)");
-    if (st == FF_OK) st = checked_count(&cnt, o->batch, 1, sizeof(double), "losses (--batch)");
+    if (st == FF_OK) st = checked_count(&cnt, o->batch, FF_TRAIN_INFLIGHT, sizeof(double), "losses (--batch)");
     if (st == FF_OK) st = checked_count(&cnt, t->nslots, t->N, sizeof(float), "micro-batch gradients");
     make_buckets(t);
     if (st == FF_OK) st = checked_count(&cnt, t->nmb_max, t->N / P + t->nbuckets, sizeof(float), "reduce buffer");
@@ -430,12 +434,14 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
                      ff_device_can_backward_in_parts(t->dev);
         t->phases.overlapped = t->overlap;
         t->phases.buckets = t->nbuckets;
+        t->queued = st == FF_OK && P > 1 && o->reduce == FF_REDUCE_DETERMINISTIC && ff_comm_can_queue(t->comm);
+        t->phases.queued = t->queued;
     }
     t->x_host = xcalloc((size_t)(t->cap * t->per), sizeof(float), &st, "input staging");
     t->labels_host = xcalloc((size_t)t->cap, sizeof(int32_t), &st, "labels");
     t->idx_host = xcalloc((size_t)(FF_TRAIN_INFLIGHT * t->cap), sizeof(int64_t), &st, "sample indices");
     t->loss_host = xcalloc((size_t)(FF_TRAIN_INFLIGHT * t->cap), sizeof(float), &st, "losses");
-    t->losses = xcalloc((size_t)o->batch, sizeof(double), &st, "losses");
+    t->losses = xcalloc((size_t)(FF_TRAIN_INFLIGHT * o->batch), sizeof(double), &st, "losses");
     t->grad_host = xcalloc((size_t)t->N, sizeof(float), &st, "the gradient");
     if (st == FF_OK) st = ff_device_pin_host(t->dev, t->x_host, (size_t)(t->cap * t->per) * sizeof(float));
     if (st == FF_OK) st = ff_device_pin_host(t->dev, t->labels_host, (size_t)t->cap * sizeof(int32_t));
@@ -529,6 +535,9 @@ const float *ff_trainer_grad(const ff_trainer *t) {
 }
 ff_train_phases ff_trainer_phases(const ff_trainer *t) {
     return t->phases;
+}
+const char *ff_trainer_transport(const ff_trainer *t) {
+    return t->comm ? ff_comm_transport_name(t->comm) : NULL;
 }
 ff_weights *ff_trainer_momentum(ff_trainer *t) {
     return &t->mom;
@@ -706,7 +715,7 @@ static void bucket_slices(const ff_trainer *t, int b, size_t *count, size_t *dis
 // device's side lane (the backward still runs on the main one; it reads no weight of this
 // bucket any more).
 static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_map *bm, int b, int64_t *recv_at,
-                                 int64_t *w_at, bool side) {
+                                 int64_t *w_at, bool side, bool queued) {
     const int64_t P = t->P, lo = t->bucket[b].lo, len = t->bucket[b].hi - lo;
     if (k->local) return ff_comm_allreduce_sum_f32(t->comm, t->grad + lo, (size_t)len);
     int64_t my_lo, my_len;
@@ -732,9 +741,15 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
     // One micro-batch of mine: its gradient row is the block sum, laid out as the packing would
     // (slices in rank order, contiguous), so it is sent from where the backward wrote it.
     const float *send = k->nloc == 1 ? t->grads + lo : t->sendbuf + mine * lo;
-    FF_TRY(ff_comm_alltoallv(t->comm, rows, rcount, rdispl, send, scount, sdispl));
-    if (side) FF_TRY(ff_device_side_lane(t->dev, true));
     ff_status st = FF_OK;
+    if (queued) {  // all of it on the side lane, after the bucket's backward (fence b + 1), on the device
+        if (side) FF_TRY(ff_device_side_lane(t->dev, true));
+        if (side) st = ff_device_lane_wait_fence_at(t->dev, b + 1);
+        if (st == FF_OK) st = ff_comm_alltoallv(t->comm, rows, rcount, rdispl, send, scount, sdispl);
+    } else {
+        FF_TRY(ff_comm_alltoallv(t->comm, rows, rcount, rdispl, send, scount, sdispl));
+        if (side) FF_TRY(ff_device_side_lane(t->dev, true));
+    }
     for (int64_t s = 1; s < bm->nmb && st == FF_OK; s *= 2)
         for (int64_t j = 0; j + s < bm->nmb && st == FF_OK; j += 2 * s)
             if (bm->root_row[j + s] >= 0) {  // then j is a root too (see above): g_j += g_{j+s}
@@ -747,13 +762,17 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
         st = ff_device_sgd(t->dev, w, t->d_mom + lo + my_lo, rows, my_len, t->o.lr, t->o.momentum, t->o.weight_decay,
                            t->steps == 0);
     if (st == FF_OK) st = ff_device_copy_rows(t->dev, wmine, 0, my_len, w, 0, my_len, 1, 1, 1, 0, my_len);
-    if (st == FF_OK) st = ff_device_sync(t->dev);  // the communicator reads what the device wrote
+    if (st == FF_OK && !queued) st = ff_device_sync(t->dev);  // the communicator reads what the device wrote
+    if (st == FF_OK && queued)                                // on the lane, after the update
+        st = ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,
+                                (size_t)my_len * sizeof(float));
     if (side) {
         const ff_status back = ff_device_side_lane(t->dev, false);
         if (st == FF_OK) st = back;
     }
     FF_TRY(st);
     t->sharded = true;
+    if (queued) return FF_OK;
     return ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,
                               (size_t)my_len * sizeof(float));
 }
@@ -838,10 +857,86 @@ static ff_status enqueue_backward_parts(ff_trainer *t, const step_work *k) {
     return FF_OK;
 }
 
+// This rank's part of a step of b images: micro-batches [*j0, *j1) of nmb, images [*start, + *nimg).
+static void my_share(int64_t *j0, int64_t *j1, int64_t *start, int64_t *nimg, const ff_trainer *t, int64_t b) {
+    const int64_t M = t->o.microbatch;
+    owned(j0, j1, t, ceil_div(b, M), t->rank);
+    *start = *j0 * M < b ? *j0 * M : b;
+    *nimg = (*j1 * M < b ? *j1 * M : b) - *start;
+}
+
+// One step of b images from images [first, first + b) of src, enqueued with its whole exchange
+// (t->queued): the captured forward and backward (and the buckets' preparation) on the main lane,
+// each bucket's all-to-all, finishing tree, update and all-gather queued after it (on the side
+// lane, after the bucket's fence, under overlap; then the main lane joins the side lane, so the
+// next step's forward reads the updated weights). The same kernels on the same buffers in the
+// same order as step_core's exchange: the same bits. Slot: the staging slot (and graph) of the step.
+static ff_status queue_step(ff_trainer *t, const batch_source *src, int64_t first, int64_t b, int slot) {
+    int64_t j0, j1, start, nimg;
+    my_share(&j0, &j1, &start, &nimg, t, b);
+    const step_work k = {b, nimg, j1 - j0, from_resident(t, src), false, false, t->steps == 0, slot, t->overlap};
+    t->slot = slot;
+    if (nimg > 0) stage_host(t, src, first + start, nimg);
+    FF_TRY(run_step_work(t, &k));
+    if (k.parts) FF_TRY(enqueue_backward_parts(t, &k));
+    block_map bm;
+    map_blocks(&bm, t, ceil_div(b, t->o.microbatch));
+    int64_t recv_at = 0, w_at = 0;
+    for (int bk = 0; bk < t->nbuckets; bk++) FF_TRY(exchange_bucket(t, &k, &bm, bk, &recv_at, &w_at, k.parts, true));
+    if (k.parts) FF_TRY(ff_device_join_side(t->dev));
+    t->steps++;
+    t->samples += b;
+    return FF_OK;
+}
+
+// Steps over the images of src (n of them, cut into batches of B) with the exchange queued on
+// the device (t->queued): FF_TRAIN_INFLIGHT steps are enqueued (each its staging slot and graph)
+// before one wait, which polls the peers against the comm's deadline (ff_comm_wait_queued). A
+// source other than the resident set stages through one host buffer: one step per wait. Then the
+// losses as step_core has them: each rank its images', zeros elsewhere, summed over ranks (exact).
+static ff_status queued_steps(ff_trainer *t, double *losses, const batch_source *src, int64_t n) {
+    const int64_t B = t->o.batch, count = ceil_div(n, B);
+    const int64_t inflight = from_resident(t, src) ? FF_TRAIN_INFLIGHT : 1;
+    for (int64_t j0 = 0; j0 < count; j0 += inflight) {
+        const int64_t j1 = count - j0 < inflight ? count : j0 + inflight;
+        const bool counted = t->steps >= FF_TRAIN_WARMUP_STEPS;  // a chunk with a warm-up step is left out whole
+        const double t_begin = ff_now();
+        ff_status st = ff_comm_set_queued(t->comm, true);
+        for (int64_t j = j0; j < j1 && st == FF_OK; j++)
+            st = queue_step(t, src, j * B, n - j * B < B ? n - j * B : B, (int)(j - j0));
+        const ff_status off = ff_comm_set_queued(t->comm, false);
+        if (st == FF_OK) st = off;
+        if (st == FF_OK) st = ff_comm_wait_queued(t->comm);
+        FF_TRY(st);
+        FF_TRY(ff_device_sync(t->dev));  // done already: this reports the device's own errors
+        double *l = t->losses;
+        memset(l, 0, (size_t)((j1 - j0) * B) * sizeof(double));
+        for (int64_t j = j0; j < j1; j++) {
+            const int64_t b = n - j * B < B ? n - j * B : B;
+            int64_t m0, m1, start, nimg;
+            my_share(&m0, &m1, &start, &nimg, t, b);
+            for (int64_t i = 0; i < nimg; i++) l[(j - j0) * B + start + i] = t->loss_host[(j - j0) * t->cap + i];
+        }
+        FF_TRY(ff_comm_allreduce_sum_f64(t->comm, l, (size_t)((j1 - j0) * B)));
+        for (int64_t j = j0; j < j1; j++) {
+            const int64_t b = n - j * B < B ? n - j * B : B;
+            double sum = 0.0;
+            for (int64_t i = 0; i < b; i++) sum += l[(j - j0) * B + i];
+            losses[j] = sum / (double)b;
+        }
+        if (counted) {
+            t->phases.compute_s += ff_now() - t_begin;
+            t->phases.steps += j1 - j0;
+        }
+    }
+    return FF_OK;
+}
+
 static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src, int64_t b) {
     const int64_t B = t->o.batch, M = t->o.microbatch, P = t->P, N = t->N;
     if (b < 1 || b > B)
         return FF_FAIL(FF_ERR_INPUT, "train step: batch of %lld images, expected 1..%lld", (long long)b, (long long)B);
+    if (t->queued) return queued_steps(t, loss, src, b);
     const int64_t nmb = (b + M - 1) / M;
     int64_t j0, j1;
     owned(&j0, &j1, t, nmb, t->rank);
@@ -880,7 +975,7 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
                 if (bk == t->nbuckets - 1) t_computed = ff_now();  // and with the last, the backward
             }
             const double t0 = ff_now();
-            FF_TRY(exchange_bucket(t, &k, &bm, bk, &recv_at, &w_at, k.parts));
+            FF_TRY(exchange_bucket(t, &k, &bm, bk, &recv_at, &w_at, k.parts, false));
             in_comm += ff_now() - t0;
         }
         FF_TRY(ff_device_sync(t->dev));
@@ -1019,6 +1114,11 @@ ff_status ff_train_steps(ff_trainer *t, double *losses, const ff_dataset *ds, co
     const int64_t B = t->o.batch;
     if (n < 1) return FF_FAIL(FF_ERR_INPUT, "train steps: %lld images, expected >= 1", (long long)n);
     const int64_t count = ceil_div(n, B);
+    if (t->queued) {  // several ranks, the exchange queued on the device: several steps per wait too
+        for (int64_t j = 0; j < count; j++) FF_TRY(check_batch(t, ds, idx + j * B, n - j * B < B ? n - j * B : B));
+        const batch_source src = {ds, idx, NULL, NULL};
+        return queued_steps(t, losses, &src, n);
+    }
     // One process on a device that captures, from the resident set: FF_TRAIN_INFLIGHT steps are
     // enqueued (each its graph, its staging slot) before one wait. Anything else: step by step.
     if (t->P > 1 || ds != t->resident || !ff_device_can_capture(t->dev) || t->no_graphs) {

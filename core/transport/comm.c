@@ -1,4 +1,5 @@
 // The communication interface (comm.h): argument checks shared by both backends, then dispatch.
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm_internal.h"
@@ -182,6 +183,24 @@ ff_status ff_comm_allreduce_sum_f32(ff_comm *c, float *buf, size_t n) {
     // Device memory: NCCL and a CUDA-aware MPI reduce it in place; the others on a host stage.
     if (c->dev && !c->device_native && !c->ops->reduces_device) return ff_comm_staged_sum_f32(c, buf, n);
     return c->ops->allreduce_sum_f32(c, buf, n);
+}
+
+bool ff_comm_can_queue(const ff_comm *c) {
+    if (!c->dev || !c->ops->set_queued || !ff_device_gpu_stream(c->dev)) return false;
+    const char *e = getenv("FF_QUEUED_COMM");
+    return !(e && strcmp(e, "0") == 0);
+}
+
+ff_status ff_comm_set_queued(ff_comm *c, bool on) {
+    if (on && !ff_comm_can_queue(c))
+        return FF_FAIL(FF_ERR_INPUT, "rank %d: the %s transport cannot queue its collectives on a device", c->rank,
+                       ff_comm_transport_name(c));
+    return c->ops->set_queued ? c->ops->set_queued(c, on) : FF_OK;
+}
+
+ff_status ff_comm_wait_queued(ff_comm *c) {
+    if (c->ops->wait_queued && c->dev) return c->ops->wait_queued(c);
+    return c->dev ? ff_device_sync(c->dev) : FF_OK;
 }
 
 void ff_comm_destroy(ff_comm *c) {

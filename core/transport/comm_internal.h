@@ -27,6 +27,9 @@ typedef struct {
     ff_status (*allreduce_max_i64)(ff_comm *c, int64_t *buf, size_t n);
     ff_status (*allreduce_sum_f32)(ff_comm *c, float *buf, size_t n);
     void (*destroy)(ff_comm *c);
+    // Queued collectives (comm.h, ff_comm_set_queued): NULL where the backend cannot queue.
+    ff_status (*set_queued)(ff_comm *c, bool on);
+    ff_status (*wait_queued)(ff_comm *c);
 } ff_comm_ops;
 
 struct ff_comm {

@@ -11,7 +11,10 @@
 //    in an error naming this rank and the operation, with the communicator aborted
 //    (ncclCommAbort), instead of a kernel spinning forever.
 //  - The decomposition synchronises its device before each call (comm.h), so the comm's stream
-//    needs no event from the device's stream; each call returns with its data landed.
+//    needs no event from the device's stream; each call returns with its data landed. Queued
+//    (ff_comm_set_queued, the training step's exchange) the calls go on the device's own current
+//    stream instead, ordered with its kernels by the stream itself, and return once NCCL has the
+//    work; ff_comm_wait_queued is then the one poll (against the deadline) for the whole step.
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +41,7 @@ ff_status ff_comm_nccl_create(ff_comm **out, ff_comm *boot) {
 #include <sched.h>
 #include <time.h>
 
+#include "fivefold/device.h"
 #include "fivefold/gpu.h"
 
 typedef struct {
@@ -46,6 +50,7 @@ typedef struct {
     ncclComm_t nc;
     cudaStream_t stream;
     bool aborted;
+    bool queued;  // ff_comm_set_queued: device collectives go on the bound device's current stream
 } ff_comm_nccl;
 
 static ff_comm_nccl *nccl_of(ff_comm *c) {
@@ -77,9 +82,9 @@ static void backoff(int spins) {
     nanosleep(&ts, NULL);
 }
 
-// Waits until NCCL has enqueued the group (non-blocking comms return ncclInProgress) and, when
-// `stream_too`, until the stream has run it; polls the asynchronous error against the deadline.
-static ff_status nccl_wait(ff_comm_nccl *n, const char *what, bool stream_too) {
+// Waits until NCCL has enqueued the group (non-blocking comms return ncclInProgress) and, given a
+// `stream`, until the stream has run it; polls the asynchronous error against the deadline.
+static ff_status nccl_wait(ff_comm_nccl *n, const char *what, cudaStream_t stream) {
     const double t0 = ff_now(), limit = n->base.timeout_s;
     for (int spins = 0;; spins++) {
         ncclResult_t ar = ncclSuccess;
@@ -92,8 +97,8 @@ static ff_status nccl_wait(ff_comm_nccl *n, const char *what, bool stream_too) {
             return ff_fail_context(st, "a peer of rank %d failed or left: communicator aborted", n->base.rank);
         }
         if (ar == ncclSuccess) {
-            if (!stream_too) return FF_OK;
-            cudaError_t e = cudaStreamQuery(n->stream);
+            if (!stream) return FF_OK;
+            cudaError_t e = cudaStreamQuery(stream);
             if (e == cudaSuccess) return FF_OK;
             if (e != cudaErrorNotReady)
                 return FF_FAIL(FF_ERR_CUDA, "rank %d: NCCL %s: %s", n->base.rank, what, cudaGetErrorString(e));
@@ -115,6 +120,18 @@ static ff_status nccl_wait(ff_comm_nccl *n, const char *what, bool stream_too) {
     }
 }
 
+// Where a device collective goes: the comm's own stream (the caller synchronised its device
+// first, and the call waits for the stream), or, queued, the device's current stream, after the
+// device's pending work and before what it enqueues next (the call waits only until NCCL has
+// taken the work).
+static cudaStream_t op_stream(ff_comm_nccl *n) {
+    return n->queued ? (cudaStream_t)ff_device_gpu_stream(n->base.dev) : n->stream;
+}
+
+static ff_status op_wait(ff_comm_nccl *n, const char *what) {
+    return nccl_wait(n, what, n->queued ? NULL : n->stream);
+}
+
 static ff_status usable(ff_comm_nccl *n, const char *what) {
     if (n->aborted)
         return FF_FAIL(FF_ERR_NCCL, "rank %d: NCCL %s: the communicator was aborted by an earlier failure",
@@ -125,12 +142,12 @@ static ff_status usable(ff_comm_nccl *n, const char *what) {
 // ncclGroupEnd, then the wait for the whole group.
 static ff_status group_end(ff_comm_nccl *n, const char *what) {
     NCCL_TRY(n, ncclGroupEnd(), what);
-    return nccl_wait(n, what, true);
+    return op_wait(n, what);
 }
 
 static ff_status d2d(ff_comm_nccl *n, void *dst, const void *src, size_t bytes) {
     if (!bytes || dst == src) return FF_OK;
-    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, n->stream);
+    cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, op_stream(n));
     if (e != cudaSuccess)
         return FF_FAIL(FF_ERR_CUDA, "rank %d: device copy of %zu bytes: %s", n->base.rank, bytes,
                        cudaGetErrorString(e));
@@ -146,10 +163,12 @@ static ff_status nc_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, 
     NCCL_TRY(n, ncclGroupStart(), "halo exchange");
     for (int i = 0; i < n_recvs; i++)
         if (recvs[i].bytes)
-            NCCL_TRY(n, ncclRecv(recvs[i].buf, recvs[i].bytes, ncclUint8, recvs[i].peer, n->nc, n->stream), "ncclRecv");
+            NCCL_TRY(n, ncclRecv(recvs[i].buf, recvs[i].bytes, ncclUint8, recvs[i].peer, n->nc, op_stream(n)),
+                     "ncclRecv");
     for (int i = 0; i < n_sends; i++)
         if (sends[i].bytes)
-            NCCL_TRY(n, ncclSend(sends[i].buf, sends[i].bytes, ncclUint8, sends[i].peer, n->nc, n->stream), "ncclSend");
+            NCCL_TRY(n, ncclSend(sends[i].buf, sends[i].bytes, ncclUint8, sends[i].peer, n->nc, op_stream(n)),
+                     "ncclSend");
     return group_end(n, "halo exchange (grouped send/recv)");
 }
 
@@ -162,8 +181,8 @@ static ff_status nc_bcast(ff_comm *c, void *buf, size_t bytes, int root) {
     ff_comm_nccl *n = nccl_of(c);
     if (!c->dev) return n->boot->ops->bcast(n->boot, buf, bytes, root);
     FF_TRY(usable(n, "broadcast"));
-    NCCL_TRY(n, ncclBroadcast(buf, buf, bytes, ncclUint8, root, n->nc, n->stream), "ncclBroadcast");
-    return nccl_wait(n, "broadcast", true);
+    NCCL_TRY(n, ncclBroadcast(buf, buf, bytes, ncclUint8, root, n->nc, op_stream(n)), "ncclBroadcast");
+    return op_wait(n, "broadcast");
 }
 
 static ff_status nc_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs, const void *sendbuf,
@@ -176,14 +195,14 @@ static ff_status nc_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, con
     if (me == root) {
         for (int r = 0; r < c->size; r++)
             if (r != me && counts[r])
-                NCCL_TRY(n, ncclRecv((char *)recvbuf + displs[r], counts[r], ncclUint8, r, n->nc, n->stream),
+                NCCL_TRY(n, ncclRecv((char *)recvbuf + displs[r], counts[r], ncclUint8, r, n->nc, op_stream(n)),
                          "ncclRecv");
     } else if (sendbytes) {
-        NCCL_TRY(n, ncclSend(sendbuf, sendbytes, ncclUint8, root, n->nc, n->stream), "ncclSend");
+        NCCL_TRY(n, ncclSend(sendbuf, sendbytes, ncclUint8, root, n->nc, op_stream(n)), "ncclSend");
     }
     NCCL_TRY(n, ncclGroupEnd(), "gather");
     if (me == root) FF_TRY(d2d(n, (char *)recvbuf + displs[me], sendbuf, counts[me]));
-    return nccl_wait(n, "gather (grouped send/recv)", true);
+    return op_wait(n, "gather (grouped send/recv)");
 }
 
 static ff_status nc_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf, const size_t *counts,
@@ -196,14 +215,14 @@ static ff_status nc_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const 
     if (me == root) {
         for (int r = 0; r < c->size; r++)
             if (r != me && counts[r])
-                NCCL_TRY(n, ncclSend((const char *)sendbuf + displs[r], counts[r], ncclUint8, r, n->nc, n->stream),
+                NCCL_TRY(n, ncclSend((const char *)sendbuf + displs[r], counts[r], ncclUint8, r, n->nc, op_stream(n)),
                          "ncclSend");
     } else if (recvbytes) {
-        NCCL_TRY(n, ncclRecv(recvbuf, recvbytes, ncclUint8, root, n->nc, n->stream), "ncclRecv");
+        NCCL_TRY(n, ncclRecv(recvbuf, recvbytes, ncclUint8, root, n->nc, op_stream(n)), "ncclRecv");
     }
     NCCL_TRY(n, ncclGroupEnd(), "scatter");
     if (me == root) FF_TRY(d2d(n, recvbuf, (const char *)sendbuf + displs[me], counts[me]));
-    return nccl_wait(n, "scatter (grouped send/recv)", true);
+    return op_wait(n, "scatter (grouped send/recv)");
 }
 
 static ff_status nc_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
@@ -215,14 +234,14 @@ static ff_status nc_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, 
     for (int r = 0; r < c->size; r++) equal = equal && counts[r] == counts[0] && displs[r] == (size_t)r * counts[0];
     if (equal) {
         if (counts[0])
-            NCCL_TRY(n, ncclAllGather(sendbuf, recvbuf, counts[0], ncclUint8, n->nc, n->stream), "ncclAllGather");
-        return nccl_wait(n, "all-gather", true);
+            NCCL_TRY(n, ncclAllGather(sendbuf, recvbuf, counts[0], ncclUint8, n->nc, op_stream(n)), "ncclAllGather");
+        return op_wait(n, "all-gather");
     }
     NCCL_TRY(n, ncclGroupStart(), "all-gather");
     for (int r = 0; r < c->size; r++) {
         if (!counts[r]) continue;
         void *dst = (char *)recvbuf + displs[r];
-        NCCL_TRY(n, ncclBroadcast(r == c->rank ? sendbuf : dst, dst, counts[r], ncclUint8, r, n->nc, n->stream),
+        NCCL_TRY(n, ncclBroadcast(r == c->rank ? sendbuf : dst, dst, counts[r], ncclUint8, r, n->nc, op_stream(n)),
                  "ncclBroadcast");
     }
     return group_end(n, "all-gather (grouped broadcasts)");
@@ -239,16 +258,16 @@ static ff_status nc_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_coun
     for (int r = 0; r < c->size; r++) {
         if (r == me) continue;
         if (recv_counts[r])
-            NCCL_TRY(n, ncclRecv((char *)recvbuf + recv_displs[r], recv_counts[r], ncclUint8, r, n->nc, n->stream),
+            NCCL_TRY(n, ncclRecv((char *)recvbuf + recv_displs[r], recv_counts[r], ncclUint8, r, n->nc, op_stream(n)),
                      "ncclRecv");
         if (send_counts[r])
-            NCCL_TRY(n,
-                     ncclSend((const char *)sendbuf + send_displs[r], send_counts[r], ncclUint8, r, n->nc, n->stream),
-                     "ncclSend");
+            NCCL_TRY(
+                n, ncclSend((const char *)sendbuf + send_displs[r], send_counts[r], ncclUint8, r, n->nc, op_stream(n)),
+                "ncclSend");
     }
     NCCL_TRY(n, ncclGroupEnd(), "all-to-all");
     FF_TRY(d2d(n, (char *)recvbuf + recv_displs[me], (const char *)sendbuf + send_displs[me], send_counts[me]));
-    return nccl_wait(n, "all-to-all (grouped send/recv)", true);
+    return op_wait(n, "all-to-all (grouped send/recv)");
 }
 
 static ff_status nc_sum_f64(ff_comm *c, double *buf, size_t k) {
@@ -263,8 +282,24 @@ static ff_status nc_sum_f32(ff_comm *c, float *buf, size_t k) {
     ff_comm_nccl *n = nccl_of(c);
     if (!c->dev) return n->boot->ops->allreduce_sum_f32(n->boot, buf, k);
     FF_TRY(usable(n, "all-reduce"));
-    NCCL_TRY(n, ncclAllReduce(buf, buf, k, ncclFloat, ncclSum, n->nc, n->stream), "ncclAllReduce");
-    return nccl_wait(n, "all-reduce", true);
+    NCCL_TRY(n, ncclAllReduce(buf, buf, k, ncclFloat, ncclSum, n->nc, op_stream(n)), "ncclAllReduce");
+    return op_wait(n, "all-reduce");
+}
+
+static ff_status nc_set_queued(ff_comm *c, bool on) {
+    ff_comm_nccl *n = nccl_of(c);
+    if (on) FF_TRY(usable(n, "queued collectives"));
+    n->queued = on;
+    return FF_OK;
+}
+
+// The device's current stream drained, polled like every other wait: the deadline counts from
+// this call (a queued step is milliseconds of work; a peer that stopped leaves NCCL's kernels
+// spinning, which only the abort ends).
+static ff_status nc_wait_queued(ff_comm *c) {
+    ff_comm_nccl *n = nccl_of(c);
+    FF_TRY(usable(n, "queued step"));
+    return nccl_wait(n, "queued step (device work and its collectives)", (cudaStream_t)ff_device_gpu_stream(c->dev));
 }
 
 static void nc_destroy(ff_comm *c) {
@@ -273,7 +308,7 @@ static void nc_destroy(ff_comm *c) {
     // destroy; one that does not finish in time is aborted instead of hanging the exit.
     if (n->nc && !n->aborted) {
         ncclResult_t r = ncclCommFinalize(n->nc);
-        if ((r == ncclSuccess || r == ncclInProgress) && nccl_wait(n, "finalize", false) == FF_OK)
+        if ((r == ncclSuccess || r == ncclInProgress) && nccl_wait(n, "finalize", NULL) == FF_OK)
             ncclCommDestroy(n->nc);
         else if (!n->aborted)
             ncclCommAbort(n->nc);
@@ -284,9 +319,9 @@ static void nc_destroy(ff_comm *c) {
 }
 
 static const ff_comm_ops nccl_ops = {
-    "nccl",     true,        "nccl (device buffers)", true,         nc_exchange, nc_barrier, nc_bcast,
-    nc_gatherv, nc_scatterv, nc_allgatherv,           nc_alltoallv, nc_sum_f64,  nc_max_i64, nc_sum_f32,
-    nc_destroy,
+    "nccl",     true,          "nccl (device buffers)", true,         nc_exchange, nc_barrier, nc_bcast,
+    nc_gatherv, nc_scatterv,   nc_allgatherv,           nc_alltoallv, nc_sum_f64,  nc_max_i64, nc_sum_f32,
+    nc_destroy, nc_set_queued, nc_wait_queued,
 };
 
 // Two ranks on one GPU are refused with names (comm_ipc.c's table of every rank's host and GPU),
@@ -340,7 +375,7 @@ ff_status ff_comm_nccl_create(ff_comm **out, ff_comm *boot) {
         if (r != ncclSuccess && r != ncclInProgress)
             st = nccl_fail(n, r, __FILE__, __LINE__, "ncclCommInitRankConfig");
         else
-            st = nccl_wait(n, "communicator set-up", false);
+            st = nccl_wait(n, "communicator set-up", NULL);
     }
     if (st != FF_OK) {
         if (n->nc && !n->aborted) ncclCommAbort(n->nc);

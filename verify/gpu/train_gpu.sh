@@ -75,6 +75,15 @@ modes)
             [ "$GOT" = "$REF" ] || fail "$mode P=$P differs from cuda"
         done
     done
+    # with a GPU per rank, direct P = 2 is NCCL with the exchange queued on the GPU (one host
+    # wait per 4 steps); FF_QUEUED_COMM=0 waits on the host around each collective: the same bits
+    if grep -q 'transport nccl' "$T/direct2.txt"; then
+        grep -q 'queued on the GPU' "$T/direct2.txt" || fail "direct P=2 over NCCL did not queue its exchange"
+        run unqueued env FF_QUEUED_COMM=0 $MPIEXEC -n 2 "$F" train --mode direct $A0
+        grep -q 'queued on the GPU' "$T/unqueued.txt" && fail "FF_QUEUED_COMM=0 still queued the exchange"
+        echo "direct P=2, FF_QUEUED_COMM=0 (host waits): $(digests "$T/unqueued.txt")"
+        [ "$(digests "$T/unqueued.txt")" = "$REF" ] || fail "direct P=2 with host waits differs from cuda"
+    fi
     run ipc3 $MPIEXEC -n 3 "$F" train --mode direct --transport ipc $A0
     GOT=$(digests "$T/ipc3.txt")
     echo "direct P=3 (transport ipc): $GOT"

@@ -197,14 +197,30 @@ gpu | gpu_full)
             [ "$S" = "-" ] || SH="--shares $S"
             run "$MODE$P" $MPIEXEC -n "$P" "$F" train --mode "$MODE" $A $SH "$@" --json "$T/$MODE$P.json"
             GOT=$(digests "$T/$MODE$P.txt")
-            OV=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("overlap" if d["overlap"] else "no overlap", d["buckets"], "buckets")' "$T/$MODE$P.json")
-            echo "$MODE P=$P shares $S $* ($(grep -o 'transport [a-z]*' "$T/$MODE$P.txt" | head -1), $OV): $GOT"
+            OV=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print("overlap" if d["overlap"] else "no overlap", d["buckets"], "buckets" + (", queued" if d.get("queued") else ""))' "$T/$MODE$P.json")
+            TR=$(grep -o 'transport [a-z]*' "$T/$MODE$P.txt" | head -1)
+            echo "$MODE P=$P shares $S $* ($TR, $OV): $GOT"
             [ "$GOT" = "$REF" ] || fail "$MODE P=$P --shares $S $* differs from cuda"
+            # NCCL queues the exchange on the GPU (comm.h, ff_comm_set_queued); nothing else does
+            case "$TR,$OV" in
+            "transport nccl,"*queued | "transport "[!n]*,*[!d]) ;;
+            *) fail "$MODE P=$P: the exchange over '$TR' should be queued only on NCCL: $OV" ;;
+            esac
             case "$*" in
             *overlap=off*) [ "${OV%% *}" = "no" ] || fail "--overlap off still overlapped" ;;
             *bucket-mb*) [ "$OV" = "overlap 4 buckets" ] || fail "expected 4 buckets exchanged during the backward: $OV" ;;
             esac
         done
+        # the queued exchange (NCCL: collectives on the GPU's streams, one host wait per 4 steps)
+        # against host waits around every collective (FF_QUEUED_COMM=0): the same bits
+        if grep -q 'transport nccl' "$T/direct2.txt"; then
+            run unqueued env FF_QUEUED_COMM=0 $MPIEXEC -n 2 "$F" train --mode direct $A --shares 3,1 --bucket-mb=0.05 \
+                --json "$T/unq.json"
+            python3 -c 'import json,sys; sys.exit(0 if not json.load(open(sys.argv[1]))["queued"] else 1)' "$T/unq.json" ||
+                fail "FF_QUEUED_COMM=0 still queued the exchange"
+            echo "direct P=2 shares 3,1, 4 buckets, FF_QUEUED_COMM=0 (host waits): $(digests "$T/unqueued.txt")"
+            [ "$(digests "$T/unqueued.txt")" = "$REF" ] || fail "the exchange with host waits differs from cuda"
+        fi
         # the fast option (NCCL's all-reduce, bits its own) in buckets during the backward: it trains
         run allreduce $MPIEXEC -n 2 "$F" train --mode direct $A --bucket-mb 0.05 --reduce allreduce --json "$T/ar.json"
         python3 - "$T/ar.json" "$T/cuda.json" <<'PY' || fail "--reduce allreduce with overlap"

@@ -62,6 +62,7 @@ typedef struct {
     ff_gpu_stream stream;             // where work is enqueued now: main, or side while the side lane is on
     ff_gpu_stream main;               // the device's stream (the cuBLAS handle is bound to it)
     ff_gpu_stream side;               // ff_device_side_lane's (made at the first use)
+    ff_gpu_event side_done;           // ff_device_join_side's mark on the side stream
     ff_gpu_blas blas;                 // --backend vendor only
     float *d_params;                  // (n_total): the parameter buffer, uploaded once
     const float *d_w[FF_MAX_LAYERS];  // views into d_params; NULL for layers without parameters
@@ -134,6 +135,7 @@ static void cuda_destroy(ff_device *d) {
     ff_gpu_free(c->d_train_work);
     ff_gpu_free(c->d_ones);
     if (c->side) ff_gpu_stream_destroy(c->side);
+    if (c->side_done) ff_gpu_event_destroy(c->side_done);
     ff_gpu_stream_destroy(c->main);
     free(c);
 }
@@ -313,6 +315,24 @@ static ff_status cuda_side_lane(ff_device *d, bool side) {
     if (side && !c->side) FF_TRY(ff_gpu_stream_create_urgent(&c->side));  // ahead of the backward's blocks
     c->stream = side ? c->side : c->main;
     return FF_OK;
+}
+
+static ff_status cuda_lane_wait_fence(ff_device *d, int k) {
+    cuda_device *c = cuda_of(d);
+    if (!c->fence[k]) return FF_FAIL(FF_ERR_INPUT, "lane wait for fence %d: it was never set", k);
+    return ff_gpu_stream_wait_event(c->stream, c->fence[k]);
+}
+
+static ff_status cuda_join_side(ff_device *d) {
+    cuda_device *c = cuda_of(d);
+    if (!c->side) return FF_OK;  // no side work was ever enqueued
+    if (!c->side_done) FF_TRY(ff_gpu_event_create(&c->side_done));
+    FF_TRY(ff_gpu_event_record(c->side_done, c->side));
+    return ff_gpu_stream_wait_event(c->main, c->side_done);
+}
+
+static struct ff_gpu_stream_s *cuda_gpu_stream(ff_device *d) {
+    return cuda_of(d)->stream;
 }
 
 static ff_status cuda_pin_host(ff_device *d, void *p, size_t bytes) {
@@ -927,6 +947,9 @@ static const ff_device_ops cuda_ops = {
     .fence = cuda_fence,
     .wait_fence = cuda_wait_fence,
     .side_lane = cuda_side_lane,
+    .lane_wait_fence = cuda_lane_wait_fence,
+    .join_side = cuda_join_side,
+    .gpu_stream = cuda_gpu_stream,
     .params = cuda_params,
     .alloc_bytes = cuda_alloc_bytes,
     .upload_bytes = cuda_upload_bytes,

@@ -110,6 +110,10 @@ ff_status ff_gpu_event_sync(ff_gpu_event ev) {
     (void)ev;
     return FF_NO_CUDA();
 }
+ff_status ff_gpu_stream_wait_event(ff_gpu_stream s, ff_gpu_event ev) {
+    (void)s, (void)ev;
+    return FF_NO_CUDA();
+}
 ff_status ff_gpu_event_elapsed(double *seconds, ff_gpu_event start, ff_gpu_event stop) {
     (void)start, (void)stop;
     *seconds = 0;

@@ -194,6 +194,11 @@ ff_status ff_gpu_event_sync(ff_gpu_event ev) {
     return FF_OK;
 }
 
+ff_status ff_gpu_stream_wait_event(ff_gpu_stream s, ff_gpu_event ev) {
+    FF_CUDA_CHECK(cudaStreamWaitEvent(ff_cu_stream(s), (cudaEvent_t)ev, 0));
+    return FF_OK;
+}
+
 ff_status ff_gpu_event_elapsed(double *seconds, ff_gpu_event start, ff_gpu_event stop) {
     float ms = 0;
     FF_CUDA_CHECK(cudaEventSynchronize((cudaEvent_t)stop));

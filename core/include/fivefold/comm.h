@@ -78,6 +78,18 @@ ff_status ff_comm_allreduce_sum_f32(ff_comm *c, float *buf, size_t n);
 struct ff_device;
 ff_status ff_comm_bind_device(ff_comm *c, struct ff_device *d);
 struct ff_device *ff_comm_device(const ff_comm *c);
+// Queued collectives (the direct mode's training step, docs/ARCHITECTURE.md §9): a comm bound to a
+// GPU device whose backend can order its work on the device's queue (NCCL: the device's current
+// stream) can be switched to queueing. While on, alltoallv, allgatherv and allreduce_sum_f32 on
+// device buffers are enqueued after the device's pending work, the device's later work runs after
+// them, and the calls return without waiting: no ff_device_sync before a call, no host round trip
+// after it. ff_comm_wait_queued then waits until the device's current queue has run, polling the
+// peers' errors against the deadline (ff_comm_set_timeout): a lost or stopped peer ends the wait
+// with FF_ERR_MPI naming the silent ranks, the communicator aborted. can_queue is false elsewhere,
+// and when FF_QUEUED_COMM=0 is in the environment (A/B timing; the bits do not change).
+bool ff_comm_can_queue(const ff_comm *c);
+ff_status ff_comm_set_queued(ff_comm *c, bool on);  // on: FF_ERR_INPUT where !ff_comm_can_queue
+ff_status ff_comm_wait_queued(ff_comm *c);
 // How bytes move for the buffers c now carries: the backend's name on host memory ("mpi",
 // "loopback", "nccl", "ipc"); bound to a device, "mpi (staged through pinned host memory)",
 // "loopback (device copies)", "nccl (device buffers)", "cuda-ipc (device to device)" or

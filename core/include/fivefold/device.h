@@ -96,6 +96,17 @@ ff_status ff_device_wait_fence_at(ff_device *d, int k);
 // The caller keeps the two apart (no buffer written on one while the other uses it). A no-op on a
 // synchronous device.
 ff_status ff_device_side_lane(ff_device *d, bool side);
+// Waits kept on the device (the host returns at once), for work queued across the two lanes
+// without the host in between (the trainer's queued exchange, ARCHITECTURE §9):
+// lane_wait_fence_at(k): what is enqueued next on the current lane runs after fence k's work;
+// join_side: what is enqueued next on the main lane runs after everything enqueued so far on the
+// side lane. No-ops on a synchronous device.
+ff_status ff_device_lane_wait_fence_at(ff_device *d, int k);
+ff_status ff_device_join_side(ff_device *d);
+// The GPU stream the device enqueues on now (the side lane's while it is on), for a transport
+// that queues its own work there (comm.h, ff_comm_set_queued); NULL on a host device.
+struct ff_gpu_stream_s;
+struct ff_gpu_stream_s *ff_device_gpu_stream(ff_device *d);
 // Whether work returns before it is done (a GPU): only then is overlapping worth its extra steps.
 bool ff_device_is_async(const ff_device *d);
 

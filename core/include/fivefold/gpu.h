@@ -115,6 +115,8 @@ ff_status ff_gpu_event_create(ff_gpu_event *ev);
 void ff_gpu_event_destroy(ff_gpu_event ev);
 ff_status ff_gpu_event_record(ff_gpu_event ev, ff_gpu_stream s);
 ff_status ff_gpu_event_sync(ff_gpu_event ev);  // waits until the work before the record is done
+// Work enqueued on s after this call runs after the work recorded by ev (the host does not wait).
+ff_status ff_gpu_stream_wait_event(ff_gpu_stream s, ff_gpu_event ev);
 // Seconds between two recorded events (waits for `stop`).
 ff_status ff_gpu_event_elapsed(double *seconds, ff_gpu_event start, ff_gpu_event stop);
 // Stream capture: everything enqueued on s between begin and end becomes one graph, instantiated

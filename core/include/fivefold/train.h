@@ -178,9 +178,15 @@ typedef struct {
     double compute_s, exchange_s, update_s, exchange_total_s;
     int64_t steps;    // steps counted (after the warm-up)
     bool overlapped;  // the exchange ran in buckets during the backward (ff_train_options.overlap, a GPU)
+    bool queued;      // the exchange was queued on the device (NCCL): compute_s holds the whole step, the
+                      // host cannot split it (exchange_s, update_s stay 0)
     int buckets;      // gradient buckets (runs of layers) the exchange goes in
 } ff_train_phases;
 ff_train_phases ff_trainer_phases(const ff_trainer *t);
+// How the gradients move between ranks: the communicator's transport (comm.h,
+// ff_comm_transport_name: "nccl (device buffers)", "mpi (staged through pinned host memory)", ...);
+// NULL for one process.
+const char *ff_trainer_transport(const ff_trainer *t);
 
 // Momentum buffers (same layout as the weights) and the number of steps taken; checkpoints save
 // and restore them. Setting them is how a resume continues bit-identically.
