@@ -484,7 +484,8 @@ def phases_line(B, f):
     if f["json"].get("queued"):
         return (f"phases batch {B}, fivefold {f['label']} (ms/step, rank 0): step {ph['step']:.3f}, the exchange "
                 f"queued on the GPU with the compute ({'in buckets during the backward' if over else 'after the backward'}"
-                f", {f['json'].get('buckets', '?')} buckets; FF_QUEUED_COMM=0 splits the phases)")
+                f", {f['json'].get('buckets', '?')} buckets; FF_QUEUED_COMM=0 splits the phases), the host enqueuing "
+                f"for {ph.get('enqueue', float('nan')):.3f}")
     return (f"phases batch {B}, fivefold {f['label']} (ms/step, rank 0): compute {ph['compute']:.3f}, exchange "
             f"{ph['exchange']:.3f} exposed" + (f" of {total:.3f}" if total is not None else "")
             + (f" ({'in buckets during the backward' if over else 'after the backward'}, "

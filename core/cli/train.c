@@ -496,6 +496,7 @@ static ff_status json_write(json_out *j, const train_args *a, const ff_model *m,
     ff_json_num(&js, "exchange", r->phases.exchange_s * per);
     ff_json_num(&js, "exchange_total", r->phases.exchange_total_s * per);
     ff_json_num(&js, "update", r->phases.update_s * per);
+    ff_json_num(&js, "enqueue", r->phases.enqueue_s * per);  // queued: the host's part of the step
     ff_json_num(&js, "step", (r->phases.compute_s + r->phases.exchange_s + r->phases.update_s) * per);
     ff_json_int(&js, "steps", r->phases.steps);
     ff_json_end_object(&js);
@@ -784,9 +785,10 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         if (P > 1 && ph.steps > 0 && ph.queued)
             printf(
                 "step %.3f ms (rank 0, after 2 warm-up steps; the gradient exchange queued on the GPU with the "
-                "compute, %s: FF_QUEUED_COMM=0 splits the phases)\n",
+                "compute, %s: FF_QUEUED_COMM=0 splits the phases), of which the host enqueued for %.3f ms\n",
                 1e3 * ph.compute_s / (double)ph.steps,
-                ph.overlapped ? "in buckets during the backward" : "after the backward");
+                ph.overlapped ? "in buckets during the backward" : "after the backward",
+                1e3 * ph.enqueue_s / (double)ph.steps);
         else if (P > 1 && ph.steps > 0)
             printf(
                 "phases per step (rank 0, after 2 warm-up steps): compute %.3f ms, gradient exchange %.3f ms "

@@ -906,6 +906,7 @@ static ff_status queued_steps(ff_trainer *t, double *losses, const batch_source 
             st = queue_step(t, src, j * B, n - j * B < B ? n - j * B : B, (int)(j - j0));
         const ff_status off = ff_comm_set_queued(t->comm, false);
         if (st == FF_OK) st = off;
+        const double t_enqueued = ff_now();
         if (st == FF_OK) st = ff_comm_wait_queued(t->comm);
         FF_TRY(st);
         FF_TRY(ff_device_sync(t->dev));  // done already: this reports the device's own errors
@@ -926,6 +927,7 @@ static ff_status queued_steps(ff_trainer *t, double *losses, const batch_source 
         }
         if (counted) {
             t->phases.compute_s += ff_now() - t_begin;
+            t->phases.enqueue_s += t_enqueued - t_begin;
             t->phases.steps += j1 - j0;
         }
     }
