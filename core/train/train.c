@@ -20,6 +20,7 @@ typedef struct {
     bool first;             // the first SGD step (momentum = gradient)
     int slot;               // the pinned staging slot (ff_train_steps)
     bool parts;             // the backward and the buckets' preparation are left out (overlap: step_core)
+    bool exchange;          // the queued exchange too (t->capture_exchange: captured with the step)
 } step_work;
 // Steps ff_train_steps enqueues before it waits for the device: each has its own pinned index and
 // loss slot (and so its own captured graph), so the host never writes what a queued step reads.
@@ -60,6 +61,10 @@ struct ff_trainer {
     // a step's collectives are ordered with its kernels by the GPU's streams, and the host waits
     // once per FF_TRAIN_INFLIGHT steps (queued_steps) instead of several times per step.
     bool queued;
+    // ... and captured with the rest of the step (NCCL's collectives inside the step's CUDA graph:
+    // one launch per step); FF_CAPTURE_EXCHANGE=0 enqueues the exchange call by call after the
+    // captured forward and backward instead.
+    bool capture_exchange;
     // device memory
     float *act[FF_MAX_LAYERS + 1];  // act[0]: input (cap, input); act[l+1]: output of layer l (cap, out)
     float *dz;                      // (cap, classes): logits' gradient, then backward scratch
@@ -436,6 +441,9 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
         t->phases.buckets = t->nbuckets;
         t->queued = st == FF_OK && P > 1 && o->reduce == FF_REDUCE_DETERMINISTIC && ff_comm_can_queue(t->comm);
         t->phases.queued = t->queued;
+        const char *cx = getenv("FF_CAPTURE_EXCHANGE");
+        t->capture_exchange =
+            t->queued && ff_device_can_capture(t->dev) && !t->no_graphs && !(cx && strcmp(cx, "0") == 0);
     }
     t->x_host = xcalloc((size_t)(t->cap * t->per), sizeof(float), &st, "input staging");
     t->labels_host = xcalloc((size_t)t->cap, sizeof(int32_t), &st, "labels");
@@ -777,6 +785,35 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
                               (size_t)my_len * sizeof(float));
 }
 
+// Overlap (t->overlap): after the captured forward, the backward bucket by bucket, each followed
+// by its preparation and fence b + 1, all queued at once; the exchange of bucket b then waits for
+// its fence only, so it runs while the device backs up the layers below.
+static ff_status enqueue_backward_parts(ff_trainer *t, const step_work *k) {
+    for (int b = 0; b < t->nbuckets; b++) {
+        if (k->nimg > 0)
+            FF_TRY(ff_device_train_backward_part(t->dev, t->grads, t->N, b == 0 ? t->dz : NULL,
+                                                 (const float *const *)t->act, t->bucket[b].layer_hi,
+                                                 t->bucket[b].layer_lo, k->nimg, t->o.microbatch));
+        FF_TRY(prepare_bucket(t, k, b));
+        FF_TRY(ff_device_fence_at(t->dev, b + 1));
+    }
+    return FF_OK;
+}
+
+// The queued exchange of a step (t->queued), after its forward: with overlap the backward bucket
+// by bucket (fences), then each bucket's all-to-all, finishing tree, update and all-gather queued
+// on the side lane after its fence, and the main lane joining the side lane (the next step's
+// forward reads the updated weights); without, all of it on the main lane after the backward.
+// Nothing here waits on the host, so a capture can hold the whole step, collectives included.
+static ff_status enqueue_exchange(ff_trainer *t, const step_work *k) {
+    if (k->parts) FF_TRY(enqueue_backward_parts(t, k));
+    block_map bm;
+    map_blocks(&bm, t, ceil_div(k->b, t->o.microbatch));
+    int64_t recv_at = 0, w_at = 0;
+    for (int bk = 0; bk < t->nbuckets; bk++) FF_TRY(exchange_bucket(t, k, &bm, bk, &recv_at, &w_at, k->parts, true));
+    return k->parts ? ff_device_join_side(t->dev) : FF_OK;
+}
+
 // The device work of a step that needs no communication, enqueued (or captured): the batch onto the
 // device, forward, loss, backward, the losses to the host; with `local` also the tree over this
 // rank's micro-batch gradients into t->grad, and with `update` the SGD step after it. Several
@@ -802,13 +839,14 @@ static ff_status enqueue_step(ff_trainer *t, const step_work *k) {
     if (k->update)
         FF_TRY(ff_device_sgd(t->dev, ff_device_params(t->dev), t->d_mom, t->grad, N, t->o.lr, t->o.momentum,
                              t->o.weight_decay, k->first));
+    if (k->exchange) FF_TRY(enqueue_exchange(t, k));
     return FF_OK;
 }
 
 static bool same_work(const step_work *a, const step_work *b) {
     return a->b == b->b && a->nimg == b->nimg && a->nloc == b->nloc && a->resident == b->resident &&
            a->local == b->local && a->update == b->update && a->first == b->first && a->slot == b->slot &&
-           a->parts == b->parts;
+           a->parts == b->parts && a->exchange == b->exchange;
 }
 
 // Runs the step's device work through a CUDA graph where the device can capture: the first time a
@@ -842,21 +880,6 @@ static ff_status run_step_work(ff_trainer *t, const step_work *k) {
     return ff_device_graph_launch(t->dev, g);
 }
 
-// Overlap (t->overlap): after the captured forward, the backward bucket by bucket, each followed
-// by its preparation and fence b + 1, all queued at once; the exchange of bucket b then waits for
-// its fence only, so it runs while the device backs up the layers below.
-static ff_status enqueue_backward_parts(ff_trainer *t, const step_work *k) {
-    for (int b = 0; b < t->nbuckets; b++) {
-        if (k->nimg > 0)
-            FF_TRY(ff_device_train_backward_part(t->dev, t->grads, t->N, b == 0 ? t->dz : NULL,
-                                                 (const float *const *)t->act, t->bucket[b].layer_hi,
-                                                 t->bucket[b].layer_lo, k->nimg, t->o.microbatch));
-        FF_TRY(prepare_bucket(t, k, b));
-        FF_TRY(ff_device_fence_at(t->dev, b + 1));
-    }
-    return FF_OK;
-}
-
 // This rank's part of a step of b images: micro-batches [*j0, *j1) of nmb, images [*start, + *nimg).
 static void my_share(int64_t *j0, int64_t *j1, int64_t *start, int64_t *nimg, const ff_trainer *t, int64_t b) {
     const int64_t M = t->o.microbatch;
@@ -866,24 +889,19 @@ static void my_share(int64_t *j0, int64_t *j1, int64_t *start, int64_t *nimg, co
 }
 
 // One step of b images from images [first, first + b) of src, enqueued with its whole exchange
-// (t->queued): the captured forward and backward (and the buckets' preparation) on the main lane,
-// each bucket's all-to-all, finishing tree, update and all-gather queued after it (on the side
-// lane, after the bucket's fence, under overlap; then the main lane joins the side lane, so the
-// next step's forward reads the updated weights). The same kernels on the same buffers in the
-// same order as step_core's exchange: the same bits. Slot: the staging slot (and graph) of the step.
+// (t->queued; enqueue_exchange): one captured graph for the whole step where the collectives are
+// captured too (t->capture_exchange), else the captured forward and backward, then the exchange
+// enqueued call by call. The same kernels on the same buffers in the same order as step_core's
+// exchange: the same bits. Slot: the staging slot (and graph) of the step.
 static ff_status queue_step(ff_trainer *t, const batch_source *src, int64_t first, int64_t b, int slot) {
     int64_t j0, j1, start, nimg;
     my_share(&j0, &j1, &start, &nimg, t, b);
-    const step_work k = {b, nimg, j1 - j0, from_resident(t, src), false, false, t->steps == 0, slot, t->overlap};
+    const step_work k = {
+        b, nimg, j1 - j0, from_resident(t, src), false, false, t->steps == 0, slot, t->overlap, t->capture_exchange};
     t->slot = slot;
     if (nimg > 0) stage_host(t, src, first + start, nimg);
     FF_TRY(run_step_work(t, &k));
-    if (k.parts) FF_TRY(enqueue_backward_parts(t, &k));
-    block_map bm;
-    map_blocks(&bm, t, ceil_div(b, t->o.microbatch));
-    int64_t recv_at = 0, w_at = 0;
-    for (int bk = 0; bk < t->nbuckets; bk++) FF_TRY(exchange_bucket(t, &k, &bm, bk, &recv_at, &w_at, k.parts, true));
-    if (k.parts) FF_TRY(ff_device_join_side(t->dev));
+    if (!k.exchange) FF_TRY(enqueue_exchange(t, &k));
     t->steps++;
     t->samples += b;
     return FF_OK;
@@ -947,7 +965,7 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
     const bool local = P == 1 || t->o.reduce == FF_REDUCE_ALLREDUCE;
     // One process: the whole step is device work (and one graph); several: the update waits for
     // the gradient exchange.
-    const step_work k = {b, nimg, nloc, from_resident(t, src), local, P == 1, t->steps == 0, 0, t->overlap};
+    const step_work k = {b, nimg, nloc, from_resident(t, src), local, P == 1, t->steps == 0, 0, t->overlap, false};
 
     // ---- this rank's micro-batches: forward, loss, backward (one gradient row per micro-batch)
     double t_begin = ff_now();
@@ -1137,7 +1155,7 @@ ff_status ff_train_steps(ff_trainer *t, double *losses, const ff_dataset *ds, co
         for (int64_t j = j0; j < j1; j++) {
             const int64_t b = n - j * B < B ? n - j * B : B;
             FF_TRY(check_batch(t, ds, idx + j * B, b));
-            const step_work k = {b, b, ceil_div(b, M), true, true, true, t->steps == 0, (int)(j - j0), false};
+            const step_work k = {b, b, ceil_div(b, M), true, true, true, t->steps == 0, (int)(j - j0), false, false};
             t->slot = k.slot;
             stage_host(t, &src, j * B, b);
             FF_TRY(run_step_work(t, &k));

@@ -75,14 +75,19 @@ modes)
             [ "$GOT" = "$REF" ] || fail "$mode P=$P differs from cuda"
         done
     done
-    # with a GPU per rank, direct P = 2 is NCCL with the exchange queued on the GPU (one host
-    # wait per 4 steps); FF_QUEUED_COMM=0 waits on the host around each collective: the same bits
+    # with a GPU per rank, direct P = 2 is NCCL with the exchange queued on the GPU and captured in
+    # the step's graph (one launch per step, one host wait per 4 steps); FF_CAPTURE_EXCHANGE=0
+    # enqueues it call by call, FF_QUEUED_COMM=0 waits on the host around each collective: the
+    # same bits
     if grep -q 'transport nccl' "$T/direct2.txt"; then
         grep -q 'queued on the GPU' "$T/direct2.txt" || fail "direct P=2 over NCCL did not queue its exchange"
         run unqueued env FF_QUEUED_COMM=0 $MPIEXEC -n 2 "$F" train --mode direct $A0
         grep -q 'queued on the GPU' "$T/unqueued.txt" && fail "FF_QUEUED_COMM=0 still queued the exchange"
         echo "direct P=2, FF_QUEUED_COMM=0 (host waits): $(digests "$T/unqueued.txt")"
         [ "$(digests "$T/unqueued.txt")" = "$REF" ] || fail "direct P=2 with host waits differs from cuda"
+        run uncaptured env FF_CAPTURE_EXCHANGE=0 $MPIEXEC -n 2 "$F" train --mode direct $A0
+        echo "direct P=2, FF_CAPTURE_EXCHANGE=0 (the exchange outside the step's graph): $(digests "$T/uncaptured.txt")"
+        [ "$(digests "$T/uncaptured.txt")" = "$REF" ] || fail "direct P=2 with the exchange uncaptured differs from cuda"
     fi
     run ipc3 $MPIEXEC -n 3 "$F" train --mode direct --transport ipc $A0
     GOT=$(digests "$T/ipc3.txt")

@@ -211,8 +211,9 @@ gpu | gpu_full)
             *bucket-mb*) [ "${OV%, queued}" = "overlap 4 buckets" ] || fail "expected 4 buckets exchanged during the backward: $OV" ;;
             esac
         done
-        # the queued exchange (NCCL: collectives on the GPU's streams, one host wait per 4 steps)
-        # against host waits around every collective (FF_QUEUED_COMM=0): the same bits
+        # the queued exchange (NCCL: collectives on the GPU's streams, captured in the step's graph,
+        # one host wait per 4 steps) against host waits around every collective (FF_QUEUED_COMM=0)
+        # and the exchange enqueued call by call (FF_CAPTURE_EXCHANGE=0): the same bits
         if grep -q 'transport nccl' "$T/direct2.txt"; then
             run unqueued env FF_QUEUED_COMM=0 $MPIEXEC -n 2 "$F" train --mode direct $A --shares 3,1 --bucket-mb=0.05 \
                 --json "$T/unq.json"
@@ -220,6 +221,9 @@ gpu | gpu_full)
                 fail "FF_QUEUED_COMM=0 still queued the exchange"
             echo "direct P=2 shares 3,1, 4 buckets, FF_QUEUED_COMM=0 (host waits): $(digests "$T/unqueued.txt")"
             [ "$(digests "$T/unqueued.txt")" = "$REF" ] || fail "the exchange with host waits differs from cuda"
+            run uncaptured env FF_CAPTURE_EXCHANGE=0 $MPIEXEC -n 2 "$F" train --mode direct $A --shares 3,1 --bucket-mb=0.05
+            echo "direct P=2 shares 3,1, 4 buckets, FF_CAPTURE_EXCHANGE=0: $(digests "$T/uncaptured.txt")"
+            [ "$(digests "$T/uncaptured.txt")" = "$REF" ] || fail "the exchange outside the step's graph differs from cuda"
         fi
         # the fast option (NCCL's all-reduce, bits its own) in buckets during the backward: it trains
         run allreduce $MPIEXEC -n 2 "$F" train --mode direct $A --bucket-mb 0.05 --reduce allreduce --json "$T/ar.json"
