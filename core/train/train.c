@@ -124,7 +124,7 @@ void ff_train_options_default(ff_train_options *o) {
     o->weight_decay = 0.0f;
     o->reduce = FF_REDUCE_DETERMINISTIC;
     o->overlap = true;
-    o->bucket_floats = FF_TRAIN_BUCKET_FLOATS;
+    o->bucket_floats = 0;  // auto (train.h)
     ff_exec_options_default(&o->exec);
     o->exec.plan.conv = FF_CONV_DIRECT;
 }
@@ -178,8 +178,8 @@ ff_status ff_train_options_check(const ff_train_options *o) {
             return FF_FAIL(FF_ERR_INPUT, "--shares: rank %d's share %d, expected 1..%d", r, (int)o->shares[r],
                            FF_TRAIN_SHARE_MAX);
     if (o->batch < 1) return FF_FAIL(FF_ERR_INPUT, "--batch %lld: expected >= 1", (long long)o->batch);
-    if (o->bucket_floats < 1)
-        return FF_FAIL(FF_ERR_INPUT, "gradient bucket of %lld floats (--bucket-mb): expected at least 1",
+    if (o->bucket_floats < 0)
+        return FF_FAIL(FF_ERR_INPUT, "gradient bucket of %lld floats (--bucket-mb): expected at least 1 (0: auto)",
                        (long long)o->bucket_floats);
     if (o->microbatch < 1 || o->microbatch > o->batch)
         return FF_FAIL(FF_ERR_INPUT, "--microbatch %lld: expected 1..batch (%lld)", (long long)o->microbatch,
@@ -411,6 +411,11 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     st = checked_count(&cnt, t->cap, m->max_act, sizeof(float), "micro-batch activations (--batch x largest layer)");
     if (st == FF_OK) st = checked_count(&cnt, o->batch, FF_TRAIN_INFLIGHT, sizeof(double), "losses (--batch)");
     if (st == FF_OK) st = checked_count(&cnt, t->nslots, t->N, sizeof(float), "micro-batch gradients");
+    if (t->o.bucket_floats == 0) {  // auto (train.h)
+        const int64_t quarter = ceil_div(t->N, 4);
+        t->o.bucket_floats = FF_TRAIN_BUCKET_FLOATS;
+        if (t->o.exec.mode == FF_MODE_DIRECT && quarter < FF_TRAIN_BUCKET_FLOATS) t->o.bucket_floats = quarter;
+    }
     make_buckets(t);
     if (st == FF_OK) st = checked_count(&cnt, t->nmb_max, t->N / P + t->nbuckets, sizeof(float), "reduce buffer");
     if (st == FF_OK) st = ff_weights_alloc(&t->mom, m);

@@ -217,7 +217,10 @@ ff_status ff_gpu_capture_end(ff_gpu_graph *g, ff_gpu_stream s) {
     cudaGraph_t graph;
     FF_CUDA_CHECK(cudaStreamEndCapture(ff_cu_stream(s), &graph));
     cudaGraphExec_t exec;
-    cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+    // Each node keeps the priority of the stream it was captured from (the trainer's side lane and
+    // NCCL's kernels on it are urgent, gpu.h): launched into one stream, a graph would otherwise
+    // run every node at that stream's priority.
+    cudaError_t e = cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagUseNodePriority);
     cudaGraphDestroy(graph);
     FF_CUDA_CHECK(e);
     *g = (ff_gpu_graph)exec;

@@ -64,8 +64,11 @@ typedef struct {
     // layers below it are still backing up. Changes no bit (the same additions in the same order).
     // Default on; off exchanges after the whole backward, in the same buckets.
     bool overlap;
-    // A bucket closes once it holds this many gradient floats (default 4 Mi floats, 16 MiB; CLI
-    // --bucket-mb): larger buckets move more bytes per collective, smaller ones start sooner.
+    // A bucket closes once it holds this many gradient floats (CLI --bucket-mb): larger buckets move
+    // more bytes per collective, smaller ones start sooner. 0 (the default): 4 Mi floats (16 MiB),
+    // or in the direct mode a quarter of the parameters where that is less, so that a small model's
+    // exchange also runs during its backward (its collectives are queued and captured there, so
+    // more buckets cost no host round trips).
     int64_t bucket_floats;
     // Relative batch shares per rank (--shares 3,1): n_shares 0 = equal; otherwise one per rank,
     // each >= 1 (ff_trainer_create checks the count against the ranks).
