@@ -134,7 +134,10 @@ static void usage(FILE *f) {
         "(fp32) in the GPU modes: another digest class, equal across cuda, hybrid and direct.\n" FF_CLI_PLAN_HELP
             FF_CLI_EXEC_HELP
         "  (--inject-crash and --inject-hang are inference hooks and refused here; training's crash test\n"
-        "  is the environment variable FF_TEST_KILL_AFTER_STEP=K: SIGKILL after step K.)\n",
+        "  is the environment variable FF_TEST_KILL_AFTER_STEP=K: SIGKILL after step K.)\n"
+        "Environment, for A/B timing (none changes a bit): FF_TRAIN_GRAPHS=0 every launch eager;\n"
+        "FF_URGENT_STREAMS=0 no high-priority side lane; FF_QUEUED_COMM=0 the host waits around each NCCL\n"
+        "collective; FF_CAPTURE_EXCHANGE=0 the queued exchange outside the step's CUDA graph.\n",
         DEFAULT_DATA, (long long)SYNTH_TRAIN_SMALL, (long long)SYNTH_TRAIN_FULL, (long long)SYNTH_TEST, FF_CKPT_FILE,
         FF_CKPT_FILE);
 }

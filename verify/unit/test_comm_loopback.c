@@ -201,6 +201,30 @@ static void set_timeout_is_per_rank(void **state) {
     assert_true(took >= 0.25 && took < 5.0);
 }
 
+// Queueing (comm.h, ff_comm_set_queued) is for a device comm that can order its work on the
+// device's stream (NCCL): a host comm refuses to be switched on, naming its transport, and stays
+// usable; switching off and waiting are no-ops. (The queued NCCL path runs on the GPU machine:
+// verify/gpu/train_gpu.sh modes, verify/train/train_mlp.sh gpu.)
+static ff_status queue_body(ff_comm *c, void *arg) {
+    (void)arg;
+    if (ff_comm_can_queue(c)) return FF_FAIL(FF_ERR_INPUT, "a host comm says it can queue");
+    if (ff_comm_set_queued(c, true) != FF_ERR_INPUT) return FF_FAIL(FF_ERR_INPUT, "set_queued(on) was accepted");
+    if (!strstr(ff_last_error(), "the loopback transport cannot queue its collectives on a device"))
+        return FF_FAIL(FF_ERR_INPUT, "unexpected message: %s", ff_last_error());
+    FF_TRY(ff_comm_set_queued(c, false));
+    FF_TRY(ff_comm_wait_queued(c));
+    double x = 1.0 + ff_comm_rank(c);  // still usable
+    FF_TRY(ff_comm_allreduce_sum_f64(c, &x, 1));
+    const int P = ff_comm_size(c);
+    if (x != P + P * (P - 1) / 2.0) return FF_FAIL(FF_ERR_INPUT, "sum %g after a refused queue", x);
+    return FF_OK;
+}
+
+static void host_comm_refuses_queueing(void **state) {
+    (void)state;
+    for (int P = 1; P <= 3; P++) assert_int_equal(ff_comm_loopback_run(P, queue_body, NULL), FF_OK);
+}
+
 // ---- the mpi mode over loopback ranks, against serial ----
 
 typedef struct {
@@ -474,6 +498,7 @@ int main(void) {
         cmocka_unit_test(exchange_matches_in_list_order),
         cmocka_unit_test(misuse_fails_instead_of_hanging),
         cmocka_unit_test(set_timeout_is_per_rank),
+        cmocka_unit_test(host_comm_refuses_queueing),
         cmocka_unit_test(allreduce_adds_in_rank_order),
         cmocka_unit_test(bus_bytes_use_collective_factors),
         cmocka_unit_test(mpi_mode_equals_serial),
