@@ -914,12 +914,13 @@ static ff_status queue_step(ff_trainer *t, const batch_source *src, int64_t firs
 
 // Steps over the images of src (n of them, cut into batches of B) with the exchange queued on
 // the device (t->queued): FF_TRAIN_INFLIGHT steps are enqueued (each its staging slot and graph)
-// before one wait, which polls the peers against the comm's deadline (ff_comm_wait_queued). A
-// source other than the resident set stages through one host buffer: one step per wait. Then the
-// losses as step_core has them: each rank its images', zeros elsewhere, summed over ranks (exact).
+// before one wait, which polls the peers against the comm's deadline (ff_comm_wait_queued). On a
+// GPU, a source other than the resident set stages through one host buffer: one step per wait (a
+// synchronous device has done a step's work when it is enqueued). Then the losses as step_core
+// has them: each rank its images', zeros elsewhere, summed over ranks (exact).
 static ff_status queued_steps(ff_trainer *t, double *losses, const batch_source *src, int64_t n) {
     const int64_t B = t->o.batch, count = ceil_div(n, B);
-    const int64_t inflight = from_resident(t, src) ? FF_TRAIN_INFLIGHT : 1;
+    const int64_t inflight = from_resident(t, src) || !ff_device_is_async(t->dev) ? FF_TRAIN_INFLIGHT : 1;
     for (int64_t j0 = 0; j0 < count; j0 += inflight) {
         const int64_t j1 = count - j0 < inflight ? count : j0 + inflight;
         const bool counted = t->steps >= FF_TRAIN_WARMUP_STEPS;  // a chunk with a warm-up step is left out whole

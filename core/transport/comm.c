@@ -186,9 +186,12 @@ ff_status ff_comm_allreduce_sum_f32(ff_comm *c, float *buf, size_t n) {
 }
 
 bool ff_comm_can_queue(const ff_comm *c) {
-    if (!c->dev || !c->ops->set_queued || !ff_device_gpu_stream(c->dev)) return false;
     const char *e = getenv("FF_QUEUED_COMM");
-    return !(e && strcmp(e, "0") == 0);
+    if (e && strcmp(e, "0") == 0) return false;
+    // The test hook (comm.h): on host memory every call has completed, in order, when it returns,
+    // which is all that queueing promises; the trainer's queued path then runs on the cpu device.
+    if (e && strcmp(e, "host") == 0 && !c->dev) return true;
+    return c->dev && c->ops->set_queued && ff_device_gpu_stream(c->dev);
 }
 
 ff_status ff_comm_set_queued(ff_comm *c, bool on) {

@@ -329,6 +329,16 @@ M('one_microbatch_rank_sends_pack_buffer', TR,
 # if the device had finished, without the device's ordering); the GPU side runs on the GPU machine.
 M('comm_queue_refusal_missing', 'core/transport/comm.c',
   ('if (on && !ff_comm_can_queue(c))', 'if (0 && on && !ff_comm_can_queue(c))'), '^test_comm_loopback$')
+# The trainer's queued path (NCCL on a GPU; on the CPU through FF_QUEUED_COMM=host, which
+# train_mlp.sh shares uses): every queued step must take its own batch, and each step's loss is
+# its own batch's.
+QUEUED = '^train_mlp_shares$'
+M('queued_steps_same_batch', TR,
+  ('st = queue_step(t, src, j * B, n - j * B < B ? n - j * B : B, (int)(j - j0));',
+   'st = queue_step(t, src, j0 * B, n - j * B < B ? n - j * B : B, (int)(j - j0));'), QUEUED)
+M('queued_losses_of_first_step', TR,
+  ('for (int64_t i = 0; i < b; i++) sum += l[(j - j0) * B + i];', 'for (int64_t i = 0; i < b; i++) sum += l[i];'),
+  QUEUED)
 # The cpu device's training ops (the trainer's step in the serial and mpi modes).
 DC = 'core/device/cpu/device_cpu.c'
 M('cpu_backward_group_rows_shifted', DC,

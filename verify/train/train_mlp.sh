@@ -101,6 +101,18 @@ shares)
         [ "$GOT" = "$REF" ] || fail "mpi P=$P --shares $S $BK differs from serial"
         [ -z "$BK" ] || [ "$NB" -ge 4 ] || fail "--bucket-mb $3 gave $NB buckets, expected one per layer"
     done
+    # the trainer's queued path (several steps per wait, the losses summed once per wait; on a GPU
+    # with NCCL) through the host comm's test hook: the same bits, with a rank left without a
+    # micro-batch (shares 1,1,14: rank 0 owns none of the 8) and in buckets of one layer
+    for spec in "3 1,1,14" "2 3,1 0.05"; do
+        set -- $spec
+        run "q$1" env FF_QUEUED_COMM=host $MPIEXEC -n "$1" "$F" train --mode mpi $A --shares "$2" ${3:+--bucket-mb $3} \
+            --json "$T/q$1.json"
+        python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["queued"] else 1)' "$T/q$1.json" ||
+            fail "FF_QUEUED_COMM=host did not take the queued path"
+        echo "mpi P=$1 shares $2${3:+, buckets of $3 MiB}, queued (FF_QUEUED_COMM=host): $(digests "$T/q$1.txt")"
+        [ "$(digests "$T/q$1.txt")" = "$REF" ] || fail "the queued path (mpi P=$1 --shares $2) differs from serial"
+    done
     run control "$F" train $A --microbatch 16
     [ "$(digests "$T/control.txt")" != "$REF" ] || fail "another micro-batch size gave the same digests: the check is vacuous"
     run ck $MPIEXEC -n 2 "$F" train --mode mpi $A --shares 3,1 --steps 5 --checkpoint-dir "$T/ck"
