@@ -346,16 +346,26 @@ static ff_status check_device_memory(const ff_trainer *t) {
                    (double)total_b / 1073741824.0, fits);
 }
 
+// The trainer's A/B switches in the environment (train --help): unset, 0 or 1 (or `host`, where
+// allowed); anything else is refused naming the variable before any step, not silently ignored.
+static ff_status check_env_switch(const char *name, bool host_allowed, const char *expected) {
+    const char *v = getenv(name);
+    if (!v || !strcmp(v, "0") || !strcmp(v, "1") || (host_allowed && !strcmp(v, "host"))) return FF_OK;
+    return FF_FAIL(FF_ERR_INPUT, "%s='%s': expected %s", name, v, expected);
+}
+
 ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, const ff_train_options *o,
                             ff_comm *comm) {
     *out = NULL;
     FF_TRY(ff_train_options_check(o));
+    FF_TRY(check_env_switch("FF_TRAIN_GRAPHS", false,
+                            "0 (every step eager, one wait per step) or 1 (captured steps, the default)"));
+    FF_TRY(check_env_switch("FF_QUEUED_COMM", true,
+                            "0 (the host waits around each collective), 1 (queued on the GPU where the transport "
+                            "can, the default) or host (the test hook: a host comm too)"));
+    FF_TRY(check_env_switch("FF_CAPTURE_EXCHANGE", false,
+                            "0 (the queued exchange outside the step's graph) or 1 (captured, the default)"));
     const char *graphs_env = getenv("FF_TRAIN_GRAPHS");
-    if (graphs_env && strcmp(graphs_env, "0") != 0 && strcmp(graphs_env, "1") != 0)
-        return FF_FAIL(FF_ERR_INPUT,
-                       "FF_TRAIN_GRAPHS='%s': expected 0 (every step eager, one wait per step) or 1 (captured "
-                       "steps, the default)",
-                       graphs_env);
     int last = m->n_layers - 1;
     if (last >= 0 && m->layers[last].op == FF_OP_SOFTMAX) last--;
     if (last < 0) return FF_FAIL(FF_ERR_INPUT, "model %s: no layers to train", m->name);

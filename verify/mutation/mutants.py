@@ -333,6 +333,9 @@ M('comm_queue_refusal_missing', 'core/transport/comm.c',
 # train_mlp.sh shares uses): every queued step must take its own batch, and each step's loss is
 # its own batch's.
 QUEUED = '^train_mlp_shares$'
+M('env_switch_not_checked', TR,
+  ('return FF_FAIL(FF_ERR_INPUT, "%s=\'%s\': expected %s", name, v, expected);',
+   'return FF_OK; (void)expected;'), '^train_cli_conv$')
 M('queued_steps_same_batch', TR,
   ('st = queue_step(t, src, j * B, n - j * B < B ? n - j * B : B, (int)(j - j0));',
    'st = queue_step(t, src, j0 * B, n - j * B < B ? n - j * B : B, (int)(j - j0));'), QUEUED)

@@ -325,6 +325,12 @@ conv)
     FF_TRAIN_GRAPHS=yes "$F" train $A > "$T/graphs.txt" 2>&1
     refused graphs $? "FF_TRAIN_GRAPHS='yes': expected 0" "or 1"
     ! grep -q '^trained' "$T/graphs.txt" || fail "FF_TRAIN_GRAPHS=yes: trained anyway"
+    # the queued exchange's switches likewise (train --help's environment)
+    FF_QUEUED_COMM=yes "$F" train $A > "$T/queued.txt" 2>&1
+    refused queued $? "FF_QUEUED_COMM='yes': expected 0 (" "or host ("
+    FF_CAPTURE_EXCHANGE=2 "$F" train $A > "$T/capture.txt" 2>&1
+    refused capture $? "FF_CAPTURE_EXCHANGE='2': expected 0 (" "or 1 ("
+    ! grep -q '^trained' "$T/queued.txt" "$T/capture.txt" || fail "a bad switch trained anyway"
     for g in 0 1; do
         FF_TRAIN_GRAPHS=$g "$F" train $A > "$T/graphs$g.txt" 2>&1 || { cat "$T/graphs$g.txt"; fail "FF_TRAIN_GRAPHS=$g"; }
         [ "$(digests "$T/graphs$g.txt")" = "$REF" ] || fail "FF_TRAIN_GRAPHS=$g changed the digests"

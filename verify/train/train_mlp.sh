@@ -236,6 +236,8 @@ gpu | gpu_full)
             run uncaptured env FF_CAPTURE_EXCHANGE=0 $MPIEXEC -n 2 "$F" train --mode direct $A --shares 3,1 --bucket-mb=0.05
             echo "direct P=2 shares 3,1, 4 buckets, FF_CAPTURE_EXCHANGE=0: $(digests "$T/uncaptured.txt")"
             [ "$(digests "$T/uncaptured.txt")" = "$REF" ] || fail "the exchange outside the step's graph differs from cuda"
+        else
+            echo "direct P=2 did not use NCCL (one GPU): the queued exchange is checked where each rank has a GPU"
         fi
         # the fast option (NCCL's all-reduce, bits its own) in buckets during the backward: it trains
         run allreduce $MPIEXEC -n 2 "$F" train --mode direct $A --bucket-mb 0.05 --reduce allreduce --json "$T/ar.json"
