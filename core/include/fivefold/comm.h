@@ -80,9 +80,9 @@ ff_status ff_comm_bind_device(ff_comm *c, struct ff_device *d);
 struct ff_device *ff_comm_device(const ff_comm *c);
 // Queued collectives (the direct mode's training step, docs/ARCHITECTURE.md §9): a comm bound to a
 // GPU device whose backend can order its work on the device's queue (NCCL: the device's current
-// stream) can be switched to queueing. While on, alltoallv, allgatherv and allreduce_sum_f32 on
-// device buffers are enqueued after the device's pending work, the device's later work runs after
-// them, and the calls return without waiting: no ff_device_sync before a call, no host round trip
+// stream) can be switched to queueing. While on, its collectives on device buffers (the trainer
+// uses alltoallv and allgatherv) are enqueued after the device's pending work, the device's later
+// work runs after them, and the calls return without waiting: no ff_device_sync before a call, no host round trip
 // after it. ff_comm_wait_queued then waits until the device's current queue has run, polling the
 // peers' errors against the deadline (ff_comm_set_timeout): a lost or stopped peer ends the wait
 // with FF_ERR_MPI naming the silent ranks, the communicator aborted. can_queue is false elsewhere,
