@@ -82,13 +82,14 @@ struct ff_device *ff_comm_device(const ff_comm *c);
 // GPU device whose backend can order its work on the device's queue (NCCL: the device's current
 // stream) can be switched to queueing. While on, its collectives on device buffers (the trainer
 // uses alltoallv and allgatherv) are enqueued after the device's pending work, the device's later
-// work runs after them, and the calls return without waiting: no ff_device_sync before a call, no host round trip
-// after it. ff_comm_wait_queued then waits until the device's current queue has run, polling the
-// peers' errors against the deadline (ff_comm_set_timeout): a lost or stopped peer ends the wait
-// with FF_ERR_MPI naming the silent ranks, the communicator aborted. can_queue is false elsewhere,
-// and when FF_QUEUED_COMM=0 is in the environment (A/B timing; the bits do not change). A test
-// hook, FF_QUEUED_COMM=host, makes it true for a comm on host memory too (its calls complete in
-// order anyway), so that the CPU tests run the trainer's queued path (verify/train/train_mlp.sh).
+// work runs after them, and the calls return without waiting: no ff_device_sync before a call, no
+// host round trip after it. ff_comm_wait_queued then waits until the device's current queue has
+// run, polling the peers' errors against the deadline (ff_comm_set_timeout): a lost or stopped peer
+// ends the wait with FF_ERR_MPI naming the silent ranks, the communicator aborted. can_queue is
+// false elsewhere, and when FF_QUEUED_COMM=0 is in the environment (A/B timing; the bits do not
+// change). A test hook, FF_QUEUED_COMM=host, makes it true for a comm on host memory too (its calls
+// complete in order anyway), so that the CPU tests run the trainer's queued path
+// (verify/train/train_mlp.sh).
 bool ff_comm_can_queue(const ff_comm *c);
 ff_status ff_comm_set_queued(ff_comm *c, bool on);  // on: FF_ERR_INPUT where !ff_comm_can_queue
 ff_status ff_comm_wait_queued(ff_comm *c);
