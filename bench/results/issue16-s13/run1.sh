@@ -13,6 +13,7 @@ mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+export DATA="$PWD/.data/fashion-mnist"
 t0=$(date +%s)
 el() { echo "[+$(( $(date +%s) - t0 )) s] $*"; }
 left() { echo $(( t0 + $1 - $(date +%s) )); }
