@@ -106,7 +106,6 @@ typedef struct {
     // and the first part's top layer (the buffers stay sized for it).
     const float *bw_cur;
     int bw_next, bw_expect, bw_top;
-    int bw_deferred;  // the layer whose data gradient the next part computes first (-1: none)
     float *d_train_work;
     size_t train_work_floats;
     float *d_ones;  // --backend vendor's bias gradients: ones_n floats of 1.0 (a GEMM with a ones vector)
@@ -239,7 +238,6 @@ ff_status ff_device_cuda_create(ff_device **out, const ff_model *m, const ff_wei
     cuda_device *c = calloc(1, sizeof *c);
     if (!c) return FF_FAIL(FF_ERR_OOM, "cuda device: out of host memory");
     c->bw_expect = -1;  // no backward in parts under way
-    c->bw_deferred = -1;
     ff_status st = cuda_setup(c, m, w, p, o);
     if (st != FF_OK) {
         cuda_destroy(&c->base);
@@ -826,18 +824,6 @@ static ff_status ensure_ones(cuda_device *c, int64_t n) {
     return FF_OK;
 }
 
-// Layer l's data gradient (conv or linear) into dx from its output's gradient dy, group by group
-// as the weight gradients (the same launches, so the same bits, whenever it runs).
-static ff_status param_layer_data_gradient(cuda_device *c, float *dx, const float *dy, int l, int64_t n,
-                                           int64_t group, float *work) {
-    const ff_layer *L = &c->base.model->layers[l];
-    if (L->op == FF_OP_CONV2D) return ff_gpu_conv2d_backward_data(dx, dy, c->d_w[l], L, n, work, c->stream);
-    if (c->base.plan.opt.backend == FF_BACKEND_VENDOR)
-        return ff_gpu_linear_vendor_backward(NULL, NULL, 0, dx, dy, NULL, c->d_w[l], L, n, group, c->d_ones, c->blas,
-                                             c->stream);
-    return ff_gpu_linear_backward_data(dx, dy, c->d_w[l], L, n, work, c->stream);
-}
-
 // From the top layer down, all n images per launch: conv/linear write group g's weight and bias
 // gradients into row g of grads at the layer's offsets in ff_weights' layout (the weight kernels
 // keep each group's sums apart), then the data gradient (not for layer 0: the input's gradient is
@@ -846,10 +832,6 @@ static ff_status param_layer_data_gradient(cuda_device *c, float *dx, const floa
 // conv weight and the conv/linear data gradients run their fast paths (gpu.h) with the shared
 // workspace.
 // A part (layers [lo, hi]) continues from where the previous part left cur and next (dz NULL).
-// When a part ends on a conv or linear layer above layer 0, that layer's data gradient is left to
-// the start of the next part: the part's weight gradients are then complete as early as they can
-// be, so the fence the trainer records after the part lets the bucket's exchange run during that
-// data gradient (for the MLP's layer 1, as long as its weight gradient). Same launches, same bits.
 static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_stride, float *dz, const float *const *act,
                                 int hi, int lo, int64_t n, int64_t group) {
     const ff_model *m = c->base.model;
@@ -862,13 +844,7 @@ static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_strid
     float *work = c->d_train_work;
     const float *cur = dz ? dz : c->bw_cur;
     int next = dz ? 0 : c->bw_next;
-    if (!dz && c->bw_deferred >= 0) {  // the previous part's last data gradient
-        FF_TRY(param_layer_data_gradient(c, c->d_grad[next], cur, c->bw_deferred, n, group, work));
-        cur = c->d_grad[next];
-        next ^= 1;
-    }
     c->bw_expect = -1;
-    c->bw_deferred = -1;
     for (int l = hi; l >= lo; l--) {
         const ff_layer *L = &m->layers[l];
         const float *x = act[l], *y = act[l + 1];
@@ -878,21 +854,17 @@ static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_strid
             case FF_OP_CONV2D:
             case FF_OP_LINEAR: {
                 float *gw = grads + (c->d_w[l] - c->d_params), *gb = grads + (c->d_b[l] - c->d_params);
-                const bool defer = need_dx && l == lo;
                 if (L->op == FF_OP_CONV2D) {
                     FF_TRY(ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work, c->stream));
+                    if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
                 } else if (c->base.plan.opt.backend == FF_BACKEND_VENDOR) {  // cuBLAS (gpu.h)
                     FF_TRY(ensure_ones(c, group < n ? group : n));
-                    FF_TRY(ff_gpu_linear_vendor_backward(gw, gb, grad_stride, NULL, cur, x, c->d_w[l], L, n, group,
-                                                         c->d_ones, c->blas, c->stream));
+                    FF_TRY(ff_gpu_linear_vendor_backward(gw, gb, grad_stride, need_dx ? dx : NULL, cur, x, c->d_w[l], L,
+                                                         n, group, c->d_ones, c->blas, c->stream));
                 } else {
                     FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, c->stream));
+                    if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
                 }
-                if (defer) {
-                    c->bw_deferred = l;
-                    continue;  // cur stays this layer's output gradient
-                }
-                if (need_dx) FF_TRY(param_layer_data_gradient(c, dx, cur, l, n, group, work));
                 break;
             }
             case FF_OP_RELU:
