@@ -683,6 +683,17 @@ static void map_blocks(block_map *bm, const ff_trainer *t, int64_t nmb) {
     }
 }
 
+// Whether the finishing additions (exchange_bucket) are the fixed tree over the nroots rows
+// (train.h: at each level s, row j += row j + s): they are when the roots lie at micro-batches
+// 0, z, 2z, ... for one power of two z (every rank one block of z micro-batches, or one root).
+static bool finishing_is_fixed_tree(const block_map *bm) {
+    int64_t z = 1;
+    while (z < bm->nmb && bm->root_row[z] < 0) z *= 2;
+    for (int64_t j = 0; j < bm->nmb; j++)
+        if ((bm->root_row[j] >= 0) != (j % z == 0) || (bm->root_row[j] >= 0 && bm->root_row[j] != j / z)) return false;
+    return true;
+}
+
 // Slice q of a bucket's len parameters: [len * q / P, len * (q + 1) / P), relative to its start.
 static int64_t slice_lo(int64_t len, int64_t q, int64_t P) {
     return len * q / P;
@@ -773,18 +784,22 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
         FF_TRY(ff_comm_alltoallv(t->comm, rows, rcount, rdispl, send, scount, sdispl));
         if (side) FF_TRY(ff_device_side_lane(t->dev, true));
     }
-    for (int64_t s = 1; s < bm->nmb && st == FF_OK; s *= 2)
+    // The finishing tree, then the update of my slice into wmine (what the all-gather sends; it
+    // writes the weights, my slice included). When the roots' additions are the fixed tree over
+    // the nroots rows (every rank one block sum: equal power-of-two shares), the device fuses that
+    // tree with the update; otherwise they run one by one first.
+    const bool fixed_tree = finishing_is_fixed_tree(bm);
+    for (int64_t s = 1; !fixed_tree && s < bm->nmb && st == FF_OK; s *= 2)
         for (int64_t j = 0; j + s < bm->nmb && st == FF_OK; j += 2 * s)
             if (bm->root_row[j + s] >= 0) {  // then j is a root too (see above): g_j += g_{j+s}
                 const int64_t ra = bm->root_row[j], rb = bm->root_row[j + s];
                 float *a = rows + ra * my_len;
                 st = ff_device_tree_reduce(t->dev, a, a, 2, (rb - ra) * my_len, my_len);
             }
-    float *w = ff_device_params(t->dev) + lo + my_lo;
+    const float *w = ff_device_params(t->dev) + lo + my_lo;
     if (st == FF_OK)
-        st = ff_device_sgd(t->dev, w, t->d_mom + lo + my_lo, rows, my_len, t->o.lr, t->o.momentum, t->o.weight_decay,
-                           t->steps == 0);
-    if (st == FF_OK) st = ff_device_copy_rows(t->dev, wmine, 0, my_len, w, 0, my_len, 1, 1, 1, 0, my_len);
+        st = ff_device_tree_sgd(t->dev, wmine, w, t->d_mom + lo + my_lo, rows, fixed_tree ? bm->nroots : 1, my_len,
+                                my_len, t->o.lr, t->o.momentum, t->o.weight_decay, t->steps == 0);
     if (st == FF_OK && !queued) st = ff_device_sync(t->dev);  // the communicator reads what the device wrote
     if (st == FF_OK && queued)                                // on the lane, after the update
         st = ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,

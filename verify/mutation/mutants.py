@@ -307,13 +307,13 @@ M('reduce_block_pairs_not_summed', TR,
 # The update by slices (each rank's SGD on its slice, the weights all-gathered; ff_trainer_sync
 # gathers the momentum and the gradient).
 M('sgd_first_step_misjudged_multirank', TR,
-  ('t->o.weight_decay,\n                           t->steps == 0);', 't->o.weight_decay,\n                           t->steps == 1);'),
+  ('t->o.weight_decay, t->steps == 0);', 't->o.weight_decay, t->steps == 1);'),
   TRAIN)
 M('sharded_update_weights_not_gathered', TR,
   ('return ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,',
    'return FF_OK; (void)ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,'), TRAIN)
 M('sharded_update_sends_stale_weights', TR,
-  ('if (st == FF_OK) st = ff_device_copy_rows(t->dev, wmine, 0, my_len, w, 0, my_len, 1, 1, 1, 0, my_len);', ''),
+  ('st = ff_device_tree_sgd(t->dev, wmine, w,', 'st = ff_device_tree_sgd(t->dev, (float *)w, w,'),
   TRAIN)
 M('sharded_momentum_not_gathered', TR,
   ('FF_TRY(ff_comm_allgatherv(t->comm, t->d_mom + lo, count, displ, t->wslice, (size_t)my_len * sizeof(float)));', ''),
@@ -347,7 +347,15 @@ DC = 'core/device/cpu/device_cpu.c'
 M('cpu_backward_group_rows_shifted', DC,
   ('backward_group(c, grads + g * grad_stride,', 'backward_group(c, grads + (g > 0 ? g - 1 : 0) * grad_stride,'),
   TRAIN)
-M('cpu_sgd_momentum_not_stored', DC, ('            mom[i] = bi;\n', '\n'), TRAIN)
+M('cpu_sgd_momentum_not_stored', DC, ('        mom[i] = b;\n', '\n'), TRAIN)
+# The fused finishing tree and update (ff_device_tree_sgd): the cpu device's copy must run the tree
+# before the update, and the trainer may fuse only the fixed tree (every rank one block sum);
+# --shares 1,1,14 gives five roots whose additions are not the fixed tree's.
+M('cpu_tree_sgd_tree_skipped', DC,
+  ('    FF_TRY(cpu_tree_reduce(d, rows, rows, nrows, stride, count));\n', '    (void)d, (void)nrows, (void)stride;\n'),
+  TRAIN)
+M('finishing_always_fixed_tree', TR,
+  ('const bool fixed_tree = finishing_is_fixed_tree(bm);', 'const bool fixed_tree = finishing_is_fixed_tree(bm) || bm;'), QUEUED)
 M('cpu_forward_group_offset_wrong', DC,
   ('act[l] + i0 * ff_shape_numel(L->in), c->w[l],', 'act[l] + (i0 > 0 ? i0 - 1 : 0) * ff_shape_numel(L->in), c->w[l],'),
   TRAIN)

@@ -272,23 +272,32 @@ static ff_status cpu_tree_reduce(ff_device *d, float *out, float *rows, int64_t 
     return FF_OK;
 }
 
-// train.h's rule; float32, no fma (the build's -ffp-contract=off): every device gives these bits.
+// train.h's rule for one element; float32, no fma (the build's -ffp-contract=off): every device
+// gives these bits. mom[i] updated in place; returns the updated weight.
+static inline float sgd_rule(float w, float g, float *mom, int64_t i, float lr, float momentum, float weight_decay,
+                             bool first) {
+    if (weight_decay != 0.0f) g = g + weight_decay * w;
+    float b = g;
+    if (momentum != 0.0f) {
+        b = first ? g : momentum * mom[i] + g;
+        mom[i] = b;
+    }
+    return w - lr * b;
+}
+
 static ff_status cpu_sgd(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
                          float weight_decay, bool first) {
     (void)d;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < count; i++) {
-        float gi = g[i];
-        if (weight_decay != 0.0f) gi = gi + weight_decay * w[i];
-        float bi;
-        if (momentum != 0.0f) {
-            bi = first ? gi : momentum * mom[i] + gi;
-            mom[i] = bi;
-        } else {
-            bi = gi;
-        }
-        w[i] = w[i] - lr * bi;
-    }
+    for (int64_t i = 0; i < count; i++) w[i] = sgd_rule(w[i], g[i], mom, i, lr, momentum, weight_decay, first);
+    return FF_OK;
+}
+
+static ff_status cpu_tree_sgd(ff_device *d, float *w_out, const float *w, float *mom, float *rows, int64_t nrows,
+                              int64_t stride, int64_t count, float lr, float momentum, float weight_decay, bool first) {
+    FF_TRY(cpu_tree_reduce(d, rows, rows, nrows, stride, count));
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < count; i++) w_out[i] = sgd_rule(w[i], rows[i], mom, i, lr, momentum, weight_decay, first);
     return FF_OK;
 }
 
@@ -315,6 +324,7 @@ static const ff_device_ops cpu_ops = {
     .train_backward = cpu_train_backward,
     .tree_reduce = cpu_tree_reduce,
     .sgd = cpu_sgd,
+    .tree_sgd = cpu_tree_sgd,
 };
 
 ff_status ff_device_cpu_create(ff_device **out, const ff_model *m, const ff_weights *w, const ff_plan *p,

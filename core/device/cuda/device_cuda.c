@@ -908,6 +908,12 @@ static ff_status cuda_sgd(ff_device *d, float *w, float *mom, const float *g, in
     return ff_gpu_sgd(w, mom, g, count, lr, momentum, weight_decay, first, cuda_of(d)->stream);
 }
 
+static ff_status cuda_tree_sgd(ff_device *d, float *w_out, const float *w, float *mom, float *rows, int64_t nrows,
+                               int64_t stride, int64_t count, float lr, float momentum, float weight_decay, bool first) {
+    return ff_gpu_tree_sgd(w_out, w, mom, rows, nrows, stride, count, lr, momentum, weight_decay, first,
+                           cuda_of(d)->stream);
+}
+
 // Captured work (device.h): the device's stream captured into a CUDA graph. An ff_device_graph is
 // the instantiated graph itself.
 static ff_status cuda_capture_begin(ff_device *d) {
@@ -966,4 +972,5 @@ static const ff_device_ops cuda_ops = {
     .train_work_bytes = cuda_train_work_bytes,
     .tree_reduce = cuda_tree_reduce,
     .sgd = cuda_sgd,
+    .tree_sgd = cuda_tree_sgd,
 };

@@ -565,6 +565,7 @@ __global__ void k_softmax_xent(float *__restrict__ dz, float *__restrict__ loss,
 // read once and out written once. (A run-time stack of partial sums needs dynamic indexing, which
 // puts it in local memory: slower than the in-place kernel below on an H100, session 11.)
 #define FF_TREE_REG_ROWS 32
+#define FF_TREE_SGD_ROWS 8  // ff_gpu_tree_sgd's fused tree: up to 8 rows (P <= 8 with one block each)
 __host__ __device__ constexpr int tree_levels(int n) {
     return n <= 1 ? 0 : 1 + tree_levels((n + 1) / 2);
 }
@@ -596,20 +597,45 @@ __global__ void k_copy_floats(float *out, const float *in, long long len) {
     FF_GRID_STRIDE(i, len) out[i] = in[i];
 }
 
-// step_core's (train.c) float operations one by one, no contraction.
+// step_core's (train.c) float operations one by one, no contraction: weight w[i] and gradient g
+// of element i give the updated weight; mom[i] updated in place.
+__device__ __forceinline__ float sgd_rule(float w, float g, float *__restrict__ mom, long long i, float lr,
+                                          float momentum, float wd, int first) {
+    if (wd != 0.0f) g = __fadd_rn(g, __fmul_rn(wd, w));
+    float b = g;
+    if (momentum != 0.0f) {
+        b = first ? g : __fadd_rn(__fmul_rn(momentum, mom[i]), g);
+        mom[i] = b;
+    }
+    return __fsub_rn(w, __fmul_rn(lr, b));
+}
+
 __global__ void k_sgd(float *__restrict__ w, float *__restrict__ mom, const float *__restrict__ g, long long count,
                       float lr, float momentum, float wd, int first) {
+    FF_GRID_STRIDE(i, count) w[i] = sgd_rule(w[i], g[i], mom, i, lr, momentum, wd, first);
+}
+
+// The deterministic exchange's last step on a slice (device.h ff_device_tree_sgd): the tree over
+// N rows in registers (k_tree_reg's order), the sum kept in row 0, the SGD rule on it, the updated
+// weight to w_out (w only read): one pass where the tree, the update and a copy of the weights
+// were three.
+template <int N>
+__global__ void k_tree_sgd(float *w_out, const float *w, float *__restrict__ mom,
+                           float *__restrict__ rows, long long stride, long long count, float lr, float momentum,
+                           float wd, int first) {
     FF_GRID_STRIDE(i, count) {
-        float gi = g[i];
-        if (wd != 0.0f) gi = __fadd_rn(gi, __fmul_rn(wd, w[i]));
-        float bi;
-        if (momentum != 0.0f) {
-            bi = first ? gi : __fadd_rn(__fmul_rn(momentum, mom[i]), gi);
-            mom[i] = bi;
-        } else {
-            bi = gi;
+        float v[N];
+#pragma unroll
+        for (int j = 0; j < N; j++) v[j] = rows[j * stride + i];
+#pragma unroll
+        for (int l = 0; l < tree_levels(N); l++) {
+            const int s = 1 << l;
+#pragma unroll
+            for (int j = 0; j < N; j += 2 * s)
+                if (j + s < N) v[j] = __fadd_rn(v[j], v[j + s]);
         }
-        w[i] = __fsub_rn(w[i], __fmul_rn(lr, bi));
+        if (N > 1) rows[i] = v[0];
+        w_out[i] = sgd_rule(w[i], v[0], mom, i, lr, momentum, wd, first);
     }
 }
 
@@ -840,6 +866,31 @@ extern "C" ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t co
     k_sgd<<<train_blocks(count), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(w, mom, g, count, lr, momentum, weight_decay,
                                                                          first ? 1 : 0);
     FF_LAUNCH_CHECK("k_sgd");
+    return FF_OK;
+}
+
+extern "C" ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, float *rows, int64_t nrows,
+                                     int64_t stride, int64_t count, float lr, float momentum, float weight_decay,
+                                     bool first, ff_gpu_stream s) {
+    if (count <= 0 || nrows < 1) return FF_OK;
+    if (nrows > FF_TREE_SGD_ROWS) {  // the tree alone first (in place: row 0 ends with the sum)
+        FF_TRY(ff_gpu_tree_reduce(rows, rows, nrows, stride, count, s));
+        nrows = 1;
+    }
+    const unsigned blocks = train_blocks(count);
+    cudaStream_t cs = ff_cu_stream(s);
+    const int f = first ? 1 : 0;
+    switch (nrows) {
+#define FF_TREE_SGD_CASE(n)                                                                                     \
+    case n:                                                                                                     \
+        k_tree_sgd<n><<<blocks, FF_TRAIN_THREADS, 0, cs>>>(w_out, w, mom, rows, stride, count, lr, momentum,     \
+                                                           weight_decay, f);                                   \
+        break;
+        FF_TREE_SGD_CASE(1) FF_TREE_SGD_CASE(2) FF_TREE_SGD_CASE(3) FF_TREE_SGD_CASE(4)
+        FF_TREE_SGD_CASE(5) FF_TREE_SGD_CASE(6) FF_TREE_SGD_CASE(7) FF_TREE_SGD_CASE(8)
+#undef FF_TREE_SGD_CASE
+    }
+    FF_LAUNCH_CHECK("k_tree_sgd");
     return FF_OK;
 }
 

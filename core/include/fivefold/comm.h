@@ -55,7 +55,8 @@ ff_status ff_comm_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const
 // Root sends counts[r] bytes from sendbuf + displs[r] to rank r.
 ff_status ff_comm_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf, const size_t *counts,
                            const size_t *displs, int root);
-// Everyone receives everyone's block: counts/displs known on every rank.
+// Everyone receives everyone's block, its own included (the trainer relies on it: its update
+// writes only the slice it sends): counts/displs known on every rank.
 ff_status ff_comm_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs, const void *sendbuf,
                              size_t sendbytes);
 // Personalised all-to-all: send_counts[r] bytes at sendbuf + send_displs[r] go to rank r.

@@ -207,6 +207,14 @@ ff_status ff_device_tree_reduce(ff_device *d, float *out, float *rows, int64_t n
 ff_status ff_device_sgd(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
                         float weight_decay, bool first);
 
+// The last step of the deterministic exchange on this rank's slice (train.c exchange_bucket): the
+// tree over rows (nrows, stride) as ff_device_tree_reduce, its sum left in row 0, then the SGD rule
+// of ff_device_sgd on it, weights read from w and written to w_out (w_out may be w; the trainer
+// writes the slice it all-gathers next), mom in place. The same bits as the tree followed by
+// ff_device_sgd and a copy, in one pass over memory where those were three.
+ff_status ff_device_tree_sgd(ff_device *d, float *w_out, const float *w, float *mom, float *rows, int64_t nrows,
+                             int64_t stride, int64_t count, float lr, float momentum, float weight_decay, bool first);
+
 // Bytes of scratch the training backward of layers [0, last] allocates on the device for n images
 // at once (a GPU's GEMM workspaces and its two data-gradient buffers; 0 on the cpu device).
 size_t ff_device_train_work_bytes(const ff_device *d, int last, int64_t n);

@@ -366,6 +366,11 @@ ff_status ff_gpu_tree_reduce(float *out, float *rows, int64_t nrows, int64_t str
 // train.h's SGD rule on count elements (first: mom = g; momentum 0: mom is not touched).
 ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t count, float lr, float momentum, float weight_decay,
                      bool first, ff_gpu_stream s);
+// The tree over rows (nrows, stride) as ff_gpu_tree_reduce, the sum left in row 0, then the SGD
+// rule on it with weights w, the updated weights to w_out (may be w) and mom in place: one kernel
+// up to 8 rows (more: the tree first, in place).
+ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, float *rows, int64_t nrows, int64_t stride,
+                          int64_t count, float lr, float momentum, float weight_decay, bool first, ff_gpu_stream s);
 // x[i] = images[idx[i]] (per floats each), labels[i] = all_labels[idx[i]] for i < n.
 ff_status ff_gpu_gather(float *x, int32_t *labels, const float *images, const int32_t *all_labels, const int64_t *idx,
                         int64_t per, int64_t n, ff_gpu_stream s);
