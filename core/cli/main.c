@@ -10,14 +10,14 @@ static const ff_command commands[] = {
     {"infer", "run a forward pass in any mode; print the output digest, top-5 and time", ff_cmd_infer},
     {"verify", "check a mode against the PyTorch goldens: one row per layer and end to end", ff_cmd_verify},
     {"bench", "time a configuration after its checks pass (refuses otherwise); PyTorch side by side", ff_cmd_bench},
-    {"train", "train mnist-cnn on the CPU (serial or mpi), deterministic across rank counts", ff_cmd_train},
+    {"train", "train mnist-cnn or the MLPs in any mode (by default the same bits on any rank count)", ff_cmd_train},
 };
 static const int n_commands = (int)(sizeof commands / sizeof commands[0]);
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: fivefold <command> [options]      (fivefold <command> --help for its options)\n\n"
-            "AlexNet inference and MNIST-CNN training in five execution modes (serial, mpi, cuda,\n"
+            "AlexNet inference, MNIST-CNN and MLP training in five execution modes (serial, mpi, cuda,\n"
             "hybrid, direct), each verified against PyTorch before anything is timed.\n\ncommands:\n");
     for (int i = 0; i < n_commands; i++) fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
     fprintf(f,
