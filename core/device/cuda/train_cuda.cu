@@ -569,21 +569,24 @@ __global__ void k_softmax_xent(float *__restrict__ dz, float *__restrict__ loss,
 __host__ __device__ constexpr int tree_levels(int n) {
     return n <= 1 ? 0 : 1 + tree_levels((n + 1) / 2);
 }
+// Element i's tree over N rows: every loop unrolled, so the partial sums stay in registers.
+template <int N>
+__device__ __forceinline__ float tree_in_registers(const float *rows, long long stride, long long i) {
+    float v[N];
+#pragma unroll
+    for (int j = 0; j < N; j++) v[j] = rows[j * stride + i];
+#pragma unroll
+    for (int l = 0; l < tree_levels(N); l++) {
+        const int s = 1 << l;
+#pragma unroll
+        for (int j = 0; j < N; j += 2 * s)
+            if (j + s < N) v[j] = __fadd_rn(v[j], v[j + s]);
+    }
+    return v[0];
+}
 template <int N>
 __global__ void k_tree_reg(float *out, const float *rows, long long stride, long long len) {
-    FF_GRID_STRIDE(i, len) {
-        float v[N];
-#pragma unroll
-        for (int j = 0; j < N; j++) v[j] = rows[j * stride + i];
-#pragma unroll
-        for (int l = 0; l < tree_levels(N); l++) {
-            const int s = 1 << l;
-#pragma unroll
-            for (int j = 0; j < N; j += 2 * s)
-                if (j + s < N) v[j] = __fadd_rn(v[j], v[j + s]);
-        }
-        out[i] = v[0];
-    }
+    FF_GRID_STRIDE(i, len) out[i] = tree_in_registers<N>(rows, stride, i);
 }
 // More rows: the tree in place, level by level (row 0 ends with the sum).
 __global__ void k_tree_inplace(float *rows, long long nrows, long long stride, long long len) {
@@ -624,18 +627,9 @@ __global__ void k_tree_sgd(float *w_out, const float *w, float *__restrict__ mom
                            float *__restrict__ rows, long long stride, long long count, float lr, float momentum,
                            float wd, int first) {
     FF_GRID_STRIDE(i, count) {
-        float v[N];
-#pragma unroll
-        for (int j = 0; j < N; j++) v[j] = rows[j * stride + i];
-#pragma unroll
-        for (int l = 0; l < tree_levels(N); l++) {
-            const int s = 1 << l;
-#pragma unroll
-            for (int j = 0; j < N; j += 2 * s)
-                if (j + s < N) v[j] = __fadd_rn(v[j], v[j + s]);
-        }
-        if (N > 1) rows[i] = v[0];
-        w_out[i] = sgd_rule(w[i], v[0], mom, i, lr, momentum, wd, first);
+        const float sum = tree_in_registers<N>(rows, stride, i);
+        if (N > 1) rows[i] = sum;
+        w_out[i] = sgd_rule(w[i], sum, mom, i, lr, momentum, wd, first);
     }
 }
 
