@@ -909,7 +909,8 @@ static ff_status cuda_sgd(ff_device *d, float *w, float *mom, const float *g, in
 }
 
 static ff_status cuda_tree_sgd(ff_device *d, float *w_out, const float *w, float *mom, float *rows, int64_t nrows,
-                               int64_t stride, int64_t count, float lr, float momentum, float weight_decay, bool first) {
+                               int64_t stride, int64_t count, float lr, float momentum, float weight_decay,
+                               bool first) {
     return ff_gpu_tree_sgd(w_out, w, mom, rows, nrows, stride, count, lr, momentum, weight_decay, first,
                            cuda_of(d)->stream);
 }

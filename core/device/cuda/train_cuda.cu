@@ -623,9 +623,8 @@ __global__ void k_sgd(float *__restrict__ w, float *__restrict__ mom, const floa
 // weight to w_out (w only read): one pass where the tree, the update and a copy of the weights
 // were three.
 template <int N>
-__global__ void k_tree_sgd(float *w_out, const float *w, float *__restrict__ mom,
-                           float *__restrict__ rows, long long stride, long long count, float lr, float momentum,
-                           float wd, int first) {
+__global__ void k_tree_sgd(float *w_out, const float *w, float *__restrict__ mom, float *__restrict__ rows,
+                           long long stride, long long count, float lr, float momentum, float wd, int first) {
     FF_GRID_STRIDE(i, count) {
         const float sum = tree_in_registers<N>(rows, stride, i);
         if (N > 1) rows[i] = sum;
@@ -874,16 +873,15 @@ extern "C" ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, f
     const unsigned blocks = train_blocks(count);
     cudaStream_t cs = ff_cu_stream(s);
     const int f = first ? 1 : 0;
+    // clang-format off
     switch (nrows) {
-#define FF_TREE_SGD_CASE(n)                                                                                     \
-    case n:                                                                                                     \
-        k_tree_sgd<n><<<blocks, FF_TRAIN_THREADS, 0, cs>>>(w_out, w, mom, rows, stride, count, lr, momentum,     \
-                                                           weight_decay, f);                                   \
-        break;
+#define FF_TREE_SGD_CASE(n) case n: k_tree_sgd<n><<<blocks, FF_TRAIN_THREADS, 0, cs>>>(w_out, w, mom, rows, stride, \
+                                        count, lr, momentum, weight_decay, f); break;
         FF_TREE_SGD_CASE(1) FF_TREE_SGD_CASE(2) FF_TREE_SGD_CASE(3) FF_TREE_SGD_CASE(4)
         FF_TREE_SGD_CASE(5) FF_TREE_SGD_CASE(6) FF_TREE_SGD_CASE(7) FF_TREE_SGD_CASE(8)
 #undef FF_TREE_SGD_CASE
     }
+    // clang-format on
     FF_LAUNCH_CHECK("k_tree_sgd");
     return FF_OK;
 }
