@@ -265,7 +265,7 @@ static void states(const ff_comm_mpi *m, char *out, size_t cap, const bool *set)
 }
 
 // After a roll call: "rank 1 is lost or stopped (no answer in 0.5 s); rank 1: its process ..." or
-// "(every rank answered: are they waiting in different operations?)".
+// "(every rank answered, so none is lost or stopped: ...)".
 static void silent_text(const ff_comm_mpi *m, const bool *silent, double grace, char *out, size_t cap) {
     char quiet[192], seen[640];
     int n_quiet = rank_list(quiet, sizeof quiet, silent, m->base.size, m->base.rank);
@@ -274,7 +274,9 @@ static void silent_text(const ff_comm_mpi *m, const bool *silent, double grace, 
         snprintf(out, cap, "%s %s lost or stopped (no answer in %g s)%s", quiet, n_quiet == 1 ? "is" : "are", grace,
                  seen);
     else
-        snprintf(out, cap, "(every rank answered: are they waiting in different operations?)");
+        snprintf(out, cap,
+                 "(every rank answered, so none is lost or stopped: they may wait in different operations, or the "
+                 "transport itself is stuck)");
 }
 
 // The roll call's grace: up to 2 s, since a rank waiting elsewhere has its own deadline, at most a
