@@ -669,7 +669,19 @@ typedef struct {
     int64_t root_row[FF_MAX_MICROBATCHES];
     int64_t nb[FF_MAX_RANKS_TRAIN];
     int64_t nroots, nmb;
+    bool fixed_tree;  // the joining additions are the fixed tree over the nroots rows (finishing_is_fixed_tree)
 } block_map;
+
+// Whether the finishing additions (exchange_bucket) are the fixed tree over the nroots rows
+// (train.h: at each level s, row j += row j + s): they are when the roots lie at micro-batches
+// 0, z, 2z, ... for one power of two z (every rank one block of z micro-batches, or one root).
+static bool finishing_is_fixed_tree(const block_map *bm) {
+    int64_t z = 1;
+    while (z < bm->nmb && bm->root_row[z] < 0) z *= 2;
+    for (int64_t j = 0; j < bm->nmb; j++)
+        if ((bm->root_row[j] >= 0) != (j % z == 0) || (bm->root_row[j] >= 0 && bm->root_row[j] != j / z)) return false;
+    return true;
+}
 
 static void map_blocks(block_map *bm, const ff_trainer *t, int64_t nmb) {
     bm->nmb = nmb;
@@ -681,17 +693,7 @@ static void map_blocks(block_map *bm, const ff_trainer *t, int64_t nmb) {
         bm->nb[q] = dyadic_blocks(start, size, j0, j1);
         for (int64_t k = 0; k < bm->nb[q]; k++) bm->root_row[start[k]] = bm->nroots++;
     }
-}
-
-// Whether the finishing additions (exchange_bucket) are the fixed tree over the nroots rows
-// (train.h: at each level s, row j += row j + s): they are when the roots lie at micro-batches
-// 0, z, 2z, ... for one power of two z (every rank one block of z micro-batches, or one root).
-static bool finishing_is_fixed_tree(const block_map *bm) {
-    int64_t z = 1;
-    while (z < bm->nmb && bm->root_row[z] < 0) z *= 2;
-    for (int64_t j = 0; j < bm->nmb; j++)
-        if ((bm->root_row[j] >= 0) != (j % z == 0) || (bm->root_row[j] >= 0 && bm->root_row[j] != j / z)) return false;
-    return true;
+    bm->fixed_tree = finishing_is_fixed_tree(bm);
 }
 
 // Slice q of a bucket's len parameters: [len * q / P, len * (q + 1) / P), relative to its start.
@@ -788,8 +790,7 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
     // writes the weights, my slice included). When the roots' additions are the fixed tree over
     // the nroots rows (every rank one block sum: equal power-of-two shares), the device fuses that
     // tree with the update; otherwise they run one by one first.
-    const bool fixed_tree = finishing_is_fixed_tree(bm);
-    for (int64_t s = 1; !fixed_tree && s < bm->nmb && st == FF_OK; s *= 2)
+    for (int64_t s = 1; !bm->fixed_tree && s < bm->nmb && st == FF_OK; s *= 2)
         for (int64_t j = 0; j + s < bm->nmb && st == FF_OK; j += 2 * s)
             if (bm->root_row[j + s] >= 0) {  // then j is a root too (see above): g_j += g_{j+s}
                 const int64_t ra = bm->root_row[j], rb = bm->root_row[j + s];
@@ -798,8 +799,9 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
             }
     const float *w = ff_device_params(t->dev) + lo + my_lo;
     if (st == FF_OK)
-        st = ff_device_tree_sgd(t->dev, wmine, w, t->d_mom + lo + my_lo, rows, fixed_tree ? bm->nroots : 1, my_len,
-                                my_len, t->o.lr, t->o.momentum, t->o.weight_decay, t->steps == 0);
+        st = ff_device_tree_sgd(t->dev, wmine, w, t->d_mom + lo + my_lo, rows,
+                                bm->fixed_tree && bm->nroots > 1 ? bm->nroots : 1, my_len, my_len, t->o.lr,
+                                t->o.momentum, t->o.weight_decay, t->steps == 0);
     if (st == FF_OK && !queued) st = ff_device_sync(t->dev);  // the communicator reads what the device wrote
     if (st == FF_OK && queued)                                // on the lane, after the update
         st = ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,

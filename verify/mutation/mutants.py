@@ -355,7 +355,7 @@ M('cpu_tree_sgd_tree_skipped', DC,
   ('    FF_TRY(cpu_tree_reduce(d, rows, rows, nrows, stride, count));\n', '    (void)d, (void)nrows, (void)stride;\n'),
   TRAIN)
 M('finishing_always_fixed_tree', TR,
-  ('const bool fixed_tree = finishing_is_fixed_tree(bm);', 'const bool fixed_tree = finishing_is_fixed_tree(bm) || bm;'), QUEUED)
+  ('bm->fixed_tree = finishing_is_fixed_tree(bm);', 'bm->fixed_tree = finishing_is_fixed_tree(bm) || bm;'), QUEUED)
 M('cpu_forward_group_offset_wrong', DC,
   ('act[l] + i0 * ff_shape_numel(L->in), c->w[l],', 'act[l] + (i0 > 0 ? i0 - 1 : 0) * ff_shape_numel(L->in), c->w[l],'),
   TRAIN)
