@@ -536,6 +536,46 @@ static void tree_reduce_sgd_gather_bits(void **state) {
         free(w), free(mom), free(g), free(w_g), free(m_g);
     }
 
+    // tree and SGD fused (ff_device_tree_sgd, the deterministic exchange's last step): the GPU's one
+    // kernel (up to 8 rows) and its fallback (the tree first, more rows) against the cpu device,
+    // which runs the tree then the rule; the updated weights into their own buffer (w untouched) and
+    // in place; row 0 keeps the reduced gradient. Bad shapes are refused naming them.
+    const int64_t tr_rows[] = {1, 2, 3, 4, 8, 9, 13};
+    for (size_t t = 0; t < sizeof tr_rows / sizeof tr_rows[0]; t++) {
+        const int64_t nr = tr_rows[t], tl = 3000, ts = 3011;
+        const bool in_place = t % 2 == 1;
+        float *rows = tu_rand((size_t)(nr * ts), 1000 + (uint64_t)t, 0.01f);
+        for (int64_t j = 0; j < nr; j++)
+            for (int64_t i = 0; i < ts; i++) rows[j * ts + i] = ldexpf(rows[j * ts + i], (int)(3 * (j % 5)));
+        float *w = tu_rand((size_t)tl, 1100 + (uint64_t)t, 1.0f), *mom = tu_rand((size_t)tl, 1200 + (uint64_t)t, 0.1f);
+        float *w_before = malloc((size_t)tl * sizeof(float)), *w_out = malloc((size_t)tl * sizeof(float));
+        memcpy(w_before, w, (size_t)tl * sizeof(float));
+        float *grows = gpu_from(rows, (size_t)(nr * ts)), *gw = gpu_from(w, (size_t)tl),
+              *gm = gpu_from(mom, (size_t)tl);
+        float *gout = in_place ? gw : gpu_from(NULL, (size_t)tl);
+        CHECK_OK(ff_device_tree_sgd(F.cpu, in_place ? w : w_out, w, mom, rows, nr, ts, tl, 0.01f, 0.9f, 1e-3f, false));
+        CHECK_OK(ff_device_tree_sgd(F.gpu, gout, gw, gm, grows, nr, ts, tl, 0.01f, 0.9f, 1e-3f, false));
+        float *out_g = download(gout, (size_t)tl), *m_g = download(gm, (size_t)tl), *r_g = download(grows, (size_t)tl);
+        char what[96];
+        snprintf(what, sizeof what, "tree_sgd %lld rows (%s): weights", (long long)nr, in_place ? "in place" : "apart");
+        bad += check_bits(what, out_g, in_place ? w : w_out, (size_t)tl);
+        snprintf(what, sizeof what, "tree_sgd %lld rows: momentum", (long long)nr);
+        bad += check_bits(what, m_g, mom, (size_t)tl);
+        snprintf(what, sizeof what, "tree_sgd %lld rows: row 0 (the reduced gradient)", (long long)nr);
+        bad += check_bits(what, r_g, rows, (size_t)tl);
+        if (!in_place) {
+            float *w_g = download(gw, (size_t)tl);
+            bad += check_bits("tree_sgd: w untouched when the output is apart", w_g, w_before, (size_t)tl);
+            free(w_g);
+        }
+        ff_device_free(F.gpu, grows), ff_device_free(F.gpu, gw), ff_device_free(F.gpu, gm);
+        if (!in_place) ff_device_free(F.gpu, gout);
+        free(rows), free(w), free(mom), free(w_before), free(w_out), free(out_g), free(m_g), free(r_g);
+    }
+    float one = 1.0f, m1 = 0.0f, r1[2] = {1.0f, 2.0f};
+    assert_int_equal(ff_device_tree_sgd(F.cpu, &one, &one, &m1, r1, 0, 1, 1, 0.1f, 0.9f, 0.0f, false), FF_ERR_INPUT);
+    assert_int_equal(ff_device_tree_sgd(F.cpu, &one, &one, &m1, r1, 2, 1, 2, 0.1f, 0.9f, 0.0f, false), FF_ERR_INPUT);
+
     // gather: 13 samples (repeats included) of a 40-image set
     const int64_t count = 40, per = ff_shape_numel(F.m.input), n = N_IMG;
     float *images = tu_rand((size_t)(count * per), 800, 1.0f);
