@@ -824,6 +824,23 @@ static ff_status ensure_ones(cuda_device *c, int64_t n) {
     return FF_OK;
 }
 
+// Linear layer l's weight-gradient rows `rows` into row g of grads per group (the bias gradient too
+// when with_bias) and, dx not NULL, its data gradient dx: cuBLAS (--backend vendor) or the own
+// kernels (gpu.h).
+static ff_status linear_backward(cuda_device *c, float *grads, int64_t grad_stride, float *dx, const float *dy,
+                                 const float *x, int l, ff_range rows, bool with_bias, int64_t n, int64_t group,
+                                 float *work) {
+    const ff_layer *L = &c->base.model->layers[l];
+    float *gw = grads + (c->d_w[l] - c->d_params), *gb = with_bias ? grads + (c->d_b[l] - c->d_params) : NULL;
+    if (c->base.plan.opt.backend == FF_BACKEND_VENDOR) {
+        FF_TRY(ensure_ones(c, group < n ? group : n));
+        return ff_gpu_linear_vendor_backward(gw, gb, grad_stride, dx, dy, x, c->d_w[l], L, rows, n, group, c->d_ones,
+                                             c->blas, c->stream);
+    }
+    FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, dy, x, L, rows, n, group, c->stream));
+    return dx ? ff_gpu_linear_backward_data(dx, dy, c->d_w[l], L, n, work, c->stream) : FF_OK;
+}
+
 // From the top layer down, all n images per launch: conv/linear write group g's weight and bias
 // gradients into row g of grads at the layer's offsets in ff_weights' layout (the weight kernels
 // keep each group's sums apart), then the data gradient (not for layer 0: the input's gradient is
@@ -851,20 +868,17 @@ static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_strid
         float *dx = c->d_grad[next];
         const bool need_dx = l > 0;
         switch (L->op) {
-            case FF_OP_CONV2D:
-            case FF_OP_LINEAR: {
+            case FF_OP_CONV2D: {
                 float *gw = grads + (c->d_w[l] - c->d_params), *gb = grads + (c->d_b[l] - c->d_params);
-                if (L->op == FF_OP_CONV2D) {
-                    FF_TRY(ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work, c->stream));
-                    if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
-                } else if (c->base.plan.opt.backend == FF_BACKEND_VENDOR) {  // cuBLAS (gpu.h)
-                    FF_TRY(ensure_ones(c, group < n ? group : n));
-                    FF_TRY(ff_gpu_linear_vendor_backward(gw, gb, grad_stride, need_dx ? dx : NULL, cur, x, c->d_w[l], L,
-                                                         n, group, c->d_ones, c->blas, c->stream));
-                } else {
-                    FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, c->stream));
-                    if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
-                }
+                FF_TRY(ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work, c->stream));
+                if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
+                break;
+            }
+            case FF_OP_LINEAR: {  // the weight gradient block by block, top down (ff_model_grad_block); dx last
+                const int nb = L->grad_blocks;
+                for (int k = nb - 1; k >= 0; k--)
+                    FF_TRY(linear_backward(c, grads, grad_stride, k == 0 && need_dx ? dx : NULL, cur, x, l,
+                                           ff_model_grad_block(m, l, k), k == nb - 1, n, group, work));
                 break;
             }
             case FF_OP_RELU:
@@ -890,6 +904,25 @@ static ff_status cuda_train_backward_part(ff_device *d, float *grads, int64_t gr
     bool tuning = false;
     FF_TRY(tuning_begin(c, &tuning));
     const ff_status st = train_backward(c, grads, grad_stride, dz, act, hi, lo, n, group);
+    if (tuning) ff_gpu_set_tuning(false);
+    return st;
+}
+
+// One block of layer 0's weight gradient from the data gradient the part that ended at layer 1
+// left (device.h); the backward stays open for the other blocks.
+static ff_status cuda_train_backward_block(ff_device *d, float *grads, int64_t grad_stride, const float *const *act,
+                                           int block, int64_t n, int64_t group) {
+    cuda_device *c = cuda_of(d);
+    const ff_model *m = d->model;
+    if (c->bw_expect != 0)
+        return FF_FAIL(FF_ERR_INPUT, "train backward block %d of %s: expected a part that ended at layer 1 first (%s)",
+                       block, m->layers[0].name,
+                       c->bw_expect < 0 ? "the backward ended, or none began" : "the last part ended higher");
+    bool tuning = false;
+    FF_TRY(tuning_begin(c, &tuning));
+    const ff_status st =
+        linear_backward(c, grads, grad_stride, NULL, c->bw_cur, act[0], 0, ff_model_grad_block(m, 0, block),
+                        block == m->layers[0].grad_blocks - 1, n, group, c->d_train_work);
     if (tuning) ff_gpu_set_tuning(false);
     return st;
 }
@@ -970,6 +1003,7 @@ static const ff_device_ops cuda_ops = {
     .softmax_xent = cuda_softmax_xent,
     .train_backward = cuda_train_backward,
     .train_backward_part = cuda_train_backward_part,
+    .train_backward_block = cuda_train_backward_block,
     .train_work_bytes = cuda_train_work_bytes,
     .tree_reduce = cuda_tree_reduce,
     .sgd = cuda_sgd,

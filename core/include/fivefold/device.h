@@ -194,6 +194,12 @@ ff_status ff_device_train_backward(ff_device *d, float *grads, int64_t grad_stri
 // "not supported" where a device cannot (ff_device_can_backward_in_parts).
 ff_status ff_device_train_backward_part(ff_device *d, float *grads, int64_t grad_stride, float *dz,
                                         const float *const *act, int hi, int lo, int64_t n, int64_t group);
+// Block `block` of layer 0's weight gradient (ff_model_grad_block's rows of grads' rows; the bias
+// gradient with the top block, grad_blocks - 1), after a part that ended at layer 1 or another
+// block: the trainer exchanges each block while the device computes the next. Blocks in any order
+// give the bits of one ff_device_train_backward, which computes the same blocks.
+ff_status ff_device_train_backward_block(ff_device *d, float *grads, int64_t grad_stride, const float *const *act,
+                                         int block, int64_t n, int64_t group);
 bool ff_device_can_backward_in_parts(const ff_device *d);
 
 // train.h's tree over rows (nrows, stride): out[0..len) becomes the sum of the nrows rows in the
