@@ -13,7 +13,7 @@ mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
-export DATA="$PWD/.data/fashion-mnist"
+export DATA="$PWD/.data/fashion-mnist"; [ -d "$DATA" ] || DATA="$PWD/.data-small/fashion-mnist"  # the first 4096 training images
 G=$(nvidia-smi -L | grep -c "^GPU")
 mpx="mpiexec --oversubscribe"
 t0=$(date +%s)
