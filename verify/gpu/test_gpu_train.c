@@ -989,8 +989,10 @@ static void train_backward_within_bound(void **state) {
 
 // Layer 0's weight gradient in blocks (ff_device_train_backward_block, the trainer's buckets below
 // the backward's end), on mlp-small (fc1 in four blocks), own kernels and cuBLAS: a backward in
-// parts that ends at layer 1, then the four blocks (top down, and again bottom up), gives the bits
-// of the one-piece backward, every group's row. The rows start as NaN, so a block left out or
+// parts that ends at layer 1, then the four blocks (top down, and again bottom up with fc2's data
+// gradient deferred: ff_device_train_backward_data), gives the bits of the one-piece backward,
+// every group's row. A part while a data gradient is pending, and a data gradient with none
+// pending, are refused. The rows start as NaN, so a block left out or
 // written short shows. A block before any part, a block out of range and a model whose layer 0 is
 // not cut (mnist-cnn's conv1, one block) are refused.
 static void mlp_grad_blocks_equal_one_piece(void **state) {
@@ -1045,7 +1047,17 @@ static void mlp_grad_blocks_equal_one_piece(void **state) {
             for (int64_t i = 0; i < NGROUPS * N; i++) h2[i] = NAN;
             assert_int_equal(ff_device_upload(d, g2, h2, (size_t)(NGROUPS * N)), FF_OK);
             assert_int_equal(ff_device_copy_bytes(d, dz, dz2, (size_t)(N_IMG * classes) * sizeof(float)), FF_OK);
-            assert_int_equal(ff_device_train_backward_part(d, g2, N, dz, ca, last, 1, N_IMG, GROUP), FF_OK);
+            if (order == 0) {
+                assert_int_equal(ff_device_train_backward_part(d, g2, N, dz, ca, last, 1, false, N_IMG, GROUP), FF_OK);
+                // nothing was left to compute
+                assert_int_equal(ff_device_train_backward_data(d, ca, N_IMG, GROUP), FF_ERR_INPUT);
+            } else {  // fc2's data gradient left for later: refused until it is computed
+                assert_int_equal(ff_device_train_backward_part(d, g2, N, dz, ca, last, 2, true, N_IMG, GROUP), FF_OK);
+                assert_int_equal(ff_device_train_backward_part(d, g2, N, NULL, ca, 1, 1, false, N_IMG, GROUP),
+                                 FF_ERR_INPUT);
+                assert_int_equal(ff_device_train_backward_data(d, ca, N_IMG, GROUP), FF_OK);
+                assert_int_equal(ff_device_train_backward_part(d, g2, N, NULL, ca, 1, 1, false, N_IMG, GROUP), FF_OK);
+            }
             assert_int_equal(ff_device_train_backward_block(d, g2, N, ca, (int)nb, N_IMG, GROUP), FF_ERR_INPUT);
             for (int64_t k = 0; k < nb; k++)
                 assert_int_equal(
@@ -1053,7 +1065,7 @@ static void mlp_grad_blocks_equal_one_piece(void **state) {
             assert_int_equal(ff_device_download(d, h2, g2, (size_t)(NGROUPS * N)), FF_OK);
             char what[96];
             snprintf(what, sizeof what, "mlp-small %s, fc1 in %lld blocks %s: every row", backend ? "vendor" : "own",
-                     (long long)nb, order ? "bottom up" : "top down");
+                     (long long)nb, order ? "bottom up, fc2 dx deferred" : "top down");
             bad += check_bits(what, h1, h2, (size_t)(NGROUPS * N));
         }
         for (int l = 0; l <= last + 1; l++) ff_device_free(d, act[l]);
