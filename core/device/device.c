@@ -251,32 +251,11 @@ ff_status ff_device_train_backward(ff_device *d, float *grads, int64_t grad_stri
     return d->ops->train_backward(d, grads, grad_stride, dz, act, last, n, group);
 }
 ff_status ff_device_train_backward_part(ff_device *d, float *grads, int64_t grad_stride, float *dz,
-                                        const float *const *act, int hi, int lo, bool defer_data, int64_t n,
-                                        int64_t group) {
+                                        const float *const *act, int hi, int lo, int64_t n, int64_t group) {
     if (!d->ops->train_backward_part) return unsupported(d, "a backward in parts");
     FF_TRY(check_train(d, hi, n, group, "train backward part"));
     if (lo < 0 || lo > hi) return FF_FAIL(FF_ERR_INPUT, "train backward part: layers [%d, %d]", lo, hi);
-    return d->ops->train_backward_part(d, grads, grad_stride, dz, act, hi, lo, defer_data, n, group);
-}
-ff_status ff_device_train_backward_data(ff_device *d, const float *const *act, int64_t n, int64_t group) {
-    if (!d->ops->train_backward_data) return unsupported(d, "a backward in parts");
-    if (n < 0 || group < 1)
-        return FF_FAIL(FF_ERR_INPUT, "train backward data: %lld images in groups of %lld", (long long)n,
-                       (long long)group);
-    return d->ops->train_backward_data(d, act, n, group);
-}
-ff_status ff_device_train_backward_block(ff_device *d, float *grads, int64_t grad_stride, const float *const *act,
-                                         int block, int64_t n, int64_t group) {
-    if (!d->ops->train_backward_block) return unsupported(d, "a weight gradient in blocks");
-    FF_TRY(check_train(d, 0, n, group, "train backward block"));
-    const ff_layer *L = &d->model->layers[0];
-    if (L->op != FF_OP_LINEAR || L->grad_blocks < 2)
-        return FF_FAIL(FF_ERR_INPUT, "train backward block of %s: expected a linear layer 0 cut in blocks (%s: %s, %d)",
-                       d->model->name, L->name, ff_op_name(L->op), L->grad_blocks);
-    if (block < 0 || block >= L->grad_blocks)
-        return FF_FAIL(FF_ERR_INPUT, "train backward block %d of %s: expected 0 .. %d (the model's blocks)", block,
-                       L->name, L->grad_blocks - 1);
-    return d->ops->train_backward_block(d, grads, grad_stride, act, block, n, group);
+    return d->ops->train_backward_part(d, grads, grad_stride, dz, act, hi, lo, n, group);
 }
 bool ff_device_can_backward_in_parts(const ff_device *d) {
     return d->ops->train_backward_part != NULL;

@@ -44,12 +44,7 @@ typedef struct {
                                 int last, int64_t n, int64_t group);
     // NULL: the device backs up in one piece only
     ff_status (*train_backward_part)(ff_device *d, float *grads, int64_t grad_stride, float *dz,
-                                     const float *const *act, int hi, int lo, bool defer_data, int64_t n,
-                                     int64_t group);
-    ff_status (*train_backward_data)(ff_device *d, const float *const *act, int64_t n, int64_t group);
-    // NULL: layer 0's weight gradient only whole (a device without parts)
-    ff_status (*train_backward_block)(ff_device *d, float *grads, int64_t grad_stride, const float *const *act,
-                                      int block, int64_t n, int64_t group);
+                                     const float *const *act, int hi, int lo, int64_t n, int64_t group);
     ff_status (*tree_reduce)(ff_device *d, float *out, float *rows, int64_t nrows, int64_t stride, int64_t len);
     ff_status (*synth)(ff_device *d, float *x, const ff_synth *s, int64_t first, int64_t n);
     size_t (*train_work_bytes)(const ff_device *d, int last, int64_t n);  // NULL: none

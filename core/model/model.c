@@ -11,9 +11,6 @@
     { .name = nm, .op = FF_OP_RELU }
 #define FC(nm, n) \
     { .name = nm, .op = FF_OP_LINEAR, .out_c = n }
-// a linear layer 0 whose weight gradient is computed in `blocks` row blocks (ff_layer.grad_blocks)
-#define FC_BLOCKS(nm, n, blocks) \
-    { .name = nm, .op = FF_OP_LINEAR, .out_c = n, .grad_blocks = blocks }
 
 // AlexNet as the seed tabulates it (no channel groups), LRN after pool2 with PyTorch's definition.
 static const ff_layer alexnet_table[] = {
@@ -55,24 +52,19 @@ static const ff_layer mnist_table[] = {
 };
 
 // The seed's data-parallel MLP (issue 16): 4096 -> 8192 -> 6144 -> 4096 -> 2048 -> 1024 -> 512,
-// relu between layers, softmax over 512 classes; about 120 M parameters. fc1's weight gradient
-// (134 MB, the last the backward computes) in four blocks of 2048 rows: each block's exchange runs
-// while the next is computed, where the whole of it would wait for the end of the backward.
+// relu between layers, softmax over 512 classes; about 120 M parameters.
 static const ff_layer mlp_table[] = {
-    FC_BLOCKS("fc1", 8192, 4), RELU("relu1"), FC("fc2", 6144), RELU("relu2"),
-    FC("fc3", 4096),           RELU("relu3"), FC("fc4", 2048), RELU("relu4"),
-    FC("fc5", 1024),           RELU("relu5"), FC("fc6", 512),  {.name = "softmax", .op = FF_OP_SOFTMAX},
+    FC("fc1", 8192), RELU("relu1"), FC("fc2", 6144), RELU("relu2"),
+    FC("fc3", 4096), RELU("relu3"), FC("fc4", 2048), RELU("relu4"),
+    FC("fc5", 1024), RELU("relu5"), FC("fc6", 512),  {.name = "softmax", .op = FF_OP_SOFTMAX},
 };
 
-// Its small twin for tests and goldens: every width / 16 (256 -> 512 -> ... -> 32), fc1's gradient
-// in the same four blocks (so the tests run the blocks' path).
-// clang-format off
+// Its small twin for tests and goldens: every width / 16 (256 -> 512 -> ... -> 32).
 static const ff_layer mlp_small_table[] = {
-    FC_BLOCKS("fc1", 512, 4), RELU("relu1"), FC("fc2", 384), RELU("relu2"),
-    FC("fc3", 256),           RELU("relu3"), FC("fc4", 128), RELU("relu4"),
-    FC("fc5", 64),            RELU("relu5"), FC("fc6", 32),  {.name = "softmax", .op = FF_OP_SOFTMAX},
+    FC("fc1", 512), RELU("relu1"), FC("fc2", 384), RELU("relu2"),
+    FC("fc3", 256), RELU("relu3"), FC("fc4", 128), RELU("relu4"),
+    FC("fc5", 64),  RELU("relu5"), FC("fc6", 32),  {.name = "softmax", .op = FF_OP_SOFTMAX},
 };
-// clang-format on
 
 typedef struct {
     const char *name;
@@ -154,13 +146,6 @@ static ff_status derive(ff_model *m) {
             case FF_OP_SOFTMAX: break;
         }
         L->out = s;
-        if (L->grad_blocks < 1) L->grad_blocks = 1;
-        if (L->grad_blocks > 1 &&
-            (i != 0 || L->op != FF_OP_LINEAR || L->grad_blocks > FF_MAX_GRAD_BLOCKS || L->grad_blocks > L->out_c))
-            return FF_FAIL(FF_ERR_INTERNAL,
-                           "%s: weight gradient in %d blocks, expected 1, or up to %d (and at most its rows) on a "
-                           "linear layer 0",
-                           L->name, L->grad_blocks, FF_MAX_GRAD_BLOCKS);
         if (L->n_weight) {
             L->param_index = m->n_params++;
             m->n_weights_total += L->n_weight + L->n_bias;
@@ -184,12 +169,6 @@ ff_status ff_model_init(ff_model *m, const char *name) {
         }
     }
     return FF_FAIL(FF_ERR_INPUT, "unknown model '%s': expected one of %s", name ? name : "(none)", ff_model_names());
-}
-
-ff_range ff_model_grad_block(const ff_model *m, int layer, int k) {
-    const ff_layer *L = &m->layers[layer];
-    const int64_t rows = L->out_c, nb = L->grad_blocks;
-    return (ff_range){rows * k / nb, rows * (k + 1) / nb};
 }
 
 int ff_model_find_layer(const ff_model *m, const char *name) {

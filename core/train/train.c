@@ -45,19 +45,13 @@ struct ff_trainer {
     int64_t nslots, nmb_max;
     int64_t share_below[FF_MAX_RANKS_TRAIN + 1];  // prefix sums of the ranks' shares; [P] = total
     // Gradient buckets (make_buckets), top down: parameter range [lo, hi) in ff_weights' layout and
-    // the layers [layer_lo, layer_hi] whose backward completes it; where layer 0's weight gradient
-    // is cut in blocks (ff_layer.grad_blocks), a bucket per block: layers [1, layer_hi] if any, then
-    // block `block` of layer 0 (-1: no block, the layers whole). defer: with overlap, the data
-    // gradient of the bucket's bottom layer waits until the bucket's gradients are fenced (fence
-    // b + 1: its exchange begins while that data gradient runs), and the bucket's all-gather waits
-    // for that data gradient (free_fence: the last reader of the weights it overwrites).
+    // the layers [layer_lo, layer_hi] whose backward completes it.
     int nbuckets;
     struct {
         int64_t lo, hi;
-        int layer_lo, layer_hi, block;
-        bool defer;
+        int layer_lo, layer_hi;
         int64_t recv_root;  // where in recvbuf the last step left my reduced slice of it (sharded)
-    } bucket[FF_MAX_LAYERS + FF_MAX_GRAD_BLOCKS];
+    } bucket[FF_MAX_LAYERS];
     // The deterministic exchange with P > 1 updates by slices (exchange_bucket): each rank's SGD
     // covers only its slice of each bucket and the updated weights are all-gathered, so the
     // momentum and t->grad are whole on a rank only after ff_trainer_sync gathers them.
@@ -230,10 +224,6 @@ static ff_mode multirank_mode(ff_mode m) {
 // finishes them), each closed once it holds FF_TRAIN_BUCKET_FLOATS or more (a large layer is a
 // bucket alone; the small top layers go together, so each collective moves enough bytes to run at
 // the link's speed; ff_train_options.bucket_floats). The last bucket's layers reach down to layer 0.
-// Where the model cuts layer 0's weight gradient in blocks (ff_model_grad_block), the last bucket
-// becomes one bucket per block, top block first: nothing is computed below layer 0, so without the
-// cut its whole exchange would wait for the end of the backward. The top block's bucket keeps the
-// layers above and layer 0's bias (ff_weights' layout: each layer's weights, then its bias).
 static void make_buckets(ff_trainer *t) {
     const ff_weights *w = t->w;
     int nb = 0, layer_hi = t->last;
@@ -246,37 +236,19 @@ static void make_buckets(ff_trainer *t) {
             t->bucket[nb].hi = hi;
             t->bucket[nb].layer_lo = l;
             t->bucket[nb].layer_hi = layer_hi;
-            t->bucket[nb].block = -1;
             nb++;
             hi = lo;
             layer_hi = l - 1;
         }
     }
-    const ff_layer *L0 = &t->m->layers[0];
-    const char *cut = getenv("FF_BUCKET_BLOCKS");  // 0: layer 0 one bucket (A/B timings; the same bits)
-    const int blocks = t->last >= 1 && !(cut && strcmp(cut, "0") == 0) ? L0->grad_blocks : 1;
-    for (int k = blocks - 1; k >= 0 && (hi > 0 || nb == 0); k--) {  // what is left, down to layer 0
-        const ff_range rows = ff_model_grad_block(t->m, 0, k);
-        t->bucket[nb].lo = blocks > 1 ? rows.lo * ff_shape_numel(L0->in) : 0;
+    if (hi > 0 || nb == 0) {  // what is left (the bottom layers' parameters), down to layer 0
+        t->bucket[nb].lo = 0;
         t->bucket[nb].hi = hi;
-        t->bucket[nb].layer_lo = 0;
         t->bucket[nb].layer_hi = layer_hi;
-        t->bucket[nb].block = blocks > 1 ? k : -1;
-        hi = t->bucket[nb].lo;
-        layer_hi = 0;
         nb++;
     }
     t->bucket[nb - 1].layer_lo = 0;
     t->nbuckets = nb;
-    const char *env = getenv("FF_DEFER_DATA");  // 0: off (A/B timings)
-    const bool defer = !(env && strcmp(env, "0") == 0) && 2 * nb + 1 <= FF_DEVICE_FENCES;
-    for (int b = 0; b < nb; b++) t->bucket[b].defer = defer && t->bucket[b].block < 0 && t->bucket[b].layer_lo > 0;
-}
-
-// The fence after bucket b's deferred data gradient (fences 1 .. nbuckets mark the buckets'
-// gradients).
-static int free_fence(const ff_trainer *t, int b) {
-    return 1 + t->nbuckets + b;
 }
 
 // Device buffers of the trainer (sizes checked by the caller).
@@ -831,10 +803,7 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
                                 bm->fixed_tree && bm->nroots > 1 ? bm->nroots : 1, my_len, my_len, t->o.lr,
                                 t->o.momentum, t->o.weight_decay, t->steps == 0);
     if (st == FF_OK && !queued) st = ff_device_sync(t->dev);  // the communicator reads what the device wrote
-    // a deferred data gradient (enqueue_backward_parts) still reads the weights the all-gather writes
-    const bool deferred = side && t->bucket[b].defer;
-    if (st == FF_OK && queued && deferred) st = ff_device_lane_wait_fence_at(t->dev, free_fence(t, b));
-    if (st == FF_OK && queued)  // on the lane, after the update
+    if (st == FF_OK && queued)                                // on the lane, after the update
         st = ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,
                                 (size_t)my_len * sizeof(float));
     if (side) {
@@ -844,7 +813,6 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
     FF_TRY(st);
     t->sharded = true;
     if (queued) return FF_OK;
-    if (deferred) FF_TRY(ff_device_wait_fence_at(t->dev, free_fence(t, b)));
     return ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,
                               (size_t)my_len * sizeof(float));
 }
@@ -853,19 +821,11 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
 // by its preparation and fence b + 1, all queued at once; the exchange of bucket b then waits for
 // its fence only, so it runs while the device backs up the layers below.
 static ff_status enqueue_backward_parts(ff_trainer *t, const step_work *k) {
-    const float *const *act = (const float *const *)t->act;
     for (int b = 0; b < t->nbuckets; b++) {
-        if (b > 0 && t->bucket[b - 1].defer) {  // the data gradient the last part left, then its fence
-            if (k->nimg > 0) FF_TRY(ff_device_train_backward_data(t->dev, act, k->nimg, t->o.microbatch));
-            FF_TRY(ff_device_fence_at(t->dev, free_fence(t, b - 1)));
-        }
-        const int hi = t->bucket[b].layer_hi, block = t->bucket[b].block;
-        const int lo = block >= 0 ? 1 : t->bucket[b].layer_lo;  // a block: the layers above layer 0 first
-        if (k->nimg > 0 && hi >= lo)
-            FF_TRY(ff_device_train_backward_part(t->dev, t->grads, t->N, b == 0 ? t->dz : NULL, act, hi, lo,
-                                                 t->bucket[b].defer, k->nimg, t->o.microbatch));
-        if (k->nimg > 0 && block >= 0)
-            FF_TRY(ff_device_train_backward_block(t->dev, t->grads, t->N, act, block, k->nimg, t->o.microbatch));
+        if (k->nimg > 0)
+            FF_TRY(ff_device_train_backward_part(t->dev, t->grads, t->N, b == 0 ? t->dz : NULL,
+                                                 (const float *const *)t->act, t->bucket[b].layer_hi,
+                                                 t->bucket[b].layer_lo, k->nimg, t->o.microbatch));
         FF_TRY(prepare_bucket(t, k, b));
         FF_TRY(ff_device_fence_at(t->dev, b + 1));
     }

@@ -987,104 +987,6 @@ static void train_backward_within_bound(void **state) {
     assert_int_equal(bad, 0);
 }
 
-// Layer 0's weight gradient in blocks (ff_device_train_backward_block, the trainer's buckets below
-// the backward's end), on mlp-small (fc1 in four blocks), own kernels and cuBLAS: a backward in
-// parts that ends at layer 1, then the four blocks (top down, and again bottom up with fc2's data
-// gradient deferred: ff_device_train_backward_data), gives the bits of the one-piece backward,
-// every group's row. A part while a data gradient is pending, and a data gradient with none
-// pending, are refused. The rows start as NaN, so a block left out or
-// written short shows. A block before any part, a block out of range and a model whose layer 0 is
-// not cut (mnist-cnn's conv1, one block) are refused.
-static void mlp_grad_blocks_equal_one_piece(void **state) {
-    (void)state;
-    ff_model m;
-    ff_weights w;
-    assert_int_equal(ff_model_init(&m, "mlp-small"), FF_OK);
-    assert_int_equal(ff_weights_alloc(&w, &m), FF_OK);
-    ff_weights_generate(&w, &m, 5);
-    const int last = m.n_layers - 2;  // fc6 (the softmax is the loss's)
-    const int64_t N = m.n_weights_total, classes = m.classes, nb = m.layers[0].grad_blocks;
-    assert_int_equal(nb, 4);
-    size_t bad = 0;
-    for (int backend = 0; backend < 2; backend++) {
-        ff_plan_options po;
-        assert_int_equal(ff_plan_options_default(&po), FF_OK);
-        po.backend = backend ? FF_BACKEND_VENDOR : FF_BACKEND_OWN;
-        ff_plan plan;
-        assert_int_equal(ff_plan_build(&plan, &m, FF_DEVICE_CUDA, &po), FF_OK);
-        ff_device_options o = {.max_batch = N_IMG, .gpu = 0, .local_rank = 0, .borrow_weights = false};
-        ff_device *d = NULL;
-        assert_int_equal(ff_device_create(&d, &m, &w, &plan, &o), FF_OK);
-        float *act[FF_MAX_LAYERS + 1] = {0}, *dz = NULL, *dz2 = NULL, *g1 = NULL, *g2 = NULL;
-        int32_t *labels = NULL;
-        for (int l = 0; l <= last + 1; l++) {
-            const ff_shape sh = l ? m.layers[l - 1].out : m.input;
-            assert_int_equal(ff_device_alloc(d, &act[l], (size_t)(N_IMG * ff_shape_numel(sh)), "act"), FF_OK);
-        }
-        assert_int_equal(ff_device_alloc(d, &dz, (size_t)(N_IMG * classes), "dz"), FF_OK);
-        assert_int_equal(ff_device_alloc(d, &dz2, (size_t)(N_IMG * classes), "dz"), FF_OK);
-        assert_int_equal(ff_device_alloc(d, &g1, (size_t)(NGROUPS * N), "grads"), FF_OK);
-        assert_int_equal(ff_device_alloc(d, &g2, (size_t)(NGROUPS * N), "grads"), FF_OK);
-        assert_int_equal(ff_device_alloc_bytes(d, (void **)&labels, N_IMG * sizeof(int32_t), "labels"), FF_OK);
-        float *x = malloc((size_t)(N_IMG * ff_shape_numel(m.input)) * sizeof(float));
-        float *h1 = malloc((size_t)(NGROUPS * N) * sizeof(float)), *h2 = malloc((size_t)(NGROUPS * N) * sizeof(float));
-        int32_t lab[N_IMG];
-        assert_non_null(x), assert_non_null(h1), assert_non_null(h2);
-        ff_input_generate(x, &m, N_IMG, 31);
-        for (int i = 0; i < N_IMG; i++) lab[i] = (int32_t)(ff_mix64((uint64_t)i + 5) % (uint64_t)classes);
-        assert_int_equal(ff_device_upload(d, act[0], x, (size_t)(N_IMG * ff_shape_numel(m.input))), FF_OK);
-        assert_int_equal(ff_device_upload_bytes(d, labels, lab, sizeof lab), FF_OK);
-        assert_int_equal(ff_device_train_forward(d, act, last, N_IMG, GROUP), FF_OK);
-        assert_int_equal(ff_device_softmax_xent(d, dz, NULL, act[last + 1], labels, 1.0f / N_IMG, classes, N_IMG),
-                         FF_OK);
-        assert_int_equal(ff_device_copy_bytes(d, dz2, dz, (size_t)(N_IMG * classes) * sizeof(float)), FF_OK);
-        const float *const *ca = (const float *const *)act;
-        // a block before any part began: refused
-        assert_int_equal(ff_device_train_backward_block(d, g2, N, ca, 0, N_IMG, GROUP), FF_ERR_INPUT);
-        assert_int_equal(ff_device_train_backward(d, g1, N, dz, ca, last, N_IMG, GROUP), FF_OK);
-        assert_int_equal(ff_device_download(d, h1, g1, (size_t)(NGROUPS * N)), FF_OK);
-        for (int order = 0; order < 2; order++) {
-            for (int64_t i = 0; i < NGROUPS * N; i++) h2[i] = NAN;
-            assert_int_equal(ff_device_upload(d, g2, h2, (size_t)(NGROUPS * N)), FF_OK);
-            assert_int_equal(ff_device_copy_bytes(d, dz, dz2, (size_t)(N_IMG * classes) * sizeof(float)), FF_OK);
-            if (order == 0) {
-                assert_int_equal(ff_device_train_backward_part(d, g2, N, dz, ca, last, 1, false, N_IMG, GROUP), FF_OK);
-                // nothing was left to compute
-                assert_int_equal(ff_device_train_backward_data(d, ca, N_IMG, GROUP), FF_ERR_INPUT);
-            } else {  // fc2's data gradient left for later: refused until it is computed
-                assert_int_equal(ff_device_train_backward_part(d, g2, N, dz, ca, last, 2, true, N_IMG, GROUP), FF_OK);
-                assert_int_equal(ff_device_train_backward_part(d, g2, N, NULL, ca, 1, 1, false, N_IMG, GROUP),
-                                 FF_ERR_INPUT);
-                assert_int_equal(ff_device_train_backward_data(d, ca, N_IMG, GROUP), FF_OK);
-                assert_int_equal(ff_device_train_backward_part(d, g2, N, NULL, ca, 1, 1, false, N_IMG, GROUP), FF_OK);
-            }
-            assert_int_equal(ff_device_train_backward_block(d, g2, N, ca, (int)nb, N_IMG, GROUP), FF_ERR_INPUT);
-            for (int64_t k = 0; k < nb; k++)
-                assert_int_equal(
-                    ff_device_train_backward_block(d, g2, N, ca, (int)(order ? k : nb - 1 - k), N_IMG, GROUP), FF_OK);
-            assert_int_equal(ff_device_download(d, h2, g2, (size_t)(NGROUPS * N)), FF_OK);
-            char what[96];
-            snprintf(what, sizeof what, "mlp-small %s, fc1 in %lld blocks %s: every row", backend ? "vendor" : "own",
-                     (long long)nb, order ? "bottom up, fc2 dx deferred" : "top down");
-            bad += check_bits(what, h1, h2, (size_t)(NGROUPS * N));
-        }
-        for (int l = 0; l <= last + 1; l++) ff_device_free(d, act[l]);
-        ff_device_free(d, dz), ff_device_free(d, dz2), ff_device_free(d, g1), ff_device_free(d, g2);
-        ff_device_free(d, (float *)labels);
-        ff_device_destroy(d);
-        free(x), free(h1), free(h2);
-    }
-    ff_weights_free(&w);
-    // mnist-cnn's layer 0 is a conv in one block: no blocks to compute
-    float *g = NULL;
-    assert_int_equal(ff_device_alloc(F.gpu, &g, (size_t)F.m.n_weights_total, "grads"), FF_OK);
-    assert_int_equal(
-        ff_device_train_backward_block(F.gpu, g, F.m.n_weights_total, (const float *const *)F.gact, 0, 1, 1),
-        FF_ERR_INPUT);
-    ff_device_free(F.gpu, g);
-    assert_int_equal(bad, 0);
-}
-
 int main(void) {
     int rc = tu_gpu_or_skip();
     if (rc) return rc;
@@ -1092,7 +994,7 @@ int main(void) {
         cmocka_unit_test(train_forward_equals_run),     cmocka_unit_test(softmax_xent_bits),
         cmocka_unit_test(relu_maxpool_backward_bits),   cmocka_unit_test(tree_reduce_sgd_gather_bits),
         cmocka_unit_test(conv_backward_strided_padded), cmocka_unit_test(data_gradients_fast_paths),
-        cmocka_unit_test(train_backward_within_bound),  cmocka_unit_test(mlp_grad_blocks_equal_one_piece),
+        cmocka_unit_test(train_backward_within_bound),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -163,9 +163,6 @@ M('halo_below_one_short', MD,
   PART)
 M('halo_above_ignores_pad', MD, ('int64_t lo = o0 * L->stride - L->pad;', 'int64_t lo = o0 * L->stride;'), PART)
 M('halo_not_clipped_at_bottom', MD, ('r.hi = hi > L->in.h ? L->in.h : hi;', 'r.hi = hi;'), PART)
-M('grad_blocks_overlap', MD,
-  ('return (ff_range){rows * k / nb, rows * (k + 1) / nb};', 'return (ff_range){rows * k / nb, rows * (k + 1) / nb + (k + 1 < nb)};'),
-  '^test_model$')
 
 # ---------------------------------------------------------------- decompositions (loopback ranks)
 LOOP = '^test_comm_loopback$'
@@ -357,9 +354,6 @@ M('cpu_sgd_momentum_not_stored', DC, ('        mom[i] = b;\n', '\n'), TRAIN)
 M('cpu_tree_sgd_tree_skipped', DC,
   ('    FF_TRY(cpu_tree_reduce(d, rows, rows, nrows, stride, count));\n', '    (void)d, (void)nrows, (void)stride;\n'),
   TRAIN)
-# layer 0's blocks as buckets of their own: a gap between two leaves rows that no exchange updates
-M('grad_block_buckets_leave_a_gap', TR,
-  ('        hi = t->bucket[nb].lo;\n        layer_hi = 0;', '        hi = t->bucket[nb].lo - (k > 0);\n        layer_hi = 0;'), QUEUED)
 M('finishing_always_fixed_tree', TR,
   ('bm->fixed_tree = finishing_is_fixed_tree(bm);', 'bm->fixed_tree = finishing_is_fixed_tree(bm) || bm;'), QUEUED)
 M('cpu_forward_group_offset_wrong', DC,

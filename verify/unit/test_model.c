@@ -115,39 +115,12 @@ static void input_rows_match_brute_force(void **state) {
     assert_int_equal(ff_layer_input_rows(c1, 3, 3).hi, 0);  // empty band, empty input
 }
 
-// Layer 0's weight-gradient blocks (the trainer's buckets below the backward's end): the MLPs cut
-// fc1 in four near-equal runs of rows that cover it once, bottom first; every other layer is one
-// block of all its rows.
-static void grad_blocks_partition_rows(void **state) {
-    (void)state;
-    const char *names[] = {"mlp", "mlp-small", "mnist-cnn", "alexnet"};
-    const int64_t want_rows[] = {2048, 128, 0, 0};
-    for (int n = 0; n < 4; n++) {
-        ff_model m;
-        assert_int_equal(ff_model_init(&m, names[n]), FF_OK);
-        for (int l = 0; l < m.n_layers; l++) {
-            const ff_layer *L = &m.layers[l];
-            const int want_blocks = want_rows[n] && l == 0 ? 4 : 1;
-            assert_int_equal(L->grad_blocks, want_blocks);
-            int64_t next = 0;
-            for (int k = 0; k < L->grad_blocks; k++) {
-                const ff_range r = ff_model_grad_block(&m, l, k);
-                assert_int_equal(r.lo, next);
-                assert_int_equal(r.hi - r.lo, want_blocks > 1 ? want_rows[n] : L->out_c);
-                next = r.hi;
-            }
-            assert_int_equal(next, L->out_c);
-        }
-    }
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(alexnet_shapes),
         cmocka_unit_test(mnist_shapes),
         cmocka_unit_test(unknown_model_is_input_error),
         cmocka_unit_test(input_rows_match_brute_force),
-        cmocka_unit_test(grad_blocks_partition_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -102,11 +102,10 @@ typedef struct {
     float *d_grad[2];
     size_t grad_floats;
     // A backward in parts (ff_device_train_backward_part): where the last part left the data
-    // gradient, which of d_grad it writes next, the layer the next part must start at (-1: none),
-    // the first part's top layer (the buffers stay sized for it) and the layer whose data gradient
-    // a part left for ff_device_train_backward_data (-1: none).
+    // gradient, which of d_grad it writes next, the layer the next part must start at (-1: none)
+    // and the first part's top layer (the buffers stay sized for it).
     const float *bw_cur;
-    int bw_next, bw_expect, bw_top, bw_pending;
+    int bw_next, bw_expect, bw_top;
     float *d_train_work;
     size_t train_work_floats;
     float *d_ones;  // --backend vendor's bias gradients: ones_n floats of 1.0 (a GEMM with a ones vector)
@@ -239,7 +238,6 @@ ff_status ff_device_cuda_create(ff_device **out, const ff_model *m, const ff_wei
     cuda_device *c = calloc(1, sizeof *c);
     if (!c) return FF_FAIL(FF_ERR_OOM, "cuda device: out of host memory");
     c->bw_expect = -1;  // no backward in parts under way
-    c->bw_pending = -1;
     ff_status st = cuda_setup(c, m, w, p, o);
     if (st != FF_OK) {
         cuda_destroy(&c->base);
@@ -826,25 +824,6 @@ static ff_status ensure_ones(cuda_device *c, int64_t n) {
     return FF_OK;
 }
 
-// Linear layer l's weight-gradient rows `rows` into row g of grads per group (the bias gradient too
-// when with_bias; grads NULL: neither) and, dx not NULL, its data gradient dx: cuBLAS (--backend
-// vendor) or the own kernels (gpu.h), the same calls either way (so the same bits).
-static ff_status linear_backward(cuda_device *c, float *grads, int64_t grad_stride, float *dx, const float *dy,
-                                 const float *x, int l, ff_range rows, bool with_bias, int64_t n, int64_t group,
-                                 float *work) {
-    const ff_layer *L = &c->base.model->layers[l];
-    float *gw = grads ? grads + (c->d_w[l] - c->d_params) : NULL;
-    float *gb = grads && with_bias ? grads + (c->d_b[l] - c->d_params) : NULL;
-    if (!grads) rows.lo = rows.hi = 0;
-    if (c->base.plan.opt.backend == FF_BACKEND_VENDOR) {
-        FF_TRY(ensure_ones(c, group < n ? group : n));
-        return ff_gpu_linear_vendor_backward(gw, gb, grad_stride, dx, dy, x, c->d_w[l], L, rows, n, group, c->d_ones,
-                                             c->blas, c->stream);
-    }
-    if (grads) FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, dy, x, L, rows, n, group, c->stream));
-    return dx ? ff_gpu_linear_backward_data(dx, dy, c->d_w[l], L, n, work, c->stream) : FF_OK;
-}
-
 // From the top layer down, all n images per launch: conv/linear write group g's weight and bias
 // gradients into row g of grads at the layer's offsets in ff_weights' layout (the weight kernels
 // keep each group's sums apart), then the data gradient (not for layer 0: the input's gradient is
@@ -852,21 +831,14 @@ static ff_status linear_backward(cuda_device *c, float *grads, int64_t grad_stri
 // memory layout). Data gradients ping-pong between d_grad[0] and d_grad[1]; dz is only read. The
 // conv weight and the conv/linear data gradients run their fast paths (gpu.h) with the shared
 // workspace.
-// A part (layers [lo, hi]) continues from where the previous part left cur and next (dz NULL);
-// defer_data leaves layer lo's data gradient to train_backward_data.
+// A part (layers [lo, hi]) continues from where the previous part left cur and next (dz NULL).
 static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_stride, float *dz, const float *const *act,
-                                int hi, int lo, bool defer_data, int64_t n, int64_t group) {
+                                int hi, int lo, int64_t n, int64_t group) {
     const ff_model *m = c->base.model;
-    if (!dz && c->bw_pending >= 0)
-        return FF_FAIL(FF_ERR_INPUT,
-                       "train backward part from layer %d: the data gradient of layer %d is still to compute "
-                       "(ff_device_train_backward_data)",
-                       hi, c->bw_pending);
     if (!dz && (c->bw_expect < 0 || hi != c->bw_expect))
         return FF_FAIL(FF_ERR_INPUT, "train backward part from layer %d: the previous part %s", hi,
                        c->bw_expect < 0 ? "ended the backward (or none began one)" : "ended elsewhere");
     if (dz) c->bw_top = hi;
-    c->bw_pending = -1;
     // sized for the whole backward, so a later part never grows (and frees) a buffer in use
     FF_TRY(ensure_train_buffers(c, (size_t)n * (size_t)m->max_act, train_work_need(m, c->bw_top, n)));
     float *work = c->d_train_work;
@@ -877,20 +849,22 @@ static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_strid
         const ff_layer *L = &m->layers[l];
         const float *x = act[l], *y = act[l + 1];
         float *dx = c->d_grad[next];
-        const bool defer = defer_data && l == lo && l > 0 && (L->op == FF_OP_CONV2D || L->op == FF_OP_LINEAR);
-        const bool need_dx = l > 0 && !defer;
+        const bool need_dx = l > 0;
         switch (L->op) {
-            case FF_OP_CONV2D: {
+            case FF_OP_CONV2D:
+            case FF_OP_LINEAR: {
                 float *gw = grads + (c->d_w[l] - c->d_params), *gb = grads + (c->d_b[l] - c->d_params);
-                FF_TRY(ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work, c->stream));
-                if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
-                break;
-            }
-            case FF_OP_LINEAR: {  // the weight gradient block by block, top down (ff_model_grad_block); dx last
-                const int nb = L->grad_blocks;
-                for (int k = nb - 1; k >= 0; k--)
-                    FF_TRY(linear_backward(c, grads, grad_stride, k == 0 && need_dx ? dx : NULL, cur, x, l,
-                                           ff_model_grad_block(m, l, k), k == nb - 1, n, group, work));
+                if (L->op == FF_OP_CONV2D) {
+                    FF_TRY(ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work, c->stream));
+                    if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
+                } else if (c->base.plan.opt.backend == FF_BACKEND_VENDOR) {  // cuBLAS (gpu.h)
+                    FF_TRY(ensure_ones(c, group < n ? group : n));
+                    FF_TRY(ff_gpu_linear_vendor_backward(gw, gb, grad_stride, need_dx ? dx : NULL, cur, x, c->d_w[l], L,
+                                                         n, group, c->d_ones, c->blas, c->stream));
+                } else {
+                    FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, c->stream));
+                    if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
+                }
                 break;
             }
             case FF_OP_RELU:
@@ -900,10 +874,6 @@ static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_strid
                 if (need_dx) FF_TRY(ff_gpu_maxpool_backward(dx, cur, x, L, n, c->stream));
                 break;
             default: continue;  // flatten (device.c admits no other op)
-        }
-        if (defer) {  // cur stays this layer's output gradient, for train_backward_data
-            c->bw_pending = l;
-            break;
         }
         cur = dx;
         next ^= 1;
@@ -915,60 +885,18 @@ static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_strid
 }
 
 static ff_status cuda_train_backward_part(ff_device *d, float *grads, int64_t grad_stride, float *dz,
-                                          const float *const *act, int hi, int lo, bool defer_data, int64_t n,
-                                          int64_t group) {
+                                          const float *const *act, int hi, int lo, int64_t n, int64_t group) {
     cuda_device *c = cuda_of(d);
     bool tuning = false;
     FF_TRY(tuning_begin(c, &tuning));
-    const ff_status st = train_backward(c, grads, grad_stride, dz, act, hi, lo, defer_data, n, group);
-    if (tuning) ff_gpu_set_tuning(false);
-    return st;
-}
-
-// The data gradient a part left (device.h): the calls the part would have made, from its output
-// gradient, into the next data-gradient buffer.
-static ff_status cuda_train_backward_data(ff_device *d, const float *const *act, int64_t n, int64_t group) {
-    cuda_device *c = cuda_of(d);
-    const int l = c->bw_pending;
-    if (l < 0) return FF_FAIL(FF_ERR_INPUT, "train backward data: no part left a data gradient to compute");
-    const ff_layer *L = &d->model->layers[l];
-    float *dx = c->d_grad[c->bw_next];
-    bool tuning = false;
-    FF_TRY(tuning_begin(c, &tuning));
-    const ff_status st =
-        L->op == FF_OP_CONV2D
-            ? ff_gpu_conv2d_backward_data(dx, c->bw_cur, c->d_w[l], L, n, c->d_train_work, c->stream)
-            : linear_backward(c, NULL, 0, dx, c->bw_cur, act[l], l, (ff_range){0, 0}, false, n, group, c->d_train_work);
-    if (tuning) ff_gpu_set_tuning(false);
-    FF_TRY(st);
-    c->bw_cur = dx;
-    c->bw_next ^= 1;
-    c->bw_pending = -1;
-    return FF_OK;
-}
-
-// One block of layer 0's weight gradient from the data gradient the part that ended at layer 1
-// left (device.h); the backward stays open for the other blocks.
-static ff_status cuda_train_backward_block(ff_device *d, float *grads, int64_t grad_stride, const float *const *act,
-                                           int block, int64_t n, int64_t group) {
-    cuda_device *c = cuda_of(d);
-    const ff_model *m = d->model;
-    if (c->bw_expect != 0 || c->bw_pending >= 0)
-        return FF_FAIL(FF_ERR_INPUT, "train backward block %d of %s: expected a part that ended at layer 1 first (%s)",
-                       block, m->layers[0].name,
-                       c->bw_expect < 0 ? "the backward ended, or none began" : "the last part ended higher");
-    bool tuning = false;
-    FF_TRY(tuning_begin(c, &tuning));
-    const ff_status st =
-        linear_backward(c, grads, grad_stride, NULL, c->bw_cur, act[0], 0, ff_model_grad_block(m, 0, block),
-                        block == m->layers[0].grad_blocks - 1, n, group, c->d_train_work);
+    const ff_status st = train_backward(c, grads, grad_stride, dz, act, hi, lo, n, group);
     if (tuning) ff_gpu_set_tuning(false);
     return st;
 }
 
 static ff_status cuda_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz,
                                      const float *const *act, int last, int64_t n, int64_t group) {
-    return cuda_train_backward_part(d, grads, grad_stride, dz, act, last, 0, false, n, group);
+    return cuda_train_backward_part(d, grads, grad_stride, dz, act, last, 0, n, group);
 }
 
 static ff_status cuda_tree_reduce(ff_device *d, float *out, float *rows, int64_t nrows, int64_t stride, int64_t len) {
@@ -1042,8 +970,6 @@ static const ff_device_ops cuda_ops = {
     .softmax_xent = cuda_softmax_xent,
     .train_backward = cuda_train_backward,
     .train_backward_part = cuda_train_backward_part,
-    .train_backward_block = cuda_train_backward_block,
-    .train_backward_data = cuda_train_backward_data,
     .train_work_bytes = cuda_train_work_bytes,
     .tree_reduce = cuda_tree_reduce,
     .sgd = cuda_sgd,

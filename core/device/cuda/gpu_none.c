@@ -173,10 +173,9 @@ ff_status ff_gpu_linear(float *out, const float *in, const float *w, const float
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_linear_vendor_backward(float *gw, float *gb, int64_t grad_stride, float *dx, const float *dy,
-                                        const float *x, const float *w, const ff_layer *L, ff_range rows, int64_t n,
-                                        int64_t group, const float *ones, ff_gpu_blas h, ff_gpu_stream s) {
-    (void)gw, (void)gb, (void)grad_stride, (void)dx, (void)dy, (void)x, (void)w, (void)L, (void)rows, (void)n;
-    (void)group;
+                                        const float *x, const float *w, const ff_layer *L, int64_t n, int64_t group,
+                                        const float *ones, ff_gpu_blas h, ff_gpu_stream s) {
+    (void)gw, (void)gb, (void)grad_stride, (void)dx, (void)dy, (void)x, (void)w, (void)L, (void)n, (void)group;
     (void)ones, (void)h, (void)s;
     return FF_NO_CUDA();
 }
@@ -230,8 +229,8 @@ ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
-                                         const ff_layer *L, ff_range rows, int64_t n, int64_t group, ff_gpu_stream s) {
-    (void)dw, (void)db, (void)grad_stride, (void)dy, (void)x, (void)L, (void)rows, (void)n, (void)group, (void)s;
+                                         const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s) {
+    (void)dw, (void)db, (void)grad_stride, (void)dy, (void)x, (void)L, (void)n, (void)group, (void)s;
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,

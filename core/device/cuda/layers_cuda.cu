@@ -1154,32 +1154,26 @@ extern "C" ff_status ff_gpu_linear_vendor(float *out, const float *in, const flo
 // depend on how the batch is dealt (--shares, P). The calls are captured with the rest of the step.
 extern "C" ff_status ff_gpu_linear_vendor_backward(float *gw, float *gb, int64_t grad_stride, float *dx,
                                                    const float *dy, const float *x, const float *w, const ff_layer *L,
-                                                   ff_range rows, int64_t n, int64_t group, const float *ones,
-                                                   ff_gpu_blas h, ff_gpu_stream s) {
+                                                   int64_t n, int64_t group, const float *ones, ff_gpu_blas h,
+                                                   ff_gpu_stream s) {
     (void)s;  // the handle is bound to the device's stream (ff_gpu_blas_create)
     if (n <= 0) return FF_OK;
     if (!h) return FF_FAIL(FF_ERR_INTERNAL, "linear_vendor_backward: no cuBLAS handle");
     cublasHandle_t b = (cublasHandle_t)h;
-    const int64_t I = ff_shape_numel(L->in), J = L->out.c, j0 = rows.lo, JR = rows.hi - rows.lo;
-    if (j0 < 0 || rows.hi > J || JR < 0)
-        return FF_FAIL(FF_ERR_INPUT, "vendor weight gradient of %s: rows [%lld, %lld), expected within [0, %lld)",
-                       L->name, (long long)rows.lo, (long long)rows.hi, (long long)J);
+    const int64_t I = ff_shape_numel(L->in), J = L->out.c;
     const float one = 1.0f, zero = 0.0f;
     // Column-major views of row-major arrays: x_g (I x G), dy_g (J x G), w (I x J), gw_g (I x J).
-    // gw_g = x_g * dy_g^T (its columns [j0, j0 + JR): dy_g's rows from j0, leading dimension J);
-    // gb_g (J x 1) = dy_g * ones; dx_g (I x G) = w * dy_g.
+    // gw_g = x_g * dy_g^T; gb_g (J x 1) = dy_g * ones; dx_g (I x G) = w * dy_g.
     int64_t g = 0;
     for (int64_t at = 0; at < n; at += group, g++) {
         const int G = (int)(n - at < group ? n - at : group);
         const float *xg = x + at * I, *dyg = dy + at * J;
-        if (JR > 0)
-            FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_T, (int)I, (int)JR, G, &one, xg, (int)I, dyg + j0,
-                                      (int)J, &zero, gw + g * grad_stride + j0 * I, (int)I),
-                          "cublasSgemm (weight gradient)");
-        if (gb)
-            FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_N, (int)J, 1, G, &one, dyg, (int)J, ones, G, &zero,
-                                      gb + g * grad_stride, (int)J),
-                          "cublasSgemm (bias gradient)");
+        FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_T, (int)I, (int)J, G, &one, xg, (int)I, dyg, (int)J, &zero,
+                                  gw + g * grad_stride, (int)I),
+                      "cublasSgemm (weight gradient)");
+        FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_N, (int)J, 1, G, &one, dyg, (int)J, ones, G, &zero,
+                                  gb + g * grad_stride, (int)J),
+                      "cublasSgemm (bias gradient)");
         if (dx)
             FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_N, (int)I, G, (int)J, &one, w, (int)I, dyg, (int)J,
                                       &zero, dx + at * I, (int)I),

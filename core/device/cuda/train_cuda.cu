@@ -434,18 +434,17 @@ __global__ void k_transpose(float *__restrict__ out, float *__restrict__ zb, con
 // (consecutive i across a warp: x reads and dw stores coalesced, dy[n, j] one broadcast address),
 // blockIdx.y walks the (group, quad) pairs (no 64-bit divisions per element); each x[n, i] is read
 // once for four rows. Each output element keeps its own chain: images of the group ascending, zero
-// dy skipped (the CPU's order and skip). Rows [jlo, jhi) only (a block: ff_model_grad_block); dy's
-// rows keep their stride O.
+// dy skipped (the CPU's order and skip).
 #define LW_JB 4
 __global__ void k_linear_bwd_weights(float *__restrict__ dw, long long grad_stride, const float *__restrict__ dy,
-                                     const float *__restrict__ x, long long jlo, long long jhi, long long O,
-                                     long long I, long long n, long long group, long long pairs) {
-    const long long OQ = (jhi - jlo + LW_JB - 1) / LW_JB;
+                                     const float *__restrict__ x, long long O, long long I, long long n,
+                                     long long group, long long pairs) {
+    const long long OQ = (O + LW_JB - 1) / LW_JB;
     const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
     if (i >= I) return;
     for (long long p = blockIdx.y; p < pairs; p += gridDim.y) {
         const long long jq = p % OQ, grp = p / OQ;
-        const long long j0 = jlo + jq * LW_JB;
+        const long long j0 = jq * LW_JB;
         const long long i0 = grp * group, i1 = min(n, i0 + group);
         float acc[LW_JB];
 #pragma unroll
@@ -454,14 +453,14 @@ __global__ void k_linear_bwd_weights(float *__restrict__ dw, long long grad_stri
             const float xv = x[s * I + i];
 #pragma unroll
             for (int jj = 0; jj < LW_JB; jj++) {
-                if (j0 + jj >= jhi) break;
+                if (j0 + jj >= O) break;
                 const float a = dy[s * O + j0 + jj];
                 if (a != 0.0f) acc[jj] = fmaf(a, xv, acc[jj]);
             }
         }
 #pragma unroll
         for (int jj = 0; jj < LW_JB; jj++)
-            if (j0 + jj < jhi) dw[grp * grad_stride + (j0 + jj) * I + i] = acc[jj];
+            if (j0 + jj < O) dw[grp * grad_stride + (j0 + jj) * I + i] = acc[jj];
     }
 }
 
@@ -740,26 +739,19 @@ extern "C" ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, con
 }
 
 extern "C" ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy,
-                                                    const float *x, const ff_layer *L, ff_range rows, int64_t n,
-                                                    int64_t group, ff_gpu_stream s) {
+                                                    const float *x, const ff_layer *L, int64_t n, int64_t group,
+                                                    ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
     FF_TRY(check_groups("linear weight gradient", L, group));
     const long long O = L->out_c, I = ff_shape_numel(L->in);
-    if (rows.lo < 0 || rows.hi > O || rows.lo > rows.hi)
-        return FF_FAIL(FF_ERR_INPUT, "linear weight gradient of %s: rows [%lld, %lld), expected within [0, %lld)",
-                       L->name, (long long)rows.lo, (long long)rows.hi, O);
     const long long ngroups = (n + group - 1) / group;
-    const long long pairs = ngroups * ((rows.hi - rows.lo + LW_JB - 1) / LW_JB), tb = ngroups * O;
+    const long long pairs = ngroups * ((O + LW_JB - 1) / LW_JB), tb = ngroups * O;
     const long long gx = (I + FF_TRAIN_THREADS - 1) / FF_TRAIN_THREADS;
     if (gx > 0x7fffffffLL)
         return FF_FAIL(FF_ERR_INPUT, "linear weight gradient of %s: %lld inputs, too many", L->name, I);
-    if (pairs > 0) {
-        const dim3 grid((unsigned)gx, (unsigned)(pairs < 65535 ? pairs : 65535));
-        k_linear_bwd_weights<<<grid, FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dw, grad_stride, dy, x, rows.lo, rows.hi,
-                                                                             O, I, n, group, pairs);
-        FF_LAUNCH_CHECK("k_linear_bwd_weights");
-    }
-    if (!db) return FF_OK;
+    const dim3 grid((unsigned)gx, (unsigned)(pairs < 65535 ? pairs : 65535));
+    k_linear_bwd_weights<<<grid, FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dw, grad_stride, dy, x, O, I, n, group, pairs);
+    FF_LAUNCH_CHECK("k_linear_bwd_weights");
     k_bias_bwd<<<train_blocks(tb), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(db, grad_stride, dy, (int)O, 1, n, group,
                                                                            tb);
     FF_LAUNCH_CHECK("k_bias_bwd (linear)");

@@ -192,21 +192,8 @@ ff_status ff_device_train_backward(ff_device *d, float *grads, int64_t grad_stri
 // layer) from dz; a call with dz NULL continues from the data gradient the previous part left
 // (its lo must be this hi + 1). Parts give the bits of one ff_device_train_backward. FF_ERR_INPUT
 // "not supported" where a device cannot (ff_device_can_backward_in_parts).
-// defer_data (layer lo a conv or linear, lo > 0): layer lo's data gradient is left for
-// ff_device_train_backward_data, which must come before the next part. The trainer fences
-// between the two: the bucket's gradients are ready before the data gradient runs (its exchange
-// starts sooner), and the data gradient, the last reader of layer lo's weights in the step, ends
-// before the bucket's all-gather overwrites them.
 ff_status ff_device_train_backward_part(ff_device *d, float *grads, int64_t grad_stride, float *dz,
-                                        const float *const *act, int hi, int lo, bool defer_data, int64_t n,
-                                        int64_t group);
-ff_status ff_device_train_backward_data(ff_device *d, const float *const *act, int64_t n, int64_t group);
-// Block `block` of layer 0's weight gradient (ff_model_grad_block's rows of grads' rows; the bias
-// gradient with the top block, grad_blocks - 1), after a part that ended at layer 1 or another
-// block: the trainer exchanges each block while the device computes the next. Blocks in any order
-// give the bits of one ff_device_train_backward, which computes the same blocks.
-ff_status ff_device_train_backward_block(ff_device *d, float *grads, int64_t grad_stride, const float *const *act,
-                                         int block, int64_t n, int64_t group);
+                                        const float *const *act, int hi, int lo, int64_t n, int64_t group);
 bool ff_device_can_backward_in_parts(const ff_device *d);
 
 // train.h's tree over rows (nrows, stride): out[0..len) becomes the sum of the nrows rows in the

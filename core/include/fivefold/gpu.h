@@ -166,12 +166,10 @@ ff_status ff_gpu_linear_vendor(float *out, const float *in, const float *w, cons
 // the data gradient dx (n, in) = dy (n, out) w (out, in). ones: at least `group` device floats of
 // 1.0. One SGEMM of one shape per group (cuBLAS may choose another algorithm for another shape), so
 // the bits do not depend on n: the same on any rank count and --shares on one GPU model and library
-// version, another digest class than the own kernels. Only the weight gradient's rows [rows.lo,
-// rows.hi) (a block of ff_model_grad_block: another row count is another shape); gb NULL: no bias
-// gradient.
+// version, another digest class than the own kernels.
 ff_status ff_gpu_linear_vendor_backward(float *gw, float *gb, int64_t grad_stride, float *dx, const float *dy,
-                                        const float *x, const float *w, const ff_layer *L, ff_range rows, int64_t n,
-                                        int64_t group, const float *ones, ff_gpu_blas h, ff_gpu_stream s);
+                                        const float *x, const float *w, const ff_layer *L, int64_t n, int64_t group,
+                                        const float *ones, ff_gpu_blas h, ff_gpu_stream s);
 // out, in: (n, classes): max-subtracted softmax with the CPU's operations and order.
 ff_status ff_gpu_softmax(float *out, const float *in, int64_t classes, int64_t n, ff_gpu_stream s);
 // x[0] = ff_fault_value(x[0]) (x + 1 + 2|x|, the executor's fault rule) on the device.
@@ -338,10 +336,9 @@ ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stri
 // ignored otherwise).
 ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
                                       float *work, ff_gpu_stream s);
-// dw: rows of (out, in); db: rows of (out); dy: (n, out); x: (n, in). Only dw's rows [rows.lo,
-// rows.hi) (each element's sum is the same for any range); db NULL: no bias gradient.
+// dw: rows of (out, in); db: rows of (out); dy: (n, out); x: (n, in).
 ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
-                                         const ff_layer *L, ff_range rows, int64_t n, int64_t group, ff_gpu_stream s);
+                                         const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s);
 // dx: (n, in); dy: (n, out); w: (out, in). work: NULL (direct kernel) or
 // ff_gpu_linear_backward_data_workspace_floats(L, n) floats, 16-byte aligned (the fast path).
 ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,

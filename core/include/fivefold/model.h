@@ -41,12 +41,6 @@ typedef struct {
     // window = [c - size/2, c + (size-1)/2] clipped to the channels.
     int lrn_size;
     float lrn_alpha, lrn_beta, lrn_k;
-    // linear layer 0 only: its weight gradient is computed in this many blocks of output rows
-    // (ff_model_grad_block; 0 or 1: one). The trainer exchanges each block as a gradient bucket of
-    // its own while the device computes the next (the backward's tail: nothing below layer 0 hides
-    // its exchange). The blocks belong to the model, not to the mode or the rank count, so every
-    // GPU path computes them alike and a vendor GEMM's bits never depend on the mode.
-    int grad_blocks;
 
     // ---- derived by ff_model_init ----
     ff_shape in, out;  // per-image shapes
@@ -87,12 +81,6 @@ int ff_model_find_layer(const ff_model *m, const char *name);
 typedef struct {
     int64_t lo, hi;  // half-open row range [lo, hi)
 } ff_range;
-
-#define FF_MAX_GRAD_BLOCKS 8
-
-// Output rows [lo, hi) of layer `layer`'s weight-gradient block k (0 <= k < grad_blocks): the
-// blocks cut the rows into near-equal runs, block 0 at the bottom.
-ff_range ff_model_grad_block(const ff_model *m, int layer, int k);
 
 // Input rows needed for output rows [o0, o1) of layer L (clipped to the input height);
 // empty output range gives an empty input range.
