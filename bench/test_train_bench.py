@@ -149,7 +149,14 @@ class TrainBenchTest(unittest.TestCase):
                           (["--modes", "cuda"], "--device cpu: GPU modes"),
                           (["--modes", "serial", "--peers", "graph"], "the graph peer needs --device cuda"),
                           (["--modes", "serial", "--peers", "eager:2"], "only ddp takes :P"),
-                          (["--modes", "serial", "--batch", "0"], "--batch '0'")):
+                          (["--modes", "serial", "--batch", "0"], "--batch '0'"),
+                          (["--modes", "serial", "--peers", "none", "--mode-args", "cuda=--microbatch 8"],
+                           "--mode-args 'cuda=--microbatch 8': expected LABEL=ARGS with LABEL one of --modes (serial)"),
+                          (["--modes", "serial", "--peers", "none", "--mode-args", "serial"],
+                           "--mode-args 'serial': expected LABEL=ARGS"),
+                          (["--modes", "serial", "--peers", "none", "--mode-args", "serial=--seed 2", "--mode-args",
+                            "serial=--seed 3"],
+                           "--mode-args: 'serial' given twice")):
             r = run("--fivefold", "/bin/true", "--out", self.out, "--device", "cpu", "--data", DATA, *args)
             self.assertEqual(r.returncode, 2, f"{args}: {r.stderr}")
             self.assertIn(msg, r.stderr)
@@ -242,6 +249,23 @@ class MlpBenchTest(unittest.TestCase):
                        {**f, "json": {"phases_ms_per_step": {**ph, "steps": 0}}}):
             self.assertIsNone(train_bench.phases_line(2048, broken))
 
+    def test_scaling_names_different_arguments(self):
+        # --mode-args: the one-GPU run at another micro-batch than the P-rank run; the scaling says so
+        sys.path.insert(0, HERE)
+        import train_bench  # noqa: E402
+        one = {"label": "cuda", "mode": "cuda", "ranks": 1, "ms_per_step": 28.0, "ff_args": "--microbatch 2048"}
+        two = {"label": "direct:2", "mode": "direct", "ranks": 2, "ms_per_step": 15.0, "ff_args": ""}
+        (x,) = train_bench.scaling({"fivefold": [one, two], "pytorch": []})
+        self.assertAlmostEqual(x["speedup"], 28.0 / 15.0, places=12)
+        self.assertEqual((x["args_from"], x["args_to"]), ("--microbatch 2048", ""))
+        text = train_bench.table([{"batch": 2048, "fivefold": [], "pytorch": [], "pairs": [], "scaling": [x]}],
+                                 51.0, per_step=True)
+        self.assertIn("scaling batch 2048: fivefold cuda -> direct:2: 1.87x (93% of 2) "
+                      "[cuda: '--microbatch 2048'; direct:2: '']", text)
+        two["ff_args"] = "--microbatch 2048"
+        (x,) = train_bench.scaling({"fivefold": [one, two], "pytorch": []})
+        self.assertNotIn("args_from", x)
+
     def test_gate_verifies_mlp_small(self):
         for model in ("mlp-small", "mlp"):
             r = run("--fivefold", "/bin/false", "--peers", "eager", "--out", self.out, "--modes", "serial",
@@ -268,6 +292,16 @@ class MlpBenchTest(unittest.TestCase):
         self.assertNotIn("--train-limit", train[0])  # fivefold's own default set size (32768 for mlp)
         self.assertEqual(d["method"]["flops_per_sample"], 2 * 120061952)
         self.assertEqual(d["results"][0]["scaling"], [])
+        # --mode-args: added to that mode's runs after --ff-args, recorded in the config
+        r = run("--fivefold", fake, "--peers", "none", "--out", self.out, "--modes", "serial", "--device", "cpu",
+                "--model", "mlp", "--batch", "2048", "--ff-args", "--microbatch 1024",
+                "--mode-args", "serial=--microbatch 2048 --backend own")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        with open(self.out) as f:
+            d = json.load(f)
+        self.assertEqual(d["config"]["mode_args"], {"serial": "--microbatch 2048 --backend own"})
+        train = [c["command"] for c in d["commands"] if c["what"].startswith("fivefold")]
+        self.assertTrue(train[0].endswith("--microbatch 1024 --microbatch 2048 --backend own"), train[0])
 
     def test_mlp_usage_errors(self):
         for args, msg in ((["--model", "mlp", "--data", DATA], "the MLPs train on synthetic teacher data only"),

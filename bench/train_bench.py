@@ -31,7 +31,8 @@ Peers: eager, graph, ddp[:P] (ddp without P: the peer's default, one rank per GP
 The MLPs (issue 16): --model mlp|mlp-small (default mnist-cnn, the behaviour above).
 
   python3 bench/train_bench.py --fivefold BUILD/fivefold --model mlp --batch 2048 --epochs 3 \
-      --modes cuda,direct:2 --peers graph,eager,ddp:2 --out FILE.json [--ff-args '--microbatch 256']
+      --modes cuda,direct:2 --peers graph,eager,ddp:2 --out FILE.json [--ff-args '--microbatch 256'] \
+      [--mode-args 'cuda=--microbatch 2048']
 
   Data: fivefold's synthetic teacher set on both sides (no --data; --train-limit default 8192 for
   mlp-small, 32768 for mlp; --test-limit default 4096), the peer making it on its device with the
@@ -47,6 +48,12 @@ The MLPs (issue 16): --model mlp|mlp-small (default mnist-cnn, the behaviour abo
   fivefold (cuda, or serial on the CPU, to each mode:P) and for PyTorch (eager and graph to each
   ddp:P). The peer's own per-step medians (CUDA events, after 5 warm-up steps) are kept beside them
   (step_ms_events) as a cross-check of the epoch-based figure.
+
+--mode-args LABEL=ARGS (repeatable) adds ARGS to the runs of one mode only, after --ff-args (the
+last of a repeated flag wins): e.g. the one-GPU run at its fastest micro-batch (2048) while
+direct:2 runs one micro-batch of 1024 per rank, so the scaling is against the best one-GPU step,
+not only the same micro-batch. Each run records its own extra arguments ("ff_args"), and a scaling
+line whose two runs had different ones says so.
 
 Exit codes: 0 all measured, 1 some run failed or gave a JSON without a needed field (the JSON is
 still written, "complete": false, the failure recorded in place of the figures), 2 bad usage,
@@ -178,6 +185,9 @@ def parse_args(argv):
     p.add_argument("--peak-tflops", type=float, default=51.0,
                    help="fp32 peak for the fraction-of-peak column (default 51: the H200's measured fp32 peak)")
     p.add_argument("--ff-args", default="", help="extra arguments for every `fivefold train`, e.g. '--microbatch 16'")
+    p.add_argument("--mode-args", action="append", default=[], metavar="LABEL=ARGS",
+                   help="extra `fivefold train` arguments for one mode (a --modes label), after --ff-args; "
+                        "repeatable, e.g. 'cuda=--microbatch 2048'")
     p.add_argument("--peer-args", default="", help="extra arguments for every peer run, e.g. '--threads 16'")
     p.add_argument("--timeout", type=int, default=3600, help="seconds allowed to each run")
     p.add_argument("--no-gate", action="store_true", help="skip `fivefold verify` (tests only)")
@@ -221,6 +231,16 @@ def check_args(a):
             raise BenchError(f"--data '{a.data}': no such folder")
     if a.peak_tflops <= 0:
         raise BenchError(f"--peak-tflops {a.peak_tflops}: expected > 0")
+    labels = [label(m, r) for m, r in modes]
+    a.mode_args_by_label = {}
+    for spec in a.mode_args:
+        name, eq, extra = spec.partition("=")
+        if not eq or name.strip() not in labels:
+            raise BenchError(f"--mode-args '{spec}': expected LABEL=ARGS with LABEL one of --modes "
+                             f"({', '.join(labels)})")
+        if name.strip() in a.mode_args_by_label:
+            raise BenchError(f"--mode-args: '{name.strip()}' given twice")
+        a.mode_args_by_label[name.strip()] = extra.strip()
     return batches, modes, peers
 
 
@@ -313,7 +333,8 @@ def run_fivefold(a, mode, ranks, B, runner, tmpdir):
         argv += ["--train-limit", str(a.train_limit)]
     if a.test_limit:
         argv += ["--test-limit", str(a.test_limit)]
-    argv += shlex.split(a.ff_args)
+    extra = " ".join(x for x in (a.ff_args, a.mode_args_by_label.get(label(mode, ranks), "")) if x)
+    argv += shlex.split(extra)
     rc, out, err = runner.run(argv, f"fivefold {label(mode, ranks)} batch {B}")
     where = f"`{shlex.join(argv)}`"
     if rc != 0:
@@ -339,7 +360,7 @@ def run_fivefold(a, mode, ranks, B, runner, tmpdir):
             "samples_per_s_epoch": ipe / ep, "test_accuracy": acc, "tflops": tf,
             "peak_fraction": tf / a.peak_tflops, "final_loss": d["final_loss"],
             "loss_digest": d["loss_digest"], "weights_digest": d["weights_digest"],
-            **step_figures(a, B, ipe, ep), "command": shlex.join(argv), "json": d}
+            **step_figures(a, B, ipe, ep), "ff_args": extra, "command": shlex.join(argv), "json": d}
 
 
 def run_peer(a, variant, ranks, B, runner):
@@ -463,7 +484,9 @@ def table(results, peak, per_step=False):
     text = "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in rows)
     if per_step:
         lines = [f"scaling batch {r['batch']}: {x['side']} {x['from']} -> {x['to']}: {x['speedup']:.2f}x "
-                 f"({100 * x['efficiency']:.0f}% of {x['ranks']})" for r in results for x in r["scaling"]]
+                 f"({100 * x['efficiency']:.0f}% of {x['ranks']})"
+                 + (f" [{x['from']}: '{x['args_from']}'; {x['to']}: '{x['args_to']}']" if "args_from" in x else "")
+                 for r in results for x in r["scaling"]]
         if lines:
             text += "\n" + "\n".join(lines)
     lines = [phases_line(r["batch"], f) for r in results for f in r["fivefold"]]
@@ -516,9 +539,12 @@ def scaling(r):
             if ("mode" in base) != (side == "fivefold"):
                 continue
             sp = base["ms_per_step"] / to["ms_per_step"]
-            out.append({"side": side, "from": base["label"], "to": to["label"], "ranks": to["ranks"],
-                        "ms_per_step_from": base["ms_per_step"], "ms_per_step_to": to["ms_per_step"],
-                        "speedup": sp, "efficiency": sp / to["ranks"]})
+            x = {"side": side, "from": base["label"], "to": to["label"], "ranks": to["ranks"],
+                 "ms_per_step_from": base["ms_per_step"], "ms_per_step_to": to["ms_per_step"],
+                 "speedup": sp, "efficiency": sp / to["ranks"]}
+            if base.get("ff_args", "") != to.get("ff_args", ""):  # --mode-args: not the same configuration
+                x.update(args_from=base.get("ff_args", ""), args_to=to.get("ff_args", ""))
+            out.append(x)
     return out
 
 
@@ -592,7 +618,8 @@ def bench(a):
                    "modes": [label(m, r) for m, r in modes], "peers": [label(p, r) for p, r in peers],
                    "device": a.device, "train_limit": a.train_limit, "test_limit": a.test_limit,
                    "seed": a.seed, "lr": a.lr, "momentum": a.momentum, "peak_tflops": a.peak_tflops,
-                   "ff_args": a.ff_args, "peer_args": a.peer_args, "mpiexec": a.mpiexec,
+                   "ff_args": a.ff_args, "mode_args": a.mode_args_by_label, "peer_args": a.peer_args,
+                   "mpiexec": a.mpiexec,
                    "recipe": "SGD with momentum, cross-entropy, fivefold's generator weights (--init fivefold) "
                              "and data order (--shuffle fivefold) on both sides; fp32 (the peer's TF32 off)"},
         "gate": gate_rec,
