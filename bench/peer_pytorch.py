@@ -19,7 +19,7 @@ stderr), so that the C bench can run this script and parse its answer:
       --model mnist-cnn --data DIR | --model mlp|mlp-small [--data synthetic] [--synth device|host]
       [--epochs 3 --batch 64 --lr 0.01 --momentum 0.9 --weight-decay 0 --seed 1]
       [--init torch|fivefold] [--weights W.h5] [--shuffle torch|fivefold] [--steps K]
-      [--warmup-steps 5] [--train-limit N] [--test-limit N] [--graph [--warmup W] | --ddp [--nproc P]]
+      [--warmup-steps 5] [--train-limit N] [--test-limit N] [--graph [--warmup W]] [--ddp [--nproc P]]
       mlp: 4096-8192-6144-4096-2048-1024-512 (nn.Linear, relu between, cross-entropy over 512
       classes, 120 M parameters); mlp-small: every width / 16. Their data: --seed's synthetic set
       (core/include/fivefold/synthetic.h; --train-limit default 8192 for mlp-small, 32768 for mlp,
@@ -42,6 +42,14 @@ stderr), so that the C bench can run this script and parse its answer:
       point are the eager ones; the short last batch runs eagerly; losses stay on the device until
       the epoch ends. --ddp: DistributedDataParallel over P ranks (nccl on cuda, gloo on the CPU),
       each a contiguous B/P share of every global batch (B % P == 0), eager, data resident.
+      --ddp --graph ("ddp-graph"): data parallel with the whole step in one CUDA graph per rank,
+      as PyTorch's CUDA-graph notes do it for a whole network: each rank's share gathered into
+      static buffers, forward, backward, then each parameter's gradient all-reduced (summed, then
+      divided by P: DDP's average) and the SGD step, all captured after W warm-up steps (undone as
+      for --graph) and replayed; the short last batch runs eagerly with the same all-reduce. (Not
+      DistributedDataParallel itself: its all-reduce runs from autograd hooks on its own streams.)
+      FF_PEER_CPU_CAPTURE=1 (tests): on the CPU, --graph's capture is a stand-in that runs the
+      step at each replay, so the bookkeeping can be checked without CUDA.
       seconds_per_epoch: each epoch's training steps only (no evaluation).
       JSON (one line): the recipe, losses (always for the MLPs; --losses for mnist-cnn, which then
       adds step_ms, every step's time), loss_first/last, test accuracy per epoch and final,
@@ -756,10 +764,6 @@ def train_checks(args, world):
     if len(batches) != 1 or batches[0] < 1:
         raise PeerError(f"--task train: --batch takes one batch size >= 1 (got '{args.batch}')")
     B = batches[0]
-    if args.graph and args.ddp:
-        raise PeerError("--task train: --graph and --ddp do not combine (DDP's gradient all-reduce "
-                        "runs from autograd hooks with its own buckets and streams, which a CUDA graph "
-                        "does not capture simply: the ddp variant runs eagerly)")
     if args.graph and args.warmup < 1:
         raise PeerError(f"--task train --graph: --warmup {args.warmup}: expected >= 1 (SGD's momentum "
                         "buffers must exist before the step is captured)")
@@ -784,6 +788,16 @@ def cuda_graph_capture(step, warmup):
     with torch.cuda.graph(g):
         static_loss = step()
     return g.replay, static_loss
+
+
+def cpu_capture_standin(step, warmup):
+    """cuda_graph_capture's contract on the CPU, for tests (FF_PEER_CPU_CAPTURE=1): the warm-up steps
+    run, the captured step does not run at capture, and each replay reruns it on the same tensors,
+    leaving its loss in the returned static tensor."""
+    for _ in range(warmup):
+        step()
+    static = torch.zeros(())
+    return (lambda: static.copy_(step().detach())), static
 
 
 def restore_after_capture(params, opt, saved_params, saved_state):
@@ -899,9 +913,12 @@ def task_train(args, capture=None):
     if device == "cuda" and not torch.cuda.is_available():
         raise PeerError("--device cuda: this torch sees no CUDA device", EXIT_UNAVAILABLE)
     if args.graph and device != "cuda" and capture is None:
-        raise PeerError("--graph (CUDA graph replay) needs --device cuda")
+        if os.environ.get("FF_PEER_CPU_CAPTURE") == "1":
+            capture = cpu_capture_standin
+        else:
+            raise PeerError("--graph (CUDA graph replay) needs --device cuda")
     B = train_checks(args, int(os.environ.get("WORLD_SIZE", "1")) if args.ddp else 1)
-    variant = "ddp" if args.ddp else ("graph" if args.graph else "eager")
+    variant = "ddp-graph" if args.ddp and args.graph else "ddp" if args.ddp else "graph" if args.graph else "eager"
     mlp = args.model in MLP_WIDTHS
     set_precision(device, args.precision)
     threads = set_threads(args.threads)
@@ -950,15 +967,26 @@ def task_train(args, capture=None):
         xtr_d, ytr_d = xtr_f.to(dev), ytr.to(dev)
         loss_vec = torch.zeros(spe, device=dev)  # each step's loss, read once per epoch
     setup_s = 0.0
-    if variant == "graph" and n >= B:
+    if args.ddp:
+        import torch.distributed as dist
+    params = list(opt.param_groups[0]["params"])
+
+    def average_gradients():  # ddp-graph: DDP's average, each parameter's gradient summed over ranks / P
+        for p in params:
+            dist.all_reduce(p.grad)
+            p.grad.div_(world)
+
+    if variant in ("graph", "ddp-graph") and n >= B:
         # ONE graph for the full-size step: zero_grad (in place: the graph holds the gradients'
-        # addresses), forward, cross-entropy, backward, SGD step. The short last batch of an epoch
-        # (n % B != 0) runs eagerly on the same tensors rather than through a second graph: one
-        # step per epoch, not worth a second capture.
+        # addresses), forward, cross-entropy, backward (ddp-graph: the gradients' all-reduce), SGD
+        # step. The short last batch of an epoch (n % B != 0) runs eagerly on the same tensors
+        # rather than through a second graph: one step per epoch, not worth a second capture.
+        # ddp-graph: each rank's static buffers hold its B/P share of a full batch.
         t_setup = time.perf_counter()
-        static_x = torch.empty((B,) + tuple(xtr_d.shape[1:]), device=dev)
-        static_y = torch.empty((B,), dtype=torch.int64, device=dev)
-        first = host_order(0)[:B].to(dev)  # any real batch serves the warm-up: it is undone
+        lo, hi = share(B, rank, world)
+        static_x = torch.empty((hi - lo,) + tuple(xtr_d.shape[1:]), device=dev)
+        static_y = torch.empty((hi - lo,), dtype=torch.int64, device=dev)
+        first = host_order(0)[:B][lo:hi].to(dev)  # any real batch serves the warm-up: it is undone
         torch.index_select(xtr_d, 0, first, out=static_x)
         torch.index_select(ytr_d, 0, first, out=static_y)
         if args.shuffle == "torch":  # host_order(0) drew from the generator: start it again
@@ -968,10 +996,11 @@ def task_train(args, capture=None):
             opt.zero_grad(set_to_none=False)
             loss = F.cross_entropy(model.logits(static_x), static_y)
             loss.backward()
+            if variant == "ddp-graph":
+                average_gradients()
             opt.step()
             return loss
 
-        params = list(opt.param_groups[0]["params"])
         saved_params = [p.detach().clone() for p in params]
         import copy
         saved_state = copy.deepcopy(opt.state_dict()["state"])  # empty before the first step
@@ -985,9 +1014,9 @@ def task_train(args, capture=None):
         setup_s = time.perf_counter() - t_setup
     if variant == "ddp":
         # Eager: DDP's bucketed all-reduce is launched from autograd hooks on its own streams and is
-        # not captured in a CUDA graph without extra machinery, so each step runs as launched.
+        # not captured in a CUDA graph without extra machinery, so each step runs as launched
+        # (ddp-graph is the captured way).
         from torch.nn.parallel import DistributedDataParallel as DDP
-        import torch.distributed as dist
         net = DDP(LogitsOf(model), device_ids=[torch.cuda.current_device()] if cuda else None)
 
     timer = StepTimer(cuda)
@@ -1035,6 +1064,24 @@ def task_train(args, capture=None):
                     loss.backward()
                     opt.step()
                     loss_vec[s].copy_(loss.detach())
+            elif variant == "ddp-graph":  # this rank's share, through its graph when the batch is full
+                idx = order_d[s * B:(s + 1) * B]
+                m = int(idx.shape[0])
+                lo, hi = share(m, rank, world)
+                li = idx[lo:hi]
+                if m == B:
+                    torch.index_select(xtr_d, 0, li, out=static_x)
+                    torch.index_select(ytr_d, 0, li, out=static_y)
+                    replay()
+                    loss_vec[s].copy_(static_loss / world)  # summed over ranks: the global mean loss
+                else:  # the short last batch, eagerly, weighted as ddp's below
+                    opt.zero_grad(set_to_none=False)
+                    loss = F.cross_entropy(model.logits(xtr_d.index_select(0, li)), ytr_d.index_select(0, li),
+                                           reduction="sum") / (m / world)
+                    loss.backward()
+                    average_gradients()
+                    opt.step()
+                    loss_vec[s].copy_(loss.detach() / world)
             else:  # ddp: this rank's contiguous share of the global batch (B/P each for a full one)
                 idx = order_d[s * B:(s + 1) * B]
                 m = int(idx.shape[0])
@@ -1066,7 +1113,7 @@ def task_train(args, capture=None):
         epoch_s.append(secs)
         if variant != "eager":
             ep = loss_vec[:done].clone()
-            if variant == "ddp":
+            if variant in ("ddp", "ddp-graph"):
                 dist.all_reduce(ep)
             ep = [float(v) for v in ep.cpu().tolist()]
             if args.log_every:
@@ -1108,7 +1155,7 @@ def task_train(args, capture=None):
            "epoch_timing": "each epoch's optimizer steps only: the order's upload, batch gathers and "
                            "copies, forward/backward/step (CUDA synchronised at the end); not the "
                            "evaluation, not the host-side computation of the order"
-                           + (", not the warm-up and capture (setup_s)" if variant == "graph" else ""),
+                           + (", not the warm-up and capture (setup_s)" if args.graph else ""),
            "samples_per_s": samples / seconds if seconds > 0 else None,
            "data_on_device": resident, **versions()}
     # added for issue 16 (older readers ignore them): the data, per-step times, FLOPs, precision
@@ -1125,7 +1172,7 @@ def task_train(args, capture=None):
     if init_digest is None:
         out["weights_digest_note"] = (f"not computed: more than {DIGEST_MAX_BYTES >> 20} MB of parameters "
                                       "(FNV-1a byte by byte in Python would take minutes)")
-    if variant == "graph":
+    if args.graph:
         out.update(setup_s=setup_s, graph_warmup_steps=args.warmup,
                    graph_tail="eager" if n % B else "none")
     if args.losses or mlp:  # the MLPs' runs are short: their loss curve always

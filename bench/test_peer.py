@@ -43,8 +43,9 @@ ALEXNET_SEED7_TOP5 = [(167, 0.1255), (245, 0.03165), (401, 0.02238), (29, 0.0208
 FF_TENSOR_ID_INPUT = 0x494E505554
 
 
-def run(*args):
-    return subprocess.run([sys.executable, PEER, *args], capture_output=True, text=True, timeout=600)
+def run(*args, env=None):
+    return subprocess.run([sys.executable, PEER, *args], capture_output=True, text=True, timeout=600,
+                          env=None if env is None else dict(os.environ, **env))
 
 
 @unittest.skipIf(torch is None, "torch is missing")
@@ -160,8 +161,8 @@ class TrainTest(unittest.TestCase):
     """--task train: eager, --graph (its bookkeeping, through a CPU stand-in for the capture) and
     --ddp over gloo give the same recipe; usage errors are refused by name."""
 
-    def train_json(self, *extra):
-        r = run(*TRAIN, *extra)
+    def train_json(self, *extra, env=None):
+        r = run(*TRAIN, *extra, env=env)
         self.assertEqual(r.returncode, 0, r.stderr[-3000:])
         lines = r.stdout.strip().splitlines()
         self.assertEqual(len(lines), 1, "exactly one JSON line on stdout")
@@ -213,6 +214,28 @@ class TrainTest(unittest.TestCase):
         for k, (a, b) in enumerate(zip(e["losses"], d["losses"])):
             self.assertAlmostEqual(a, b, delta=1e-4, msg=f"step {k + 1}")
 
+    def test_ddp_graph_equals_eager(self):
+        # --ddp --graph over 2 gloo ranks, the capture replaced by the CPU stand-in
+        # (FF_PEER_CPU_CAPTURE=1): each rank's share through its "graph", the gradients all-reduced
+        # per parameter, the warm-up undone, the short last batch (201 % 64 = 9 = 5 + 4) eager and
+        # weighted: the eager recipe's losses up to the rounding of the gradient average. Without
+        # the stand-in, --graph on the CPU is refused.
+        e = self.train_json("--train-limit", "201", "--epochs", "2", "--losses")
+        cpu = {"FF_PEER_CPU_CAPTURE": "1"}
+        d = self.train_json("--train-limit", "201", "--epochs", "2", "--losses", "--ddp", "--graph", "--device",
+                            "cpu", "--nproc", "2", env=cpu)
+        self.assertEqual((d["variant"], d["world_size"], d["batch_per_rank"], d["steps"], d["graph_tail"],
+                          d["graph_warmup_steps"]), ("ddp-graph", 2, 32, 8, "eager", 3))
+        self.assertTrue(d["name"].startswith("pytorch-train-ddp-graph-fp32-cpu-"), d["name"])
+        self.assertEqual(len(d["losses"]), 8)
+        for k, (a, b) in enumerate(zip(e["losses"], d["losses"])):
+            self.assertAlmostEqual(a, b, delta=1e-4, msg=f"step {k + 1}")
+        self.assertAlmostEqual(e["test_accuracy"], d["test_accuracy"], delta=1.0)
+        r = run(*TRAIN, "--train-limit", "64", "--epochs", "1", "--ddp", "--graph", "--device", "cpu",
+                "--nproc", "2")
+        self.assertEqual(r.returncode, 2, r.stdout)
+        self.assertIn("--graph (CUDA graph replay) needs --device cuda", json.loads(r.stdout)["error"])
+
     def test_graph_bookkeeping_equals_eager(self):
         # In process: the graph variant with the CPU stand-in for the capture runs the warm-up steps,
         # undoes them, replays the full batches and runs the short last one (200 % 64 = 8) eagerly;
@@ -236,8 +259,6 @@ class TrainTest(unittest.TestCase):
 
     def test_usage_errors(self):
         for args, msg in ((["--graph", "--device", "cpu"], "--graph (CUDA graph replay) needs --device cuda"),
-                          (["--graph", "--ddp", "--device", "cpu", "--nproc", "2"],
-                           "--graph and --ddp do not combine"),
                           (["--ddp", "--device", "cpu", "--nproc", "2", "--batch", "63"],
                            "--batch 63 is not divisible by the 2 processes")):
             r = run(*TRAIN, "--train-limit", "64", "--epochs", "1", *args)

@@ -147,8 +147,9 @@ class TrainBenchTest(unittest.TestCase):
     def test_usage_errors(self):
         for args, msg in ((["--modes", "direct"], "--modes 'direct': a multi-rank mode needs its rank count"),
                           (["--modes", "cuda"], "--device cpu: GPU modes"),
-                          (["--modes", "serial", "--peers", "graph"], "the graph peer needs --device cuda"),
-                          (["--modes", "serial", "--peers", "eager:2"], "only ddp takes :P"),
+                          (["--modes", "serial", "--peers", "graph"], "the graph and ddp-graph peers need --device cuda"),
+                          (["--modes", "serial", "--peers", "eager:2"], "only ddp and ddp-graph take :P"),
+                          (["--modes", "serial", "--peers", "ddp-graph:2"], "the graph and ddp-graph peers need"),
                           (["--modes", "serial", "--batch", "0"], "--batch '0'"),
                           (["--modes", "serial", "--peers", "none", "--mode-args", "cuda=--microbatch 8"],
                            "--mode-args 'cuda=--microbatch 8': expected LABEL=ARGS with LABEL one of --modes (serial)"),

@@ -26,7 +26,9 @@ Order of work:
      FLOPs).
 
 Modes: serial, cuda (one process), mpi:P, hybrid:P, direct:P (P ranks under the mpiexec prefix).
-Peers: eager, graph, ddp[:P] (ddp without P: the peer's default, one rank per GPU), or none.
+Peers: eager, graph, ddp[:P] (ddp without P: the peer's default, one rank per GPU), ddp-graph[:P]
+(data parallel with each rank's whole step in one CUDA graph: peer_pytorch.py --ddp --graph), or
+none.
 
 The MLPs (issue 16): --model mlp|mlp-small (default mnist-cnn, the behaviour above).
 
@@ -79,7 +81,7 @@ PEER = os.path.join(HERE, "peer_pytorch.py")
 EXIT_FAILED, EXIT_USAGE, EXIT_GATE, EXIT_UNAVAILABLE = 1, 2, 3, 77
 MULTI_RANK = ("mpi", "hybrid", "direct")
 MODES = ("serial", "cuda") + MULTI_RANK
-PEERS = ("eager", "graph", "ddp")
+PEERS = ("eager", "graph", "ddp", "ddp-graph")
 
 # mnist-cnn's forward FLOPs per image from its layer shapes, 2 FLOPs per multiply-add (ReLU, pooling
 # and the loss are not counted, as fivefold's model.c and peer_pytorch.flops_per_image count them).
@@ -213,12 +215,12 @@ def check_args(a):
             raise BenchError(f"--modes '{label(name, ranks)}': {name} is one process (no :P)")
     peers = [] if a.peers.strip() in ("", "none") else parse_spec(a.peers, PEERS, "--peers")
     for name, ranks in peers:
-        if ranks and name != "ddp":
-            raise BenchError(f"--peers '{label(name, ranks)}': only ddp takes :P")
+        if ranks and name not in ("ddp", "ddp-graph"):
+            raise BenchError(f"--peers '{label(name, ranks)}': only ddp and ddp-graph take :P")
     if a.device == "cpu" and any(m in ("cuda", "hybrid", "direct") for m, _ in modes):
         raise BenchError("--device cpu: GPU modes (cuda, hybrid, direct) need --device cuda")
-    if a.device == "cpu" and any(p == "graph" for p, _ in peers):
-        raise BenchError("--device cpu: the graph peer needs --device cuda")
+    if a.device == "cpu" and any(p in ("graph", "ddp-graph") for p, _ in peers):
+        raise BenchError("--device cpu: the graph and ddp-graph peers need --device cuda")
     if a.model in MLP_WIDTHS:
         if a.data not in (None, "synthetic"):
             raise BenchError(f"--model {a.model}: --data '{a.data}': the MLPs train on synthetic teacher data "
@@ -374,8 +376,9 @@ def run_peer(a, variant, ranks, B, runner):
         argv += ["--test-limit", str(a.test_limit)]
     if variant == "graph":
         argv += ["--graph"]
-    elif variant == "ddp":
-        argv += ["--ddp"] + (["--nproc", str(ranks)] if ranks else [])
+    elif variant in ("ddp", "ddp-graph"):
+        argv += ["--ddp"] + (["--graph"] if variant == "ddp-graph" else [])
+        argv += ["--nproc", str(ranks)] if ranks else []
     argv += shlex.split(a.peer_args)
     rc, out, err = runner.run(argv, f"pytorch {label(variant, ranks)} batch {B}")
     where = f"`{shlex.join(argv)}`"
