@@ -14,22 +14,21 @@
 #include <unistd.h>
 
 static int rank;
-#define CK(x)                                                                                  \
-    do {                                                                                       \
-        cudaError_t e_ = (x);                                                                  \
-        if (e_ != cudaSuccess) {                                                               \
-            fprintf(stderr, "rank %d: %s: %s\n", rank, #x, cudaGetErrorString(e_));            \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define CK(x)                                                                       \
+    do {                                                                            \
+        cudaError_t e_ = (x);                                                       \
+        if (e_ != cudaSuccess) {                                                    \
+            fprintf(stderr, "rank %d: %s: %s\n", rank, #x, cudaGetErrorString(e_)); \
+            exit(1);                                                                \
+        }                                                                           \
     } while (0)
-#define NK(x)                                                                                  \
-    do {                                                                                       \
-        ncclResult_t r_ = (x);                                                                 \
-        if (r_ != ncclSuccess) {                                                               \
-            fprintf(stderr, "rank %d: %s: %s (%s)\n", rank, #x, ncclGetErrorString(r_),        \
-                    ncclGetLastError(NULL));                                                   \
-            exit(1);                                                                           \
-        }                                                                                      \
+#define NK(x)                                                                                                    \
+    do {                                                                                                         \
+        ncclResult_t r_ = (x);                                                                                   \
+        if (r_ != ncclSuccess) {                                                                                 \
+            fprintf(stderr, "rank %d: %s: %s (%s)\n", rank, #x, ncclGetErrorString(r_), ncclGetLastError(NULL)); \
+            exit(1);                                                                                             \
+        }                                                                                                        \
     } while (0)
 
 static float ms_between(cudaEvent_t a, cudaEvent_t b) {
@@ -140,10 +139,11 @@ int main(int argc, char **argv) {
     const float g_both = ms_between(e[0], e[1]), c_both = ms_between(e[2], e[3]);
     if (rank == 0) {
         const double gb = 2.0 * (double)bytes * (P - 1) / P / 1e9 * NC;  // bytes out per rank, both collectives
-        printf("policy %2d sym %d %4zu MB | GEMMs alone %7.2f ms | exchange alone %7.2f ms (%5.0f GB/s out) | "
-               "together: GEMMs %7.2f ms (+%5.1f %%), exchange %7.2f ms\n",
-               policy, sym, bytes >> 20, g_alone, c_alone, gb / (c_alone / 1e3), g_both,
-               100.0 * (g_both - g_alone) / g_alone, c_both);
+        printf(
+            "policy %2d sym %d %4zu MB | GEMMs alone %7.2f ms | exchange alone %7.2f ms (%5.0f GB/s out) | "
+            "together: GEMMs %7.2f ms (+%5.1f %%), exchange %7.2f ms\n",
+            policy, sym, bytes >> 20, g_alone, c_alone, gb / (c_alone / 1e3), g_both,
+            100.0 * (g_both - g_alone) / g_alone, c_both);
     }
     NK(ncclCommDestroy(comm));
     return 0;
