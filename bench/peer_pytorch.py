@@ -70,6 +70,7 @@ CUDA (the JSON has "error"; CTest's skip code).
 Works with torch 1.13 (Debian's CPU build) and torch 2.x with CUDA.
 """
 import argparse
+import functools
 import gzip
 import json
 import math
@@ -773,19 +774,22 @@ def train_checks(args, world):
     return B
 
 
-def cuda_graph_capture(step, warmup):
+def cuda_graph_capture(step, warmup, error_mode=None):
     """PyTorch's whole-network capture (CUDA graphs docs): `warmup` eager steps on a side stream
     (cuDNN picks its algorithms, autograd and SGD allocate the gradients and momentum buffers), then
     one step captured. Returns (replay, static_loss): each replay() reruns the captured kernels on
-    the same tensors and leaves that step's loss in static_loss."""
+    the same tensors and leaves that step's loss in static_loss. error_mode "thread_local" (ddp-graph):
+    other threads' CUDA calls during the capture, such as the NCCL process group's watchdog polling
+    the warm-up's all-reduces, do not invalidate it."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         for _ in range(warmup):
             step()
     torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g, **({"capture_error_mode": error_mode} if error_mode else {})):
         static_loss = step()
     return g.replay, static_loss
 
@@ -1005,6 +1009,8 @@ def task_train(args, capture=None):
         import copy
         saved_state = copy.deepcopy(opt.state_dict()["state"])  # empty before the first step
         model.train()
+        if capture is None and variant == "ddp-graph":
+            capture = functools.partial(cuda_graph_capture, error_mode="thread_local")
         replay, static_loss = (capture or cuda_graph_capture)(graph_step, args.warmup)
         if args.momentum != 0 and not all("momentum_buffer" in opt.state[p] for p in params):
             raise PeerError("--graph: SGD has no momentum buffers after the warm-up (cannot capture)")
