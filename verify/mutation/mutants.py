@@ -353,7 +353,11 @@ M('cpu_sgd_momentum_not_stored', DC, ('        mom[i] = b;\n', '\n'), TRAIN)
 # --shares 1,1,14 gives five roots whose additions are not the fixed tree's.
 M('cpu_tree_sgd_tree_skipped', DC,
   ('    FF_TRY(cpu_tree_reduce(d, rows, rows, nrows, stride, count));\n', '    (void)d, (void)nrows, (void)stride;\n'),
-  TRAIN)
+  TREE)
+# ff_device_tree_sgd's shape check: one row may have any stride (test_tree_reduce calls it so)
+M('tree_sgd_refuses_one_short_row', 'core/device/device.c',
+  ('if (nrows < 1 || count < 0 || (nrows > 1 && stride < count))', 'if (nrows < 1 || count < 0 || stride < count)'),
+  '^test_tree_reduce$')
 M('finishing_always_fixed_tree', TR,
   ('bm->fixed_tree = finishing_is_fixed_tree(bm);', 'bm->fixed_tree = finishing_is_fixed_tree(bm) || bm;'), QUEUED)
 M('cpu_forward_group_offset_wrong', DC,

@@ -2,6 +2,9 @@
 // share the tree, so comparing them cannot see its shape; here rows whose float sum depends on the
 // order are reduced and every element must equal the tree computed independently (a recursive
 // split at the largest power of two below n, which is the same tree written another way).
+// ff_device_tree_sgd on the cpu device (the exchange's fused last step): the same bits as that tree
+// followed by the SGD rule written out here, row 0 keeping the sum, w untouched when the output is
+// apart; bad shapes refused naming them.
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,7 +16,11 @@
 #include <cmocka.h>
 #include <math.h>
 
+#include "fivefold/device.h"
+#include "fivefold/model.h"
+#include "fivefold/plan.h"
 #include "fivefold/train.h"
+#include "fivefold/weights.h"
 
 #define MAXR 9
 #define LEN (3 * (1 << 14) + 5)  // several of the trainer's 16384-element chunks, the last short
@@ -103,9 +110,83 @@ static void tree_reduce_matches_the_fixed_tree(void **state) {
     }
 }
 
+// train.h's SGD rule, float32 without contraction (the build's -ffp-contract=off)
+static float sgd_ref(float w, float g, float *mom, float lr, float mu, float wd, bool first) {
+    if (wd != 0.0f) g = g + wd * w;
+    const float b = first ? g : mu * *mom + g;
+    *mom = b;
+    return w - lr * b;
+}
+
+static void tree_sgd_is_the_tree_then_the_rule(void **state) {
+    (void)state;
+    ff_model m;
+    ff_weights w;
+    ff_plan plan;
+    ff_plan_options po;
+    ff_device *d = NULL;
+    assert_int_equal(ff_model_init(&m, "mlp-small"), FF_OK);
+    assert_int_equal(ff_weights_alloc(&w, &m), FF_OK);
+    assert_int_equal(ff_plan_options_default(&po), FF_OK);
+    assert_int_equal(ff_plan_build(&plan, &m, FF_DEVICE_CPU, &po), FF_OK);
+    ff_device_options o = {.max_batch = 1};
+    assert_int_equal(ff_device_create(&d, &m, &w, &plan, &o), FF_OK);
+    const int64_t stride = LEN + 3;  // rows apart by more than the count
+    const size_t bytes = LEN * sizeof(float);
+    float *r[MAXR], *sums[MAXR], *rows = malloc((size_t)(MAXR * stride) * sizeof(float));
+    float *wt = malloc(bytes), *w_before = malloc(bytes), *out = malloc(bytes), *mom = malloc(bytes);
+    float *want_mom = malloc(bytes);
+    assert_non_null(rows), assert_non_null(wt), assert_non_null(w_before), assert_non_null(out);
+    assert_non_null(mom), assert_non_null(want_mom);
+    for (int j = 0; j < MAXR; j++) {
+        r[j] = rows + j * stride;
+        sums[j] = malloc(bytes);
+        assert_non_null(sums[j]);
+    }
+    for (int64_t n = 1; n <= MAXR; n++)
+        for (int apart = 0; apart < 2; apart++) {
+            const bool first = n == 2;
+            fill(r, n);
+            for (int64_t j = 0; j < n; j++) memcpy(sums[j], r[j], bytes);
+            ff_tree_reduce(sums, n, LEN);  // the tree alone, on a copy
+            uint64_t s = 99 + (uint64_t)n;
+            for (int64_t i = 0; i < LEN; i++) {
+                wt[i] = (float)(lcg(&s) & 0xFFFF) / 65536.0f - 0.5f;
+                mom[i] = want_mom[i] = (float)(lcg(&s) & 0xFFFF) / 1048576.0f;
+            }
+            memcpy(w_before, wt, bytes);
+            float *w_out = apart ? out : wt;
+            assert_int_equal(ff_device_tree_sgd(d, w_out, wt, mom, rows, n, stride, LEN, 0.01f, 0.9f, 1e-3f, first),
+                             FF_OK);
+            for (int64_t i = 0; i < LEN; i++) {
+                const float want = sgd_ref(w_before[i], sums[0][i], &want_mom[i], 0.01f, 0.9f, 1e-3f, first);
+                if (memcmp(&w_out[i], &want, 4) || memcmp(&mom[i], &want_mom[i], 4) || memcmp(&r[0][i], &sums[0][i], 4))
+                    fail_msg(
+                        "%lld rows (%s), element %lld: weight %a (want %a), momentum %a (want %a), row 0 %a "
+                        "(want the tree's %a)",
+                        (long long)n, apart ? "apart" : "in place", (long long)i, (double)w_out[i], (double)want,
+                        (double)mom[i], (double)want_mom[i], (double)r[0][i], (double)sums[0][i]);
+            }
+            if (apart) assert_memory_equal(wt, w_before, bytes);  // w only read
+        }
+    // one row may have any stride (nothing is read past it); several need stride >= count
+    assert_int_equal(ff_device_tree_sgd(d, out, wt, mom, rows, 1, 1, 8, 0.01f, 0.9f, 0.0f, false), FF_OK);
+    assert_int_equal(ff_device_tree_sgd(d, out, wt, mom, rows, 2, 7, 8, 0.01f, 0.9f, 0.0f, false), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "2 rows of 8 floats, stride 7"));
+    assert_int_equal(ff_device_tree_sgd(d, out, wt, mom, rows, 0, 8, 8, 0.01f, 0.9f, 0.0f, false), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "0 rows of 8 floats"));
+    assert_int_equal(ff_device_tree_sgd(d, out, wt, mom, rows, 1, 8, -1, 0.01f, 0.9f, 0.0f, false), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "1 rows of -1 floats"));
+    ff_device_destroy(d);
+    ff_weights_free(&w);
+    for (int j = 0; j < MAXR; j++) free(sums[j]);
+    free(rows), free(wt), free(w_before), free(out), free(mom), free(want_mom);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(tree_reduce_matches_the_fixed_tree),
+        cmocka_unit_test(tree_sgd_is_the_tree_then_the_rule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
