@@ -145,16 +145,6 @@ TRAIN = ["--task", "train", "--data", DATA, "--test-limit", "200", "--batch", "6
 SEED1_INIT_DIGEST = "01191716b3bfe8fe"
 
 
-def cpu_capture(step, warmup):
-    """A CPU stand-in for cuda_graph_capture with its contract: warm-up steps run, the captured
-    step does not run at capture, each replay reruns it on the same tensors and leaves its loss in
-    the returned static tensor."""
-    for _ in range(warmup):
-        step()
-    static = torch.zeros(())
-    return (lambda: static.copy_(step().detach())), static
-
-
 @unittest.skipIf(torch is None, "torch is missing")
 @unittest.skipUnless(os.path.isdir(DATA), f"no IDX data in {DATA} (apt-get install dataset-fashion-mnist)")
 class TrainTest(unittest.TestCase):
@@ -242,6 +232,7 @@ class TrainTest(unittest.TestCase):
         # it must train bit for bit as the eager loop. Without undoing the warm-up it must not.
         base = TRAIN + ["--train-limit", "200", "--epochs", "2", "--losses"]
         e = peer.task_train(peer.parse_args(base + ["--model", "mnist-cnn"]))
+        cpu_capture = peer.cpu_capture_standin  # cuda_graph_capture's contract, on the CPU
         g = peer.task_train(peer.parse_args(base + ["--model", "mnist-cnn", "--graph"]), capture=cpu_capture)
         self.assertEqual((g["variant"], g["graph_tail"], g["graph_warmup_steps"], g["steps"]),
                          ("graph", "eager", 3, 8))
@@ -468,7 +459,7 @@ class MlpTrainTest(unittest.TestCase):
         # (in process, so without --threads: torch sets its inter-op threads once per process)
         base = MLP_TRAIN[:MLP_TRAIN.index("--threads")] + ["--train-limit", "1000", "--epochs", "1"]
         ge = peer.task_train(peer.parse_args(base))
-        gg = peer.task_train(peer.parse_args(base + ["--graph"]), capture=cpu_capture)
+        gg = peer.task_train(peer.parse_args(base + ["--graph"]), capture=peer.cpu_capture_standin)
         self.assertEqual((gg["graph_tail"], gg["steps"]), ("eager", 16))
         self.assertEqual(gg["losses"], ge["losses"])
         self.assertEqual(gg["weights_digest"], ge["weights_digest"])

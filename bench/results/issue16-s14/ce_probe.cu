@@ -53,6 +53,13 @@ int main(int argc, char **argv) {
     const int P = atoi(argv[2]), policy = atoi(argv[3]), sym = atoi(argv[4]);
     const char *idfile = argv[5];
     const size_t bytes = (size_t)atoi(argv[6]) << 20;
+    if (P < 2 || rank < 0 || rank >= P || policy < -1 || policy > 2 || (sym != 0 && sym != 1) || bytes == 0) {
+        fprintf(stderr,
+                "ce_probe: RANK %s NRANKS %s POLICY %s SYM %s MB %s: expected 0 <= RANK < NRANKS, NRANKS >= 2, "
+                "POLICY -1..2, SYM 0 or 1, MB >= 1\n",
+                argv[1], argv[2], argv[3], argv[4], argv[6]);
+        return 2;
+    }
     CK(cudaSetDevice(rank));
     ncclUniqueId id;
     if (rank == 0) {
