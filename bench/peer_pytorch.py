@@ -777,10 +777,13 @@ def train_checks(args, world):
 def cuda_graph_capture(step, warmup, error_mode=None):
     """PyTorch's whole-network capture (CUDA graphs docs): `warmup` eager steps on a side stream
     (cuDNN picks its algorithms, autograd and SGD allocate the gradients and momentum buffers), then
-    one step captured. Returns (replay, static_loss): each replay() reruns the captured kernels on
-    the same tensors and leaves that step's loss in static_loss. error_mode "thread_local" (ddp-graph):
-    other threads' CUDA calls during the capture, such as the NCCL process group's watchdog polling
-    the warm-up's all-reduces, do not invalidate it."""
+    one step captured. Returns (replay, static_loss, release): each replay() reruns the captured
+    kernels on the same tensors and leaves that step's loss in static_loss; release() frees the
+    graph, which must happen before destroy_process_group when it holds NCCL collectives (otherwise
+    ncclCommDestroy waits forever: pytorch/pytorch#115388, seen as a timed-out ddp-graph run on two
+    H100s). error_mode "thread_local" (ddp-graph): other threads' CUDA calls during the capture,
+    such as the NCCL process group's watchdog polling the warm-up's all-reduces, do not invalidate
+    it."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
@@ -791,17 +794,29 @@ def cuda_graph_capture(step, warmup, error_mode=None):
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g, **({"capture_error_mode": error_mode} if error_mode else {})):
         static_loss = step()
-    return g.replay, static_loss
+
+    def release():
+        torch.cuda.synchronize()
+        g.reset()
+
+    return g.replay, static_loss, release
 
 
 def cpu_capture_standin(step, warmup):
     """cuda_graph_capture's contract on the CPU, for tests (FF_PEER_CPU_CAPTURE=1): the warm-up steps
     run, the captured step does not run at capture, and each replay reruns it on the same tensors,
-    leaving its loss in the returned static tensor."""
+    leaving its loss in the returned static tensor; release() afterwards makes replay refuse."""
     for _ in range(warmup):
         step()
     static = torch.zeros(())
-    return (lambda: static.copy_(step().detach())), static
+    live = [True]
+
+    def replay():
+        if not live[0]:
+            raise PeerError("cpu_capture_standin: replay after release")
+        static.copy_(step().detach())
+
+    return replay, static, lambda: live.__setitem__(0, False)
 
 
 def restore_after_capture(params, opt, saved_params, saved_state):
@@ -971,6 +986,7 @@ def task_train(args, capture=None):
         xtr_d, ytr_d = xtr_f.to(dev), ytr.to(dev)
         loss_vec = torch.zeros(spe, device=dev)  # each step's loss, read once per epoch
     setup_s = 0.0
+    release_graph = None
     if args.ddp:
         import torch.distributed as dist
     params = list(opt.param_groups[0]["params"])
@@ -1011,7 +1027,7 @@ def task_train(args, capture=None):
         model.train()
         if capture is None and variant == "ddp-graph":
             capture = functools.partial(cuda_graph_capture, error_mode="thread_local")
-        replay, static_loss = (capture or cuda_graph_capture)(graph_step, args.warmup)
+        replay, static_loss, release_graph = (capture or cuda_graph_capture)(graph_step, args.warmup)
         if args.momentum != 0 and not all("momentum_buffer" in opt.state[p] for p in params):
             raise PeerError("--graph: SGD has no momentum buffers after the warm-up (cannot capture)")
         restore_after_capture(params, opt, saved_params, saved_state)
@@ -1141,6 +1157,8 @@ def task_train(args, capture=None):
     if rank == 0:
         final_acc = accs[-1] if accs else evaluate(model, xte_f, yte, dev)
         final_digest = weights_digest(model.cpu())
+    if release_graph is not None:  # before the process group goes (see cuda_graph_capture)
+        release_graph()
     if args.ddp:
         dist.barrier()
         dist.destroy_process_group()

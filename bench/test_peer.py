@@ -233,7 +233,15 @@ class TrainTest(unittest.TestCase):
         base = TRAIN + ["--train-limit", "200", "--epochs", "2", "--losses"]
         e = peer.task_train(peer.parse_args(base + ["--model", "mnist-cnn"]))
         cpu_capture = peer.cpu_capture_standin  # cuda_graph_capture's contract, on the CPU
-        g = peer.task_train(peer.parse_args(base + ["--model", "mnist-cnn", "--graph"]), capture=cpu_capture)
+        released = []
+
+        def counting_capture(step, warmup):  # the stand-in, noting when the graph is released
+            replay, static, release = cpu_capture(step, warmup)
+            return replay, static, lambda: (release(), released.append(True))
+
+        g = peer.task_train(peer.parse_args(base + ["--model", "mnist-cnn", "--graph"]), capture=counting_capture)
+        # released once, at the end (before a process group would be destroyed: pytorch#115388)
+        self.assertEqual(released, [True])
         self.assertEqual((g["variant"], g["graph_tail"], g["graph_warmup_steps"], g["steps"]),
                          ("graph", "eager", 3, 8))
         self.assertEqual(g["losses"], e["losses"])
