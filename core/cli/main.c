@@ -49,8 +49,9 @@ int main(int argc, char **argv) {
         return FF_EXIT_OK;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("fivefold %s (commit %s, %s, %s; CUDA %s)\n", FF_VERSION, FF_GIT_COMMIT, FF_BUILD_TYPE,
-               FF_BUILD_C_COMPILER, strcmp(FF_BUILD_HAVE_CUDA_STR, "ON") == 0 ? FF_BUILD_CUDA_VERSION : "off");
+        printf("fivefold %s (commit %s, %s, %s; CUDA %s; NCCL %s)\n", FF_VERSION, FF_GIT_COMMIT, FF_BUILD_TYPE,
+               FF_BUILD_C_COMPILER, strcmp(FF_BUILD_HAVE_CUDA_STR, "ON") == 0 ? FF_BUILD_CUDA_VERSION : "off",
+               *FF_BUILD_NCCL_VERSION ? FF_BUILD_NCCL_VERSION : "off");
         return FF_EXIT_OK;
     }
     // --verbose anywhere: the command's own parser may refuse an earlier flag before it sees it.

@@ -137,7 +137,9 @@ static void usage(FILE *f) {
         "  is the environment variable FF_TEST_KILL_AFTER_STEP=K: SIGKILL after step K.)\n"
         "Environment, for A/B timing (none changes a bit): FF_TRAIN_GRAPHS=0 every launch eager;\n"
         "FF_URGENT_STREAMS=0 no high-priority side lane; FF_QUEUED_COMM=0 the host waits around each NCCL\n"
-        "collective; FF_CAPTURE_EXCHANGE=0 the queued exchange outside the step's CUDA graph.\n",
+        "collective; FF_CAPTURE_EXCHANGE=0 the queued exchange outside the step's CUDA graph;\n"
+        "FF_NCCL_WINDOWS=0 the exchanged buffers in plain device memory, not NCCL's symmetric windows;\n"
+        "FF_NCCL_CTA_POLICY=default|efficiency|zero NCCL's CTA policy (zero: copy-engine collectives).\n",
         DEFAULT_DATA, (long long)SYNTH_TRAIN_SMALL, (long long)SYNTH_TRAIN_FULL, (long long)SYNTH_TEST, FF_CKPT_FILE,
         FF_CKPT_FILE);
 }
@@ -495,7 +497,8 @@ static ff_status json_write(json_out *j, const train_args *a, const ff_model *m,
     ff_json_bool(&js, "overlap", r->phases.overlapped);
     ff_json_bool(&js, "queued", r->phases.queued);  // then compute holds the whole step (train.h)
     ff_json_int(&js, "buckets", r->phases.buckets);
-    ff_json_begin_object(&js, "phases_ms_per_step");  // steady state: the first 2 steps left out
+    ff_json_int(&js, "nccl_windows", r->phases.windows);  // buffers in registered (symmetric) memory
+    ff_json_begin_object(&js, "phases_ms_per_step");      // steady state: the first 2 steps left out
     ff_json_num(&js, "compute", r->phases.compute_s * per);
     ff_json_num(&js, "exchange", r->phases.exchange_s * per);
     ff_json_num(&js, "exchange_total", r->phases.exchange_total_s * per);
@@ -789,10 +792,10 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         if (P > 1 && ph.steps > 0 && ph.queued)
             printf(
                 "step %.3f ms (rank 0, after 2 warm-up steps; the gradient exchange queued on the GPU with the "
-                "compute, %s: FF_QUEUED_COMM=0 splits the phases), of which the host enqueued for %.3f ms\n",
+                "compute, %s%s: FF_QUEUED_COMM=0 splits the phases), of which the host enqueued for %.3f ms\n",
                 1e3 * ph.compute_s / (double)ph.steps,
                 ph.overlapped ? "in buckets during the backward" : "after the backward",
-                1e3 * ph.enqueue_s / (double)ph.steps);
+                ph.windows ? ", from NCCL symmetric windows" : "", 1e3 * ph.enqueue_s / (double)ph.steps);
         else if (P > 1 && ph.steps > 0)
             printf(
                 "phases per step (rank 0, after 2 warm-up steps): compute %.3f ms, gradient exchange %.3f ms "

@@ -184,6 +184,14 @@ void ff_device_unpin_host(ff_device *d, void *p) {
 float *ff_device_params(ff_device *d) {
     return d->ops->params ? d->ops->params(d) : NULL;
 }
+
+ff_status ff_device_adopt_params(ff_device *d, float *buf) {
+    if (!buf) return FF_FAIL(FF_ERR_INPUT, "adopting weights: no buffer given");
+    if (!d->ops->adopt_params)
+        return FF_FAIL(FF_ERR_INPUT, "the %s device keeps its weights in its own memory (adopting them is for GPUs)",
+                       ff_device_kind_name(d->kind));
+    return d->ops->adopt_params(d, buf);
+}
 ff_status ff_device_alloc_bytes(ff_device *d, void **p, size_t bytes, const char *what) {
     *p = NULL;
     if (!d->ops->alloc_bytes) return unsupported(d, "byte allocation");

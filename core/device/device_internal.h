@@ -33,6 +33,7 @@ typedef struct {
     struct ff_gpu_stream_s *(*gpu_stream)(ff_device *d);  // NULL: not a GPU
     // training (device.h): NULL where a device does not train
     float *(*params)(ff_device *d);
+    ff_status (*adopt_params)(ff_device *d, float *buf);  // NULL: the device keeps its own memory
     ff_status (*alloc_bytes)(ff_device *d, void **p, size_t bytes, const char *what);
     ff_status (*upload_bytes)(ff_device *d, void *dst, const void *src_host, size_t bytes);
     ff_status (*gather)(ff_device *d, float *x, int32_t *labels, const float *images, const int32_t *all_labels,

@@ -75,11 +75,15 @@ struct ff_trainer {
     float *grad;                    // (N): the reduced gradient
     float *d_mom;                   // (N): momentum buffers
     float *sendbuf;                 // (nslots * N): block sums' slices, packed per bucket (P > 1)
-    float *recvbuf;                 // (nmb_max * (N/P + nbuckets)): every block sum's copy of my slices
-    float *wslice;                  // (N/P + nbuckets): my slices of the updated weights (then momentum), sent
-    float *res_images;              // (res_n, per): the resident training set, normalised
-    int32_t *res_labels;            // (res_n)
-    const ff_dataset *resident;     // the set held there (ff_trainer_set_resident), NULL none
+    float *recvbuf;                 // (nmb_max * slice_room): every block sum's copy of my slices
+    float *wslice;                  // (slice_room): my slices of the updated weights (then momentum), sent
+    // Which of these (and the weights) live in the communicator's registered windows (comm.h,
+    // ff_comm_alloc_window): the comm frees those, the trainer the rest.
+    void *windowed[8];
+    int n_windowed;
+    float *res_images;           // (res_n, per): the resident training set, normalised
+    int32_t *res_labels;         // (res_n)
+    const ff_dataset *resident;  // the set held there (ff_trainer_set_resident), NULL none
     // host memory
     float *x_host;         // (cap, per): a batch normalised on the host (no resident set)
     int32_t *labels_host;  // (cap)
@@ -140,6 +144,12 @@ static void *xcalloc(size_t n, size_t sz, ff_status *st, const char *what) {
     return p;
 }
 
+static bool windowed(const ff_trainer *t, const void *p) {
+    for (int i = 0; i < t->n_windowed; i++)
+        if (t->windowed[i] == p) return true;
+    return false;
+}
+
 void ff_trainer_destroy(ff_trainer *t) {
     if (!t) return;
     if (t->dev) {
@@ -152,7 +162,8 @@ void ff_trainer_destroy(ff_trainer *t) {
                          t->recvbuf,      t->wslice,
                          t->res_images,   (float *)t->labels,
                          (float *)t->idx, (float *)t->res_labels};
-        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) ff_device_free(t->dev, bufs[i]);
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+            if (!windowed(t, bufs[i])) ff_device_free(t->dev, bufs[i]);
         ff_device_unpin_host(t->dev, t->x_host);
         ff_device_unpin_host(t->dev, t->labels_host);
         ff_device_unpin_host(t->dev, t->idx_host);
@@ -251,6 +262,26 @@ static void make_buckets(ff_trainer *t) {
     t->nbuckets = nb;
 }
 
+// Floats one rank's slices of every bucket take when each bucket's slice gets the largest slice's
+// room, ceil(len / P) (exchange_bucket: the same offsets on every rank): at most ceil(N / P) plus
+// one per bucket.
+static int64_t slice_room(const ff_trainer *t) {
+    return ceil_div(t->N, t->P) + t->nbuckets;
+}
+
+// A buffer NCCL moves (P > 1): in one of the communicator's registered windows where it has them
+// (the comm's collectives move those fastest and take fewer SMs from the backward beside them),
+// else the device's memory. Every rank allocates the same sizes in the same order (a collective).
+static ff_status alloc_exchanged(ff_trainer *t, float **p, int64_t floats, const char *what) {
+    void *w = NULL;
+    if (t->P > 1 && t->n_windowed < (int)(sizeof t->windowed / sizeof t->windowed[0]))
+        FF_TRY(ff_comm_alloc_window(t->comm, &w, (size_t)floats * sizeof(float), what));
+    if (!w) return ff_device_alloc(t->dev, p, (size_t)floats, what);
+    t->windowed[t->n_windowed++] = w;
+    *p = w;
+    return FF_OK;
+}
+
 // Device buffers of the trainer (sizes checked by the caller).
 static ff_status alloc_device(ff_trainer *t) {
     ff_device *d = t->dev;
@@ -268,14 +299,21 @@ static ff_status alloc_device(ff_trainer *t) {
     FF_TRY(ff_device_alloc(d, &t->loss, (size_t)cap, "losses"));
     FF_TRY(ff_device_alloc_bytes(d, (void **)&t->labels, (size_t)cap * sizeof(int32_t), "labels"));
     FF_TRY(ff_device_alloc_bytes(d, (void **)&t->idx, (size_t)cap * sizeof(int64_t), "sample indices"));
-    FF_TRY(ff_device_alloc(d, &t->grads, (size_t)(t->nslots * N), "micro-batch gradients"));
-    FF_TRY(ff_device_alloc(d, &t->grad, (size_t)N, "the reduced gradient"));
     FF_TRY(ff_device_alloc(d, &t->d_mom, (size_t)N, "momentum buffers"));
+    if (t->P > 1) {  // the weights too, where windows exist: the all-gather of the updated slices writes them
+        void *w = NULL;
+        FF_TRY(ff_comm_alloc_window(t->comm, &w, (size_t)N * sizeof(float), "the weights"));
+        if (w) {
+            t->windowed[t->n_windowed++] = w;
+            FF_TRY(ff_device_adopt_params(d, w));
+        }
+    }
+    FF_TRY(alloc_exchanged(t, &t->grads, t->nslots * N, "micro-batch gradients"));
+    FF_TRY(alloc_exchanged(t, &t->grad, N, "the reduced gradient"));
     if (t->P > 1) {
-        FF_TRY(ff_device_alloc(d, &t->sendbuf, (size_t)(t->nslots * N), "reduce send buffer"));
-        FF_TRY(
-            ff_device_alloc(d, &t->recvbuf, (size_t)(t->nmb_max * (N / t->P + t->nbuckets)), "reduce receive buffer"));
-        FF_TRY(ff_device_alloc(d, &t->wslice, (size_t)(N / t->P + t->nbuckets), "updated weight slices"));
+        FF_TRY(alloc_exchanged(t, &t->sendbuf, t->nslots * N, "reduce send buffer"));
+        FF_TRY(alloc_exchanged(t, &t->recvbuf, t->nmb_max * slice_room(t), "reduce receive buffer"));
+        FF_TRY(alloc_exchanged(t, &t->wslice, slice_room(t), "updated weight slices"));
     }
     return FF_OK;
 }
@@ -314,7 +352,7 @@ static double train_device_bytes(const ff_trainer *t, int64_t B) {
     floats += cap * ((double)t->classes + 1 + 1 + 2);  // dz, losses, labels, indices
     floats += (double)slots * N + 2 * N;               // gradient rows, the reduced gradient, momentum
     if (t->P > 1)                                      // reduce buffers, and the updated weights' slices
-        floats += (double)slots * N + (double)nmb * (N / (double)t->P + 1) + N / (double)t->P + t->nbuckets;
+        floats += (double)slots * N + (double)(nmb + 1) * (double)slice_room(t);
     return floats * sizeof(float) + (double)ff_device_train_work_bytes(t->dev, t->last, (int64_t)cap);
 }
 
@@ -427,7 +465,7 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
         if (t->o.exec.mode == FF_MODE_DIRECT && quarter < FF_TRAIN_BUCKET_FLOATS) t->o.bucket_floats = quarter;
     }
     make_buckets(t);
-    if (st == FF_OK) st = checked_count(&cnt, t->nmb_max, t->N / P + t->nbuckets, sizeof(float), "reduce buffer");
+    if (st == FF_OK) st = checked_count(&cnt, t->nmb_max, slice_room(t), sizeof(float), "reduce buffer");
     if (st == FF_OK) st = ff_weights_alloc(&t->mom, m);
     if (st != FF_OK) {
         free(t);
@@ -454,6 +492,7 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
                      ff_device_can_backward_in_parts(t->dev);
         t->phases.overlapped = t->overlap;
         t->phases.buckets = t->nbuckets;
+        t->phases.windows = t->n_windowed;
         t->queued = st == FF_OK && P > 1 && o->reduce == FF_REDUCE_DETERMINISTIC && ff_comm_can_queue(t->comm);
         t->phases.queued = t->queued;
         const char *cx = getenv("FF_CAPTURE_EXCHANGE");
@@ -771,9 +810,13 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
     }
     float *rows = t->recvbuf + *recv_at;
     t->bucket[b].recv_root = *recv_at;  // root row 0 ends holding my reduced slice (gather_sharded)
-    *recv_at += bm->nroots * my_len;
+    // Each bucket's rows and weight slice start at the same offsets on every rank (the largest
+    // slice's room, ceil(len / P): slice_room in all): NCCL's
+    // symmetric kernels find a peer's buffer at the offset of one's own in the window.
+    const int64_t room = ceil_div(len, P);
+    *recv_at += bm->nroots * room;
     float *wmine = t->wslice + *w_at;
-    *w_at += my_len;
+    *w_at += room;
     // One micro-batch of mine: its gradient row is the block sum, laid out as the packing would
     // (slices in rank order, contiguous), so it is sent from where the backward wrote it.
     const float *send = k->nloc == 1 ? t->grads + lo : t->sendbuf + mine * lo;

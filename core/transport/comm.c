@@ -206,6 +206,13 @@ ff_status ff_comm_wait_queued(ff_comm *c) {
     return c->dev ? ff_device_sync(c->dev) : FF_OK;
 }
 
+ff_status ff_comm_alloc_window(ff_comm *c, void **p, size_t bytes, const char *what) {
+    *p = NULL;
+    const char *e = getenv("FF_NCCL_WINDOWS");
+    if ((e && strcmp(e, "0") == 0) || !c->dev || !c->ops->alloc_window || !bytes) return FF_OK;
+    return c->ops->alloc_window(c, p, bytes, what);
+}
+
 void ff_comm_destroy(ff_comm *c) {
     if (c && c->ops->destroy) c->ops->destroy(c);
 }

@@ -30,6 +30,8 @@ typedef struct {
     // Queued collectives (comm.h, ff_comm_set_queued): NULL where the backend cannot queue.
     ff_status (*set_queued)(ff_comm *c, bool on);
     ff_status (*wait_queued)(ff_comm *c);
+    // ff_comm_alloc_window (comm.h): NULL where the backend has no registered memory.
+    ff_status (*alloc_window)(ff_comm *c, void **p, size_t bytes, const char *what);
 } ff_comm_ops;
 
 struct ff_comm {

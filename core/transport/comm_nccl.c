@@ -44,13 +44,33 @@ ff_status ff_comm_nccl_create(ff_comm **out, ff_comm *boot) {
 #include "fivefold/device.h"
 #include "fivefold/gpu.h"
 
+// Symmetric windows (ff_comm_alloc_window) came with NCCL 2.27; the CTA policy (copy-engine
+// collectives on them) and ncclAlltoAll with 2.28.
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 27, 0)
+#define FF_NCCL_WINDOWS 1
+#endif
+#if NCCL_VERSION_CODE >= NCCL_VERSION(2, 28, 0)
+#define FF_NCCL_CTA_POLICY 1
+#endif
+
+typedef struct {
+    char *p;  // (bytes) from ncclMemAlloc
+    size_t bytes;
+#ifdef FF_NCCL_WINDOWS
+    ncclWindow_t win;
+#endif
+} nccl_window;
+
 typedef struct {
     ff_comm base;
     ff_comm *boot;  // host memory: barrier, f64/i64 all-reduces, everything while unbound
     ncclComm_t nc;
     cudaStream_t stream;
     bool aborted;
-    bool queued;  // ff_comm_set_queued: device collectives go on the bound device's current stream
+    bool queued;       // ff_comm_set_queued: device collectives go on the bound device's current stream
+    bool windows_off;  // a registration failed on some rank: plain memory from then on
+    nccl_window *win;  // (n_win) every registered window, deregistered and freed at destroy
+    int n_win, cap_win;
 } ff_comm_nccl;
 
 static ff_comm_nccl *nccl_of(ff_comm *c) {
@@ -130,6 +150,13 @@ static cudaStream_t op_stream(ff_comm_nccl *n) {
 
 static ff_status op_wait(ff_comm_nccl *n, const char *what) {
     return nccl_wait(n, what, n->queued ? NULL : n->stream);
+}
+
+// Whether [p, p + bytes) lies inside one registered window.
+static bool in_window(const ff_comm_nccl *n, const void *p, size_t bytes) {
+    for (int i = 0; i < n->n_win; i++)
+        if ((const char *)p >= n->win[i].p && (const char *)p + bytes <= n->win[i].p + n->win[i].bytes) return true;
+    return false;
 }
 
 static ff_status usable(ff_comm_nccl *n, const char *what) {
@@ -254,6 +281,19 @@ static ff_status nc_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_coun
         return n->boot->ops->alltoallv(n->boot, recvbuf, recv_counts, recv_displs, sendbuf, send_counts, send_displs);
     FF_TRY(usable(n, "all-to-all"));
     const int me = c->rank;
+#ifdef FF_NCCL_CTA_POLICY
+    // Equal, contiguous blocks in registered windows: NCCL's own all-to-all, which can run on the
+    // copy engines (FF_NCCL_CTA_POLICY=zero); the grouped send/recv below cannot.
+    bool equal = send_counts[0] > 0;
+    for (int r = 0; r < c->size; r++)
+        equal = equal && send_counts[r] == send_counts[0] && recv_counts[r] == send_counts[0] &&
+                send_displs[r] == (size_t)r * send_counts[0] && recv_displs[r] == (size_t)r * send_counts[0];
+    if (equal && in_window(n, sendbuf, (size_t)c->size * send_counts[0]) &&
+        in_window(n, recvbuf, (size_t)c->size * send_counts[0])) {
+        NCCL_TRY(n, ncclAlltoAll(sendbuf, recvbuf, send_counts[0], ncclUint8, n->nc, op_stream(n)), "ncclAlltoAll");
+        return op_wait(n, "all-to-all");
+    }
+#endif
     NCCL_TRY(n, ncclGroupStart(), "all-to-all");
     for (int r = 0; r < c->size; r++) {
         if (r == me) continue;
@@ -302,8 +342,66 @@ static ff_status nc_wait_queued(ff_comm *c) {
     return nccl_wait(n, "queued step (device work and its collectives)", (cudaStream_t)ff_device_gpu_stream(c->dev));
 }
 
+// ff_comm_alloc_window (comm.h). Every rank allocates, then all agree over the bootstrap comm
+// (host memory, no NCCL) before the collective registration: a rank whose allocation failed must
+// not leave the others waiting in ncclCommWindowRegister. A failure anywhere turns windows off on
+// every rank (plain memory from then on, the same bits: only how NCCL moves them changes).
+static ff_status nc_alloc_window(ff_comm *c, void **p, size_t bytes, const char *what) {
+    ff_comm_nccl *n = nccl_of(c);
+    *p = NULL;
+#ifndef FF_NCCL_WINDOWS
+    (void)n, (void)bytes, (void)what;
+    return FF_OK;
+#else
+    if (n->windows_off) return FF_OK;
+    FF_TRY(usable(n, "window registration"));
+    if (n->n_win == n->cap_win) {
+        const int cap = n->cap_win ? 2 * n->cap_win : 8;
+        nccl_window *w = realloc(n->win, (size_t)cap * sizeof *w);
+        if (!w) return FF_FAIL(FF_ERR_OOM, "comm: %zu bytes for the window table", (size_t)cap * sizeof *w);
+        n->win = w;
+        n->cap_win = cap;
+    }
+    void *mem = NULL;
+    int64_t failed = ncclMemAlloc(&mem, bytes) != ncclSuccess;
+    if (failed) mem = NULL;
+    FF_TRY(n->boot->ops->allreduce_max_i64(n->boot, &failed, 1));
+    ncclWindow_t win = NULL;
+    if (!failed) {
+        ncclResult_t r = ncclCommWindowRegister(n->nc, mem, bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
+        if (r != ncclSuccess && r != ncclInProgress)
+            return nccl_fail(n, r, __FILE__, __LINE__, "ncclCommWindowRegister");
+        ff_status st = nccl_wait(n, "window registration", NULL);
+        if (st != FF_OK) return ff_fail_context(st, "registering %zu bytes for %s", bytes, what);
+        failed = win == NULL;
+        FF_TRY(n->boot->ops->allreduce_max_i64(n->boot, &failed, 1));
+        if (failed && win) ncclCommWindowDeregister(n->nc, win);
+    }
+    if (failed) {  // on every rank: plain memory instead, now and from now on
+        if (mem) ncclMemFree(mem);
+        n->windows_off = true;
+        return FF_OK;
+    }
+    n->win[n->n_win++] = (nccl_window){(char *)mem, bytes, win};
+    *p = mem;
+    return FF_OK;
+#endif
+}
+
 static void nc_destroy(ff_comm *c) {
     ff_comm_nccl *n = nccl_of(c);
+#ifdef FF_NCCL_WINDOWS
+    // Windows go before the communicator (deregistration is collective, like registration); their
+    // memory after it, whether it was finalized or aborted.
+    for (int i = n->n_win - 1; i >= 0 && n->nc && !n->aborted; i--) {
+        ncclResult_t r = ncclCommWindowDeregister(n->nc, n->win[i].win);
+        if ((r != ncclSuccess && r != ncclInProgress) || nccl_wait(n, "window deregistration", NULL) != FF_OK) {
+            if (!n->aborted) ncclCommAbort(n->nc);
+            n->aborted = true;
+            ff_clear_error();
+        }
+    }
+#endif
     // Finalize is asynchronous on a non-blocking comm: wait for it (bounded by the deadline), then
     // destroy; one that does not finish in time is aborted instead of hanging the exit.
     if (n->nc && !n->aborted) {
@@ -315,14 +413,47 @@ static void nc_destroy(ff_comm *c) {
         ff_clear_error();
     }
     if (n->stream) cudaStreamDestroy(n->stream);
+#ifdef FF_NCCL_WINDOWS
+    for (int i = 0; i < n->n_win; i++) ncclMemFree(n->win[i].p);
+#endif
+    free(n->win);
     free(n);
 }
 
 static const ff_comm_ops nccl_ops = {
-    "nccl",     true,          "nccl (device buffers)", true,         nc_exchange, nc_barrier, nc_bcast,
-    nc_gatherv, nc_scatterv,   nc_allgatherv,           nc_alltoallv, nc_sum_f64,  nc_max_i64, nc_sum_f32,
-    nc_destroy, nc_set_queued, nc_wait_queued,
+    "nccl",        true,           "nccl (device buffers)",
+    true,          nc_exchange,    nc_barrier,
+    nc_bcast,      nc_gatherv,     nc_scatterv,
+    nc_allgatherv, nc_alltoallv,   nc_sum_f64,
+    nc_max_i64,    nc_sum_f32,     nc_destroy,
+    nc_set_queued, nc_wait_queued, nc_alloc_window,
 };
+
+// FF_NCCL_CTA_POLICY (default, efficiency or zero; unset: NCCL's default): how many SMs NCCL's
+// collectives may take. zero runs the collectives it can on the copy engines (NCCL 2.28; only on
+// symmetric windows, ff_comm_alloc_window), leaving every SM to the GEMMs beside them.
+static ff_status cta_policy(ncclConfig_t *cfg) {
+    const char *e = getenv("FF_NCCL_CTA_POLICY");
+    if (!e || !*e) return FF_OK;
+#ifdef FF_NCCL_CTA_POLICY
+    static const struct {
+        const char *name;
+        int policy;
+    } names[] = {{"default", NCCL_CTA_POLICY_DEFAULT},
+                 {"efficiency", NCCL_CTA_POLICY_EFFICIENCY},
+                 {"zero", NCCL_CTA_POLICY_ZERO}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(e, names[i].name) == 0) {
+            cfg->CTAPolicy = names[i].policy;
+            return FF_OK;
+        }
+    return FF_FAIL(FF_ERR_INPUT, "FF_NCCL_CTA_POLICY '%s': expected default, efficiency or zero", e);
+#else
+    (void)cfg;
+    return FF_FAIL(FF_ERR_INPUT, "FF_NCCL_CTA_POLICY '%s': this build's NCCL (%d) has no CTA policy (2.28 and later)",
+                   e, NCCL_VERSION_CODE);
+#endif
+}
 
 // Two ranks on one GPU are refused with names (comm_ipc.c's table of every rank's host and GPU),
 // not with NCCL's "invalid usage" later.
@@ -368,9 +499,10 @@ ff_status ff_comm_nccl_create(ff_comm **out, ff_comm *boot) {
                                              ff_gpu_urgent_streams() ? greatest : least);
         if (e != cudaSuccess) st = FF_FAIL(FF_ERR_CUDA, "NCCL stream: %s", cudaGetErrorString(e));
     }
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;  // every wait is ours to poll with a deadline
+    if (st == FF_OK) st = cta_policy(&cfg);
     if (st == FF_OK) {
-        ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
-        cfg.blocking = 0;  // every wait is ours to poll with a deadline
         ncclResult_t r = ncclCommInitRankConfig(&n->nc, boot->size, id, boot->rank, &cfg);
         if (r != ncclSuccess && r != ncclInProgress)
             st = nccl_fail(n, r, __FILE__, __LINE__, "ncclCommInitRankConfig");

@@ -236,6 +236,37 @@ gpu | gpu_full)
             run uncaptured env FF_CAPTURE_EXCHANGE=0 $MPIEXEC -n 2 "$F" train --mode direct $A --shares 3,1 --bucket-mb=0.05
             echo "direct P=2 shares 3,1, 4 buckets, FF_CAPTURE_EXCHANGE=0: $(digests "$T/uncaptured.txt")"
             [ "$(digests "$T/uncaptured.txt")" = "$REF" ] || fail "the exchange outside the step's graph differs from cuda"
+            # NCCL's symmetric windows (comm.h ff_comm_alloc_window: the weights and the exchange's
+            # buffers, the same offsets on every rank) are on by default where NCCL has them (2.27+);
+            # plain memory (FF_NCCL_WINDOWS=0) and copy-engine collectives (FF_NCCL_CTA_POLICY=zero,
+            # 2.28+) give the same bits, equal shares (NCCL's all-to-all) and unequal ones alike
+            NW=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["nccl_windows"])' "$T/direct2.json")
+            echo "direct P=2: $NW buffers in NCCL symmetric windows"
+            # the NCCL fivefold was built with (--version: "NCCL 2.28.3"), as NCCL_VERSION_CODE 22803
+            NV=$("$F" --version | sed -n 's/.*NCCL \([0-9]*\)\.\([0-9]*\)\.\([0-9]*\).*/\1 \2 \3/p' | awk '{ print $1 * 10000 + $2 * 100 + $3 }')
+            if [ "${NV:-0}" -ge 22700 ]; then
+                [ "$NW" -ge 6 ] || fail "NCCL ${NV}: expected the weights and 5 exchange buffers in windows, got $NW"
+            fi
+            run nowin env FF_NCCL_WINDOWS=0 $MPIEXEC -n 2 "$F" train --mode direct $A --json "$T/nowin.json"
+            python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["nccl_windows"] == 0 else 1)' "$T/nowin.json" ||
+                fail "FF_NCCL_WINDOWS=0 still registered windows"
+            [ "$(digests "$T/nowin.txt")" = "$REF" ] || fail "the exchange from plain memory differs from cuda"
+            [ "${NV:-0}" -ge 22800 ] && for sh in - 3,1; do
+                SH=""
+                [ "$sh" = "-" ] || SH="--shares $sh"
+                run zero$sh env FF_NCCL_CTA_POLICY=zero $MPIEXEC -n 2 "$F" train --mode direct $A $SH
+                echo "direct P=2 shares $sh, FF_NCCL_CTA_POLICY=zero: $(digests "$T/zero$sh.txt")"
+                [ "$(digests "$T/zero$sh.txt")" = "$REF" ] || fail "FF_NCCL_CTA_POLICY=zero (shares $sh) differs from cuda"
+            done
+            if [ "${NV:-0}" -ge 22800 ]; then
+                $MPIEXEC -n 2 env FF_NCCL_CTA_POLICY=most "$F" train --mode direct $A >"$T/badcta.txt" 2>&1
+                rc=$?
+                n=$(grep -c "FF_NCCL_CTA_POLICY 'most': expected default, efficiency or zero" "$T/badcta.txt")
+                [ $rc -ne 0 ] && [ "$n" -eq 1 ] || {
+                    cat "$T/badcta.txt"
+                    fail "a bad FF_NCCL_CTA_POLICY: exit $rc, named $n times (expected once, non-zero)"
+                }
+            fi
         else
             echo "direct P=2 did not use NCCL (one GPU): the queued exchange is checked where each rank has a GPU"
         fi

@@ -213,6 +213,10 @@ static ff_status queue_body(ff_comm *c, void *arg) {
         return FF_FAIL(FF_ERR_INPUT, "unexpected message: %s", ff_last_error());
     FF_TRY(ff_comm_set_queued(c, false));
     FF_TRY(ff_comm_wait_queued(c));
+    // no registered memory on a host comm: NULL and FF_OK, so the caller allocates as usual
+    void *w = &w;
+    FF_TRY(ff_comm_alloc_window(c, &w, 4096, "a test buffer"));
+    if (w) return FF_FAIL(FF_ERR_INPUT, "a host comm gave a window");
     double x = 1.0 + ff_comm_rank(c);  // still usable
     FF_TRY(ff_comm_allreduce_sum_f64(c, &x, 1));
     const int P = ff_comm_size(c);

@@ -65,6 +65,8 @@ typedef struct {
     ff_gpu_event side_done;           // ff_device_join_side's mark on the side stream
     ff_gpu_blas blas;                 // --backend vendor only
     float *d_params;                  // (n_total): the parameter buffer, uploaded once
+    size_t param_bytes;               // n_total floats
+    bool params_adopted;              // d_params is the caller's (ff_device_adopt_params): not freed here
     const float *d_w[FF_MAX_LAYERS];  // views into d_params; NULL for layers without parameters
     const float *d_b[FF_MAX_LAYERS];
     // Activations: a run writes layer after layer into these, ping-pong, never into its input.
@@ -129,7 +131,7 @@ static void cuda_destroy(ff_device *d) {
     ff_gpu_free(c->d_work);
     ff_gpu_free(c->d_lin_work);
     ff_gpu_blas_destroy(c->blas);
-    ff_gpu_free(c->d_params);
+    if (!c->params_adopted) ff_gpu_free(c->d_params);
     for (int i = 0; i < 3; i++) ff_gpu_free(c->d_buf[i]);
     for (int i = 0; i < 2; i++) ff_gpu_free(c->d_grad[i]);
     ff_gpu_free(c->d_train_work);
@@ -201,6 +203,7 @@ static ff_status cuda_setup(cuda_device *c, const ff_model *m, const ff_weights 
     // the same offsets as on the host.
     const size_t wbytes = (size_t)w->n_total * sizeof(float);
     FF_TRY(ff_gpu_alloc((void **)&c->d_params, wbytes, "the model's weights"));
+    c->param_bytes = wbytes;
     FF_TRY(ff_gpu_copy_h2d(c->d_params, w->data, wbytes, c->stream));
     for (int i = 0; i < m->n_layers; i++) {
         if (w->w[i]) c->d_w[i] = c->d_params + (w->w[i] - w->data);
@@ -648,6 +651,28 @@ static float *cuda_params(ff_device *d) {
     return cuda_of(d)->d_params;
 }
 
+// device.h: the weights copied into buf (on the stream, ordered before any later work), the views
+// moved there, the old buffer freed once the copy has run.
+static ff_status cuda_adopt_params(ff_device *d, float *buf) {
+    cuda_device *c = cuda_of(d);
+    for (int i = 0; i < CUDA_GRAPHS; i++)
+        if (c->graphs[i].graph)
+            return FF_FAIL(FF_ERR_INPUT,
+                           "adopting weights after a forward was captured (the graph holds the "
+                           "old addresses): expected before any run");
+    if (buf == c->d_params) return FF_OK;
+    FF_TRY(ff_gpu_copy_d2d(buf, c->d_params, c->param_bytes, c->stream));
+    FF_TRY(ff_gpu_stream_sync(c->stream));
+    for (int i = 0; i < FF_MAX_LAYERS; i++) {
+        if (c->d_w[i]) c->d_w[i] = buf + (c->d_w[i] - c->d_params);
+        if (c->d_b[i]) c->d_b[i] = buf + (c->d_b[i] - c->d_params);
+    }
+    if (!c->params_adopted) ff_gpu_free(c->d_params);
+    c->d_params = buf;
+    c->params_adopted = true;
+    return FF_OK;
+}
+
 // ff_gpu_alloc's FF_ERR_OOM names `what`, the bytes asked for and the bytes free.
 static ff_status cuda_alloc_bytes(ff_device *d, void **p, size_t bytes, const char *what) {
     (void)d;
@@ -958,6 +983,7 @@ static const ff_device_ops cuda_ops = {
     .join_side = cuda_join_side,
     .gpu_stream = cuda_gpu_stream,
     .params = cuda_params,
+    .adopt_params = cuda_adopt_params,
     .alloc_bytes = cuda_alloc_bytes,
     .upload_bytes = cuda_upload_bytes,
     .gather = cuda_gather,

@@ -94,6 +94,15 @@ struct ff_device *ff_comm_device(const ff_comm *c);
 bool ff_comm_can_queue(const ff_comm *c);
 ff_status ff_comm_set_queued(ff_comm *c, bool on);  // on: FF_ERR_INPUT where !ff_comm_can_queue
 ff_status ff_comm_wait_queued(ff_comm *c);
+// Device memory that c's collectives move fastest, for buffers that live as long as c: NCCL (2.27
+// and later) allocates it with ncclMemAlloc and registers it as a symmetric window, on which NCCL
+// runs its symmetric kernels (fewer SMs taken from the kernels beside them, a higher bus rate) and,
+// with FF_NCCL_CTA_POLICY=zero, copy-engine collectives that take no SMs at all. Collective: every
+// rank calls it in the same order with the same `bytes`. *p = NULL with FF_OK where c has no such
+// memory (another backend, c not bound to a device, an older NCCL, a machine where registration
+// fails, or FF_NCCL_WINDOWS=0 in the environment): the caller then allocates as usual. The memory
+// belongs to c and is freed when c is destroyed; callers never free it, and stop using it before.
+ff_status ff_comm_alloc_window(ff_comm *c, void **p, size_t bytes, const char *what);
 // How bytes move for the buffers c now carries: the backend's name on host memory ("mpi",
 // "loopback", "nccl", "ipc"); bound to a device, "mpi (staged through pinned host memory)",
 // "loopback (device copies)", "nccl (device buffers)", "cuda-ipc (device to device)" or

@@ -151,6 +151,12 @@ void ff_device_unpin_host(ff_device *d, void *p);
 // The device's weights: n_total floats in ff_weights' layout (ff_weights.data offsets), what
 // every run reads and the update writes.
 float *ff_device_params(ff_device *d);
+// The weights move into buf (n_total floats of the caller's device memory, such as a
+// communicator's window, comm.h ff_comm_alloc_window, so that the all-gather of the updated
+// weights lands in registered memory): copied there, and from then on ff_device_params is buf.
+// The device frees its own copy and never frees buf, which must outlive the device's use of it.
+// Before the first run (a captured forward holds the old addresses: FF_ERR_INPUT); GPUs only.
+ff_status ff_device_adopt_params(ff_device *d, float *buf);
 
 // Memory for other element types (labels, sample indices); freed with ff_device_free.
 ff_status ff_device_alloc_bytes(ff_device *d, void **p, size_t bytes, const char *what);

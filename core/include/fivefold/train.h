@@ -185,6 +185,8 @@ typedef struct {
                        // host cannot split it (exchange_s, update_s stay 0)
     double enqueue_s;  // queued: the host's time to enqueue the steps (near compute_s: the host bounds them)
     int buckets;       // gradient buckets (runs of layers) the exchange goes in
+    int windows;       // buffers in the communicator's registered windows (comm.h ff_comm_alloc_window;
+                       // NCCL: symmetric memory), the weights included; 0: plain device memory
 } ff_train_phases;
 ff_train_phases ff_trainer_phases(const ff_trainer *t);
 // How the gradients move between ranks: the communicator's transport (comm.h,
