@@ -24,7 +24,8 @@ G=$(nvidia-smi -L | grep -c "^GPU")
 cfg() { cmake -S "$1" -B "$2" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" -DFF_SOURCE_COMMIT="$(cat .ff-source-commit 2>/dev/null)$3" > "$out/configure$3.log" 2>&1 &&
   cmake --build "$2" -j 16 --target fivefold > "$out/build$3.log" 2>&1 || { grep -E "error|FAILED" "$out/build$3.log" | head; exit 1; }; }
-rm -rf /tmp/bl && mkdir /tmp/bl && git ls-files -z | xargs -0 cp --parents -t /tmp/bl && (cd /tmp/bl && git apply "$here/blocks-windows.patch") ||
+rm -rf /tmp/bl && mkdir /tmp/bl && tar --exclude=./build-gpu --exclude=./.data --exclude=./.git -cf - . | tar -C /tmp/bl -xf - &&
+  (cd /tmp/bl && { git apply "$here/blocks-windows.patch" 2>/dev/null || patch -p1 -s < "$here/blocks-windows.patch"; }) ||
   { echo "patch failed"; exit 1; }
 cfg . build-gpu "" & p1=$!
 cfg /tmp/bl /tmp/bl/build "+blocks" & p2=$!
