@@ -247,6 +247,12 @@ gpu | gpu_full)
             if [ "${NV:-0}" -ge 22700 ]; then
                 [ "$NW" -ge 6 ] || fail "NCCL ${NV}: expected the weights and 5 exchange buffers in windows, got $NW"
             fi
+            # a checkpoint written from windows (the momentum and gradient gathered from the slices:
+            # ff_trainer_sync) resumes bit-identically, with other shares and buckets
+            run ckw $MPIEXEC -n 2 "$F" train --mode direct $A --shares 3,1 --bucket-mb=0.05 --steps 5 --checkpoint-dir "$T/ckw"
+            run ckw_resumed $MPIEXEC -n 2 "$F" train --mode direct $A --checkpoint-dir "$T/ckw" --resume
+            echo "direct P=2 shares 3,1 for 5 steps, resumed by direct P=2: $(digests "$T/ckw_resumed.txt")"
+            [ "$(digests "$T/ckw_resumed.txt")" = "$REF" ] || fail "a checkpoint written from windows resumed differently"
             run nowin env FF_NCCL_WINDOWS=0 $MPIEXEC -n 2 "$F" train --mode direct $A --json "$T/nowin.json"
             python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["nccl_windows"] == 0 else 1)' "$T/nowin.json" ||
                 fail "FF_NCCL_WINDOWS=0 still registered windows"
