@@ -21,10 +21,10 @@ cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=
   -DFF_SOURCE_COMMIT="$(cat .ff-source-commit 2>/dev/null)" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 cmake --build $b -j 32 --target fivefold test_gpu_train > "$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -30; exit 1; }
 el built
-FIVEFOLD=$F MPIEXEC="$mpx" timeout 200 bash verify/train/train_mlp.sh gpu > "$out/train_mlp_gpu.log" 2>&1
+FIVEFOLD=$F MPIEXEC="$mpx" timeout 150 bash verify/train/train_mlp.sh gpu > "$out/train_mlp_gpu.log" 2>&1
 echo "train_mlp.sh gpu: exit $?"; grep -E "windows|resumed|FAIL" "$out/train_mlp_gpu.log"; tail -1 "$out/train_mlp_gpu.log"
 el "ctest"
-timeout 200 ctest --test-dir $b -R "test_gpu_train|gpu_train_(resume|cpu|oom|golden)" --output-on-failure > "$out/ctest.log" 2>&1
+timeout 150 ctest --test-dir $b -R "test_gpu_train|gpu_train_(resume|cpu|oom|golden)" --output-on-failure > "$out/ctest.log" 2>&1
 echo "ctest: exit $?"; grep -E "tests passed|Passed|Failed|\*\*\*" "$out/ctest.log" | tail -8
 for mode in direct; do
   FIVEFOLD=$F MPIEXEC=mpiexec TASK=train timeout 60 sh verify/cli/test_mpi_crash.sh $mode > "$out/crash-train-$mode.log" 2>&1
