@@ -177,6 +177,12 @@ static void tree_sgd_is_the_tree_then_the_rule(void **state) {
     assert_non_null(strstr(ff_last_error(), "0 rows of 8 floats"));
     assert_int_equal(ff_device_tree_sgd(d, out, wt, mom, rows, 1, 8, -1, 0.01f, 0.9f, 0.0f, false), FF_ERR_INPUT);
     assert_non_null(strstr(ff_last_error(), "1 rows of -1 floats"));
+    // the cpu device keeps its weights where they are (adopting memory is for GPUs, device.h)
+    float *params = ff_device_params(d);
+    assert_int_equal(ff_device_adopt_params(d, out), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "the cpu device keeps its weights in its own memory"));
+    assert_ptr_equal(ff_device_params(d), params);
+    assert_int_equal(ff_device_adopt_params(d, NULL), FF_ERR_INPUT);
     ff_device_destroy(d);
     ff_weights_free(&w);
     for (int j = 0; j < MAXR; j++) free(sums[j]);
