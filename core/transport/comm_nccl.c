@@ -152,12 +152,14 @@ static ff_status op_wait(ff_comm_nccl *n, const char *what) {
     return nccl_wait(n, what, n->queued ? NULL : n->stream);
 }
 
+#ifdef FF_NCCL_CTA_POLICY
 // Whether [p, p + bytes) lies inside one registered window.
 static bool in_window(const ff_comm_nccl *n, const void *p, size_t bytes) {
     for (int i = 0; i < n->n_win; i++)
         if ((const char *)p >= n->win[i].p && (const char *)p + bytes <= n->win[i].p + n->win[i].bytes) return true;
     return false;
 }
+#endif
 
 static ff_status usable(ff_comm_nccl *n, const char *what) {
     if (n->aborted)
