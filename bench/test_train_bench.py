@@ -118,6 +118,12 @@ class TrainBenchTest(unittest.TestCase):
         self.assertIn("fivefold serial", r.stdout)
         self.assertIn("pytorch eager", r.stdout)
         self.assertIn(f"{pair['ratio']:.2f} vs serial", r.stdout)
+        # against the strongest peer on as many ranks: the only one here, per epoch
+        (st,) = res["strongest"]
+        self.assertEqual((st["mode"], st["peer"], st["by"]), ("serial", "eager", "epoch_s"))
+        self.assertAlmostEqual(st["ratio"], pair["ratio"], places=12)
+        self.assertIn(f"strongest peer batch 64: fivefold serial {st['ratio']:.2f}x PyTorch's fastest on at most 1 rank "
+                      "(eager", r.stdout)
         self.assertIn(f"written: {self.out}", r.stdout)
 
     def test_gate_failure_refuses(self):
@@ -266,6 +272,31 @@ class MlpBenchTest(unittest.TestCase):
         two["ff_args"] = "--microbatch 2048"
         (x,) = train_bench.scaling({"fivefold": [one, two], "pytorch": []})
         self.assertNotIn("args_from", x)
+
+    def test_strongest_peer_is_the_fastest_on_as_many_ranks(self):
+        # direct:2 is measured against PyTorch's fastest run on <= 2 ranks (here its one-GPU graph,
+        # faster than its DDP:2), never against a 4-rank run or a failed one; cuda against 1 rank only
+        sys.path.insert(0, HERE)
+        import train_bench  # noqa: E402
+        ff = [{"label": "cuda", "ranks": 1, "ms_per_step": 28.0}, {"label": "direct:2", "ranks": 2, "ms_per_step": 15.0},
+              {"label": "direct:3", "ranks": 3, "error": "x"}]
+        py = [{"label": "graph", "ranks": 1, "ms_per_step": 27.0}, {"label": "ddp:2", "ranks": 2, "ms_per_step": 30.0},
+              {"label": "ddp-graph:2", "ranks": 2, "error": "timed out"},
+              {"label": "ddp:4", "ranks": 4, "ms_per_step": 5.0}]
+        r = {"batch": 2048, "fivefold": ff, "pytorch": py, "pairs": [], "scaling": []}
+        got = {x["mode"]: x for x in train_bench.strongest(r, "ms_per_step")}
+        self.assertEqual(set(got), {"cuda", "direct:2"})
+        self.assertEqual((got["cuda"]["peer"], got["direct:2"]["peer"]), ("graph", "graph"))
+        self.assertAlmostEqual(got["direct:2"]["ratio"], 27.0 / 15.0, places=12)
+        self.assertEqual(got["direct:2"]["peers_considered"], ["ddp:2", "graph"])
+        py[1]["ms_per_step"] = 16.0  # now DDP:2 is PyTorch's best on two
+        got = {x["mode"]: x for x in train_bench.strongest(r, "ms_per_step")}
+        self.assertEqual(got["direct:2"]["peer"], "ddp:2")
+        r["strongest"] = train_bench.strongest(r, "ms_per_step")
+        text = "\n".join(train_bench.strongest_lines([r]))  # what table() prints below the rows
+        self.assertIn("strongest peer batch 2048: fivefold direct:2 1.07x PyTorch's fastest on at most 2 ranks "
+                      "(ddp:2, 16 ms/step; of ddp:2, graph)", text)
+        self.assertIn("strongest peer batch 2048: fivefold cuda 0.96x PyTorch's fastest on at most 1 rank (graph", text)
 
     def test_gate_verifies_mlp_small(self):
         for model in ("mlp-small", "mlp"):

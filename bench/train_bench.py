@@ -492,7 +492,7 @@ def table(results, peak, per_step=False):
                  for r in results for x in r["scaling"]]
         if lines:
             text += "\n" + "\n".join(lines)
-    lines = [phases_line(r["batch"], f) for r in results for f in r["fivefold"]]
+    lines = strongest_lines(results) + [phases_line(r["batch"], f) for r in results for f in r["fivefold"]]
     lines = [x for x in lines if x]
     if lines:
         text += "\n" + "\n".join(lines)
@@ -525,6 +525,34 @@ def rel_diff(a, b):
     if not isinstance(a, (int, float)) or not isinstance(b, (int, float)) or a == 0:
         return None
     return abs(a - b) / abs(a)
+
+
+def strongest(r, key):
+    """For each fivefold run that succeeded: the fastest PyTorch run on at most as many GPUs (ranks)
+    of the same batch, and fivefold's ratio against it (> 1: fivefold faster). The fair question is
+    not "faster than DDP" but "faster than anything PyTorch does with these GPUs": with two GPUs its
+    best may be a graph on one of them. key: "ms_per_step" (the MLPs) or "epoch_s"."""
+    peers = [p for p in r["pytorch"] if "error" not in p and p.get(key)]
+    out = []
+    for f in r["fivefold"]:
+        if "error" in f or not f.get(key):
+            continue
+        cands = [p for p in peers if p["ranks"] <= f["ranks"]]
+        if not cands:
+            continue
+        best = min(cands, key=lambda p: p[key])
+        out.append({"mode": f["label"], "ranks": f["ranks"], "peer": best["label"], "by": key,
+                    "peer_value": best[key], "value": f[key], "ratio": best[key] / f[key],
+                    "peers_considered": sorted(p["label"] for p in cands)})
+    return out
+
+
+def strongest_lines(results):
+    unit = {"ms_per_step": "ms/step", "epoch_s": "s/epoch"}
+    return [f"strongest peer batch {r['batch']}: fivefold {x['mode']} {x['ratio']:.2f}x PyTorch's fastest on at most "
+            f"{x['ranks']} rank{'s' if x['ranks'] > 1 else ''} ({x['peer']}, {x['peer_value']:.4g} {unit[x['by']]}; "
+            f"of {', '.join(x['peers_considered'])})"
+            for r in results for x in r.get("strongest", [])]
 
 
 def scaling(r):
@@ -602,6 +630,7 @@ def bench(a):
                     r["pairs"].append(pair)
             if mlp:
                 r["scaling"] = scaling(r)
+            r["strongest"] = strongest(r, "ms_per_step" if mlp else "epoch_s")
             results.append(r)
     torch_v = next((p["json"] for r in results for p in r["pytorch"] if "json" in p), {})
     out = {
@@ -631,6 +660,8 @@ def bench(a):
                         "autotuning, caches) and is excluded when E >= 2; with E = 1 it is the only one"),
             "warmup_epoch_excluded": a.epochs >= 2,
             "ratio": "pytorch epoch_s / fivefold epoch_s, per (mode, peer) pair: > 1 means fivefold is faster",
+            "strongest": "per fivefold run: the fastest PyTorch run on at most as many ranks (GPUs) and the ratio "
+                         "against it (ms_per_step for the MLPs, else epoch_s)",
             "accuracy": "test accuracy (%) after the last epoch; accuracy_diff_points = fivefold - pytorch",
             "flops_per_image": fwd_flops,
             "flops_layers": [{"layer": n, "multiply_adds": m} for n, m in layers],
