@@ -810,9 +810,9 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
     }
     float *rows = t->recvbuf + *recv_at;
     t->bucket[b].recv_root = *recv_at;  // root row 0 ends holding my reduced slice (gather_sharded)
-    // Each bucket's rows and weight slice start at the same offsets on every rank (the largest
-    // slice's room, ceil(len / P): slice_room in all): NCCL's
-    // symmetric kernels find a peer's buffer at the offset of one's own in the window.
+    // Each bucket's rows and weight slice start at the same offsets on every rank: each gets the
+    // largest slice's room, ceil(len / P) (slice_room in all), because NCCL's symmetric kernels
+    // find a peer's buffer at the offset of one's own in the window.
     const int64_t room = ceil_div(len, P);
     *recv_at += bm->nroots * room;
     float *wmine = t->wslice + *w_at;
