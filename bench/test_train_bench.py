@@ -272,6 +272,15 @@ class MlpBenchTest(unittest.TestCase):
         two["ff_args"] = "--microbatch 2048"
         (x,) = train_bench.scaling({"fivefold": [one, two], "pytorch": []})
         self.assertNotIn("args_from", x)
+        # --ff-args then --mode-args: the later value is the one fivefold uses, and the one shown
+        one["ff_args"] = "--backend vendor --microbatch 1024 --microbatch 2048"
+        two["ff_args"] = "--backend vendor --microbatch 1024"
+        (x,) = train_bench.scaling({"fivefold": [one, two], "pytorch": []})
+        self.assertEqual((x["args_from"], x["args_to"]), ("--backend vendor --microbatch 2048",
+                                                          "--backend vendor --microbatch 1024"))
+        two["ff_args"] = "--microbatch=1024 --backend vendor --microbatch 2048"
+        (x,) = train_bench.scaling({"fivefold": [one, two], "pytorch": []})
+        self.assertNotIn("args_from", x)  # the same effective arguments, written otherwise
 
     def test_strongest_peer_is_the_fastest_on_as_many_ranks(self):
         # direct:2 is measured against PyTorch's fastest run on <= 2 ranks (here its one-GPU graph,

@@ -555,6 +555,27 @@ def strongest_lines(results):
             for r in results for x in r.get("strongest", [])]
 
 
+def effective_args(text):
+    """The arguments as fivefold reads them: a flag given twice (--ff-args, then --mode-args) keeps
+    its last value, where it last appeared. "--backend vendor --microbatch 1024 --microbatch 2048"
+    -> "--backend vendor --microbatch 2048". Flags without values and positional words are kept."""
+    words = shlex.split(text or "")
+    items = []  # [flag or None, words]
+    i = 0
+    while i < len(words):
+        w = words[i]
+        if w.startswith("--") and "=" in w:
+            items.append([w.split("=", 1)[0], [w]])
+        elif w.startswith("--") and i + 1 < len(words) and not words[i + 1].startswith("--"):
+            items.append([w, [w, words[i + 1]]])
+            i += 1
+        else:
+            items.append([w if w.startswith("--") else None, [w]])
+        i += 1
+    last = {flag: k for k, (flag, _) in enumerate(items) if flag}
+    return shlex.join([w for k, (flag, ws) in enumerate(items) if flag is None or last[flag] == k for w in ws])
+
+
 def scaling(r):
     """Speedup of the step from one process to P ranks (ms/step of the one-process run / ms/step of
     the P-rank run) and efficiency = speedup / P: fivefold's serial or cuda run to each multi-rank
@@ -573,8 +594,9 @@ def scaling(r):
             x = {"side": side, "from": base["label"], "to": to["label"], "ranks": to["ranks"],
                  "ms_per_step_from": base["ms_per_step"], "ms_per_step_to": to["ms_per_step"],
                  "speedup": sp, "efficiency": sp / to["ranks"]}
-            if base.get("ff_args", "") != to.get("ff_args", ""):  # --mode-args: not the same configuration
-                x.update(args_from=base.get("ff_args", ""), args_to=to.get("ff_args", ""))
+            fa, ta = effective_args(base.get("ff_args", "")), effective_args(to.get("ff_args", ""))
+            if fa != ta:  # --mode-args: not the same configuration
+                x.update(args_from=fa, args_to=ta)
             out.append(x)
     return out
 
