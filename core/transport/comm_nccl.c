@@ -346,8 +346,9 @@ static ff_status nc_wait_queued(ff_comm *c) {
 
 // ff_comm_alloc_window (comm.h). Every rank allocates, then all agree over the bootstrap comm
 // (host memory, no NCCL) before the collective registration: a rank whose allocation failed must
-// not leave the others waiting in ncclCommWindowRegister. A failure anywhere turns windows off on
-// every rank (plain memory from then on, the same bits: only how NCCL moves them changes).
+// not leave the others waiting in ncclCommWindowRegister. An allocation that failed anywhere turns
+// windows off on every rank (plain memory from then on, the same bits: only how NCCL moves them
+// changes); a registration that fails is an error.
 static ff_status nc_alloc_window(ff_comm *c, void **p, size_t bytes, const char *what) {
     ff_comm_nccl *n = nccl_of(c);
     *p = NULL;
@@ -368,21 +369,22 @@ static ff_status nc_alloc_window(ff_comm *c, void **p, size_t bytes, const char 
     int64_t failed = ncclMemAlloc(&mem, bytes) != ncclSuccess;
     if (failed) mem = NULL;
     FF_TRY(n->boot->ops->allreduce_max_i64(n->boot, &failed, 1));
-    ncclWindow_t win = NULL;
-    if (!failed) {
-        ncclResult_t r = ncclCommWindowRegister(n->nc, mem, bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
-        if (r != ncclSuccess && r != ncclInProgress)
-            return nccl_fail(n, r, __FILE__, __LINE__, "ncclCommWindowRegister");
-        ff_status st = nccl_wait(n, "window registration", NULL);
-        if (st != FF_OK) return ff_fail_context(st, "registering %zu bytes for %s", bytes, what);
-        failed = win == NULL;
-        FF_TRY(n->boot->ops->allreduce_max_i64(n->boot, &failed, 1));
-        if (failed && win) ncclCommWindowDeregister(n->nc, win);
-    }
     if (failed) {  // on every rank: plain memory instead, now and from now on
         if (mem) ncclMemFree(mem);
         n->windows_off = true;
         return FF_OK;
+    }
+    // Every rank registers now. One whose registration fails returns the error; the others' wait
+    // for it ends at the deadline (nccl_wait), naming the silent rank, so nothing hangs.
+    ncclWindow_t win = NULL;
+    ncclResult_t r = ncclCommWindowRegister(n->nc, mem, bytes, &win, NCCL_WIN_COLL_SYMMETRIC);
+    ff_status st = r == ncclSuccess || r == ncclInProgress
+                       ? nccl_wait(n, "window registration", NULL)
+                       : nccl_fail(n, r, __FILE__, __LINE__, "ncclCommWindowRegister");
+    if (st == FF_OK && !win) st = FF_FAIL(FF_ERR_NCCL, "rank %d: ncclCommWindowRegister returned no window", c->rank);
+    if (st != FF_OK) {
+        ncclMemFree(mem);
+        return ff_fail_context(st, "registering %zu bytes for %s", bytes, what);
     }
     n->win[n->n_win++] = (nccl_window){(char *)mem, bytes, win};
     *p = mem;

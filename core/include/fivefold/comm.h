@@ -99,8 +99,9 @@ ff_status ff_comm_wait_queued(ff_comm *c);
 // runs its symmetric kernels (fewer SMs taken from the kernels beside them, a higher bus rate) and,
 // with FF_NCCL_CTA_POLICY=zero, copy-engine collectives that take no SMs at all. Collective: every
 // rank calls it in the same order with the same `bytes`. *p = NULL with FF_OK where c has no such
-// memory (another backend, c not bound to a device, an older NCCL, a machine where registration
-// fails, or FF_NCCL_WINDOWS=0 in the environment): the caller then allocates as usual. The memory
+// memory (another backend, c not bound to a device, an older NCCL, an ncclMemAlloc that failed on
+// some rank, or FF_NCCL_WINDOWS=0 in the environment): the caller then allocates as usual. A failed
+// registration is an error (the other ranks' waits end at the comm's deadline). The memory
 // belongs to c and is freed when c is destroyed; callers never free it, and stop using it before.
 ff_status ff_comm_alloc_window(ff_comm *c, void **p, size_t bytes, const char *what);
 // How bytes move for the buffers c now carries: the backend's name on host memory ("mpi",
