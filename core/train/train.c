@@ -269,17 +269,23 @@ static int64_t slice_room(const ff_trainer *t) {
     return ceil_div(t->N, t->P) + t->nbuckets;
 }
 
-// A buffer NCCL moves (P > 1): in one of the communicator's registered windows where it has them
-// (the comm's collectives move those fastest and take fewer SMs from the backward beside them),
-// else the device's memory. Every rank allocates the same sizes in the same order (a collective).
-static ff_status alloc_exchanged(ff_trainer *t, float **p, int64_t floats, const char *what) {
+// One of the communicator's registered windows for `floats` (P > 1; the comm's collectives move
+// those fastest and take fewer SMs from the backward beside them), noted so that destroy leaves
+// it to the comm; *p = NULL where there is none. Every rank asks for the same sizes in the same
+// order (a collective).
+static ff_status take_window(ff_trainer *t, float **p, int64_t floats, const char *what) {
     void *w = NULL;
     if (t->P > 1 && t->n_windowed < (int)(sizeof t->windowed / sizeof t->windowed[0]))
         FF_TRY(ff_comm_alloc_window(t->comm, &w, (size_t)floats * sizeof(float), what));
-    if (!w) return ff_device_alloc(t->dev, p, (size_t)floats, what);
-    t->windowed[t->n_windowed++] = w;
+    if (w) t->windowed[t->n_windowed++] = w;
     *p = w;
     return FF_OK;
+}
+
+// A buffer NCCL moves: a window where there is one, else the device's memory.
+static ff_status alloc_exchanged(ff_trainer *t, float **p, int64_t floats, const char *what) {
+    FF_TRY(take_window(t, p, floats, what));
+    return *p ? FF_OK : ff_device_alloc(t->dev, p, (size_t)floats, what);
 }
 
 // Device buffers of the trainer (sizes checked by the caller).
@@ -300,14 +306,9 @@ static ff_status alloc_device(ff_trainer *t) {
     FF_TRY(ff_device_alloc_bytes(d, (void **)&t->labels, (size_t)cap * sizeof(int32_t), "labels"));
     FF_TRY(ff_device_alloc_bytes(d, (void **)&t->idx, (size_t)cap * sizeof(int64_t), "sample indices"));
     FF_TRY(ff_device_alloc(d, &t->d_mom, (size_t)N, "momentum buffers"));
-    if (t->P > 1) {  // the weights too, where windows exist: the all-gather of the updated slices writes them
-        void *w = NULL;
-        FF_TRY(ff_comm_alloc_window(t->comm, &w, (size_t)N * sizeof(float), "the weights"));
-        if (w) {
-            t->windowed[t->n_windowed++] = w;
-            FF_TRY(ff_device_adopt_params(d, w));
-        }
-    }
+    float *w = NULL;  // the weights too, where windows exist: the all-gather of the updated slices writes them
+    FF_TRY(take_window(t, &w, N, "the weights"));
+    if (w) FF_TRY(ff_device_adopt_params(d, w));
     FF_TRY(alloc_exchanged(t, &t->grads, t->nslots * N, "micro-batch gradients"));
     FF_TRY(alloc_exchanged(t, &t->grad, N, "the reduced gradient"));
     if (t->P > 1) {
