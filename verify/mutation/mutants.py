@@ -412,3 +412,18 @@ M('idx_batch_labels_ignore_order', ID,
   ('if (labels) labels[i] = ds->labels[s];', 'if (labels) labels[i] = ds->labels[first + i];'), IDX)
 M('idx_shuffle_sattolo', ID,
   ('((unsigned __int128)bits * (uint64_t)(i + 1)) >> 64', '((unsigned __int128)bits * (uint64_t)i) >> 64'), IDX)
+
+# ---------------------------------------------------------------- session 15: windows, peers, train_bench
+# ff_comm_alloc_window must say "no window" on a host comm (test_comm_loopback passes a non-NULL p)
+M('alloc_window_leaves_p', 'core/transport/comm.c',
+  ('    *p = NULL;\n    const char *e = getenv("FF_NCCL_WINDOWS");', '    const char *e = getenv("FF_NCCL_WINDOWS");'),
+  '^test_comm_loopback$')
+# the strongest peer is the fastest on at most as many ranks, never a larger run
+M('strongest_peer_any_ranks', 'bench/train_bench.py',
+  ('cands = [p for p in peers if p["ranks"] <= f["ranks"]]', 'cands = list(peers)'), '^bench_train_bench$')
+# a flag repeated by --mode-args keeps only its last value in the scaling line
+M('effective_args_keeps_repeats', 'bench/train_bench.py',
+  ('if flag is None or last[flag] == k for w in ws', 'if True for w in ws'), '^bench_train_bench$')
+# the graph peer resets its CUDA graph before the process group goes (pytorch#115388)
+M('peer_graph_not_released', 'bench/peer_pytorch.py',
+  ('        release_graph()\n', '        pass\n'), '^bench_peer$')
