@@ -163,7 +163,11 @@ class TrainBenchTest(unittest.TestCase):
                            "--mode-args 'serial': expected LABEL=ARGS"),
                           (["--modes", "serial", "--peers", "none", "--mode-args", "serial=--seed 2", "--mode-args",
                             "serial=--seed 3"],
-                           "--mode-args: 'serial' given twice")):
+                           "--mode-args: 'serial' given twice"),
+                          (["--modes", "serial", "--peers", "none", "--ff-args", "--lr '0.1"],
+                           "--ff-args '--lr '0.1': No closing quotation"),
+                          (["--modes", "serial", "--peers", "none", "--mode-args", "serial=--seed \"2"],
+                           "--mode-args 'serial=--seed \"2': No closing quotation")):
             r = run("--fivefold", "/bin/true", "--out", self.out, "--device", "cpu", "--data", DATA, *args)
             self.assertEqual(r.returncode, 2, f"{args}: {r.stderr}")
             self.assertIn(msg, r.stderr)

@@ -243,6 +243,16 @@ def check_args(a):
         if name.strip() in a.mode_args_by_label:
             raise BenchError(f"--mode-args: '{name.strip()}' given twice")
         a.mode_args_by_label[name.strip()] = extra.strip()
+    # words for a command line: split here, once, so that an unclosed quote is a usage error
+    # naming the flag rather than a traceback halfway through the runs
+    given = [("--ff-args", a.ff_args, a.ff_args), ("--peer-args", a.peer_args, a.peer_args),
+             ("--mpiexec", a.mpiexec, a.mpiexec)]
+    given += [("--mode-args", f"{k}={v}", v) for k, v in a.mode_args_by_label.items()]
+    for flag, shown, words in given:
+        try:
+            shlex.split(words or "")
+        except ValueError as e:
+            raise BenchError(f"{flag} '{shown}': {e} (expected arguments as a shell would split them)")
     return batches, modes, peers
 
 
