@@ -8,13 +8,14 @@
 #   2. the MLP's step A/B in one call: FF_DEFER_GATHER=0 and 1 at P = 2, each twice, interleaved,
 #      and cuda at --microbatch 2048 (the one-GPU baseline)
 #   3. time left: the MLP against PyTorch (graph, DDP, ddp-graph) in one train_bench invocation
-# Usage: bash bench/results/issue16-s16/run1.sh OUTDIR   (carry .deps, .ff-source-commit)
+# Usage: bash bench/results/issue16-s16/run1.sh OUTDIR   (carry .deps, .data-small, .ff-source-commit)
 set -uo pipefail
 out=${1:?usage: run1.sh OUTDIR}
 mkdir -p "$out" && out=$(cd "$out" && pwd)
 cd "$(dirname "$0")/../../.."
 export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+export DATA="$PWD/.data-small/fashion-mnist"
 b=build-gpu F=build-gpu/fivefold mpx="mpiexec --oversubscribe"
 t0=$(date +%s)
 el() { echo "[+$(( $(date +%s) - t0 )) s] $*"; }
