@@ -139,9 +139,7 @@ static void usage(FILE *f) {
         "FF_URGENT_STREAMS=0 no high-priority side lane; FF_QUEUED_COMM=0 the host waits around each NCCL\n"
         "collective; FF_CAPTURE_EXCHANGE=0 the queued exchange outside the step's CUDA graph;\n"
         "FF_NCCL_WINDOWS=0 the exchanged buffers in plain device memory, not NCCL's symmetric windows;\n"
-        "FF_NCCL_CTA_POLICY=default|efficiency|zero NCCL's CTA policy (zero: copy-engine collectives);\n"
-        "FF_DEFER_GATHER=0 the updated weights all-gathered at the end of each step, not beside the next\n"
-        "step's forward.\n",
+        "FF_NCCL_CTA_POLICY=default|efficiency|zero NCCL's CTA policy (zero: copy-engine collectives).\n",
         DEFAULT_DATA, (long long)SYNTH_TRAIN_SMALL, (long long)SYNTH_TRAIN_FULL, (long long)SYNTH_TEST, FF_CKPT_FILE,
         FF_CKPT_FILE);
 }
@@ -499,9 +497,8 @@ static ff_status json_write(json_out *j, const train_args *a, const ff_model *m,
     ff_json_bool(&js, "overlap", r->phases.overlapped);
     ff_json_bool(&js, "queued", r->phases.queued);  // then compute holds the whole step (train.h)
     ff_json_int(&js, "buckets", r->phases.buckets);
-    ff_json_int(&js, "nccl_windows", r->phases.windows);                // buffers in registered (symmetric) memory
-    ff_json_bool(&js, "gathers_deferred", r->phases.gathers_deferred);  // all-gathers beside the next forward
-    ff_json_begin_object(&js, "phases_ms_per_step");                    // steady state: the first 2 steps left out
+    ff_json_int(&js, "nccl_windows", r->phases.windows);  // buffers in registered (symmetric) memory
+    ff_json_begin_object(&js, "phases_ms_per_step");      // steady state: the first 2 steps left out
     ff_json_num(&js, "compute", r->phases.compute_s * per);
     ff_json_num(&js, "exchange", r->phases.exchange_s * per);
     ff_json_num(&js, "exchange_total", r->phases.exchange_total_s * per);
@@ -795,10 +792,9 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         if (P > 1 && ph.steps > 0 && ph.queued)
             printf(
                 "step %.3f ms (rank 0, after 2 warm-up steps; the gradient exchange queued on the GPU with the "
-                "compute, %s%s%s: FF_QUEUED_COMM=0 splits the phases), of which the host enqueued for %.3f ms\n",
+                "compute, %s%s: FF_QUEUED_COMM=0 splits the phases), of which the host enqueued for %.3f ms\n",
                 1e3 * ph.compute_s / (double)ph.steps,
                 ph.overlapped ? "in buckets during the backward" : "after the backward",
-                ph.gathers_deferred ? ", the updated weights gathered during the next forward" : "",
                 ph.windows ? ", from NCCL symmetric windows" : "", 1e3 * ph.enqueue_s / (double)ph.steps);
         else if (P > 1 && ph.steps > 0)
             printf(

@@ -240,36 +240,9 @@ static ff_status check_train(const ff_device *d, int last, int64_t n, int64_t gr
 }
 
 ff_status ff_device_train_forward(ff_device *d, float *const *act, int last, int64_t n, int64_t group) {
-    return ff_device_train_forward_part(d, act, 0, last, n, group);
-}
-ff_status ff_device_train_forward_part(ff_device *d, float *const *act, int first, int last, int64_t n, int64_t group) {
     if (!d->ops->train_forward) return unsupported(d, "training");
     FF_TRY(check_train(d, last, n, group, "train forward"));
-    if (first < 0 || first > last) return FF_FAIL(FF_ERR_INPUT, "train forward part: layers [%d, %d]", first, last);
-    return d->ops->train_forward(d, act, first, last, n, group);
-}
-bool ff_device_can_split_linear(const ff_device *d) {
-    return d->ops->can_split_linear && d->ops->can_split_linear(d);
-}
-ff_status ff_device_train_linear_rows(ff_device *d, float *const *act, int layer, const float *w_rows, int64_t j0,
-                                      int64_t j1, int64_t n, int64_t group) {
-    if (!ff_device_can_split_linear(d)) return unsupported(d, "a linear forward in row ranges");
-    FF_TRY(check_train(d, layer, n, group, "train linear rows"));
-    const ff_layer *L = &d->model->layers[layer];
-    if (L->op != FF_OP_LINEAR || j0 < 0 || j1 <= j0 || j1 > L->out.c || !w_rows)
-        return FF_FAIL(FF_ERR_INPUT,
-                       "train linear rows: layer %s (%s), rows [%lld, %lld): expected a linear layer and rows within "
-                       "[0, %lld) with their weights",
-                       L->name, ff_op_name(L->op), (long long)j0, (long long)j1, (long long)L->out.c);
-    return d->ops->train_linear_rows(d, act, layer, w_rows, j0, j1, n, group);
-}
-ff_status ff_device_train_linear_bias(ff_device *d, float *const *act, int layer, int64_t n) {
-    if (!ff_device_can_split_linear(d)) return unsupported(d, "a linear forward in row ranges");
-    FF_TRY(check_train(d, layer, n, n, "train linear bias"));
-    if (d->model->layers[layer].op != FF_OP_LINEAR)
-        return FF_FAIL(FF_ERR_INPUT, "train linear bias: layer %s is %s, expected linear", d->model->layers[layer].name,
-                       ff_op_name(d->model->layers[layer].op));
-    return d->ops->train_linear_bias(d, act, layer, n);
+    return d->ops->train_forward(d, act, last, n, group);
 }
 ff_status ff_device_softmax_xent(ff_device *d, float *dz, float *loss, const float *z, const int32_t *labels,
                                  float scale, int64_t classes, int64_t n) {

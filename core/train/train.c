@@ -21,7 +21,6 @@ typedef struct {
     int slot;               // the pinned staging slot (ff_train_steps)
     bool parts;             // the backward and the buckets' preparation are left out (overlap: step_core)
     bool exchange;          // the queued exchange too (t->capture_exchange: captured with the step)
-    bool gathers;           // the last step's deferred all-gathers first, beside the forward (t->defer_gather)
 } step_work;
 // Steps ff_train_steps enqueues before it waits for the device: each has its own pinned index and
 // loss slot (and so its own captured graph), so the host never writes what a queued step reads.
@@ -52,7 +51,6 @@ struct ff_trainer {
         int64_t lo, hi;
         int layer_lo, layer_hi;
         int64_t recv_root;  // where in recvbuf the last step left my reduced slice of it (sharded)
-        int64_t w_at;       // where in wslice my updated weights of it are (exchange_bucket)
     } bucket[FF_MAX_LAYERS];
     // The deterministic exchange with P > 1 updates by slices (exchange_bucket): each rank's SGD
     // covers only its slice of each bucket and the updated weights are all-gathered, so the
@@ -67,15 +65,6 @@ struct ff_trainer {
     // one launch per step); FF_CAPTURE_EXCHANGE=0 enqueues the exchange call by call after the
     // captured forward and backward instead.
     bool capture_exchange;
-    // ... and each bucket's all-gather of the updated weights deferred to the next step, where it
-    // runs on the side lane beside the forward, which waits for a bucket's weights only before its
-    // layers (FF_DEFER_GATHER=0: gathered at the end of the step, as without). What a step then
-    // leaves exposed after its backward is the bottom bucket's reduce half and update alone. Layer 0
-    // (a linear layer, where the device can split it) starts on this rank's own rows, read from
-    // wslice, while the others' arrive. Before anything reads the weights (ff_trainer_sync,
-    // evaluation) the pending gathers run (flush_gathers); a load drops them.
-    bool defer_gather;
-    bool gathers_pending;  // the last queued step left its all-gathers to the next one
     // device memory
     float *act[FF_MAX_LAYERS + 1];  // act[0]: input (cap, input); act[l+1]: output of layer l (cap, out)
     float *dz;                      // (cap, classes): logits' gradient, then backward scratch
@@ -280,14 +269,6 @@ static int64_t slice_room(const ff_trainer *t) {
     return ceil_div(t->N, t->P) + t->nbuckets;
 }
 
-// The device fences of the deferred gathers (FF_DEVICE_FENCES of them): the backward's are 1 ..
-// nbuckets (bucket b done: b + 1); then the fork of the side lane from the main one, and one per
-// bucket whose gathered weights the forward waits for (b = nbuckets: the last index used).
-static int gather_fence(const ff_trainer *t, int b) {
-    return t->nbuckets + 2 + b;
-}
-#define GATHER_FORK(t) ((t)->nbuckets + 1)
-
 // One of the communicator's registered windows for `floats` (P > 1; the comm's collectives move
 // those fastest and take fewer SMs from the backward beside them), noted so that destroy leaves
 // it to the comm; *p = NULL where there is none. Every rank asks for the same sizes in the same
@@ -423,9 +404,6 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
                             "can, the default) or host (the test hook: a host comm too)"));
     FF_TRY(check_env_switch("FF_CAPTURE_EXCHANGE", false,
                             "0 (the queued exchange outside the step's graph) or 1 (captured, the default)"));
-    FF_TRY(check_env_switch("FF_DEFER_GATHER", false,
-                            "0 (the updated weights all-gathered at the end of each step) or 1 (during the next "
-                            "step's forward, the default)"));
     const char *graphs_env = getenv("FF_TRAIN_GRAPHS");
     int last = m->n_layers - 1;
     if (last >= 0 && m->layers[last].op == FF_OP_SOFTMAX) last--;
@@ -521,12 +499,6 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
         const char *cx = getenv("FF_CAPTURE_EXCHANGE");
         t->capture_exchange =
             t->queued && ff_device_can_capture(t->dev) && !t->no_graphs && !(cx && strcmp(cx, "0") == 0);
-        // Deferred gathers are enqueued with the next step's forward, so they go where that goes:
-        // into its graph when the exchange is captured too, never into a graph that leaves it out.
-        const char *dg = getenv("FF_DEFER_GATHER");
-        t->defer_gather = t->queued && (t->capture_exchange || !ff_device_can_capture(t->dev) || t->no_graphs) &&
-                          gather_fence(t, t->nbuckets) < FF_DEVICE_FENCES && !(dg && strcmp(dg, "0") == 0);
-        t->phases.gathers_deferred = t->defer_gather;
     }
     t->x_host = xcalloc((size_t)(t->cap * t->per), sizeof(float), &st, "input staging");
     t->labels_host = xcalloc((size_t)t->cap, sizeof(int32_t), &st, "labels");
@@ -552,8 +524,6 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
 // Bucket b's slices over P ranks (train.h): rank q's [lo + displ[q], + count[q]) in bytes' terms,
 // this rank's slice [*my_lo, *my_lo + *my_len) relative to the bucket's start.
 static void bucket_slices(const ff_trainer *t, int b, size_t *count, size_t *displ, int64_t *my_lo, int64_t *my_len);
-static ff_status gather_bucket(ff_trainer *t, int b);
-static ff_status flush_gathers(ff_trainer *t);
 
 // The sharded state made whole (every rank calls this together): each rank's slice of the
 // momentum and of the last reduced gradient, all-gathered bucket by bucket.
@@ -574,7 +544,6 @@ static ff_status gather_sharded(ff_trainer *t) {
 }
 
 ff_status ff_trainer_sync(ff_trainer *t) {
-    FF_TRY(flush_gathers(t));  // first: gather_sharded stages the momentum through wslice
     if (t->sharded) FF_TRY(gather_sharded(t));
     FF_TRY(ff_device_download(t->dev, t->w->data, ff_device_params(t->dev), (size_t)t->N));
     FF_TRY(ff_device_download(t->dev, t->mom.data, t->d_mom, (size_t)t->N));
@@ -587,8 +556,7 @@ ff_status ff_trainer_load(ff_trainer *t) {
     // every rank (identical files), so uploading this rank's copy is the same.
     FF_TRY(ff_device_upload(t->dev, ff_device_params(t->dev), t->w->data, (size_t)t->N));
     FF_TRY(ff_device_upload(t->dev, t->d_mom, t->mom.data, (size_t)t->N));
-    t->sharded = false;          // every rank holds the whole momentum again
-    t->gathers_pending = false;  // and the whole weights: nothing of the last step's is left to gather
+    t->sharded = false;  // every rank holds the whole momentum again
     return ff_device_sync(t->dev);
 }
 
@@ -849,7 +817,6 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
     const int64_t room = ceil_div(len, P);
     *recv_at += bm->nroots * room;
     float *wmine = t->wslice + *w_at;
-    t->bucket[b].w_at = *w_at;  // where a deferred gather finds it (gather_bucket)
     *w_at += room;
     // One micro-batch of mine: its gradient row is the block sum, laid out as the packing would
     // (slices in rank order, contiguous), so it is sent from where the backward wrote it.
@@ -880,8 +847,9 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
                                 bm->fixed_tree && bm->nroots > 1 ? bm->nroots : 1, my_len, my_len, t->o.lr,
                                 t->o.momentum, t->o.weight_decay, t->steps == 0);
     if (st == FF_OK && !queued) st = ff_device_sync(t->dev);  // the communicator reads what the device wrote
-    if (st == FF_OK && queued && !t->defer_gather)            // on the lane, after the update
-        st = gather_bucket(t, b);
+    if (st == FF_OK && queued)                                // on the lane, after the update
+        st = ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,
+                                (size_t)my_len * sizeof(float));
     if (side) {
         const ff_status back = ff_device_side_lane(t->dev, false);
         if (st == FF_OK) st = back;
@@ -891,92 +859,6 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
     if (queued) return FF_OK;
     return ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,
                               (size_t)my_len * sizeof(float));
-}
-
-// The all-gather of bucket b's updated weights: every rank's slice (wslice, left by exchange_bucket)
-// into the weights. Queued where the comm is (the step's lane), else host-synchronised.
-static ff_status gather_bucket(ff_trainer *t, int b) {
-    size_t gcount[FF_MAX_RANKS_TRAIN], gdispl[FF_MAX_RANKS_TRAIN];
-    int64_t my_lo, my_len;
-    bucket_slices(t, b, gcount, gdispl, &my_lo, &my_len);
-    return ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + t->bucket[b].lo, gcount, gdispl,
-                              t->wslice + t->bucket[b].w_at, (size_t)my_len * sizeof(float));
-}
-
-// The last step's deferred all-gathers (t->defer_gather), queued on the side lane at the start of a
-// step, bottom bucket first (the order the forward needs them), each followed by its fence: the
-// forward (enqueue_forward) waits for a bucket's fence before its layers.
-static ff_status enqueue_gathers(ff_trainer *t) {
-    FF_TRY(ff_device_fence_at(t->dev, GATHER_FORK(t)));  // after the last step's work on the main lane
-    FF_TRY(ff_device_side_lane(t->dev, true));
-    ff_status st = ff_device_lane_wait_fence_at(t->dev, GATHER_FORK(t));
-    for (int b = t->nbuckets - 1; b >= 0 && st == FF_OK; b--) {
-        st = gather_bucket(t, b);
-        if (st == FF_OK) st = ff_device_fence_at(t->dev, gather_fence(t, b));
-    }
-    const ff_status back = ff_device_side_lane(t->dev, false);
-    return st != FF_OK ? st : back;
-}
-
-// The pending gathers now, host-synchronised (every rank calls this together): before anything
-// reads the weights outside a step (ff_trainer_sync, evaluation).
-static ff_status flush_gathers(ff_trainer *t) {
-    if (!t->gathers_pending) return FF_OK;
-    t->gathers_pending = false;
-    FF_TRY(ff_device_sync(t->dev));  // the communicator reads what the device wrote
-    for (int b = t->nbuckets - 1; b >= 0; b--) FF_TRY(gather_bucket(t, b));
-    return ff_device_sync(t->dev);
-}
-
-// Layer 0, a linear layer the device can split (ff_device_train_linear_rows), starts on this rank's
-// own rows of the bottom bucket: their updated weights are in wslice already, so that GEMM runs
-// while the gather brings the other ranks' rows; then those rows and the bias. *done false: not
-// splittable here (no such layer, or no whole row of it in my slice).
-static ff_status forward_first_layer_split(ff_trainer *t, const step_work *k, bool *done) {
-    *done = false;
-    const ff_layer *L = &t->m->layers[0];
-    if (L->op != FF_OP_LINEAR || !ff_device_can_split_linear(t->dev)) return FF_OK;
-    const int bb = t->nbuckets - 1;  // the bottom bucket (layer 0's)
-    const int64_t I = ff_shape_numel(L->in), J = L->out.c, w0 = t->w->w[0] - t->w->data, n = k->nimg;
-    size_t gcount[FF_MAX_RANKS_TRAIN], gdispl[FF_MAX_RANKS_TRAIN];
-    int64_t my_lo, my_len;
-    bucket_slices(t, bb, gcount, gdispl, &my_lo, &my_len);
-    const int64_t a = t->bucket[bb].lo + my_lo, e = a + my_len;  // my slice, in the weights' layout
-    const int64_t ja = a <= w0 ? 0 : ceil_div(a - w0, I), jb_all = e <= w0 ? 0 : (e - w0) / I;
-    const int64_t jb = jb_all < J ? jb_all : J;  // rows [ja, jb) lie wholly in my slice
-    if (jb <= ja) return FF_OK;
-    const float *w = ff_device_params(t->dev) + w0;
-    FF_TRY(ff_device_train_linear_rows(t->dev, t->act, 0, t->wslice + t->bucket[bb].w_at + (w0 + ja * I - a), ja, jb, n,
-                                       t->o.microbatch));
-    FF_TRY(ff_device_lane_wait_fence_at(t->dev, gather_fence(t, bb)));
-    if (ja > 0) FF_TRY(ff_device_train_linear_rows(t->dev, t->act, 0, w, 0, ja, n, t->o.microbatch));
-    if (jb < J) FF_TRY(ff_device_train_linear_rows(t->dev, t->act, 0, w + jb * I, jb, J, n, t->o.microbatch));
-    FF_TRY(ff_device_train_linear_bias(t->dev, t->act, 0, n));
-    *done = true;
-    return FF_OK;
-}
-
-// The step's forward. With the last step's gathers pending (k->gathers, queued by enqueue_gathers
-// on the side lane) it runs bucket by bucket, bottom up, each after its bucket's fence: the
-// gathers of the upper buckets travel while the lower layers compute. The same kernels on the same
-// values: the bits of one ff_device_train_forward.
-static ff_status enqueue_forward(ff_trainer *t, const step_work *k) {
-    const int64_t M = t->o.microbatch, n = k->nimg;
-    if (!k->gathers) return ff_device_train_forward(t->dev, t->act, t->last, n, M);
-    int next = 0;  // the first layer not enqueued yet
-    for (int b = t->nbuckets - 1; b >= 0; b--) {
-        bool done = false;
-        if (b == t->nbuckets - 1) FF_TRY(forward_first_layer_split(t, k, &done));
-        if (done)
-            next = 1;
-        else
-            FF_TRY(ff_device_lane_wait_fence_at(t->dev, gather_fence(t, b)));
-        const int hi = t->bucket[b].layer_hi;
-        if (next <= hi) FF_TRY(ff_device_train_forward_part(t->dev, t->act, next, hi, n, M));
-        if (hi + 1 > next) next = hi + 1;
-    }
-    if (next <= t->last) FF_TRY(ff_device_train_forward_part(t->dev, t->act, next, t->last, n, M));
-    return FF_OK;
 }
 
 // Overlap (t->overlap): after the captured forward, the backward bucket by bucket, each followed
@@ -1005,7 +887,7 @@ static ff_status enqueue_exchange(ff_trainer *t, const step_work *k) {
     map_blocks(&bm, t, ceil_div(k->b, t->o.microbatch));
     int64_t recv_at = 0, w_at = 0;
     for (int bk = 0; bk < t->nbuckets; bk++) FF_TRY(exchange_bucket(t, k, &bm, bk, &recv_at, &w_at, k->parts, true));
-    return k->parts || k->gathers ? ff_device_join_side(t->dev) : FF_OK;
+    return k->parts ? ff_device_join_side(t->dev) : FF_OK;
 }
 
 // The device work of a step that needs no communication, enqueued (or captured): the batch onto the
@@ -1016,10 +898,9 @@ static ff_status enqueue_exchange(ff_trainer *t, const step_work *k) {
 static ff_status enqueue_step(ff_trainer *t, const step_work *k) {
     const int64_t M = t->o.microbatch, N = t->N;
     t->slot = k->slot;
-    if (k->gathers) FF_TRY(enqueue_gathers(t));  // first: they travel while the batch is staged
     if (k->nimg > 0) {
         FF_TRY(stage_device(t, k->resident, k->nimg));
-        FF_TRY(enqueue_forward(t, k));
+        FF_TRY(ff_device_train_forward(t->dev, t->act, t->last, k->nimg, M));
         FF_TRY(ff_device_softmax_xent(t->dev, t->dz, t->loss, t->act[t->last + 1], t->labels, 1.0f / (float)k->b,
                                       t->classes, k->nimg));
         if (!k->parts)
@@ -1041,7 +922,7 @@ static ff_status enqueue_step(ff_trainer *t, const step_work *k) {
 static bool same_work(const step_work *a, const step_work *b) {
     return a->b == b->b && a->nimg == b->nimg && a->nloc == b->nloc && a->resident == b->resident &&
            a->local == b->local && a->update == b->update && a->first == b->first && a->slot == b->slot &&
-           a->parts == b->parts && a->exchange == b->exchange && a->gathers == b->gathers;
+           a->parts == b->parts && a->exchange == b->exchange;
 }
 
 // Runs the step's device work through a CUDA graph where the device can capture: the first time a
@@ -1091,22 +972,12 @@ static void my_share(int64_t *j0, int64_t *j1, int64_t *start, int64_t *nimg, co
 static ff_status queue_step(ff_trainer *t, const batch_source *src, int64_t first, int64_t b, int slot) {
     int64_t j0, j1, start, nimg;
     my_share(&j0, &j1, &start, &nimg, t, b);
-    const step_work k = {b,
-                         nimg,
-                         j1 - j0,
-                         from_resident(t, src),
-                         false,
-                         false,
-                         t->steps == 0,
-                         slot,
-                         t->overlap,
-                         t->capture_exchange,
-                         t->gathers_pending};
+    const step_work k = {
+        b, nimg, j1 - j0, from_resident(t, src), false, false, t->steps == 0, slot, t->overlap, t->capture_exchange};
     t->slot = slot;
     if (nimg > 0) stage_host(t, src, first + start, nimg);
     FF_TRY(run_step_work(t, &k));
     if (!k.exchange) FF_TRY(enqueue_exchange(t, &k));
-    t->gathers_pending = t->defer_gather;  // this step's updated weights reach the others in the next
     t->steps++;
     t->samples += b;
     return FF_OK;
@@ -1171,8 +1042,7 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
     const bool local = P == 1 || t->o.reduce == FF_REDUCE_ALLREDUCE;
     // One process: the whole step is device work (and one graph); several: the update waits for
     // the gradient exchange.
-    const step_work k = {b,          nimg,  nloc, from_resident(t, src), local, P == 1, t->steps == 0, 0,
-                         t->overlap, false, false};
+    const step_work k = {b, nimg, nloc, from_resident(t, src), local, P == 1, t->steps == 0, 0, t->overlap, false};
 
     // ---- this rank's micro-batches: forward, loss, backward (one gradient row per micro-batch)
     double t_begin = ff_now();
@@ -1362,8 +1232,7 @@ ff_status ff_train_steps(ff_trainer *t, double *losses, const ff_dataset *ds, co
         for (int64_t j = j0; j < j1; j++) {
             const int64_t b = n - j * B < B ? n - j * B : B;
             FF_TRY(check_batch(t, ds, idx + j * B, b));
-            const step_work k = {b,     b,     ceil_div(b, M), true, true, true, t->steps == 0, (int)(j - j0),
-                                 false, false, false};
+            const step_work k = {b, b, ceil_div(b, M), true, true, true, t->steps == 0, (int)(j - j0), false, false};
             t->slot = k.slot;
             stage_host(t, &src, j * B, b);
             FF_TRY(run_step_work(t, &k));
@@ -1404,7 +1273,6 @@ ff_status ff_train_evaluate(ff_trainer *t, int64_t *correct, const ff_dataset *d
     // normalised into 28x28 slots (a heap overflow) and a label >= classes counted as a miss.
     FF_TRY(check_ranks(t));
     FF_TRY(ff_train_check_dataset(t->m, ds));
-    FF_TRY(flush_gathers(t));  // the forward below reads every weight
     if (n > ds->n) n = ds->n;
     const int64_t M = t->o.microbatch, P = t->P, classes = t->classes;
     // Chunks of M images, dealt to ranks in contiguous runs; each rank runs up to cap at a time.

@@ -384,98 +384,6 @@ static void train_forward_equals_run(void **state) {
     assert_int_equal(bad, 0);
 }
 
-// The vendor forward in row ranges (device.h ff_device_train_linear_rows, what the trainer's
-// deferred gathers run: this rank's rows first, then the others', then the bias) against the
-// one-piece layer: the same bits, for ranges that cut the rows anywhere, on the shapes the trainer
-// splits (the full MLP's fc1 at 1024 and 512 images a group, mlp-small's fc1, mnist's fc1). Then
-// the device-level calls: the vendor device gives the bits of its ff_device_train_forward, the own
-// kernels refuse (their sums start at the bias), and a range outside the layer is refused.
-static void linear_rows_bits(void **state) {
-    (void)state;
-    ff_gpu_blas h = NULL;
-    CHECK_OK(ff_gpu_blas_create(&h, F.s, false));
-    const struct {
-        const char *name;
-        int64_t I, J, n;
-    } shapes[] = {{"mlp fc1", 4096, 8192, 1024},
-                  {"mlp fc1", 4096, 8192, 512},
-                  {"mlp-small fc1", 256, 512, 64},
-                  {"mnist fc1", 9216, 128, 4}};
-    size_t bad = 0;
-    for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
-        const int64_t I = shapes[c].I, J = shapes[c].J, n = shapes[c].n;
-        ff_layer L = {.name = "fc", .op = FF_OP_LINEAR};
-        L.in = (ff_shape){I, 1, 1};
-        L.out = (ff_shape){J, 1, 1};
-        float *hw = malloc((size_t)(I * J + J + n * I) * sizeof(float));
-        assert_non_null(hw);
-        for (int64_t i = 0; i < I * J + J + n * I; i++)
-            hw[i] = (float)((double)(ff_mix64((uint64_t)i + 1000 * c) % 2000001) / 1e6 - 1.0) * 0.05f;
-        float *w = gpu_from(hw, (size_t)(I * J)), *b = gpu_from(hw + I * J, (size_t)J);
-        float *x = gpu_from(hw + I * J + J, (size_t)(n * I));
-        float *whole = gpu_from(NULL, (size_t)(n * J)), *split = gpu_from(NULL, (size_t)(n * J));
-        CHECK_OK(ff_gpu_linear_vendor(whole, x, w, b, &L, false, n, h, F.s));
-        // rows [J/3, 3J/4) first from a copy of their weights (the trainer's wslice), then the rest
-        const int64_t ja = J / 3, jb = 3 * J / 4;
-        float *mine = gpu_from(hw + ja * I, (size_t)((jb - ja) * I));
-        CHECK_OK(ff_gpu_fill(split, NAN, (size_t)(n * J), F.s));
-        CHECK_OK(ff_gpu_linear_vendor_rows(split, x, mine, &L, ja, jb, n, h, F.s));
-        CHECK_OK(ff_gpu_linear_vendor_rows(split, x, w, &L, 0, ja, n, h, F.s));
-        CHECK_OK(ff_gpu_linear_vendor_rows(split, x, w + jb * I, &L, jb, J, n, h, F.s));
-        CHECK_OK(ff_gpu_bias_act(split, b, J, n, false, F.s));
-        CHECK_OK(ff_gpu_stream_sync(F.s));
-        float *a = download(whole, (size_t)(n * J)), *bb = download(split, (size_t)(n * J));
-        char what[96];
-        snprintf(what, sizeof what, "%s (%lld x %lld, n %lld) in 3 row ranges", shapes[c].name, (long long)J,
-                 (long long)I, (long long)n);
-        bad += check_bits(what, bb, a, (size_t)(n * J));
-        free(a), free(bb), free(hw);
-        ff_device_free(F.gpu, w), ff_device_free(F.gpu, b), ff_device_free(F.gpu, x);
-        ff_device_free(F.gpu, whole), ff_device_free(F.gpu, split), ff_device_free(F.gpu, mine);
-    }
-    ff_gpu_blas_destroy(h);
-
-    // the device calls: mnist's fc1 (layer 6) on the vendor device, from the cpu's activations
-    int fc1 = 1;
-    while (fc1 < F.last && F.m.layers[fc1].op != FF_OP_LINEAR) fc1++;
-    assert_int_equal(F.m.layers[fc1].op, FF_OP_LINEAR);
-    ff_plan_options po;
-    CHECK_OK(ff_plan_options_default(&po));
-    po.conv = FF_CONV_DIRECT;
-    po.backend = FF_BACKEND_VENDOR;
-    ff_plan plan;
-    CHECK_OK(ff_plan_build(&plan, &F.m, FF_DEVICE_CUDA, &po));
-    ff_device_options o = {.max_batch = N_IMG, .gpu = 0, .local_rank = 0, .borrow_weights = false};
-    ff_device *v = NULL;
-    CHECK_OK(ff_device_create(&v, &F.m, &F.w, &plan, &o));
-    assert_true(ff_device_can_split_linear(v));
-    assert_false(ff_device_can_split_linear(F.gpu));
-    assert_false(ff_device_can_split_linear(F.cpu));
-    const int64_t J = F.m.layers[fc1].out.c, I = ff_shape_numel(F.m.layers[fc1].in);
-    float *vact[FF_MAX_LAYERS + 1] = {0};
-    vact[fc1] = gpu_from(F.cact[fc1], act_floats(fc1));
-    vact[fc1 + 1] = gpu_from(NULL, act_floats(fc1 + 1));
-    CHECK_OK(ff_device_train_forward_part(v, vact, fc1, fc1, N_IMG, GROUP));
-    float *one = download(vact[fc1 + 1], act_floats(fc1 + 1));
-    const float *wv = ff_device_params(v) + (F.w.w[fc1] - F.w.data);
-    CHECK_OK(ff_device_train_linear_rows(v, vact, fc1, wv + 5 * I, 5, J, N_IMG, GROUP));
-    CHECK_OK(ff_device_train_linear_rows(v, vact, fc1, wv, 0, 5, N_IMG, GROUP));
-    CHECK_OK(ff_device_train_linear_bias(v, vact, fc1, N_IMG));
-    float *two = download(vact[fc1 + 1], act_floats(fc1 + 1));
-    bad += check_bits("vendor device: fc1 in 2 row ranges vs whole", two, one, act_floats(fc1 + 1));
-    free(one), free(two);
-    assert_int_equal(ff_device_train_linear_rows(F.gpu, F.gact, fc1, wv, 0, 5, N_IMG, GROUP), FF_ERR_INPUT);
-    printf("  own kernels refused: %s\n", ff_last_error());
-    assert_non_null(strstr(ff_last_error(), "row ranges"));
-    assert_int_equal(ff_device_train_linear_rows(v, vact, fc1, wv, 5, J + 1, N_IMG, GROUP), FF_ERR_INPUT);
-    printf("  a range past the layer refused: %s\n", ff_last_error());
-    assert_int_equal(ff_device_train_linear_rows(v, vact, fc1 - 1, wv, 0, 5, N_IMG, GROUP), FF_ERR_INPUT);
-    ff_clear_error();
-    ff_device_free(v, vact[fc1]), ff_device_free(v, vact[fc1 + 1]);
-    ff_device_destroy(v);
-    assert_int_equal(bad, 0);
-}
-
 // ---------------------------------------------------------------- exact ops
 
 static void softmax_xent_bits(void **state) {
@@ -1086,7 +994,7 @@ int main(void) {
         cmocka_unit_test(train_forward_equals_run),     cmocka_unit_test(softmax_xent_bits),
         cmocka_unit_test(relu_maxpool_backward_bits),   cmocka_unit_test(tree_reduce_sgd_gather_bits),
         cmocka_unit_test(conv_backward_strided_padded), cmocka_unit_test(data_gradients_fast_paths),
-        cmocka_unit_test(train_backward_within_bound),  cmocka_unit_test(linear_rows_bits),
+        cmocka_unit_test(train_backward_within_bound),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -104,23 +104,15 @@ shares)
     # the trainer's queued path (several steps per wait, the losses summed once per wait; on a GPU
     # with NCCL) through the host comm's test hook: the same bits, with a rank left without a
     # micro-batch (shares 1,1,14: rank 0 owns none of the 8) and in buckets of one layer
-    # Each step's all-gathers of the updated weights are deferred to the next step's forward there
-    # (train.c, FF_DEFER_GATHER), and run before the evaluations and the checkpoint read the weights;
-    # FF_DEFER_GATHER=0 gathers at the end of each step: the same bits either way.
-    for spec in "3 1,1,14 - 1" "2 3,1 0.05 1" "2 3,1 0.05 0"; do
+    for spec in "3 1,1,14" "2 3,1 0.05"; do
         set -- $spec
-        BK=""
-        [ "$3" = "-" ] || BK="--bucket-mb $3"
-        run "q$1$4" env FF_QUEUED_COMM=host FF_DEFER_GATHER=$4 $MPIEXEC -n "$1" "$F" train --mode mpi $A \
-            --shares "$2" $BK --json "$T/q$1$4.json"
-        python3 -c 'import json,sys; d = json.load(open(sys.argv[1])); sys.exit(0 if d["queued"] and
-d["gathers_deferred"] == (sys.argv[2] == "1") else 1)' "$T/q$1$4.json" "$4" ||
-            fail "FF_QUEUED_COMM=host FF_DEFER_GATHER=$4 did not take the queued path with gathers deferred = $4"
-        echo "mpi P=$1 shares $2${BK:+, $BK}, queued (FF_QUEUED_COMM=host), FF_DEFER_GATHER=$4: $(digests "$T/q$1$4.txt")"
-        [ "$(digests "$T/q$1$4.txt")" = "$REF" ] ||
-            fail "the queued path (mpi P=$1 --shares $2 FF_DEFER_GATHER=$4) differs from serial"
+        run "q$1" env FF_QUEUED_COMM=host $MPIEXEC -n "$1" "$F" train --mode mpi $A --shares "$2" ${3:+--bucket-mb $3} \
+            --json "$T/q$1.json"
+        python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["queued"] else 1)' "$T/q$1.json" ||
+            fail "FF_QUEUED_COMM=host did not take the queued path"
+        echo "mpi P=$1 shares $2${3:+, buckets of $3 MiB}, queued (FF_QUEUED_COMM=host): $(digests "$T/q$1.txt")"
+        [ "$(digests "$T/q$1.txt")" = "$REF" ] || fail "the queued path (mpi P=$1 --shares $2) differs from serial"
     done
-    refused defer "FF_DEFER_GATHER='2': expected 0 (" env FF_DEFER_GATHER=2 "$F" train $A
     run control "$F" train $A --microbatch 16
     [ "$(digests "$T/control.txt")" != "$REF" ] || fail "another micro-batch size gave the same digests: the check is vacuous"
     run ck $MPIEXEC -n 2 "$F" train --mode mpi $A --shares 3,1 --steps 5 --checkpoint-dir "$T/ck"
@@ -128,13 +120,6 @@ d["gathers_deferred"] == (sys.argv[2] == "1") else 1)' "$T/q$1$4.json" "$4" ||
     GOT=$(digests "$T/resumed.txt")
     echo "P=2 (3,1) for 5 steps, resumed on P=3 (2,1,1): $GOT"
     [ "$GOT" = "$REF" ] || fail "the resumed run differs from serial"
-    # the checkpoint written by the queued path, its last step's gathers still pending
-    run qck env FF_QUEUED_COMM=host $MPIEXEC -n 2 "$F" train --mode mpi $A --shares 3,1 --steps 5 \
-        --checkpoint-dir "$T/qck"
-    run qresumed $MPIEXEC -n 3 "$F" train --mode mpi $A --shares 2,1,1 --checkpoint-dir "$T/qck" --resume
-    GOT=$(digests "$T/qresumed.txt")
-    echo "queued P=2 (3,1) for 5 steps, resumed on P=3 (2,1,1): $GOT"
-    [ "$GOT" = "$REF" ] || fail "the run resumed from the queued path's checkpoint differs from serial"
     ;;
 monitor)
     # Hot soon after the start, so that the 32-step run (0.2-0.5 s) is still going when a round
@@ -311,26 +296,6 @@ PY
         [ "$(digests "$T/vdirect.txt")" = "$VREF" ] || fail "--backend vendor: direct P=2 --shares 3,1 differs from cuda"
         [ "$(digests "$T/vhybrid.txt")" = "$VREF" ] || fail "--backend vendor: hybrid P=3 differs from cuda"
         [ "$VREF" != "$REF" ] || fail "--backend vendor gave the own kernels' bits: cuBLAS did not run"
-        # Each step's all-gathers of the updated weights run beside the next step's forward
-        # (train.c, FF_DEFER_GATHER), and under vendor fc1 starts on the rank's own rows before the
-        # others' arrive (ff_device_train_linear_rows): the same bits at P = 2, 3 (rows cut unevenly),
-        # 4 buckets, and with the gathers at the end of each step (FF_DEFER_GATHER=0)
-        if grep -q 'transport nccl' "$T/direct2.txt"; then
-            for spec in "2 - X=1" "3 - X=1" "2 3,1 X=1 --bucket-mb=0.05" "2 - FF_DEFER_GATHER=0"; do
-                set -- $spec
-                P=$1 S=$2 E=$3
-                shift 3
-                SH=""
-                [ "$S" = "-" ] || SH="--shares $S"
-                run "vd$P$E" env "$E" $MPIEXEC -n "$P" "$F" train --mode direct $A --backend vendor $SH "$@" \
-                    --json "$T/vd$P$E.json"
-                DG=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["gathers_deferred"])' "$T/vd$P$E.json")
-                echo "vendor: direct P=$P shares $S $E $* (gathers deferred: $DG): $(digests "$T/vd$P$E.txt")"
-                [ "$(digests "$T/vd$P$E.txt")" = "$VREF" ] || fail "--backend vendor: direct P=$P $S $E $* differs from cuda"
-                [ "$DG" = "$([ "$E" = FF_DEFER_GATHER=0 ] && echo False || echo True)" ] ||
-                    fail "direct P=$P $E: gathers deferred = $DG"
-            done
-        fi
     else
         B="--model mlp --train-limit 128 --test-limit 64 --batch 64 --steps 2 --log-every 1"
         run gserial "$F" train $B

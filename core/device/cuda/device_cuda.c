@@ -729,12 +729,12 @@ static ff_status ensure_lin_work(cuda_device *c, size_t floats) {
 // shape (group rows; a last partial group is the same on every rank count): cuBLAS may pick another
 // algorithm, and so another summation order, for another shape, so one call over a rank's n rows
 // would make the bits depend on how the batch is dealt (--shares, P). Per group they do not.
-static ff_status train_forward(cuda_device *c, float *const *act, int first, int last, int64_t n, int64_t group) {
+static ff_status train_forward(cuda_device *c, float *const *act, int last, int64_t n, int64_t group) {
     ff_device *d = &c->base;
     const ff_model *m = d->model;
     const bool vendor = d->plan.opt.backend == FF_BACKEND_VENDOR;
     FF_TRY(ensure_lin_work(c, lin_work_need(d, last, n)));
-    for (int l = first; l <= last; l++) {
+    for (int l = 0; l <= last; l++) {
         const ff_layer *L = &m->layers[l];
         const ff_rows rows = ff_rows_full(L);
         if (L->op == FF_OP_LINEAR && vendor) {
@@ -768,39 +768,13 @@ static ff_status tuning_begin(cuda_device *c, bool *on) {
     return FF_OK;
 }
 
-static ff_status cuda_train_forward(ff_device *d, float *const *act, int first, int last, int64_t n, int64_t group) {
+static ff_status cuda_train_forward(ff_device *d, float *const *act, int last, int64_t n, int64_t group) {
     cuda_device *c = cuda_of(d);
     bool tuning = false;
     FF_TRY(tuning_begin(c, &tuning));
-    const ff_status st = train_forward(c, act, first, last, n, group > 0 ? group : n);
+    const ff_status st = train_forward(c, act, last, n, group > 0 ? group : n);
     if (tuning) ff_gpu_set_tuning(false);
     return st;
-}
-
-// A vendor linear layer's forward in row ranges (device.h ff_device_train_linear_rows): the same
-// cuBLAS call per group as train_forward, restricted to output features [j0, j1) and reading their
-// weights from w_rows; the bias (k_bias_act's addition, element-wise) comes after all of them.
-static bool cuda_can_split_linear(const ff_device *d) {
-    return d->plan.opt.backend == FF_BACKEND_VENDOR;
-}
-
-static ff_status cuda_train_linear_rows(ff_device *d, float *const *act, int layer, const float *w_rows, int64_t j0,
-                                        int64_t j1, int64_t n, int64_t group) {
-    cuda_device *c = cuda_of(d);
-    const ff_layer *L = &d->model->layers[layer];
-    const int64_t in_floats = ff_shape_numel(L->in), out_floats = L->out.c;
-    if (group <= 0) group = n;
-    for (int64_t at = 0; at < n; at += group) {
-        const int64_t rows_here = n - at < group ? n - at : group;
-        FF_TRY(ff_gpu_linear_vendor_rows(act[layer + 1] + at * out_floats, act[layer] + at * in_floats, w_rows, L, j0,
-                                         j1, rows_here, c->blas, c->stream));
-    }
-    return FF_OK;
-}
-
-static ff_status cuda_train_linear_bias(ff_device *d, float *const *act, int layer, int64_t n) {
-    cuda_device *c = cuda_of(d);
-    return ff_gpu_bias_act(act[layer + 1], c->d_b[layer], d->model->layers[layer].out.c, n, false, c->stream);
 }
 
 static ff_status cuda_softmax_xent(ff_device *d, float *dz, float *loss, const float *z, const int32_t *labels,
@@ -1019,9 +993,6 @@ static const ff_device_ops cuda_ops = {
     .graph_launch = cuda_graph_launch,
     .graph_destroy = cuda_graph_destroy,
     .train_forward = cuda_train_forward,
-    .train_linear_rows = cuda_train_linear_rows,
-    .train_linear_bias = cuda_train_linear_bias,
-    .can_split_linear = cuda_can_split_linear,
     .softmax_xent = cuda_softmax_xent,
     .train_backward = cuda_train_backward,
     .train_backward_part = cuda_train_backward_part,

@@ -184,15 +184,6 @@ ff_status ff_gpu_linear_vendor(float *out, const float *in, const float *w, cons
     (void)out, (void)in, (void)w, (void)b, (void)L, (void)relu, (void)n, (void)h, (void)s;
     return FF_NO_CUDA();
 }
-ff_status ff_gpu_linear_vendor_rows(float *out, const float *in, const float *w_rows, const ff_layer *L, int64_t j0,
-                                    int64_t j1, int64_t n, ff_gpu_blas h, ff_gpu_stream s) {
-    (void)out, (void)in, (void)w_rows, (void)L, (void)j0, (void)j1, (void)n, (void)h, (void)s;
-    return FF_NO_CUDA();
-}
-ff_status ff_gpu_bias_act(float *out, const float *b, int64_t J, int64_t n, bool relu, ff_gpu_stream s) {
-    (void)out, (void)b, (void)J, (void)n, (void)relu, (void)s;
-    return FF_NO_CUDA();
-}
 ff_status ff_gpu_softmax(float *out, const float *in, int64_t classes, int64_t n, ff_gpu_stream s) {
     (void)out, (void)in, (void)classes, (void)n, (void)s;
     return FF_NO_CUDA();

@@ -1141,31 +1141,6 @@ extern "C" ff_status ff_gpu_linear_vendor(float *out, const float *in, const flo
     return FF_OK;
 }
 
-// The same SGEMM restricted to output features [j0, j1): C's rows j0..j1 of the column-major view
-// (ldc stays J), A the caller's (j1 - j0) weight rows. The bias comes after (ff_gpu_bias_act).
-extern "C" ff_status ff_gpu_linear_vendor_rows(float *out, const float *in, const float *w_rows, const ff_layer *L,
-                                               int64_t j0, int64_t j1, int64_t n, ff_gpu_blas h, ff_gpu_stream s) {
-    (void)s;  // the handle is bound to the device's stream (ff_gpu_blas_create)
-    if (n <= 0 || j1 <= j0) return FF_OK;
-    if (!h) return FF_FAIL(FF_ERR_INTERNAL, "linear_vendor_rows: no cuBLAS handle");
-    const int I = (int)ff_shape_numel(L->in), J = (int)L->out.c, m = (int)(j1 - j0);
-    const float one = 1.0f, zero = 0.0f;
-    cublasStatus_t st = cublasSgemm((cublasHandle_t)h, CUBLAS_OP_T, CUBLAS_OP_N, m, (int)n, I, &one, w_rows, I, in, I,
-                                    &zero, out + j0, J);
-    if (st != CUBLAS_STATUS_SUCCESS)
-        return FF_FAIL(FF_ERR_CUDA, "cublasSgemm (%s rows %lld..%lld: %d x %d x %lld) failed: %s", L->name,
-                       (long long)j0, (long long)j1, m, I, (long long)n, cublasGetStatusString(st));
-    return FF_OK;
-}
-
-extern "C" ff_status ff_gpu_bias_act(float *out, const float *b, int64_t J, int64_t n, bool relu, ff_gpu_stream s) {
-    const long long total = (long long)n * J;
-    if (total <= 0) return FF_OK;
-    k_bias_act<<<grid_for(total, 256), 256, 0, ff_cu_stream(s)>>>(out, b, (int)J, total, relu ? 1 : 0);
-    FF_LAUNCH_CHECK("k_bias_act");
-    return FF_OK;
-}
-
 #define FF_CUBLAS_TRY(call, what)                                                                            \
     do {                                                                                                     \
         const cublasStatus_t ff_st_ = (call);                                                                \

@@ -181,25 +181,6 @@ ff_status ff_device_synth(ff_device *d, float *x, const ff_synth *s, int64_t fir
 // relu, maxpool, flatten, linear only; a conv planned other than direct is refused.
 ff_status ff_device_train_forward(ff_device *d, float *const *act, int last, int64_t n, int64_t group);
 
-// The same forward from layer `first` on (act[first] must hold what the layers below left there):
-// a forward in parts gives the bits of one ff_device_train_forward, so that work can be queued
-// between the parts (the trainer waits there for the weights of the next layers, train.c).
-ff_status ff_device_train_forward_part(ff_device *d, float *const *act, int first, int last, int64_t n, int64_t group);
-// A linear layer's forward in row ranges, for weights that arrive in pieces (the trainer's
-// deferred all-gather: this rank's own slice of the updated weights is ready before the others').
-// ff_device_train_linear_rows computes the products of output features [j0, j1) of layer `layer`
-// into act[layer + 1] (n images, groups of `group`) from w_rows ((j1 - j0, in) floats of device
-// memory, any buffer), without the bias; once every feature is done, ff_device_train_linear_bias
-// adds the bias (the device's own weights). Ranges that cover [0, out) once give the bits of
-// ff_device_train_forward's layer (--backend vendor: the same SGEMM per group on fewer rows, each
-// element's sum unchanged; verify/gpu/test_gpu_train.c checks it). Only where
-// ff_device_can_split_linear (a GPU under --backend vendor: the own kernels start each sum at the
-// bias, which a range computed before the bias arrives cannot).
-bool ff_device_can_split_linear(const ff_device *d);
-ff_status ff_device_train_linear_rows(ff_device *d, float *const *act, int layer, const float *w_rows, int64_t j0,
-                                      int64_t j1, int64_t n, int64_t group);
-ff_status ff_device_train_linear_bias(ff_device *d, float *const *act, int layer, int64_t n);
-
 // Softmax cross-entropy (layers_cpu_backward.h's formulas): dz (n, classes) receives the gradient
 // of scale * (sum of the n images' losses) w.r.t. the logits z (n, classes); loss (n) each
 // image's loss (NULL: not needed). labels (n) in [0, classes).

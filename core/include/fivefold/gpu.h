@@ -160,13 +160,6 @@ ff_status ff_gpu_linear(float *out, const float *in, const float *w, const float
 // The same through cuBLAS SGEMM (then bias and relu): a different summation order, tolerance only.
 ff_status ff_gpu_linear_vendor(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
                                bool relu, int64_t n, ff_gpu_blas h, ff_gpu_stream s);
-// Its two halves, for a forward in row ranges (device.h ff_device_train_linear_rows): the SGEMM of
-// output features [j0, j1) into out's columns j0..j1 (out keeps its row stride, out_features), their
-// weights read from w_rows ((j1 - j0, in_features)); then the bias (and relu) over all of out.
-ff_status ff_gpu_linear_vendor_rows(float *out, const float *in, const float *w_rows, const ff_layer *L, int64_t j0,
-                                    int64_t j1, int64_t n, ff_gpu_blas h, ff_gpu_stream s);
-// out (n, J) += b (J) per row, then relu where asked: k_bias_act, element-wise.
-ff_status ff_gpu_bias_act(float *out, const float *b, int64_t J, int64_t n, bool relu, ff_gpu_stream s);
 // The backward of a linear layer through cuBLAS (--backend vendor, training): for each group of
 // `group` consecutive images (the last may be shorter), the weight gradient dy_g^T x_g (out x in)
 // at gw + g * grad_stride and the bias gradient dy_g^T 1 at gb + g * grad_stride; and, dx not NULL,

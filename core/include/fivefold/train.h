@@ -179,16 +179,14 @@ ff_status ff_trainer_set_resident(ff_trainer *t, const ff_dataset *ds);
 #define FF_TRAIN_WARMUP_STEPS 2
 typedef struct {
     double compute_s, exchange_s, update_s, exchange_total_s;
-    int64_t steps;          // steps counted (after the warm-up)
-    bool overlapped;        // the exchange ran in buckets during the backward (ff_train_options.overlap, a GPU)
-    bool queued;            // the exchange was queued on the device (NCCL): compute_s holds the whole step, the
-                            // host cannot split it (exchange_s, update_s stay 0)
-    double enqueue_s;       // queued: the host's time to enqueue the steps (near compute_s: the host bounds them)
-    int buckets;            // gradient buckets (runs of layers) the exchange goes in
-    bool gathers_deferred;  // each bucket's all-gather of the updated weights ran beside the next step's
-                            // forward (train.c, FF_DEFER_GATHER), not at the end of its own step
-    int windows;            // buffers in the communicator's registered windows (comm.h ff_comm_alloc_window;
-                            // NCCL: symmetric memory), the weights included; 0: plain device memory
+    int64_t steps;     // steps counted (after the warm-up)
+    bool overlapped;   // the exchange ran in buckets during the backward (ff_train_options.overlap, a GPU)
+    bool queued;       // the exchange was queued on the device (NCCL): compute_s holds the whole step, the
+                       // host cannot split it (exchange_s, update_s stay 0)
+    double enqueue_s;  // queued: the host's time to enqueue the steps (near compute_s: the host bounds them)
+    int buckets;       // gradient buckets (runs of layers) the exchange goes in
+    int windows;       // buffers in the communicator's registered windows (comm.h ff_comm_alloc_window;
+                       // NCCL: symmetric memory), the weights included; 0: plain device memory
 } ff_train_phases;
 ff_train_phases ff_trainer_phases(const ff_trainer *t);
 // How the gradients move between ranks: the communicator's transport (comm.h,
