@@ -1,0 +1,164 @@
+// A per-kernel GPU time table for any CUDA program, from CUPTI's activity records (the GPU
+// machines have no Nsight Systems): which kernels a training step spends its time in.
+//
+//   FF_KERNEL_TRACE=out LD_PRELOAD=build/libff_kernel_trace.so build/fivefold train ...
+//   mpiexec -n 2 env FF_KERNEL_TRACE=out LD_PRELOAD=... build/fivefold train --mode direct ...
+//
+// Each process writes out.<pid>.txt when it exits: one line per kernel name (templates
+// demangled), with its launches, total and mean GPU time and its share of all kernels' time, the
+// largest first; copies and memsets are lines of their own ("[memcpy DtoD]"). The times are the
+// GPU's start-to-end of each launch as CUPTI records them (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+// kernels that overlap still overlap), so a line's total can exceed its share of the wall time.
+// FF_KERNEL_TRACE_SKIP=S leaves out what starts in the first S seconds after the first record
+// (warm-up: GEMM tuning, the first eager steps). Without FF_KERNEL_TRACE the library does nothing.
+//
+// Records reach the library in buffers that CUPTI flushes every 100 ms and at exit; the last
+// ones of a process that the CUDA runtime tears down first can be lost (the table says how many
+// records it counted).
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE  // RTLD_DEFAULT
+#endif
+#include <cupti.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define BUF_BYTES (8u << 20)
+#define MAX_NAMES 4096
+
+typedef struct {
+    char *name;
+    uint64_t calls, ns;
+} entry;
+
+static entry g_entries[MAX_NAMES];
+static int g_n;
+static uint64_t g_records, g_first_ns, g_skip_ns, g_last_end;
+static char g_path[4096];
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+
+// "k_gemm<128, 128, ...>" from "_Z6k_gemmILi128E...", through the C++ runtime's demangler when
+// the program has one loaded (cuBLAS brings libstdc++), else the raw name.
+static char *pretty(const char *raw) {
+    typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+    static demangle_fn dm;
+    static int looked;
+    if (!looked) {
+        dm = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+        looked = 1;
+    }
+    int status = -1;
+    char *d = dm && raw ? dm(raw, NULL, NULL, &status) : NULL;
+    if (d && status == 0) return d;
+    free(d);
+    return strdup(raw ? raw : "(unnamed)");
+}
+
+static void add(const char *name, uint64_t start, uint64_t end, int owned) {
+    if (!g_first_ns || start < g_first_ns) g_first_ns = start;
+    g_records++;
+    if (start < g_first_ns + g_skip_ns) return;
+    if (end > g_last_end) g_last_end = end;
+    for (int i = 0; i < g_n; i++)
+        if (!strcmp(g_entries[i].name, name)) {
+            g_entries[i].calls++;
+            g_entries[i].ns += end - start;
+            return;
+        }
+    if (g_n == MAX_NAMES) return;
+    g_entries[g_n].name = owned ? (char *)name : strdup(name);
+    g_entries[g_n].calls = 1;
+    g_entries[g_n].ns = end - start;
+    g_n++;
+}
+
+static void CUPTIAPI buffer_requested(uint8_t **buffer, size_t *size, size_t *max_records) {
+    *buffer = aligned_alloc(8, BUF_BYTES);
+    *size = *buffer ? BUF_BYTES : 0;
+    *max_records = 0;
+}
+
+static const char *copy_kind(uint8_t kind) {
+    switch (kind) {
+        case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD: return "[memcpy HtoD]";
+        case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH: return "[memcpy DtoH]";
+        case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD: return "[memcpy DtoD]";
+        case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return "[memcpy PtoP]";
+        default: return "[memcpy other]";
+    }
+}
+
+static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *buffer, size_t size, size_t valid) {
+    (void)ctx, (void)stream, (void)size;
+    CUpti_Activity *rec = NULL;
+    pthread_mutex_lock(&g_mu);
+    while (cuptiActivityGetNextRecord(buffer, valid, &rec) == CUPTI_SUCCESS) {
+        if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
+            const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
+            char *name = pretty(k->name);
+            const int before = g_n;
+            add(name, k->start, k->end, 1);
+            if (g_n == before) free(name);  // an existing entry (or the table full) kept its own copy
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
+            const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
+            add(copy_kind(m->copyKind), m->start, m->end, 0);
+        } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
+            const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
+            add("[memset]", m->start, m->end, 0);
+        }
+    }
+    pthread_mutex_unlock(&g_mu);
+    free(buffer);
+}
+
+static int by_time(const void *a, const void *b) {
+    const entry *x = a, *y = b;
+    return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : 0;
+}
+
+static void write_table(void) {
+    if (!g_path[0]) return;
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    pthread_mutex_lock(&g_mu);
+    FILE *f = fopen(g_path, "w");
+    if (!f) {
+        fprintf(stderr, "kernel_trace: cannot write %s\n", g_path);
+        pthread_mutex_unlock(&g_mu);
+        return;
+    }
+    qsort(g_entries, (size_t)g_n, sizeof g_entries[0], by_time);
+    uint64_t all = 0;
+    for (int i = 0; i < g_n; i++) all += g_entries[i].ns;
+    const double span = g_last_end > g_first_ns + g_skip_ns ? (double)(g_last_end - g_first_ns - g_skip_ns) : 0.0;
+    fprintf(f, "# kernel_trace: %llu records, %.3f ms of GPU time in the table over %.3f ms from the first kept one\n",
+            (unsigned long long)g_records, all / 1e6, span / 1e6);
+    fprintf(f, "%10s %12s %10s %7s  %s\n", "calls", "total ms", "mean us", "share", "kernel");
+    for (int i = 0; i < g_n; i++)
+        fprintf(f, "%10llu %12.3f %10.2f %6.1f%%  %.200s\n", (unsigned long long)g_entries[i].calls,
+                g_entries[i].ns / 1e6, g_entries[i].ns / 1e3 / (double)g_entries[i].calls,
+                all ? 100.0 * (double)g_entries[i].ns / (double)all : 0.0, g_entries[i].name);
+    fclose(f);
+    pthread_mutex_unlock(&g_mu);
+}
+
+__attribute__((constructor)) static void trace_start(void) {
+    const char *out = getenv("FF_KERNEL_TRACE");
+    if (!out || !out[0]) return;
+    const char *skip = getenv("FF_KERNEL_TRACE_SKIP");
+    g_skip_ns = skip ? (uint64_t)(atof(skip) * 1e9) : 0;
+    snprintf(g_path, sizeof g_path, "%s.%d.txt", out, (int)getpid());
+    if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
+        fprintf(stderr, "kernel_trace: CUPTI refused the activity API; no table\n");
+        g_path[0] = 0;
+        return;
+    }
+    cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMCPY);
+    cuptiActivityEnable(CUPTI_ACTIVITY_KIND_MEMSET);
+    cuptiActivityFlushPeriod(100);
+    atexit(write_table);
+}
