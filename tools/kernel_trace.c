@@ -5,11 +5,11 @@
 //   mpiexec -n 2 env FF_KERNEL_TRACE=out LD_PRELOAD=... build/fivefold train --mode direct ...
 //
 // Each process writes out.<pid>.txt when it exits: one line per kernel name (templates
-// demangled), with its launches, total and mean GPU time and its share of all kernels' time, the
-// largest first; copies and memsets are lines of their own ("[memcpy DtoD]"). The times are the
-// GPU's start-to-end of each launch as CUPTI records them (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
-// kernels that overlap still overlap), so a line's total can exceed its share of the wall time.
-// FF_KERNEL_TRACE_SKIP=S leaves out what starts in the first S seconds after the first record
+// demangled), with its launches, total and mean GPU time, its share of all kernels' time and the
+// last launch's blocks and threads per block, the largest first; copies and memsets are lines of their own ("[memcpy
+// DtoD]"). The times are the GPU's start-to-end of each launch as CUPTI records them
+// (CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: kernels that overlap still overlap), so a line's total can exceed its share
+// of the wall time. FF_KERNEL_TRACE_SKIP=S leaves out what starts in the first S seconds after the first record
 // (warm-up: GEMM tuning, the first eager steps). Without FF_KERNEL_TRACE the library does nothing.
 //
 // Records reach the library in buffers that CUPTI flushes every 100 ms and at exit; the last
@@ -33,6 +33,7 @@
 typedef struct {
     char *name;
     uint64_t calls, ns;
+    int grid, block;  // the last launch's blocks and threads per block (0 for copies)
 } entry;
 
 static entry g_entries[MAX_NAMES];
@@ -58,7 +59,7 @@ static char *pretty(const char *raw) {
     return strdup(raw ? raw : "(unnamed)");
 }
 
-static void add(const char *name, uint64_t start, uint64_t end, int owned) {
+static void add(const char *name, uint64_t start, uint64_t end, int owned, int grid, int block) {
     if (!g_first_ns || start < g_first_ns) g_first_ns = start;
     g_records++;
     if (start < g_first_ns + g_skip_ns) return;
@@ -67,12 +68,14 @@ static void add(const char *name, uint64_t start, uint64_t end, int owned) {
         if (!strcmp(g_entries[i].name, name)) {
             g_entries[i].calls++;
             g_entries[i].ns += end - start;
+            g_entries[i].grid = grid, g_entries[i].block = block;
             return;
         }
     if (g_n == MAX_NAMES) return;
     g_entries[g_n].name = owned ? (char *)name : strdup(name);
     g_entries[g_n].calls = 1;
     g_entries[g_n].ns = end - start;
+    g_entries[g_n].grid = grid, g_entries[g_n].block = block;
     g_n++;
 }
 
@@ -101,14 +104,14 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
             const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
             char *name = pretty(k->name);
             const int before = g_n;
-            add(name, k->start, k->end, 1);
+            add(name, k->start, k->end, 1, k->gridX * k->gridY * k->gridZ, k->blockX * k->blockY * k->blockZ);
             if (g_n == before) free(name);  // an existing entry (or the table full) kept its own copy
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
             const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
-            add(copy_kind(m->copyKind), m->start, m->end, 0);
+            add(copy_kind(m->copyKind), m->start, m->end, 0, 0, 0);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
             const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
-            add("[memset]", m->start, m->end, 0);
+            add("[memset]", m->start, m->end, 0, 0, 0);
         }
     }
     pthread_mutex_unlock(&g_mu);
@@ -136,11 +139,12 @@ static void write_table(void) {
     const double span = g_last_end > g_first_ns + g_skip_ns ? (double)(g_last_end - g_first_ns - g_skip_ns) : 0.0;
     fprintf(f, "# kernel_trace: %llu records, %.3f ms of GPU time in the table over %.3f ms from the first kept one\n",
             (unsigned long long)g_records, all / 1e6, span / 1e6);
-    fprintf(f, "%10s %12s %10s %7s  %s\n", "calls", "total ms", "mean us", "share", "kernel");
+    fprintf(f, "%10s %12s %10s %7s %9s %6s  %s\n", "calls", "total ms", "mean us", "share", "blocks", "thr", "kernel");
     for (int i = 0; i < g_n; i++)
-        fprintf(f, "%10llu %12.3f %10.2f %6.1f%%  %.200s\n", (unsigned long long)g_entries[i].calls,
+        fprintf(f, "%10llu %12.3f %10.2f %6.1f%% %9d %6d  %.200s\n", (unsigned long long)g_entries[i].calls,
                 g_entries[i].ns / 1e6, g_entries[i].ns / 1e3 / (double)g_entries[i].calls,
-                all ? 100.0 * (double)g_entries[i].ns / (double)all : 0.0, g_entries[i].name);
+                all ? 100.0 * (double)g_entries[i].ns / (double)all : 0.0, g_entries[i].grid, g_entries[i].block,
+                g_entries[i].name);
     fclose(f);
     pthread_mutex_unlock(&g_mu);
 }

@@ -34,6 +34,7 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "fivefold/gpu.h"
 #include "gpu_check.cuh"
@@ -870,7 +871,14 @@ extern "C" ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, f
         FF_TRY(ff_gpu_tree_reduce(rows, rows, nrows, stride, count, s));
         nrows = 1;
     }
-    const unsigned blocks = train_blocks(count);
+    unsigned blocks = train_blocks(count);
+    // FF_TREE_SGD_BLOCKS=B (an A/B timing switch; grid-stride loops, so no bit changes): at most B
+    // blocks, so that the update beside the backward's GEMMs holds fewer multiprocessors.
+    static const long long cap_env = [] {
+        const char *e = getenv("FF_TREE_SGD_BLOCKS");
+        return e ? atoll(e) : 0LL;
+    }();
+    if (cap_env > 0 && blocks > (unsigned long long)cap_env) blocks = (unsigned)cap_env;
     cudaStream_t cs = ff_cu_stream(s);
     const int f = first ? 1 : 0;
     // clang-format off
