@@ -265,6 +265,20 @@ ff_status ff_device_train_backward_part(ff_device *d, float *grads, int64_t grad
     if (lo < 0 || lo > hi) return FF_FAIL(FF_ERR_INPUT, "train backward part: layers [%d, %d]", lo, hi);
     return d->ops->train_backward_part(d, grads, grad_stride, dz, act, hi, lo, n, group);
 }
+ff_status ff_device_train_backward_reduced(ff_device *d, float *grad, float *grads, int64_t grad_stride, float *dz,
+                                           const float *const *act, int last, int64_t n, int64_t group, int64_t count) {
+    if (!d->ops->train_backward) return unsupported(d, "training");
+    FF_TRY(check_train(d, last, n, group, "train backward reduced"));
+    if (count < 0 || count > grad_stride || (n + group - 1) / group > 1024)
+        return FF_FAIL(FF_ERR_INPUT,
+                       "train backward reduced: %lld parameters in rows of %lld, %lld groups: expected at most a "
+                       "row's length and at most 1024 groups",
+                       (long long)count, (long long)grad_stride, (long long)((n + group - 1) / group));
+    if (d->ops->train_backward_reduced)
+        return d->ops->train_backward_reduced(d, grad, grads, grad_stride, dz, act, last, n, group, count);
+    FF_TRY(d->ops->train_backward(d, grads, grad_stride, dz, act, last, n, group));
+    return ff_device_tree_reduce(d, grad, grads, (n + group - 1) / group, grad_stride, count);
+}
 bool ff_device_can_backward_in_parts(const ff_device *d) {
     return d->ops->train_backward_part != NULL;
 }

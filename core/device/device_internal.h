@@ -43,6 +43,9 @@ typedef struct {
                               int64_t classes, int64_t n);
     ff_status (*train_backward)(ff_device *d, float *grads, int64_t grad_stride, float *dz, const float *const *act,
                                 int last, int64_t n, int64_t group);
+    // NULL: device.c runs train_backward, then tree_reduce over the rows
+    ff_status (*train_backward_reduced)(ff_device *d, float *grad, float *grads, int64_t grad_stride, float *dz,
+                                        const float *const *act, int last, int64_t n, int64_t group, int64_t count);
     // NULL: the device backs up in one piece only
     ff_status (*train_backward_part)(ff_device *d, float *grads, int64_t grad_stride, float *dz,
                                      const float *const *act, int hi, int lo, int64_t n, int64_t group);

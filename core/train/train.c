@@ -903,13 +903,14 @@ static ff_status enqueue_step(ff_trainer *t, const step_work *k) {
         FF_TRY(ff_device_train_forward(t->dev, t->act, t->last, k->nimg, M));
         FF_TRY(ff_device_softmax_xent(t->dev, t->dz, t->loss, t->act[t->last + 1], t->labels, 1.0f / (float)k->b,
                                       t->classes, k->nimg));
-        if (!k->parts)
+        if (t->P == 1)  // the backward and the tree over the micro-batches in one (device.h)
+            FF_TRY(ff_device_train_backward_reduced(t->dev, t->grad, t->grads, N, t->dz, (const float *const *)t->act,
+                                                    t->last, k->nimg, M, N));
+        else if (!k->parts)
             FF_TRY(ff_device_train_backward(t->dev, t->grads, N, t->dz, (const float *const *)t->act, t->last, k->nimg,
                                             M));
         FF_TRY(ff_device_download(t->dev, t->loss_host + k->slot * t->cap, t->loss, (size_t)k->nimg));
     }
-    if (t->P == 1 && k->nloc > 0)  // one process: the whole tree at once
-        FF_TRY(ff_device_tree_reduce(t->dev, t->grad, t->grads, k->nloc, N, N));
     if (t->P > 1 && !k->parts)
         for (int b = 0; b < t->nbuckets; b++) FF_TRY(prepare_bucket(t, k, b));
     if (k->update)

@@ -1,8 +1,10 @@
 // ff_gpu_train_bench N [N...]: times the pieces of one mnist-cnn training step on the cuda device
 // through the device interface the trainer uses (device.h, "training"): the forward that keeps
 // every activation, softmax cross-entropy, the backward (per micro-batch gradient rows, M = 8),
-// the tree over those rows, the SGD update, and the whole step enqueued eagerly and replayed as
-// one CUDA graph. Each figure is the median of 30 timed runs, each ended by a device sync; the
+// the tree over those rows, the two in one (train_backward_reduced, what one process's step runs:
+// the linear layers sum their micro-batches in the tree as they go), the SGD update, and the whole
+// step (forward, loss, the backward with its tree, SGD) enqueued eagerly and replayed as one CUDA
+// graph. Each figure is the median of 30 timed runs, each ended by a device sync; the
 // TFLOP/s column counts 2 FLOPs per multiply-add of the forward (train_forward), twice that for the
 // backward (data and weight gradients), three times for the step. What it says: which piece bounds
 // the step (compute, memory, launches), the "say what bounds each configuration" of issue 15.
@@ -28,12 +30,13 @@ typedef struct {
     const ff_model *m;
     int last;
     int64_t n, classes, N;
-    float *act[FF_MAX_LAYERS + 1], *dz, *loss, *grads, *mom;
+    float *act[FF_MAX_LAYERS + 1], *dz, *loss, *grads, *grad, *mom;
     int32_t *labels;
 } step_bufs;
 
-typedef enum { P_FORWARD, P_SOFTMAX, P_BACKWARD, P_TREE, P_SGD, P_STEP } piece;
-static const char *piece_name[] = {"train_forward", "softmax_xent", "train_backward", "tree_reduce", "sgd", "step"};
+typedef enum { P_FORWARD, P_SOFTMAX, P_BACKWARD, P_TREE, P_BACKWARD_REDUCED, P_SGD, P_STEP } piece;
+static const char *piece_name[] = {
+    "train_forward", "softmax_xent", "train_backward", "tree_reduce", "train_backward_reduced", "sgd", "step"};
 
 static ff_status run_piece(step_bufs *b, piece p) {
     const int64_t ngroups = (b->n + GROUP - 1) / GROUP;
@@ -47,11 +50,15 @@ static ff_status run_piece(step_bufs *b, piece p) {
             return ff_device_train_backward(b->d, b->grads, b->N, b->dz, (const float *const *)b->act, b->last, b->n,
                                             GROUP);
         case P_TREE: return ff_device_tree_reduce(b->d, b->grads, b->grads, ngroups, b->N, b->N);
+        case P_BACKWARD_REDUCED:  // the two above in one (what one process's step runs)
+            return ff_device_train_backward_reduced(b->d, b->grad, b->grads, b->N, b->dz, (const float *const *)b->act,
+                                                    b->last, b->n, GROUP, b->N);
         case P_SGD:
             // a tiny learning rate: the weights stay what the other pieces were timed with
             return ff_device_sgd(b->d, params, b->mom, b->grads, b->N, 1e-12f, 0.9f, 0.0f, false);
-        case P_STEP:
-            for (piece q = P_FORWARD; q < P_STEP; q++) FF_TRY(run_piece(b, q));
+        case P_STEP:  // the trainer's one-process step: forward, loss, the backward with its tree, SGD
+            for (piece q = P_FORWARD; q < P_STEP; q++)
+                if (q != P_BACKWARD && q != P_TREE) FF_TRY(run_piece(b, q));
             return FF_OK;
     }
     return FF_OK;
@@ -124,6 +131,7 @@ int main(int argc, char **argv) {
         CHECK(ff_device_alloc(d, &b.loss, (size_t)n, "loss"));
         CHECK(ff_device_alloc(d, &b.grads, (size_t)(ngroups * b.N), "grads"));
         CHECK(ff_device_alloc(d, &b.mom, (size_t)b.N, "momentum"));
+        CHECK(ff_device_alloc(d, &b.grad, (size_t)b.N, "the reduced gradient"));
         CHECK(ff_device_alloc_bytes(d, (void **)&b.labels, (size_t)n * sizeof(int32_t), "labels"));
         // inputs: normal-ish pixels, labels i % classes
         float *x = malloc((size_t)(n * ff_shape_numel(m.input)) * sizeof(float));
@@ -145,8 +153,8 @@ int main(int argc, char **argv) {
         CHECK(cs);
         t[P_STEP + 1] = median_ms(&b, P_STEP, g);
         ff_device_graph_destroy(d, g);
-        const double fl[P_STEP + 2] = {fwd_flops_img * n,    0, 2 * fwd_flops_img * n, 0, 0, 3 * fwd_flops_img * n,
-                                       3 * fwd_flops_img * n};
+        const double f = fwd_flops_img * (double)n;
+        const double fl[P_STEP + 2] = {f, 0, 2 * f, 0, 2 * f, 0, 3 * f, 3 * f};
         for (int p = 0; p <= P_STEP + 1; p++) {
             const char *name = p <= P_STEP ? piece_name[p] : "step (graph)";
             if (fl[p] > 0)
@@ -169,6 +177,7 @@ int main(int argc, char **argv) {
         ff_device_free(d, b.loss);
         ff_device_free(d, b.grads);
         ff_device_free(d, b.mom);
+        ff_device_free(d, b.grad);
         ff_device_free(d, (float *)b.labels);
         ff_device_destroy(d);
     }

@@ -384,6 +384,78 @@ static void train_forward_equals_run(void **state) {
     assert_int_equal(bad, 0);
 }
 
+// ff_device_train_backward_reduced (one process's step: the own linear kernels sum their groups in
+// the fixed tree as they compute them) against the backward's rows followed by the tree, bit for
+// bit over every parameter, at 1, 4, 7 and 13 groups (the tree's odd shapes: a short last group,
+// leftovers at its right end); the cpu device's fallback (the two calls) likewise; and a mutant:
+// the rows of one more group than the backward wrote (a NaN row) must show.
+static void upload_cpu_acts(void);  // (below, with the backward checks)
+static void backward_reduced_bits(void **state) {
+    (void)state;
+    const int64_t nt = F.w.n_total;
+    upload_cpu_acts();
+    const int64_t groups[] = {13, 4, 2, 1};  // 1, 4, 7, 13 groups of the 13 images
+    size_t bad = 0;
+    for (size_t c = 0; c < sizeof groups / sizeof groups[0]; c++) {
+        const int64_t G = groups[c], ng = (N_IMG + G - 1) / G;
+        const size_t rows_n = (size_t)(ng * nt), ndz = act_floats(F.last + 1);
+        float *rows = gpu_from(NULL, rows_n), *sum = gpu_from(NULL, (size_t)nt), *fused = gpu_from(NULL, (size_t)nt);
+        float *dz1 = gpu_from(F.dz, ndz), *dz2 = gpu_from(F.dz, ndz);
+        CHECK_OK(ff_gpu_fill(fused, NAN, (size_t)nt, F.s));  // an element left unwritten would show
+        CHECK_OK(ff_gpu_stream_sync(F.s));
+        CHECK_OK(ff_device_train_backward(F.gpu, rows, nt, dz1, (const float *const *)F.gact, F.last, N_IMG, G));
+        CHECK_OK(ff_device_tree_reduce(F.gpu, sum, rows, ng, nt, nt));
+        CHECK_OK(ff_device_train_backward_reduced(F.gpu, fused, rows, nt, dz2, (const float *const *)F.gact, F.last,
+                                                  N_IMG, G, nt));
+        float *a = download(sum, (size_t)nt), *b = download(fused, (size_t)nt);
+        char what[96];
+        snprintf(what, sizeof what, "backward reduced, %lld group(s) of %lld: vs rows + tree", (long long)ng,
+                 (long long)G);
+        bad += check_bits(what, b, a, (size_t)nt);
+        if (ng == 4) {  // the mutant: a fifth (NaN) row in the tree gives other values
+            float *rows5 = gpu_from(NULL, (size_t)(5 * nt)), *m5 = gpu_from(NULL, (size_t)nt);
+            CHECK_OK(ff_gpu_fill(rows5, NAN, (size_t)(5 * nt), F.s));
+            CHECK_OK(ff_gpu_stream_sync(F.s));
+            float *dz3 = gpu_from(F.dz, ndz);
+            CHECK_OK(ff_device_train_backward(F.gpu, rows5, nt, dz3, (const float *const *)F.gact, F.last, N_IMG, G));
+            CHECK_OK(ff_device_tree_reduce(F.gpu, m5, rows5, 5, nt, nt));
+            float *m = download(m5, (size_t)nt);
+            size_t differ = 0;
+            for (int64_t i = 0; i < nt; i++) differ += memcmp(&m[i], &b[i], 4) != 0;
+            printf("  mutant (a fifth, NaN row in the tree): %zu of %lld elements differ\n", differ, (long long)nt);
+            assert_true(differ == (size_t)nt);
+            free(m);
+            ff_device_free(F.gpu, rows5), ff_device_free(F.gpu, m5), ff_device_free(F.gpu, dz3);
+        }
+        free(a), free(b);
+        ff_device_free(F.gpu, rows), ff_device_free(F.gpu, sum), ff_device_free(F.gpu, fused);
+        ff_device_free(F.gpu, dz1), ff_device_free(F.gpu, dz2);
+    }
+    // the cpu device: the fallback (backward, then the tree) is the same two calls
+    const int64_t ng = NGROUPS;
+    float *crows = NULL, *csum = NULL, *cfused = NULL, *cdz1 = malloc(act_floats(F.last + 1) * sizeof(float));
+    float *cdz2 = malloc(act_floats(F.last + 1) * sizeof(float));
+    memcpy(cdz1, F.dz, act_floats(F.last + 1) * sizeof(float));
+    memcpy(cdz2, F.dz, act_floats(F.last + 1) * sizeof(float));
+    CHECK_OK(ff_device_alloc(F.cpu, &crows, (size_t)(ng * nt), "cpu rows"));
+    CHECK_OK(ff_device_alloc(F.cpu, &csum, (size_t)nt, "cpu sum"));
+    CHECK_OK(ff_device_alloc(F.cpu, &cfused, (size_t)nt, "cpu fused"));
+    CHECK_OK(ff_device_train_backward(F.cpu, crows, nt, cdz1, (const float *const *)F.cact, F.last, N_IMG, GROUP));
+    CHECK_OK(ff_device_tree_reduce(F.cpu, csum, crows, ng, nt, nt));
+    CHECK_OK(ff_device_train_backward_reduced(F.cpu, cfused, crows, nt, cdz2, (const float *const *)F.cact, F.last,
+                                              N_IMG, GROUP, nt));
+    bad += check_bits("cpu: backward reduced vs rows + tree", cfused, csum, (size_t)nt);
+    ff_device_free(F.cpu, crows), ff_device_free(F.cpu, csum), ff_device_free(F.cpu, cfused);
+    free(cdz1), free(cdz2);
+    // a count past the rows is refused
+    assert_int_equal(ff_device_train_backward_reduced(F.gpu, NULL, NULL, nt, NULL, (const float *const *)F.gact, F.last,
+                                                      N_IMG, GROUP, nt + 1),
+                     FF_ERR_INPUT);
+    printf("  refused: %s\n", ff_last_error());
+    ff_clear_error();
+    assert_int_equal(bad, 0);
+}
+
 // ---------------------------------------------------------------- exact ops
 
 static void softmax_xent_bits(void **state) {
@@ -994,7 +1066,7 @@ int main(void) {
         cmocka_unit_test(train_forward_equals_run),     cmocka_unit_test(softmax_xent_bits),
         cmocka_unit_test(relu_maxpool_backward_bits),   cmocka_unit_test(tree_reduce_sgd_gather_bits),
         cmocka_unit_test(conv_backward_strided_padded), cmocka_unit_test(data_gradients_fast_paths),
-        cmocka_unit_test(train_backward_within_bound),
+        cmocka_unit_test(train_backward_within_bound),  cmocka_unit_test(backward_reduced_bits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -111,6 +111,9 @@ typedef struct {
     float *d_train_work;
     size_t train_work_floats;
     float *d_ones;  // --backend vendor's bias gradients: ones_n floats of 1.0 (a GEMM with a ones vector)
+    // cuda_train_backward_reduced: where the own linear kernels write their tree-summed gradients
+    // (the parameter buffer's layout), NULL in an ordinary backward (a row per group)
+    float *tree_into;
     int64_t ones_n;
 } cuda_device;
 
@@ -886,6 +889,11 @@ static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_strid
                     FF_TRY(ensure_ones(c, group < n ? group : n));
                     FF_TRY(ff_gpu_linear_vendor_backward(gw, gb, grad_stride, need_dx ? dx : NULL, cur, x, c->d_w[l], L,
                                                          n, group, c->d_ones, c->blas, c->stream));
+                } else if (c->tree_into) {  // summed over the groups as they are computed
+                    FF_TRY(ff_gpu_linear_backward_weights_tree(c->tree_into + (c->d_w[l] - c->d_params),
+                                                               c->tree_into + (c->d_b[l] - c->d_params), cur, x, L, n,
+                                                               group, c->stream));
+                    if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
                 } else {
                     FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, c->stream));
                     if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
@@ -922,6 +930,47 @@ static ff_status cuda_train_backward_part(ff_device *d, float *grads, int64_t gr
 static ff_status cuda_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz,
                                      const float *const *act, int last, int64_t n, int64_t group) {
     return cuda_train_backward_part(d, grads, grad_stride, dz, act, last, 0, n, group);
+}
+
+// device.h ff_device_train_backward_reduced: the own linear kernels sum their groups in the tree
+// as they go (ff_gpu_linear_backward_weights_tree), every other parameter's rows are written as in
+// a backward and then reduced, one tree per run of adjacent such parameters.
+static ff_status cuda_train_backward_reduced(ff_device *d, float *grad, float *grads, int64_t grad_stride, float *dz,
+                                             const float *const *act, int last, int64_t n, int64_t group,
+                                             int64_t count) {
+    cuda_device *c = cuda_of(d);
+    const ff_model *m = d->model;
+    const bool fuse = d->plan.opt.backend != FF_BACKEND_VENDOR;
+    c->tree_into = fuse ? grad : NULL;
+    const ff_status st = cuda_train_backward(d, grads, grad_stride, dz, act, last, n, group);
+    c->tree_into = NULL;
+    FF_TRY(st);
+    // The row-written tensors (weights, biases) in the parameter buffer's order, joined where one
+    // ends where the next begins: one tree per run. count: where the last run ends at most.
+    const int64_t rows = (n + group - 1) / group;
+    int64_t run_lo = 0, run_hi = 0;  // the run gathered so far: [run_lo, run_hi)
+    for (int l = 0; l <= last; l++) {
+        const ff_layer *L = &m->layers[l];
+        if (!c->d_w[l] || (fuse && L->op == FF_OP_LINEAR)) continue;
+        const int64_t t_lo[2] = {c->d_w[l] - c->d_params, c->d_b[l] ? c->d_b[l] - c->d_params : 0};
+        const int64_t t_len[2] = {L->n_weight, c->d_b[l] ? L->n_bias : 0};
+        for (int k = 0; k < 2; k++) {
+            if (t_len[k] == 0) continue;
+            if (t_lo[k] != run_hi || run_hi == run_lo) {  // not adjacent (or nothing gathered): flush
+                if (run_hi > run_lo)
+                    FF_TRY(ff_gpu_tree_reduce(grad + run_lo, grads + run_lo, rows, grad_stride, run_hi - run_lo,
+                                              c->stream));
+                run_lo = t_lo[k];
+            }
+            run_hi = t_lo[k] + t_len[k];
+        }
+    }
+    if (run_hi > count)
+        return FF_FAIL(FF_ERR_INTERNAL, "train backward reduced: parameters up to %lld, %lld summed", (long long)run_hi,
+                       (long long)count);
+    if (run_hi > run_lo)
+        FF_TRY(ff_gpu_tree_reduce(grad + run_lo, grads + run_lo, rows, grad_stride, run_hi - run_lo, c->stream));
+    return FF_OK;
 }
 
 static ff_status cuda_tree_reduce(ff_device *d, float *out, float *rows, int64_t nrows, int64_t stride, int64_t len) {
@@ -995,6 +1044,7 @@ static const ff_device_ops cuda_ops = {
     .train_forward = cuda_train_forward,
     .softmax_xent = cuda_softmax_xent,
     .train_backward = cuda_train_backward,
+    .train_backward_reduced = cuda_train_backward_reduced,
     .train_backward_part = cuda_train_backward_part,
     .train_work_bytes = cuda_train_work_bytes,
     .tree_reduce = cuda_tree_reduce,

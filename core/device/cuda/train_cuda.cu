@@ -34,7 +34,6 @@
 #include <cuda_runtime.h>
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "fivefold/gpu.h"
 #include "gpu_check.cuh"
@@ -465,6 +464,80 @@ __global__ void k_linear_bwd_weights(float *__restrict__ dw, long long grad_stri
     }
 }
 
+// The same weight and bias gradients summed over all the groups in train.h's fixed tree, in one
+// pass (one process: ff_device_train_backward_reduced), where k_linear_bwd_weights writes a row
+// per group for the tree to read back (at batch 256, 32 rows of fc1's 1.2 M floats: 150 MB each
+// way). Each group's chain is k_linear_bwd_weights' (images ascending, zero dy skipped); the tree
+// runs as the groups finish, on a stack of partial sums: a new group's sum is pushed, the top two
+// are added (older + newer) while they cover equally many groups, and at the end the stack is
+// folded from the top (older + newer). Those are the fixed tree's additions in its order, for any
+// group count (every subtree of size 2^k is complete once its last group is; the tree's leftover
+// subtrees at the right end are joined right to left, as the fold does).
+#define LW_STACK 11  // partial sums a stack holds at most: one per bit of the group count (<= 1024)
+__device__ __forceinline__ void tree_push(float (*st)[LW_JB], int *cnt, int *top, const float *v) {
+#pragma unroll
+    for (int jj = 0; jj < LW_JB; jj++) st[*top][jj] = v[jj];
+    cnt[*top] = 1;
+    (*top)++;
+    while (*top >= 2 && cnt[*top - 1] == cnt[*top - 2]) {
+#pragma unroll
+        for (int jj = 0; jj < LW_JB; jj++) st[*top - 2][jj] = __fadd_rn(st[*top - 2][jj], st[*top - 1][jj]);
+        cnt[*top - 2] *= 2;
+        (*top)--;
+    }
+}
+__global__ void k_linear_bwd_weights_tree(float *__restrict__ dw, const float *__restrict__ dy,
+                                          const float *__restrict__ x, long long O, long long I, long long n,
+                                          long long group) {
+    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (i >= I) return;
+    const long long j0 = (long long)blockIdx.y * LW_JB;
+    float st[LW_STACK][LW_JB];
+    int cnt[LW_STACK], top = 0;
+    for (long long i0 = 0; i0 < n; i0 += group) {
+        const long long i1 = min(n, i0 + group);
+        float acc[LW_JB];
+#pragma unroll
+        for (int jj = 0; jj < LW_JB; jj++) acc[jj] = 0.0f;
+        for (long long s = i0; s < i1; s++) {
+            const float xv = x[s * I + i];
+#pragma unroll
+            for (int jj = 0; jj < LW_JB; jj++) {
+                if (j0 + jj >= O) break;
+                const float a = dy[s * O + j0 + jj];
+                if (a != 0.0f) acc[jj] = fmaf(a, xv, acc[jj]);
+            }
+        }
+        tree_push(st, cnt, &top, acc);
+    }
+    float v[LW_JB];
+#pragma unroll
+    for (int jj = 0; jj < LW_JB; jj++) v[jj] = st[top - 1][jj];
+    for (int k = top - 2; k >= 0; k--)
+#pragma unroll
+        for (int jj = 0; jj < LW_JB; jj++) v[jj] = __fadd_rn(st[k][jj], v[jj]);
+#pragma unroll
+    for (int jj = 0; jj < LW_JB; jj++)
+        if (j0 + jj < O) dw[(j0 + jj) * I + i] = v[jj];
+}
+// k_bias_bwd's group sums (P = 1: images ascending, every term) in the same tree, one thread per k.
+__global__ void k_bias_bwd_tree(float *__restrict__ db, const float *__restrict__ dy, int K, long long n,
+                                long long group) {
+    const int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= K) return;
+    float st[LW_STACK][LW_JB];
+    int cnt[LW_STACK], top = 0;
+    for (long long i0 = 0; i0 < n; i0 += group) {
+        const long long i1 = min(n, i0 + group);
+        float acc[LW_JB] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (long long i = i0; i < i1; i++) acc[0] = __fadd_rn(acc[0], dy[i * K + k]);
+        tree_push(st, cnt, &top, acc);
+    }
+    float v = st[top - 1][0];
+    for (int j = top - 2; j >= 0; j--) v = __fadd_rn(st[j][0], v);
+    db[k] = v;
+}
+
 // One thread per dx element (n, i): j ascending, zero dy skipped; w reads coalesced across i.
 __global__ void k_linear_bwd_data(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ w,
                                   long long O, long long I, long long total) {
@@ -759,6 +832,23 @@ extern "C" ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_
     return FF_OK;
 }
 
+extern "C" ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, const float *dy, const float *x,
+                                                         const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s) {
+    if (n <= 0) return FF_OK;
+    FF_TRY(check_groups("linear weight gradient", L, group));
+    const long long O = L->out_c, I = ff_shape_numel(L->in);
+    const long long gx = (I + FF_TRAIN_THREADS - 1) / FF_TRAIN_THREADS, gy = (O + LW_JB - 1) / LW_JB;
+    if (gx > 0x7fffffffLL || gy > 65535 || (n + group - 1) / group > 1024)
+        return FF_FAIL(FF_ERR_INPUT, "linear weight gradient of %s in one pass: %lld inputs, %lld outputs, %lld groups",
+                       L->name, I, O, (long long)((n + group - 1) / group));
+    k_linear_bwd_weights_tree<<<dim3((unsigned)gx, (unsigned)gy), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dw, dy, x, O,
+                                                                                                          I, n, group);
+    FF_LAUNCH_CHECK("k_linear_bwd_weights_tree");
+    k_bias_bwd_tree<<<(unsigned)((O + 127) / 128), 128, 0, ff_cu_stream(s)>>>(db, dy, (int)O, n, group);
+    FF_LAUNCH_CHECK("k_bias_bwd_tree");
+    return FF_OK;
+}
+
 extern "C" ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L,
                                                  int64_t n, float *work, ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
@@ -871,14 +961,7 @@ extern "C" ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, f
         FF_TRY(ff_gpu_tree_reduce(rows, rows, nrows, stride, count, s));
         nrows = 1;
     }
-    unsigned blocks = train_blocks(count);
-    // FF_TREE_SGD_BLOCKS=B (an A/B timing switch; grid-stride loops, so no bit changes): at most B
-    // blocks, so that the update beside the backward's GEMMs holds fewer multiprocessors.
-    static const long long cap_env = [] {
-        const char *e = getenv("FF_TREE_SGD_BLOCKS");
-        return e ? atoll(e) : 0LL;
-    }();
-    if (cap_env > 0 && blocks > (unsigned long long)cap_env) blocks = (unsigned)cap_env;
+    const unsigned blocks = train_blocks(count);
     cudaStream_t cs = ff_cu_stream(s);
     const int f = first ? 1 : 0;
     // clang-format off
