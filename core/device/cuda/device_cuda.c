@@ -890,9 +890,8 @@ static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_strid
                     FF_TRY(ff_gpu_linear_vendor_backward(gw, gb, grad_stride, need_dx ? dx : NULL, cur, x, c->d_w[l], L,
                                                          n, group, c->d_ones, c->blas, c->stream));
                 } else if (c->tree_into) {  // summed over the groups as they are computed
-                    FF_TRY(ff_gpu_linear_backward_weights_tree(c->tree_into + (c->d_w[l] - c->d_params),
-                                                               c->tree_into + (c->d_b[l] - c->d_params), cur, x, L, n,
-                                                               group, c->stream));
+                    FF_TRY(ff_gpu_linear_backward_weights_tree(c->tree_into + (c->d_w[l] - c->d_params), gb,
+                                                               grad_stride, cur, x, L, n, group, c->stream));
                     if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
                 } else {
                     FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, c->stream));
@@ -951,9 +950,10 @@ static ff_status cuda_train_backward_reduced(ff_device *d, float *grad, float *g
     int64_t run_lo = 0, run_hi = 0;  // the run gathered so far: [run_lo, run_hi)
     for (int l = 0; l <= last; l++) {
         const ff_layer *L = &m->layers[l];
-        if (!c->d_w[l] || (fuse && L->op == FF_OP_LINEAR)) continue;
+        if (!c->d_w[l]) continue;
+        const bool summed = fuse && L->op == FF_OP_LINEAR;  // its weights are (its bias is a row per group)
         const int64_t t_lo[2] = {c->d_w[l] - c->d_params, c->d_b[l] ? c->d_b[l] - c->d_params : 0};
-        const int64_t t_len[2] = {L->n_weight, c->d_b[l] ? L->n_bias : 0};
+        const int64_t t_len[2] = {summed ? 0 : L->n_weight, c->d_b[l] ? L->n_bias : 0};
         for (int k = 0; k < 2; k++) {
             if (t_len[k] == 0) continue;
             if (t_lo[k] != run_hi || run_hi == run_lo) {  // not adjacent (or nothing gathered): flush

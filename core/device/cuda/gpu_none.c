@@ -233,9 +233,10 @@ ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stri
     (void)dw, (void)db, (void)grad_stride, (void)dy, (void)x, (void)L, (void)n, (void)group, (void)s;
     return FF_NO_CUDA();
 }
-ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, const float *dy, const float *x, const ff_layer *L,
-                                              int64_t n, int64_t group, ff_gpu_stream s) {
-    (void)dw, (void)db, (void)dy, (void)x, (void)L, (void)n, (void)group, (void)s;
+ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, int64_t grad_stride, const float *dy,
+                                              const float *x, const ff_layer *L, int64_t n, int64_t group,
+                                              ff_gpu_stream s) {
+    (void)dw, (void)db, (void)grad_stride, (void)dy, (void)x, (void)L, (void)n, (void)group, (void)s;
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,

@@ -464,8 +464,8 @@ __global__ void k_linear_bwd_weights(float *__restrict__ dw, long long grad_stri
     }
 }
 
-// The same weight and bias gradients summed over all the groups in train.h's fixed tree, in one
-// pass (one process: ff_device_train_backward_reduced), where k_linear_bwd_weights writes a row
+// The same weight gradient summed over all the groups in train.h's fixed tree, in one pass (one
+// process: ff_device_train_backward_reduced; the bias keeps its small rows), where k_linear_bwd_weights writes a row
 // per group for the tree to read back (at batch 256, 32 rows of fc1's 1.2 M floats: 150 MB each
 // way). Each group's chain is k_linear_bwd_weights' (images ascending, zero dy skipped); the tree
 // runs as the groups finish, on a stack of partial sums: a new group's sum is pushed, the top two
@@ -474,70 +474,76 @@ __global__ void k_linear_bwd_weights(float *__restrict__ dw, long long grad_stri
 // group count (every subtree of size 2^k is complete once its last group is; the tree's leftover
 // subtrees at the right end are joined right to left, as the fold does).
 #define LW_STACK 11  // partial sums a stack holds at most: one per bit of the group count (<= 1024)
-__device__ __forceinline__ void tree_push(float (*st)[LW_JB], int *cnt, int *top, const float *v) {
-#pragma unroll
-    for (int jj = 0; jj < LW_JB; jj++) st[*top][jj] = v[jj];
-    cnt[*top] = 1;
-    (*top)++;
-    while (*top >= 2 && cnt[*top - 1] == cnt[*top - 2]) {
-#pragma unroll
-        for (int jj = 0; jj < LW_JB; jj++) st[*top - 2][jj] = __fadd_rn(st[*top - 2][jj], st[*top - 1][jj]);
-        cnt[*top - 2] *= 2;
-        (*top)--;
-    }
-}
-__global__ void k_linear_bwd_weights_tree(float *__restrict__ dw, const float *__restrict__ dy,
-                                          const float *__restrict__ x, long long O, long long I, long long n,
-                                          long long group) {
-    const long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i >= I) return;
-    const long long j0 = (long long)blockIdx.y * LW_JB;
-    float st[LW_STACK][LW_JB];
+// A block computes a tile of LT_J rows x LT_I inputs for every group; each thread keeps 2 x 4 of
+// them. Images stream through shared memory LT_S at a time, so x is read once per row tile (where
+// one thread per (input, four rows) of k_linear_bwd_weights reads it once per four rows and group).
+#define LT_J 32
+#define LT_I 64
+#define LT_S 8
+#define LT_T 256  // threads: 16 row pairs x 16 input quads
+__global__ void __launch_bounds__(LT_T)
+    k_linear_bwd_weights_tree(float *__restrict__ dw, const float *__restrict__ dy, const float *__restrict__ x,
+                              long long O, long long I, long long n, long long group) {
+    __shared__ __align__(16) float xs[LT_S][LT_I];
+    __shared__ float ds[LT_S][LT_J];
+    const int tid = threadIdx.x, ti = tid % 16, tj = tid / 16;
+    const long long i0 = (long long)blockIdx.x * LT_I, j0 = (long long)blockIdx.y * LT_J;
+    float st[LW_STACK][8];
     int cnt[LW_STACK], top = 0;
-    for (long long i0 = 0; i0 < n; i0 += group) {
-        const long long i1 = min(n, i0 + group);
-        float acc[LW_JB];
+    for (long long g0 = 0; g0 < n; g0 += group) {
+        const long long g1 = min(n, g0 + group);
+        float acc[8];
 #pragma unroll
-        for (int jj = 0; jj < LW_JB; jj++) acc[jj] = 0.0f;
-        for (long long s = i0; s < i1; s++) {
-            const float xv = x[s * I + i];
+        for (int e = 0; e < 8; e++) acc[e] = 0.0f;
+        for (long long s0 = g0; s0 < g1; s0 += LT_S) {
+            const int ns = (int)min((long long)LT_S, g1 - s0);
+            __syncthreads();  // the last stage is no longer read
+            for (int e = tid; e < LT_S * LT_I; e += LT_T) {
+                const int ss = e / LT_I, ii = e % LT_I;
+                xs[ss][ii] = ss < ns && i0 + ii < I ? x[(s0 + ss) * I + i0 + ii] : 0.0f;
+            }
+            for (int e = tid; e < LT_S * LT_J; e += LT_T) {
+                const int ss = e / LT_J, jj = e % LT_J;
+                ds[ss][jj] = ss < ns && j0 + jj < O ? dy[(s0 + ss) * O + j0 + jj] : 0.0f;
+            }
+            __syncthreads();
+            for (int ss = 0; ss < ns; ss++) {  // images ascending, zero dy skipped (the rows' chains)
+                const float4 xv = *(const float4 *)&xs[ss][ti * 4];
+                const float xq[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
-            for (int jj = 0; jj < LW_JB; jj++) {
-                if (j0 + jj >= O) break;
-                const float a = dy[s * O + j0 + jj];
-                if (a != 0.0f) acc[jj] = fmaf(a, xv, acc[jj]);
+                for (int jj = 0; jj < 2; jj++) {
+                    const float a = ds[ss][tj * 2 + jj];
+                    if (a != 0.0f)
+#pragma unroll
+                        for (int q = 0; q < 4; q++) acc[jj * 4 + q] = fmaf(a, xq[q], acc[jj * 4 + q]);
+                }
             }
         }
-        tree_push(st, cnt, &top, acc);
+        // push the group's sums; add the top two (older + newer) while they cover as many groups
+#pragma unroll
+        for (int e = 0; e < 8; e++) st[top][e] = acc[e];
+        cnt[top++] = 1;
+        while (top >= 2 && cnt[top - 1] == cnt[top - 2]) {
+#pragma unroll
+            for (int e = 0; e < 8; e++) st[top - 2][e] = __fadd_rn(st[top - 2][e], st[top - 1][e]);
+            cnt[top - 2] *= 2;
+            top--;
+        }
     }
-    float v[LW_JB];
+    float v[8];
 #pragma unroll
-    for (int jj = 0; jj < LW_JB; jj++) v[jj] = st[top - 1][jj];
-    for (int k = top - 2; k >= 0; k--)
+    for (int e = 0; e < 8; e++) v[e] = st[top - 1][e];
+    for (int k = top - 2; k >= 0; k--)  // the fold: older + newer, from the top
 #pragma unroll
-        for (int jj = 0; jj < LW_JB; jj++) v[jj] = __fadd_rn(st[k][jj], v[jj]);
+        for (int e = 0; e < 8; e++) v[e] = __fadd_rn(st[k][e], v[e]);
 #pragma unroll
-    for (int jj = 0; jj < LW_JB; jj++)
-        if (j0 + jj < O) dw[(j0 + jj) * I + i] = v[jj];
+    for (int jj = 0; jj < 2; jj++)
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const long long j = j0 + tj * 2 + jj, i = i0 + ti * 4 + q;
+            if (j < O && i < I) dw[j * I + i] = v[jj * 4 + q];
+        }
 }
-// k_bias_bwd's group sums (P = 1: images ascending, every term) in the same tree, one thread per k.
-__global__ void k_bias_bwd_tree(float *__restrict__ db, const float *__restrict__ dy, int K, long long n,
-                                long long group) {
-    const int k = blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= K) return;
-    float st[LW_STACK][LW_JB];
-    int cnt[LW_STACK], top = 0;
-    for (long long i0 = 0; i0 < n; i0 += group) {
-        const long long i1 = min(n, i0 + group);
-        float acc[LW_JB] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (long long i = i0; i < i1; i++) acc[0] = __fadd_rn(acc[0], dy[i * K + k]);
-        tree_push(st, cnt, &top, acc);
-    }
-    float v = st[top - 1][0];
-    for (int j = top - 2; j >= 0; j--) v = __fadd_rn(st[j][0], v);
-    db[k] = v;
-}
-
 // One thread per dx element (n, i): j ascending, zero dy skipped; w reads coalesced across i.
 __global__ void k_linear_bwd_data(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ w,
                                   long long O, long long I, long long total) {
@@ -832,20 +838,23 @@ extern "C" ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_
     return FF_OK;
 }
 
-extern "C" ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, const float *dy, const float *x,
-                                                         const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s) {
+extern "C" ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, int64_t grad_stride, const float *dy,
+                                                         const float *x, const ff_layer *L, int64_t n, int64_t group,
+                                                         ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
     FF_TRY(check_groups("linear weight gradient", L, group));
     const long long O = L->out_c, I = ff_shape_numel(L->in);
-    const long long gx = (I + FF_TRAIN_THREADS - 1) / FF_TRAIN_THREADS, gy = (O + LW_JB - 1) / LW_JB;
+    const long long gx = (I + LT_I - 1) / LT_I, gy = (O + LT_J - 1) / LT_J;
     if (gx > 0x7fffffffLL || gy > 65535 || (n + group - 1) / group > 1024)
         return FF_FAIL(FF_ERR_INPUT, "linear weight gradient of %s in one pass: %lld inputs, %lld outputs, %lld groups",
                        L->name, I, O, (long long)((n + group - 1) / group));
-    k_linear_bwd_weights_tree<<<dim3((unsigned)gx, (unsigned)gy), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dw, dy, x, O,
-                                                                                                          I, n, group);
+    k_linear_bwd_weights_tree<<<dim3((unsigned)gx, (unsigned)gy), LT_T, 0, ff_cu_stream(s)>>>(dw, dy, x, O, I, n,
+                                                                                              group);
     FF_LAUNCH_CHECK("k_linear_bwd_weights_tree");
-    k_bias_bwd_tree<<<(unsigned)((O + 127) / 128), 128, 0, ff_cu_stream(s)>>>(db, dy, (int)O, n, group);
-    FF_LAUNCH_CHECK("k_bias_bwd_tree");
+    const long long tb = ((n + group - 1) / group) * O;  // the bias: a row per group, as without the tree
+    k_bias_bwd<<<train_blocks(tb), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(db, grad_stride, dy, (int)O, 1, n, group,
+                                                                           tb);
+    FF_LAUNCH_CHECK("k_bias_bwd (linear)");
     return FF_OK;
 }
 

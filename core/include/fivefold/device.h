@@ -205,8 +205,9 @@ bool ff_device_can_backward_in_parts(const ff_device *d);
 // in train.h's fixed tree: grad[0, count) receives the bits of ff_device_train_backward followed by
 // ff_device_tree_reduce(grad, grads, groups, grad_stride, count); grads is scratch. One process's
 // step (nothing to exchange, so no row needs to outlive it). The cuda device's own linear kernels
-// sum the groups as they compute them (ff_gpu_linear_backward_weights_tree) instead of writing a
-// row per group and reading it back: at batch 256, 150 MB of fc1's rows each way.
+// sum the groups of a weight gradient as they compute them (ff_gpu_linear_backward_weights_tree)
+// instead of writing a row per group and reading it back: at batch 256, 150 MB of fc1's rows each
+// way.
 ff_status ff_device_train_backward_reduced(ff_device *d, float *grad, float *grads, int64_t grad_stride, float *dz,
                                            const float *const *act, int last, int64_t n, int64_t group, int64_t count);
 

@@ -339,10 +339,12 @@ ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w
 // dw: rows of (out, in); db: rows of (out); dy: (n, out); x: (n, in).
 ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
                                          const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s);
-// The same, summed over the ceil(n / group) groups in train.h's fixed tree into dw (out, in) and db
-// (out) in one pass: the bits of the rows above followed by ff_gpu_tree_reduce (at most 1024 groups).
-ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, const float *dy, const float *x, const ff_layer *L,
-                                              int64_t n, int64_t group, ff_gpu_stream s);
+// The same with the weight gradient summed over the ceil(n / group) groups in train.h's fixed tree
+// into dw (out, in) in one pass (the bits of its rows followed by ff_gpu_tree_reduce; at most 1024
+// groups); the bias gradient still a row per group in db (its rows are small).
+ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, int64_t grad_stride, const float *dy,
+                                              const float *x, const ff_layer *L, int64_t n, int64_t group,
+                                              ff_gpu_stream s);
 // dx: (n, in); dy: (n, out); w: (out, in). work: NULL (direct kernel) or
 // ff_gpu_linear_backward_data_workspace_floats(L, n) floats, 16-byte aligned (the fast path).
 ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
