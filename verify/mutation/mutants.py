@@ -427,3 +427,10 @@ M('effective_args_keeps_repeats', 'bench/train_bench.py',
 # the graph peer resets its CUDA graph before the process group goes (pytorch#115388)
 M('peer_graph_not_released', 'bench/peer_pytorch.py',
   ('        release_graph()\n', '        pass\n'), '^bench_peer$')
+
+# ---------------------------------------------------------------- session 16: the backward with its tree
+# ff_device_train_backward_reduced's fallback (the cpu device: the serial step) must run the tree
+# over the rows, not leave grad as it was
+M('backward_reduced_no_tree', 'core/device/device.c',
+  ('    return ff_device_tree_reduce(d, grad, grads, (n + group - 1) / group, grad_stride, count);\n',
+   '    return FF_OK;\n'), '^test_train_determinism$')
