@@ -1,0 +1,33 @@
+#!/bin/sh
+# tools/kernel_trace.c end to end (CTest: gpu_kernel_trace, label gpu): 40 steps of mlp-small
+# training in the cuda mode under the tracer must leave a table with one line per kernel, in
+# which the softmax cross-entropy kernel (one launch per step) counts 40 launches and the table's
+# GPU time is positive; without FF_KERNEL_TRACE the library writes nothing; a FF_KERNEL_TRACE
+# path that cannot be written is reported on stderr and the run still succeeds.
+# Usage: kernel_trace.sh   (env FIVEFOLD = the binary, TRACE_LIB = libff_kernel_trace.so)
+# Exit 77 (CTest: skipped, never passed) without a GPU.
+set -u
+F=${FIVEFOLD:?set FIVEFOLD to the fivefold binary}
+L=${TRACE_LIB:?set TRACE_LIB to libff_kernel_trace.so}
+T=$(mktemp -d /tmp/ff_kernel_trace.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+"$F" infer --model mlp-small --batch 1 --mode cuda >"$T/probe.txt" 2>&1
+[ $? -eq 77 ] && { echo "SKIP: no GPU here ($(tail -1 "$T/probe.txt"))"; exit 77; }
+fail() {
+    echo "FAIL: $*"
+    exit 1
+}
+A="--model mlp-small --mode cuda --train-limit 2560 --test-limit 64 --batch 64 --steps 40 --log-every 0"
+FF_KERNEL_TRACE="$T/tr" LD_PRELOAD="$L" "$F" train $A >"$T/run.txt" 2>&1 || { cat "$T/run.txt"; fail "traced run: exit $?"; }
+set -- "$T"/tr.*.txt
+[ -r "$1" ] || fail "no table written (expected $T/tr.<pid>.txt)"
+head -8 "$1"
+N=$(awk '/k_softmax_xent/ { print $1 }' "$1")
+[ "$N" = 40 ] || fail "k_softmax_xent: '$N' launches in the table, expected 40 (one per step)"
+awk 'NR == 1 { if ($5 + 0 <= 0) exit 1 }' "$1" || fail "the table's GPU time is not positive: $(head -1 "$1")"
+LD_PRELOAD="$L" "$F" train $A >"$T/plain.txt" 2>&1 || fail "untraced run with the library loaded: exit $?"
+[ "$(ls "$T" | grep -c '^tr\.')" = 1 ] || fail "a table was written without FF_KERNEL_TRACE"
+FF_KERNEL_TRACE=/nonexistent/dir/tr LD_PRELOAD="$L" "$F" train $A >"$T/bad.txt" 2>&1 ||
+    fail "an unwritable FF_KERNEL_TRACE failed the run: exit $?"
+grep -q "kernel_trace: cannot write /nonexistent/dir/tr" "$T/bad.txt" || fail "an unwritable path was not reported"
+echo "PASS kernel_trace: 40 launches of k_softmax_xent in 40 steps, $(awk 'NR == 1 { print $5 }' "$1") ms of GPU time"
