@@ -72,7 +72,7 @@ struct ff_trainer {
     int32_t *labels;                // (cap)
     int64_t *idx;                   // (cap): sample indices into the resident set
     float *grads;                   // (nslots, N): each micro-batch's gradient
-    float *grad;                    // (N): the reduced gradient
+    float *grad;                    // (N): the reduced gradient (one process, one slot: grads itself)
     float *d_mom;                   // (N): momentum buffers
     float *sendbuf;                 // (nslots * N): block sums' slices, packed per bucket (P > 1)
     float *recvbuf;                 // (nmb_max * slice_room): every block sum's copy of my slices
@@ -157,7 +157,7 @@ void ff_trainer_destroy(ff_trainer *t) {
         for (int l = 0; l <= FF_MAX_LAYERS; l++)
             if (l == 0 || t->act[l] != t->act[l - 1]) ff_device_free(t->dev, t->act[l]);
         float *bufs[] = {t->dz,           t->loss,
-                         t->grads,        t->grad,
+                         t->grads,        t->grad != t->grads ? t->grad : NULL,
                          t->d_mom,        t->sendbuf,
                          t->recvbuf,      t->wslice,
                          t->res_images,   (float *)t->labels,
@@ -310,7 +310,10 @@ static ff_status alloc_device(ff_trainer *t) {
     FF_TRY(take_window(t, &w, N, "the weights"));
     if (w) FF_TRY(ff_device_adopt_params(d, w));
     FF_TRY(alloc_exchanged(t, &t->grads, t->nslots * N, "micro-batch gradients"));
-    FF_TRY(alloc_exchanged(t, &t->grad, N, "the reduced gradient"));
+    if (t->P == 1 && t->nslots == 1)  // one micro-batch a step: its row is the tree's sum (a copy
+        t->grad = t->grads;           // of N floats a step saved: 0.49 ms of the MLP's 27.8 on an H200)
+    else
+        FF_TRY(alloc_exchanged(t, &t->grad, N, "the reduced gradient"));
     if (t->P > 1) {
         FF_TRY(alloc_exchanged(t, &t->sendbuf, t->nslots * N, "reduce send buffer"));
         FF_TRY(alloc_exchanged(t, &t->recvbuf, t->nmb_max * slice_room(t), "reduce receive buffer"));

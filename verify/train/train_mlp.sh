@@ -113,6 +113,13 @@ shares)
         echo "mpi P=$1 shares $2${3:+, buckets of $3 MiB}, queued (FF_QUEUED_COMM=host): $(digests "$T/q$1.txt")"
         [ "$(digests "$T/q$1.txt")" = "$REF" ] || fail "the queued path (mpi P=$1 --shares $2) differs from serial"
     done
+    # one micro-batch a step (--microbatch = --batch): one process keeps its row as the reduced
+    # gradient (no tree, no copy); two ranks, one of them idle, give the same bits
+    run onemb "$F" train $A --microbatch 64
+    run onemb2 $MPIEXEC -n 2 "$F" train --mode mpi $A --microbatch 64
+    echo "one micro-batch a step: serial $(digests "$T/onemb.txt"); mpi P=2: $(digests "$T/onemb2.txt")"
+    [ "$(digests "$T/onemb.txt")" = "$(digests "$T/onemb2.txt")" ] || fail "--microbatch 64: serial differs from mpi P=2"
+    [ "$(digests "$T/onemb.txt")" != "$REF" ] || fail "--microbatch 64 gave the --microbatch 8 bits: the check is vacuous"
     run control "$F" train $A --microbatch 16
     [ "$(digests "$T/control.txt")" != "$REF" ] || fail "another micro-batch size gave the same digests: the check is vacuous"
     run ck $MPIEXEC -n 2 "$F" train --mode mpi $A --shares 3,1 --steps 5 --checkpoint-dir "$T/ck"
@@ -197,6 +204,11 @@ gpu | gpu_full)
         echo "cuda: $REF"
         run eager env FF_TRAIN_GRAPHS=0 "$F" train --mode cuda $A
         [ "$(digests "$T/eager.txt")" = "$REF" ] || fail "eager steps differ from graph replays"
+        # one micro-batch a step: cuda keeps its row as the reduced gradient, hybrid P = 2 exchanges it
+        run onemb "$F" train --mode cuda $A --microbatch 64
+        run onemb2 $MPIEXEC -n 2 "$F" train --mode hybrid $A --microbatch 64
+        echo "one micro-batch a step: cuda $(digests "$T/onemb.txt"); hybrid P=2: $(digests "$T/onemb2.txt")"
+        [ "$(digests "$T/onemb.txt")" = "$(digests "$T/onemb2.txt")" ] || fail "--microbatch 64: cuda differs from hybrid P=2"
         # the last four: one bucket per layer (--bucket-mb 0.05), exchanged during the backward
         # (overlap, the default) or after it
         for spec in "hybrid 2 -" "direct 2 -" "direct 2 3,1" "hybrid 3 1,1,6" "direct 3 -" "direct 4 1,2,3,4" \

@@ -947,7 +947,8 @@ static ff_status cuda_train_backward_reduced(ff_device *d, float *grad, float *g
     // The row-written tensors (weights, biases) in the parameter buffer's order, joined where one
     // ends where the next begins: one tree per run. count: where the last run ends at most.
     const int64_t rows = (n + group - 1) / group;
-    int64_t run_lo = 0, run_hi = 0;  // the run gathered so far: [run_lo, run_hi)
+    if (rows == 1 && grad == grads) return FF_OK;  // one group written where its sum belongs: done
+    int64_t run_lo = 0, run_hi = 0;                // the run gathered so far: [run_lo, run_hi)
     for (int l = 0; l <= last; l++) {
         const ff_layer *L = &m->layers[l];
         if (!c->d_w[l]) continue;
