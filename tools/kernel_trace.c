@@ -59,7 +59,8 @@ static char *pretty(const char *raw) {
     return strdup(raw ? raw : "(unnamed)");
 }
 
-static void add(const char *name, uint64_t start, uint64_t end, int owned, int grid, int block) {
+// One record into the table (the name is copied; a record the table cannot hold is only counted).
+static void add(const char *name, uint64_t start, uint64_t end, int grid, int block) {
     if (!g_first_ns || start < g_first_ns) g_first_ns = start;
     g_records++;
     if (start < g_first_ns + g_skip_ns) return;
@@ -71,8 +72,7 @@ static void add(const char *name, uint64_t start, uint64_t end, int owned, int g
             g_entries[i].grid = grid, g_entries[i].block = block;
             return;
         }
-    if (g_n == MAX_NAMES) return;
-    g_entries[g_n].name = owned ? (char *)name : strdup(name);
+    if (g_n == MAX_NAMES || !(g_entries[g_n].name = strdup(name))) return;
     g_entries[g_n].calls = 1;
     g_entries[g_n].ns = end - start;
     g_entries[g_n].grid = grid, g_entries[g_n].block = block;
@@ -103,15 +103,15 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
             const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
             char *name = pretty(k->name);
-            const int before = g_n;
-            add(name, k->start, k->end, 1, k->gridX * k->gridY * k->gridZ, k->blockX * k->blockY * k->blockZ);
-            if (g_n == before) free(name);  // an existing entry (or the table full) kept its own copy
+            add(name ? name : "(unnamed)", k->start, k->end, k->gridX * k->gridY * k->gridZ,
+                k->blockX * k->blockY * k->blockZ);
+            free(name);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
             const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
-            add(copy_kind(m->copyKind), m->start, m->end, 0, 0, 0);
+            add(copy_kind(m->copyKind), m->start, m->end, 0, 0);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
             const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
-            add("[memset]", m->start, m->end, 0, 0, 0);
+            add("[memset]", m->start, m->end, 0, 0);
         }
     }
     pthread_mutex_unlock(&g_mu);

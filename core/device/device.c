@@ -269,11 +269,12 @@ ff_status ff_device_train_backward_reduced(ff_device *d, float *grad, float *gra
                                            const float *const *act, int last, int64_t n, int64_t group, int64_t count) {
     if (!d->ops->train_backward) return unsupported(d, "training");
     FF_TRY(check_train(d, last, n, group, "train backward reduced"));
-    if (count < 0 || count > grad_stride || (n + group - 1) / group > 1024)
+    if (count < 0 || count > grad_stride || (n + group - 1) / group > FF_DEVICE_TREE_MAX_GROUPS)
         return FF_FAIL(FF_ERR_INPUT,
                        "train backward reduced: %lld parameters in rows of %lld, %lld groups: expected at most a "
-                       "row's length and at most 1024 groups",
-                       (long long)count, (long long)grad_stride, (long long)((n + group - 1) / group));
+                       "row's length and at most %d groups",
+                       (long long)count, (long long)grad_stride, (long long)((n + group - 1) / group),
+                       FF_DEVICE_TREE_MAX_GROUPS);
     if (d->ops->train_backward_reduced)
         return d->ops->train_backward_reduced(d, grad, grads, grad_stride, dz, act, last, n, group, count);
     FF_TRY(d->ops->train_backward(d, grads, grad_stride, dz, act, last, n, group));

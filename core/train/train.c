@@ -25,6 +25,8 @@ typedef struct {
 // Steps ff_train_steps enqueues before it waits for the device: each has its own pinned index and
 // loss slot (and so its own captured graph), so the host never writes what a queued step reads.
 #define FF_TRAIN_INFLIGHT 4
+// One process's step hands all its micro-batches to ff_device_train_backward_reduced.
+_Static_assert(FF_MAX_MICROBATCHES <= FF_DEVICE_TREE_MAX_GROUPS, "the device sums every micro-batch count a step has");
 // Captured graphs kept: one per in-flight slot, for a full batch and for an epoch's short last one.
 #define FF_TRAIN_GRAPH_SLOTS (2 * FF_TRAIN_INFLIGHT)
 

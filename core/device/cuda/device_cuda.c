@@ -931,6 +931,8 @@ static ff_status cuda_train_backward(ff_device *d, float *grads, int64_t grad_st
     return cuda_train_backward_part(d, grads, grad_stride, dz, act, last, 0, n, group);
 }
 
+_Static_assert(FF_DEVICE_TREE_MAX_GROUPS <= FF_GPU_TREE_MAX_GROUPS,
+               "the fused kernel takes every group count the op admits");
 // device.h ff_device_train_backward_reduced: the own linear kernels sum their groups in the tree
 // as they go (ff_gpu_linear_backward_weights_tree), every other parameter's rows are written as in
 // a backward and then reduced, one tree per run of adjacent such parameters.

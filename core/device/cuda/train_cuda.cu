@@ -473,7 +473,8 @@ __global__ void k_linear_bwd_weights(float *__restrict__ dw, long long grad_stri
 // folded from the top (older + newer). Those are the fixed tree's additions in its order, for any
 // group count (every subtree of size 2^k is complete once its last group is; the tree's leftover
 // subtrees at the right end are joined right to left, as the fold does).
-#define LW_STACK 11  // partial sums a stack holds at most: one per bit of the group count (<= 1024)
+#define LW_STACK 11  // partial sums a stack holds at most: one per bit of the group count
+static_assert(FF_GPU_TREE_MAX_GROUPS < (1 << LW_STACK), "the stack holds one partial sum per bit of the group count");
 // A block computes a tile of LT_J rows x LT_I inputs for every group; each thread keeps 2 x 4 of
 // them. Images stream through shared memory LT_S at a time, so x is read once per row tile (where
 // one thread per (input, four rows) of k_linear_bwd_weights reads it once per four rows and group).
@@ -845,7 +846,7 @@ extern "C" ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, i
     FF_TRY(check_groups("linear weight gradient", L, group));
     const long long O = L->out_c, I = ff_shape_numel(L->in);
     const long long gx = (I + LT_I - 1) / LT_I, gy = (O + LT_J - 1) / LT_J;
-    if (gx > 0x7fffffffLL || gy > 65535 || (n + group - 1) / group > 1024)
+    if (gx > 0x7fffffffLL || gy > 65535 || (n + group - 1) / group > FF_GPU_TREE_MAX_GROUPS)
         return FF_FAIL(FF_ERR_INPUT, "linear weight gradient of %s in one pass: %lld inputs, %lld outputs, %lld groups",
                        L->name, I, O, (long long)((n + group - 1) / group));
     k_linear_bwd_weights_tree<<<dim3((unsigned)gx, (unsigned)gy), LT_T, 0, ff_cu_stream(s)>>>(dw, dy, x, O, I, n,

@@ -201,13 +201,13 @@ ff_status ff_device_train_backward(ff_device *d, float *grads, int64_t grad_stri
 ff_status ff_device_train_backward_part(ff_device *d, float *grads, int64_t grad_stride, float *dz,
                                         const float *const *act, int hi, int lo, int64_t n, int64_t group);
 bool ff_device_can_backward_in_parts(const ff_device *d);
-// The backward with its parameter gradients summed over the ceil(n / group) groups (at most 1024)
-// in train.h's fixed tree: grad[0, count) receives the bits of ff_device_train_backward followed by
-// ff_device_tree_reduce(grad, grads, groups, grad_stride, count); grads is scratch. One process's
-// step (nothing to exchange, so no row needs to outlive it). The cuda device's own linear kernels
-// sum the groups of a weight gradient as they compute them (ff_gpu_linear_backward_weights_tree)
-// instead of writing a row per group and reading it back: at batch 256, 150 MB of fc1's rows each
-// way.
+// The backward with its parameter gradients summed over the ceil(n / group) groups (at most
+// FF_DEVICE_TREE_MAX_GROUPS, train.h's FF_MAX_MICROBATCHES) in train.h's fixed tree: grad[0, count) receives the bits
+// of ff_device_train_backward followed by ff_device_tree_reduce(grad, grads, groups, grad_stride, count); grads is
+// scratch. One process's step (nothing to exchange, so no row needs to outlive it). The cuda device's own linear
+// kernels sum the groups of a weight gradient as they compute them (ff_gpu_linear_backward_weights_tree) instead of
+// writing a row per group and reading it back: at batch 256, 150 MB of fc1's rows each way.
+#define FF_DEVICE_TREE_MAX_GROUPS 1024
 ff_status ff_device_train_backward_reduced(ff_device *d, float *grad, float *grads, int64_t grad_stride, float *dz,
                                            const float *const *act, int last, int64_t n, int64_t group, int64_t count);
 

@@ -340,8 +340,10 @@ ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w
 ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
                                          const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s);
 // The same with the weight gradient summed over the ceil(n / group) groups in train.h's fixed tree
-// into dw (out, in) in one pass (the bits of its rows followed by ff_gpu_tree_reduce; at most 1024
-// groups); the bias gradient still a row per group in db (its rows are small).
+// into dw (out, in) in one pass (the bits of its rows followed by ff_gpu_tree_reduce; at most
+// FF_GPU_TREE_MAX_GROUPS groups: the kernel's stack of partial sums holds one per bit of the
+// count); the bias gradient still a row per group in db (its rows are small).
+#define FF_GPU_TREE_MAX_GROUPS 1024
 ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, int64_t grad_stride, const float *dy,
                                               const float *x, const ff_layer *L, int64_t n, int64_t group,
                                               ff_gpu_stream s);
