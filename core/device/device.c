@@ -258,12 +258,20 @@ ff_status ff_device_train_backward(ff_device *d, float *grads, int64_t grad_stri
     FF_TRY(check_train(d, last, n, group, "train backward"));
     return d->ops->train_backward(d, grads, grad_stride, dz, act, last, n, group);
 }
-ff_status ff_device_train_backward_part(ff_device *d, float *grads, int64_t grad_stride, float *dz,
-                                        const float *const *act, int hi, int lo, int64_t n, int64_t group) {
-    if (!d->ops->train_backward_part) return unsupported(d, "a backward in parts");
-    FF_TRY(check_train(d, hi, n, group, "train backward part"));
-    if (lo < 0 || lo > hi) return FF_FAIL(FF_ERR_INPUT, "train backward part: layers [%d, %d]", lo, hi);
-    return d->ops->train_backward_part(d, grads, grad_stride, dz, act, hi, lo, n, group);
+ff_status ff_device_train_backward_data(ff_device *d, float *dz, const float *const *act, int last, int64_t n,
+                                        int64_t group) {
+    if (!d->ops->train_backward_data) return unsupported(d, "a backward in two passes");
+    FF_TRY(check_train(d, last, n, group, "train backward (data gradients)"));
+    return d->ops->train_backward_data(d, dz, act, last, n, group);
+}
+ff_status ff_device_train_backward_params(ff_device *d, float *grads, int64_t grad_stride, const float *const *act,
+                                          int hi, int lo, int64_t n, int64_t group) {
+    if (!d->ops->train_backward_params) return unsupported(d, "a backward in two passes");
+    FF_TRY(check_train(d, hi, n, group, "train backward (parameter gradients)"));
+    if (lo < 0 || lo > hi)
+        return FF_FAIL(FF_ERR_INPUT, "train backward (parameter gradients): layers [%d, %d], expected lo <= hi", lo,
+                       hi);
+    return d->ops->train_backward_params(d, grads, grad_stride, act, hi, lo, n, group);
 }
 ff_status ff_device_train_backward_reduced(ff_device *d, float *grad, float *grads, int64_t grad_stride, float *dz,
                                            const float *const *act, int last, int64_t n, int64_t group, int64_t count) {
@@ -280,8 +288,8 @@ ff_status ff_device_train_backward_reduced(ff_device *d, float *grad, float *gra
     FF_TRY(d->ops->train_backward(d, grads, grad_stride, dz, act, last, n, group));
     return ff_device_tree_reduce(d, grad, grads, (n + group - 1) / group, grad_stride, count);
 }
-bool ff_device_can_backward_in_parts(const ff_device *d) {
-    return d->ops->train_backward_part != NULL;
+bool ff_device_can_backward_in_passes(const ff_device *d) {
+    return d->ops->train_backward_data && d->ops->train_backward_params;
 }
 ff_status ff_device_tree_reduce(ff_device *d, float *out, float *rows, int64_t nrows, int64_t stride, int64_t len) {
     if (!d->ops->tree_reduce) return unsupported(d, "training (tree reduction)");
@@ -310,8 +318,8 @@ ff_status ff_device_tree_sgd(ff_device *d, float *w_out, const float *w, float *
 
 // ---------------------------------------------------------------- captured work
 
-size_t ff_device_train_work_bytes(const ff_device *d, int last, int64_t n) {
-    return d->ops->train_work_bytes ? d->ops->train_work_bytes(d, last, n) : 0;
+size_t ff_device_train_work_bytes(const ff_device *d, int last, int64_t n, bool two_pass) {
+    return d->ops->train_work_bytes ? d->ops->train_work_bytes(d, last, n, two_pass) : 0;
 }
 
 ff_status ff_device_memory(const ff_device *d, size_t *free_bytes, size_t *total_bytes) {

@@ -46,12 +46,14 @@ typedef struct {
     // NULL: device.c runs train_backward, then tree_reduce over the rows
     ff_status (*train_backward_reduced)(ff_device *d, float *grad, float *grads, int64_t grad_stride, float *dz,
                                         const float *const *act, int last, int64_t n, int64_t group, int64_t count);
-    // NULL: the device backs up in one piece only
-    ff_status (*train_backward_part)(ff_device *d, float *grads, int64_t grad_stride, float *dz,
-                                     const float *const *act, int hi, int lo, int64_t n, int64_t group);
+    // NULL (both): the device backs up in one pass only
+    ff_status (*train_backward_data)(ff_device *d, float *dz, const float *const *act, int last, int64_t n,
+                                     int64_t group);
+    ff_status (*train_backward_params)(ff_device *d, float *grads, int64_t grad_stride, const float *const *act, int hi,
+                                       int lo, int64_t n, int64_t group);
     ff_status (*tree_reduce)(ff_device *d, float *out, float *rows, int64_t nrows, int64_t stride, int64_t len);
     ff_status (*synth)(ff_device *d, float *x, const ff_synth *s, int64_t first, int64_t n);
-    size_t (*train_work_bytes)(const ff_device *d, int last, int64_t n);  // NULL: none
+    size_t (*train_work_bytes)(const ff_device *d, int last, int64_t n, bool two_pass);  // NULL: none
     ff_status (*sgd)(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
                      float weight_decay, bool first);
     ff_status (*tree_sgd)(ff_device *d, float *w_out, const float *w, float *mom, float *rows, int64_t nrows,

@@ -359,7 +359,7 @@ static double train_device_bytes(const ff_trainer *t, int64_t B) {
     floats += (double)slots * N + 2 * N;               // gradient rows, the reduced gradient, momentum
     if (t->P > 1)                                      // reduce buffers, and the updated weights' slices
         floats += (double)slots * N + (double)(nmb + 1) * (double)slice_room(t);
-    return floats * sizeof(float) + (double)ff_device_train_work_bytes(t->dev, t->last, (int64_t)cap);
+    return floats * sizeof(float) + (double)ff_device_train_work_bytes(t->dev, t->last, (int64_t)cap, t->overlap);
 }
 
 // A GPU: refuse, before anything is allocated, a batch whose buffers would take more than 95 % of
@@ -492,10 +492,10 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     if (st == FF_OK) {
         t->dev = ff_exec_device(t->exec);
         t->comm = ff_exec_comm(t->exec);
+        t->overlap = o->overlap && P > 1 && t->nbuckets > 1 && ff_device_is_async(t->dev) &&
+                     ff_device_can_backward_in_passes(t->dev);
         st = check_device_memory(t);
         if (st == FF_OK) st = alloc_device(t);
-        t->overlap = o->overlap && P > 1 && t->nbuckets > 1 && ff_device_is_async(t->dev) &&
-                     ff_device_can_backward_in_parts(t->dev);
         t->phases.overlapped = t->overlap;
         t->phases.buckets = t->nbuckets;
         t->phases.windows = t->n_windowed;
@@ -866,15 +866,30 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
                               (size_t)my_len * sizeof(float));
 }
 
-// Overlap (t->overlap): after the captured forward, the backward bucket by bucket, each followed
-// by its preparation and fence b + 1, all queued at once; the exchange of bucket b then waits for
-// its fence only, so it runs while the device backs up the layers below.
+// The i-th bucket to be exchanged (i = 0, 1, ..): from the bottom layers up. Under overlap the
+// parameter gradients are computed in this order too (enqueue_backward_parts): the bottom bucket
+// (the MLP's fc1, 134 MB) goes first and the last exchange, the one the step waits for, is the top
+// layers' small bucket; the next forward also needs the bottom weights first. Every rank takes the
+// same order, and each bucket's exchange is its own, so the order changes no bit.
+static int exchange_order(const ff_trainer *t, int i) {
+    return t->nbuckets - 1 - i;
+}
+
+// Overlap (t->overlap): after the captured forward, the backward in two passes (device.h): every
+// data gradient first (they read the weights, which the buckets' all-gathers overwrite), then the
+// parameter gradients bucket by bucket in exchange order, each followed by its preparation and
+// fence b + 1, all queued at once; the exchange of bucket b then waits for its fence only, so it
+// runs while the device computes the next buckets' gradients.
 static ff_status enqueue_backward_parts(ff_trainer *t, const step_work *k) {
-    for (int b = 0; b < t->nbuckets; b++) {
+    if (k->nimg > 0)
+        FF_TRY(ff_device_train_backward_data(t->dev, t->dz, (const float *const *)t->act, t->last, k->nimg,
+                                             t->o.microbatch));
+    for (int i = 0; i < t->nbuckets; i++) {
+        const int b = exchange_order(t, i);
         if (k->nimg > 0)
-            FF_TRY(ff_device_train_backward_part(t->dev, t->grads, t->N, b == 0 ? t->dz : NULL,
-                                                 (const float *const *)t->act, t->bucket[b].layer_hi,
-                                                 t->bucket[b].layer_lo, k->nimg, t->o.microbatch));
+            FF_TRY(ff_device_train_backward_params(t->dev, t->grads, t->N, (const float *const *)t->act,
+                                                   t->bucket[b].layer_hi, t->bucket[b].layer_lo, k->nimg,
+                                                   t->o.microbatch));
         FF_TRY(prepare_bucket(t, k, b));
         FF_TRY(ff_device_fence_at(t->dev, b + 1));
     }
@@ -891,7 +906,8 @@ static ff_status enqueue_exchange(ff_trainer *t, const step_work *k) {
     block_map bm;
     map_blocks(&bm, t, ceil_div(k->b, t->o.microbatch));
     int64_t recv_at = 0, w_at = 0;
-    for (int bk = 0; bk < t->nbuckets; bk++) FF_TRY(exchange_bucket(t, k, &bm, bk, &recv_at, &w_at, k->parts, true));
+    for (int i = 0; i < t->nbuckets; i++)
+        FF_TRY(exchange_bucket(t, k, &bm, exchange_order(t, i), &recv_at, &w_at, k->parts, true));
     return k->parts ? ff_device_join_side(t->dev) : FF_OK;
 }
 
@@ -1072,10 +1088,11 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
             t_computed = ff_now();
         }
         int64_t recv_at = 0, w_at = 0;
-        for (int bk = 0; bk < t->nbuckets; bk++) {
+        for (int i = 0; i < t->nbuckets; i++) {
+            const int bk = exchange_order(t, i);
             if (k.parts) {
-                FF_TRY(ff_device_wait_fence_at(t->dev, bk + 1));   // this bucket's gradients are in
-                if (bk == t->nbuckets - 1) t_computed = ff_now();  // and with the last, the backward
+                FF_TRY(ff_device_wait_fence_at(t->dev, bk + 1));  // this bucket's gradients are in
+                if (i == t->nbuckets - 1) t_computed = ff_now();  // and with the last, the backward
             }
             const double t0 = ff_now();
             FF_TRY(exchange_bucket(t, &k, &bm, bk, &recv_at, &w_at, k.parts, false));

@@ -264,10 +264,11 @@ static void widen(double *b, int64_t count, int64_t T) {
 
 // ---------------------------------------------------------------- setup
 
-static ff_device *make_device(ff_device_kind kind) {
+static ff_device *make_device_with(ff_device_kind kind, ff_backend backend) {
     ff_plan_options po;
     if (ff_plan_options_default(&po) != FF_OK) return NULL;
     po.conv = FF_CONV_DIRECT;  // training runs direct convolutions (train.h)
+    po.backend = backend;
     ff_plan plan;
     if (ff_plan_build(&plan, &F.m, kind, &po) != FF_OK) return NULL;
     ff_device_options o = {.max_batch = N_IMG, .gpu = 0, .local_rank = 0, .borrow_weights = false};
@@ -277,6 +278,9 @@ static ff_device *make_device(ff_device_kind kind) {
         return NULL;
     }
     return d;
+}
+static ff_device *make_device(ff_device_kind kind) {
+    return make_device_with(kind, FF_BACKEND_OWN);
 }
 
 #define SETUP_OK(call)                                                         \
@@ -453,6 +457,100 @@ static void backward_reduced_bits(void **state) {
                      FF_ERR_INPUT);
     printf("  refused: %s\n", ff_last_error());
     ff_clear_error();
+    assert_int_equal(bad, 0);
+}
+
+// device.h's backward in two passes (the trainer's overlap): the data pass, then the parameter
+// gradients one parameterized layer a part, bottom part first (the trainer's exchange order), give
+// the rows of the one-pass backward bit for bit, on the own kernels and on cuBLAS (--backend vendor),
+// at 1, 4 and 13 groups. The parameter pass reads no weight: the device's weights are NaN while it
+// runs. Mutants: dz changed between the passes must show in the top layer; a parameter pass whose
+// data pass a one-pass backward has since replaced, and the cpu device, are refused.
+static void two_passes(ff_device *dev, float *rows, float *dz, int64_t nt, int64_t G, bool nan_weights) {
+    CHECK_OK(ff_device_train_backward_data(dev, dz, (const float *const *)F.gact, F.last, N_IMG, G));
+    CHECK_OK(ff_device_sync(dev));  // (the fill below runs on another stream)
+    float *params = ff_device_params(dev), *saved = NULL;
+    if (nan_weights) {
+        saved = download(params, (size_t)nt);
+        CHECK_OK(ff_gpu_fill(params, NAN, (size_t)nt, F.s));
+        CHECK_OK(ff_gpu_stream_sync(F.s));
+    }
+    int hi = F.last, lo[FF_MAX_LAYERS], his[FF_MAX_LAYERS], parts = 0;
+    for (int l = F.last; l >= 0; l--)  // a part per parameterized layer, reaching up to the next one
+        if (F.m.layers[l].op == FF_OP_CONV2D || F.m.layers[l].op == FF_OP_LINEAR || l == 0) {
+            lo[parts] = l, his[parts] = hi, parts++;
+            hi = l - 1;
+        }
+    for (int i = parts - 1; i >= 0; i--)  // bottom up
+        CHECK_OK(ff_device_train_backward_params(dev, rows, nt, (const float *const *)F.gact, his[i], lo[i], N_IMG, G));
+    if (saved) {
+        CHECK_OK(ff_device_upload(dev, params, saved, (size_t)nt));
+        CHECK_OK(ff_device_sync(dev));
+        free(saved);
+    }
+}
+
+static void backward_two_pass_bits(void **state) {
+    (void)state;
+    const int64_t nt = F.w.n_total;
+    upload_cpu_acts();
+    ff_device *vendor = make_device_with(FF_DEVICE_CUDA, FF_BACKEND_VENDOR);
+    assert_non_null(vendor);
+    assert_true(ff_device_can_backward_in_passes(F.gpu) && !ff_device_can_backward_in_passes(F.cpu));
+    const size_t ndz = act_floats(F.last + 1);
+    size_t bad = 0;
+    const int64_t groups[] = {13, 4, 1};
+    for (int v = 0; v < 2; v++)
+        for (size_t c = 0; c < sizeof groups / sizeof groups[0]; c++) {
+            ff_device *dev = v ? vendor : F.gpu;
+            const int64_t G = groups[c], ng = (N_IMG + G - 1) / G, n = ng * nt;
+            float *one = gpu_from(NULL, (size_t)n), *two = gpu_from(NULL, (size_t)n);
+            float *dz1 = gpu_from(F.dz, ndz), *dz2 = gpu_from(F.dz, ndz);
+            CHECK_OK(ff_gpu_fill(two, NAN, (size_t)n, F.s));  // an element left unwritten would show
+            CHECK_OK(ff_gpu_stream_sync(F.s));
+            CHECK_OK(ff_device_train_backward(dev, one, nt, dz1, (const float *const *)F.gact, F.last, N_IMG, G));
+            two_passes(dev, two, dz2, nt, G, true);
+            CHECK_OK(ff_device_sync(dev));
+            float *a = download(one, (size_t)n), *b = download(two, (size_t)n);
+            char what[96];
+            snprintf(what, sizeof what, "two passes (%s), %lld group(s): vs one pass", v ? "vendor" : "own",
+                     (long long)ng);
+            bad += check_bits(what, b, a, (size_t)n);
+            if (ng == 4 && !v) {  // mutant: dz scaled after the data pass, before the parameter pass
+                float *dz3 = gpu_from(F.dz, ndz);
+                CHECK_OK(ff_device_train_backward_data(dev, dz3, (const float *const *)F.gact, F.last, N_IMG, G));
+                float *dzx = malloc(ndz * sizeof(float));
+                for (size_t i = 0; i < ndz; i++) dzx[i] = 2.0f * F.dz[i];
+                CHECK_OK(ff_device_upload(dev, dz3, dzx, ndz));
+                CHECK_OK(ff_device_train_backward_params(dev, two, nt, (const float *const *)F.gact, F.last, F.last,
+                                                         N_IMG, G));
+                float *m = download(two, (size_t)n);
+                const int64_t w_at = F.w.w[F.last] - F.w.data;
+                size_t differ = 0;
+                for (int64_t i = w_at; i < w_at + F.m.layers[F.last].n_weight; i++)
+                    differ += memcmp(&m[i], &a[i], 4) != 0;
+                printf("  mutant (dz doubled between the passes): %zu of %lld top-layer weight gradients differ\n",
+                       differ, (long long)F.m.layers[F.last].n_weight);
+                assert_true(differ > 0);
+                free(m), free(dzx);
+                // a one-pass backward replaces the data pass: a parameter pass is refused, naming it
+                CHECK_OK(ff_device_train_backward(dev, one, nt, dz3, (const float *const *)F.gact, F.last, N_IMG, G));
+                assert_int_equal(
+                    ff_device_train_backward_params(dev, two, nt, (const float *const *)F.gact, F.last, 0, N_IMG, G),
+                    FF_ERR_INPUT);
+                printf("  refused: %s\n", ff_last_error());
+                ff_clear_error();
+                ff_device_free(F.gpu, dz3);
+            }
+            free(a), free(b);
+            ff_device_free(F.gpu, one), ff_device_free(F.gpu, two), ff_device_free(F.gpu, dz1),
+                ff_device_free(F.gpu, dz2);
+        }
+    assert_int_equal(ff_device_train_backward_data(F.cpu, F.dz, (const float *const *)F.cact, F.last, N_IMG, GROUP),
+                     FF_ERR_INPUT);
+    printf("  refused (cpu): %s\n", ff_last_error());
+    ff_clear_error();
+    ff_device_destroy(vendor);
     assert_int_equal(bad, 0);
 }
 
@@ -1067,6 +1165,7 @@ int main(void) {
         cmocka_unit_test(relu_maxpool_backward_bits),   cmocka_unit_test(tree_reduce_sgd_gather_bits),
         cmocka_unit_test(conv_backward_strided_padded), cmocka_unit_test(data_gradients_fast_paths),
         cmocka_unit_test(train_backward_within_bound),  cmocka_unit_test(backward_reduced_bits),
+        cmocka_unit_test(backward_two_pass_bits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -103,11 +103,15 @@ typedef struct {
     // inside a capture of a step that ran eagerly first).
     float *d_grad[2];
     size_t grad_floats;
-    // A backward in parts (ff_device_train_backward_part): where the last part left the data
-    // gradient, which of d_grad it writes next, the layer the next part must start at (-1: none)
-    // and the first part's top layer (the buffers stay sized for it).
-    const float *bw_cur;
-    int bw_next, bw_expect, bw_top;
+    // A backward in two passes (ff_device_train_backward_data, then _params): the output gradient
+    // of each parameterized layer as the data pass left it (dz for the top layer, the others in
+    // d_kept, kept_floats floats), the images and the top layer of that pass (bw_n -1: none, or a
+    // later one-pass backward has reused the buffers).
+    const float *bw_dy[FF_MAX_LAYERS];
+    int64_t bw_n;
+    int bw_top;
+    float *d_kept;
+    size_t kept_floats;
     float *d_train_work;
     size_t train_work_floats;
     float *d_ones;  // --backend vendor's bias gradients: ones_n floats of 1.0 (a GEMM with a ones vector)
@@ -137,6 +141,7 @@ static void cuda_destroy(ff_device *d) {
     if (!c->params_adopted) ff_gpu_free(c->d_params);
     for (int i = 0; i < 3; i++) ff_gpu_free(c->d_buf[i]);
     for (int i = 0; i < 2; i++) ff_gpu_free(c->d_grad[i]);
+    ff_gpu_free(c->d_kept);
     ff_gpu_free(c->d_train_work);
     ff_gpu_free(c->d_ones);
     if (c->side) ff_gpu_stream_destroy(c->side);
@@ -243,7 +248,7 @@ ff_status ff_device_cuda_create(ff_device **out, const ff_model *m, const ff_wei
     *out = NULL;
     cuda_device *c = calloc(1, sizeof *c);
     if (!c) return FF_FAIL(FF_ERR_OOM, "cuda device: out of host memory");
-    c->bw_expect = -1;  // no backward in parts under way
+    c->bw_n = -1;  // no backward in two passes under way
     ff_status st = cuda_setup(c, m, w, p, o);
     if (st != FF_OK) {
         cuda_destroy(&c->base);
@@ -805,9 +810,34 @@ static size_t train_work_need(const ff_model *m, int last, int64_t n) {
     return (size_t)need;
 }
 
-static size_t cuda_train_work_bytes(const ff_device *d, int last, int64_t n) {
+static bool has_params(const ff_layer *L) {
+    return L->op == FF_OP_CONV2D || L->op == FF_OP_LINEAR;
+}
+
+// The backward in two passes keeps, per image, the output gradient of every parameterized layer
+// below the top one (the top's is dz), one after the other from layer 0 up. kept_offset: where the
+// gradient of layer l's input goes when that input is, through flattens, the output of such a layer
+// (-1: it is not; it goes through the ping-pong buffers). kept_per_image: all of them, layers [0, last].
+static int64_t kept_offset(const ff_model *m, int l) {
+    int p = l - 1;
+    while (p >= 0 && m->layers[p].op == FF_OP_FLATTEN) p--;
+    if (p < 0 || !has_params(&m->layers[p])) return -1;
+    int64_t at = 0;
+    for (int q = 0; q < p; q++)
+        if (has_params(&m->layers[q])) at += ff_shape_numel(m->layers[q].out);
+    return at;
+}
+static int64_t kept_per_image(const ff_model *m, int last) {
+    int64_t f = 0;
+    for (int q = 0; q < last; q++)
+        if (has_params(&m->layers[q])) f += ff_shape_numel(m->layers[q].out);
+    return f;
+}
+
+static size_t cuda_train_work_bytes(const ff_device *d, int last, int64_t n, bool two_pass) {
     const ff_model *m = d->model;
-    return (train_work_need(m, last, n) + 2 * (size_t)n * (size_t)m->max_act + lin_work_need(d, last, n)) *
+    const size_t kept = two_pass ? (size_t)n * (size_t)kept_per_image(m, last) : 0;
+    return (train_work_need(m, last, n) + 2 * (size_t)n * (size_t)m->max_act + kept + lin_work_need(d, last, n)) *
            sizeof(float);
 }
 
@@ -839,6 +869,18 @@ static ff_status ensure_train_buffers(cuda_device *c, size_t floats, size_t work
     return FF_OK;
 }
 
+// The two-pass backward's kept output gradients: at least `floats` (grown as ensure_train_buffers).
+static ff_status ensure_kept(cuda_device *c, size_t floats) {
+    if (c->kept_floats >= floats && c->d_kept) return FF_OK;
+    FF_TRY(ff_gpu_stream_sync(c->stream));
+    ff_gpu_free(c->d_kept);
+    c->d_kept = NULL;
+    c->kept_floats = 0;
+    FF_TRY(ff_gpu_alloc((void **)&c->d_kept, floats * sizeof(float), "the backward's kept output gradients"));
+    c->kept_floats = floats;
+    return FF_OK;
+}
+
 // At least n ones on the device (grown on an eager step, as ensure_train_buffers).
 static ff_status ensure_ones(cuda_device *c, int64_t n) {
     if (c->ones_n >= n && c->d_ones) return FF_OK;
@@ -852,49 +894,64 @@ static ff_status ensure_ones(cuda_device *c, int64_t n) {
     return FF_OK;
 }
 
-// From the top layer down, all n images per launch: conv/linear write group g's weight and bias
+// Which part of the backward train_backward runs: all of it, layer by layer (a layer's parameter
+// gradients, then its data gradient); only the data gradients, keeping every parameterized layer's
+// output gradient (device.h ff_device_train_backward_data); or only the parameter gradients of
+// layers [lo, hi] from those (ff_device_train_backward_params). Each kernel gets the same inputs in
+// every pass, so the passes give the bits of the whole.
+typedef enum { BACKWARD_ALL, BACKWARD_DATA, BACKWARD_PARAMS } backward_pass;
+
+// From layer hi down to lo, all n images per launch: conv/linear write group g's weight and bias
 // gradients into row g of grads at the layer's offsets in ff_weights' layout (the weight kernels
 // keep each group's sums apart), then the data gradient (not for layer 0: the input's gradient is
 // never needed); relu and maxpool pass the gradient back; flatten passes it through unchanged (same
-// memory layout). Data gradients ping-pong between d_grad[0] and d_grad[1]; dz is only read. The
-// conv weight and the conv/linear data gradients run their fast paths (gpu.h) with the shared
-// workspace.
-// A part (layers [lo, hi]) continues from where the previous part left cur and next (dz NULL).
-static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_stride, float *dz, const float *const *act,
-                                int hi, int lo, int64_t n, int64_t group) {
+// memory layout). Data gradients ping-pong between d_grad[0] and d_grad[1], except those the data
+// pass keeps (d_kept); dz is only read. The conv weight and the conv/linear data gradients run their
+// fast paths (gpu.h) with the shared workspace.
+static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads, int64_t grad_stride, const float *dz,
+                                const float *const *act, int hi, int lo, int64_t n, int64_t group) {
     const ff_model *m = c->base.model;
-    if (!dz && (c->bw_expect < 0 || hi != c->bw_expect))
-        return FF_FAIL(FF_ERR_INPUT, "train backward part from layer %d: the previous part %s", hi,
-                       c->bw_expect < 0 ? "ended the backward (or none began one)" : "ended elsewhere");
-    if (dz) c->bw_top = hi;
-    // sized for the whole backward, so a later part never grows (and frees) a buffer in use
-    FF_TRY(ensure_train_buffers(c, (size_t)n * (size_t)m->max_act, train_work_need(m, c->bw_top, n)));
+    const bool params = pass != BACKWARD_DATA, data = pass != BACKWARD_PARAMS;
+    if (pass == BACKWARD_PARAMS && (c->bw_n != n || hi > c->bw_top))
+        return FF_FAIL(FF_ERR_INPUT,
+                       "train backward: parameter gradients of layers [%d, %d] for %lld images, expected a data "
+                       "pass of as many images through layer %d first",
+                       lo, hi, (long long)n, hi);
+    if (data) {
+        FF_TRY(ensure_train_buffers(c, (size_t)n * (size_t)m->max_act, train_work_need(m, hi, n)));
+        if (pass == BACKWARD_DATA) FF_TRY(ensure_kept(c, (size_t)n * (size_t)kept_per_image(m, hi)));
+        c->bw_n = -1;  // the kept gradients are (re)written now
+    }
     float *work = c->d_train_work;
-    const float *cur = dz ? dz : c->bw_cur;
-    int next = dz ? 0 : c->bw_next;
-    c->bw_expect = -1;
+    const float *cur = dz;
+    int next = 0;
     for (int l = hi; l >= lo; l--) {
         const ff_layer *L = &m->layers[l];
         const float *x = act[l], *y = act[l + 1];
-        float *dx = c->d_grad[next];
-        const bool need_dx = l > 0;
+        const bool need_dx = data && l > 0;
+        const int64_t keep_at = pass == BACKWARD_DATA && need_dx ? kept_offset(m, l) : -1;
+        float *dx = !need_dx ? NULL : keep_at >= 0 ? c->d_kept + keep_at * n : c->d_grad[next];
         switch (L->op) {
             case FF_OP_CONV2D:
             case FF_OP_LINEAR: {
+                if (pass == BACKWARD_DATA) c->bw_dy[l] = cur;
+                if (pass == BACKWARD_PARAMS) cur = c->bw_dy[l];
                 float *gw = grads + (c->d_w[l] - c->d_params), *gb = grads + (c->d_b[l] - c->d_params);
                 if (L->op == FF_OP_CONV2D) {
-                    FF_TRY(ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work, c->stream));
+                    if (params)
+                        FF_TRY(
+                            ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work, c->stream));
                     if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
                 } else if (c->base.plan.opt.backend == FF_BACKEND_VENDOR) {  // cuBLAS (gpu.h)
-                    FF_TRY(ensure_ones(c, group < n ? group : n));
-                    FF_TRY(ff_gpu_linear_vendor_backward(gw, gb, grad_stride, need_dx ? dx : NULL, cur, x, c->d_w[l], L,
+                    if (params) FF_TRY(ensure_ones(c, group < n ? group : n));
+                    FF_TRY(ff_gpu_linear_vendor_backward(params ? gw : NULL, gb, grad_stride, dx, cur, x, c->d_w[l], L,
                                                          n, group, c->d_ones, c->blas, c->stream));
-                } else if (c->tree_into) {  // summed over the groups as they are computed
-                    FF_TRY(ff_gpu_linear_backward_weights_tree(c->tree_into + (c->d_w[l] - c->d_params), gb,
-                                                               grad_stride, cur, x, L, n, group, c->stream));
-                    if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
                 } else {
-                    FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, c->stream));
+                    if (params && c->tree_into)  // summed over the groups as they are computed
+                        FF_TRY(ff_gpu_linear_backward_weights_tree(c->tree_into + (c->d_w[l] - c->d_params), gb,
+                                                                   grad_stride, cur, x, L, n, group, c->stream));
+                    else if (params)
+                        FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, c->stream));
                     if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
                 }
                 break;
@@ -907,28 +964,38 @@ static ff_status train_backward(cuda_device *c, float *grads, int64_t grad_strid
                 break;
             default: continue;  // flatten (device.c admits no other op)
         }
+        if (!need_dx) continue;
         cur = dx;
-        next ^= 1;
+        if (keep_at < 0) next ^= 1;  // the ping-pong buffer not holding cur
     }
-    c->bw_cur = cur;
-    c->bw_next = next;
-    c->bw_expect = lo > 0 ? lo - 1 : -1;
+    if (pass == BACKWARD_DATA) {
+        c->bw_n = n;
+        c->bw_top = hi;
+    }
     return FF_OK;
 }
 
-static ff_status cuda_train_backward_part(ff_device *d, float *grads, int64_t grad_stride, float *dz,
-                                          const float *const *act, int hi, int lo, int64_t n, int64_t group) {
-    cuda_device *c = cuda_of(d);
+// A pass runs with the fast paths' tuning switched on around it (tuning_begin).
+static ff_status run_backward(cuda_device *c, backward_pass pass, float *grads, int64_t grad_stride, const float *dz,
+                              const float *const *act, int hi, int lo, int64_t n, int64_t group) {
     bool tuning = false;
     FF_TRY(tuning_begin(c, &tuning));
-    const ff_status st = train_backward(c, grads, grad_stride, dz, act, hi, lo, n, group);
+    const ff_status st = train_backward(c, pass, grads, grad_stride, dz, act, hi, lo, n, group);
     if (tuning) ff_gpu_set_tuning(false);
     return st;
 }
 
 static ff_status cuda_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz,
                                      const float *const *act, int last, int64_t n, int64_t group) {
-    return cuda_train_backward_part(d, grads, grad_stride, dz, act, last, 0, n, group);
+    return run_backward(cuda_of(d), BACKWARD_ALL, grads, grad_stride, dz, act, last, 0, n, group);
+}
+static ff_status cuda_train_backward_data(ff_device *d, float *dz, const float *const *act, int last, int64_t n,
+                                          int64_t group) {
+    return run_backward(cuda_of(d), BACKWARD_DATA, NULL, 0, dz, act, last, 0, n, group);
+}
+static ff_status cuda_train_backward_params(ff_device *d, float *grads, int64_t grad_stride, const float *const *act,
+                                            int hi, int lo, int64_t n, int64_t group) {
+    return run_backward(cuda_of(d), BACKWARD_PARAMS, grads, grad_stride, NULL, act, hi, lo, n, group);
 }
 
 _Static_assert(FF_DEVICE_TREE_MAX_GROUPS <= FF_GPU_TREE_MAX_GROUPS,
@@ -1048,7 +1115,8 @@ static const ff_device_ops cuda_ops = {
     .softmax_xent = cuda_softmax_xent,
     .train_backward = cuda_train_backward,
     .train_backward_reduced = cuda_train_backward_reduced,
-    .train_backward_part = cuda_train_backward_part,
+    .train_backward_data = cuda_train_backward_data,
+    .train_backward_params = cuda_train_backward_params,
     .train_work_bytes = cuda_train_work_bytes,
     .tree_reduce = cuda_tree_reduce,
     .sgd = cuda_sgd,

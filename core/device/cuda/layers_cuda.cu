@@ -1168,12 +1168,14 @@ extern "C" ff_status ff_gpu_linear_vendor_backward(float *gw, float *gb, int64_t
     for (int64_t at = 0; at < n; at += group, g++) {
         const int G = (int)(n - at < group ? n - at : group);
         const float *xg = x + at * I, *dyg = dy + at * J;
-        FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_T, (int)I, (int)J, G, &one, xg, (int)I, dyg, (int)J, &zero,
-                                  gw + g * grad_stride, (int)I),
-                      "cublasSgemm (weight gradient)");
-        FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_N, (int)J, 1, G, &one, dyg, (int)J, ones, G, &zero,
-                                  gb + g * grad_stride, (int)J),
-                      "cublasSgemm (bias gradient)");
+        if (gw) {
+            FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_T, (int)I, (int)J, G, &one, xg, (int)I, dyg, (int)J,
+                                      &zero, gw + g * grad_stride, (int)I),
+                          "cublasSgemm (weight gradient)");
+            FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_N, (int)J, 1, G, &one, dyg, (int)J, ones, G, &zero,
+                                      gb + g * grad_stride, (int)J),
+                          "cublasSgemm (bias gradient)");
+        }
         if (dx)
             FF_CUBLAS_TRY(cublasSgemm(b, CUBLAS_OP_N, CUBLAS_OP_N, (int)I, G, (int)J, &one, w, (int)I, dyg, (int)J,
                                       &zero, dx + at * I, (int)I),

@@ -193,14 +193,20 @@ ff_status ff_device_softmax_xent(ff_device *d, float *dz, float *loss, const flo
 // ff_weights' layout in each row). dz is overwritten (used as scratch).
 ff_status ff_device_train_backward(ff_device *d, float *grads, int64_t grad_stride, float *dz, const float *const *act,
                                    int last, int64_t n, int64_t group);
-// The same backward in parts, so that work can be queued between them (the trainer's gradient
-// buckets): layers [lo, hi], top down. A call with dz begins a backward at layer hi (the logits
-// layer) from dz; a call with dz NULL continues from the data gradient the previous part left
-// (its lo must be this hi + 1). Parts give the bits of one ff_device_train_backward. FF_ERR_INPUT
-// "not supported" where a device cannot (ff_device_can_backward_in_parts).
-ff_status ff_device_train_backward_part(ff_device *d, float *grads, int64_t grad_stride, float *dz,
-                                        const float *const *act, int hi, int lo, int64_t n, int64_t group);
-bool ff_device_can_backward_in_parts(const ff_device *d);
+// The same backward in two passes, so that gradient buckets can be exchanged while the device
+// still computes (the trainer's overlap): first every data gradient, layers [0, last] top down from
+// dz, the output gradients the parameter gradients need kept on the device (dz among them: leave it
+// as it is until the second pass is done); then the parameter gradients of layers [lo, hi] (hi at
+// most the data pass's last), in parts, in any order, each layer once. The data pass reads every
+// weight and the second pass none, so once the data pass is queued the weights may be overwritten.
+// Together they give the bits of one ff_device_train_backward. FF_ERR_INPUT "not supported" where
+// a device cannot (ff_device_can_backward_in_passes); a parameter pass without a data pass of as
+// many images is refused.
+ff_status ff_device_train_backward_data(ff_device *d, float *dz, const float *const *act, int last, int64_t n,
+                                        int64_t group);
+ff_status ff_device_train_backward_params(ff_device *d, float *grads, int64_t grad_stride, const float *const *act,
+                                          int hi, int lo, int64_t n, int64_t group);
+bool ff_device_can_backward_in_passes(const ff_device *d);
 // The backward with its parameter gradients summed over the ceil(n / group) groups (at most
 // FF_DEVICE_TREE_MAX_GROUPS, train.h's FF_MAX_MICROBATCHES) in train.h's fixed tree: grad[0, count) receives the bits
 // of ff_device_train_backward followed by ff_device_tree_reduce(grad, grads, groups, grad_stride, count); grads is
@@ -231,8 +237,9 @@ ff_status ff_device_tree_sgd(ff_device *d, float *w_out, const float *w, float *
                              int64_t stride, int64_t count, float lr, float momentum, float weight_decay, bool first);
 
 // Bytes of scratch the training backward of layers [0, last] allocates on the device for n images
-// at once (a GPU's GEMM workspaces and its two data-gradient buffers; 0 on the cpu device).
-size_t ff_device_train_work_bytes(const ff_device *d, int last, int64_t n);
+// at once (a GPU's GEMM workspaces and its two data-gradient buffers, and with two_pass the output
+// gradients the backward in two passes keeps; 0 on the cpu device).
+size_t ff_device_train_work_bytes(const ff_device *d, int last, int64_t n, bool two_pass);
 
 // Free and total bytes of the device's memory now (a GPU: cudaMemGetInfo); 0 and 0 on the host,
 // where the operating system decides. What the trainer checks a batch against before it allocates.

@@ -162,8 +162,8 @@ ff_status ff_gpu_linear_vendor(float *out, const float *in, const float *w, cons
                                bool relu, int64_t n, ff_gpu_blas h, ff_gpu_stream s);
 // The backward of a linear layer through cuBLAS (--backend vendor, training): for each group of
 // `group` consecutive images (the last may be shorter), the weight gradient dy_g^T x_g (out x in)
-// at gw + g * grad_stride and the bias gradient dy_g^T 1 at gb + g * grad_stride; and, dx not NULL,
-// the data gradient dx (n, in) = dy (n, out) w (out, in). ones: at least `group` device floats of
+// at gw + g * grad_stride and the bias gradient dy_g^T 1 at gb + g * grad_stride (gw NULL: neither);
+// and, dx not NULL, the data gradient dx (n, in) = dy (n, out) w (out, in). ones: at least `group` device floats of
 // 1.0. One SGEMM of one shape per group (cuBLAS may choose another algorithm for another shape), so
 // the bits do not depend on n: the same on any rank count and --shares on one GPU model and library
 // version, another digest class than the own kernels.
