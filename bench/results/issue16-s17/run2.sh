@@ -8,6 +8,7 @@
 #      the exchange with host waits, then the update)
 #   3. direct:4 with --bucket-mb 4, 64 and 256 beside the default (a quarter of the model)
 #   4. per-kernel GPU time (tools/kernel_trace.c) of cuda at batch 512 and of direct:4, rank 0
+# With fewer than four GPUs the P = 4 runs are left out and the bucket sizes are tried at P = 2.
 # Usage: bash bench/results/issue16-s17/run2.sh OUTDIR   (carry .deps, .ff-source-commit)
 set -uo pipefail
 out=${1:?usage: run2.sh OUTDIR}
@@ -21,6 +22,7 @@ el() { echo "[+$(( $(date +%s) - t0 )) s] $*"; }
 fin() { tar -C "$out" -czf /tmp/run2.tgz . 2>/dev/null; mv /tmp/run2.tgz "$out/../run2.tgz"; }
 trap fin EXIT
 nvidia-smi -L; cat .ff-source-commit 2>/dev/null
+ngpu=$(nvidia-smi -L | grep -c "^GPU"); P=$(( ngpu >= 4 ? 4 : 2 ))
 cmake -S . -B $b -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" \
   -DFF_SOURCE_COMMIT="$(cat .ff-source-commit 2>/dev/null)" > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
 cmake --build $b -j 32 --target fivefold ff_kernel_trace > "$out/build.log" 2>&1 || { grep -E "error|FAILED" "$out/build.log" | head -30; exit 1; }
@@ -57,25 +59,27 @@ one cuda-b2048 2048
 one cuda-b1024 1024
 one cuda-b512 512
 dp direct2 2
-dp direct4 4
+[ $P = 4 ] && dp direct4 4
 el "phase split"
 dp direct2-split 2 --overlap off -- FF_QUEUED_COMM=0
-dp direct4-split 4 --overlap off -- FF_QUEUED_COMM=0
+[ $P = 4 ] && dp direct4-split 4 --overlap off -- FF_QUEUED_COMM=0
 el "buckets"
 for k in a b; do
-  dp direct4-bk4-$k 4 --bucket-mb 4
-  dp direct4-bkdef-$k 4
-  dp direct4-bk64-$k 4 --bucket-mb 64
-  dp direct4-bk256-$k 4 --bucket-mb 256
+  dp direct$P-bk4-$k $P --bucket-mb 4
+  dp direct$P-bkdef-$k $P
+  dp direct$P-bk64-$k $P --bucket-mb 64
+  dp direct$P-bk256-$k $P --bucket-mb 256
 done
 el "traces"
 timeout 60 env FF_KERNEL_TRACE="$out/trace-cuda512" FF_KERNEL_TRACE_SKIP=2 LD_PRELOAD=$b/libff_kernel_trace.so \
   $F train --mode cuda $A --batch 512 --microbatch 512 > "$out/trace-cuda512.log" 2>&1
 timeout 60 env FF_KERNEL_TRACE="$out/trace-cuda2048" FF_KERNEL_TRACE_SKIP=2 LD_PRELOAD=$b/libff_kernel_trace.so \
   $F train --mode cuda $A --batch 2048 --microbatch 2048 > "$out/trace-cuda2048.log" 2>&1
-timeout 60 $mpx -n 4 env FF_KERNEL_TRACE="$out/trace-direct4" FF_KERNEL_TRACE_SKIP=2 LD_PRELOAD=$b/libff_kernel_trace.so \
-  $F train --mode direct $A --batch 2048 --microbatch 512 > "$out/trace-direct4.log" 2>&1
-for f in "$out"/trace-cuda512.*.txt "$out"/trace-cuda2048.*.txt $(ls "$out"/trace-direct4.*.txt | head -1); do
+timeout 60 $mpx -n $P env FF_KERNEL_TRACE="$out/trace-direct$P" FF_KERNEL_TRACE_SKIP=2 LD_PRELOAD=$b/libff_kernel_trace.so \
+  $F train --mode direct $A --batch 2048 --microbatch $((2048 / P)) > "$out/trace-direct$P.log" 2>&1
+timeout 60 env FF_KERNEL_TRACE="$out/trace-cuda1024" FF_KERNEL_TRACE_SKIP=2 LD_PRELOAD=$b/libff_kernel_trace.so \
+  $F train --mode cuda $A --batch 1024 --microbatch 1024 > "$out/trace-cuda1024.log" 2>&1
+for f in "$out"/trace-cuda512.*.txt "$out"/trace-cuda1024.*.txt "$out"/trace-cuda2048.*.txt $(ls "$out"/trace-direct$P.*.txt | head -1); do
   echo "== $f"; head -22 "$f" | cut -c1-170
 done
 el done
