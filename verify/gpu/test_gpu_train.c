@@ -709,10 +709,15 @@ static void tree_reduce_sgd_gather_bits(void **state) {
     // tree and SGD fused (ff_device_tree_sgd, the deterministic exchange's last step): the GPU's one
     // kernel (up to 8 rows) and its fallback (the tree first, more rows) against the cpu device,
     // which runs the tree then the rule; the updated weights into their own buffer (w untouched) and
-    // in place; row 0 keeps the reduced gradient. Bad shapes are refused naming them.
+    // in place; row 0 keeps the reduced gradient. Two shapes: a row stride of 3011 (the kernel one
+    // float at a time) and of 600004 with 600003 floats (16-byte aligned: float4s from a grid of one
+    // block per multiprocessor, several passes of it, and three floats past the last float4). Bad
+    // shapes are refused naming them.
     const int64_t tr_rows[] = {1, 2, 3, 4, 8, 9, 13};
-    for (size_t t = 0; t < sizeof tr_rows / sizeof tr_rows[0]; t++) {
-        const int64_t nr = tr_rows[t], tl = 3000, ts = 3011;
+    for (size_t t = 0; t < 2 * sizeof tr_rows / sizeof tr_rows[0]; t++) {
+        const bool wide = t >= sizeof tr_rows / sizeof tr_rows[0];
+        const int64_t nr = tr_rows[t % (sizeof tr_rows / sizeof tr_rows[0])], tl = wide ? 600003 : 3000,
+                      ts = wide ? 600004 : 3011;
         const bool in_place = t % 2 == 1;
         float *rows = tu_rand((size_t)(nr * ts), 1000 + (uint64_t)t, 0.01f);
         for (int64_t j = 0; j < nr; j++)
@@ -727,7 +732,8 @@ static void tree_reduce_sgd_gather_bits(void **state) {
         CHECK_OK(ff_device_tree_sgd(F.gpu, gout, gw, gm, grows, nr, ts, tl, 0.01f, 0.9f, 1e-3f, false));
         float *out_g = download(gout, (size_t)tl), *m_g = download(gm, (size_t)tl), *r_g = download(grows, (size_t)tl);
         char what[96];
-        snprintf(what, sizeof what, "tree_sgd %lld rows (%s): weights", (long long)nr, in_place ? "in place" : "apart");
+        snprintf(what, sizeof what, "tree_sgd %lld rows (%s, stride %lld): weights", (long long)nr,
+                 in_place ? "in place" : "apart", (long long)ts);
         bad += check_bits(what, out_g, in_place ? w : w_out, (size_t)tl);
         snprintf(what, sizeof what, "tree_sgd %lld rows: momentum", (long long)nr);
         bad += check_bits(what, m_g, mom, (size_t)tl);
