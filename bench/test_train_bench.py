@@ -81,7 +81,8 @@ class TrainBenchTest(unittest.TestCase):
         self.assertTrue(d["gate"]["checks"][0]["command"].endswith("verify --model mnist-cnn --mode serial"))
         self.assertRegex(d["gate"]["checks"][0]["summary"], r"\d+ passed, 0 failed")
         self.assertEqual(d["method"]["flops_per_image"], 23984896)
-        self.assertIn("3 * forward FLOPs/image", d["method"]["tflops"])
+        self.assertEqual(d["method"]["step_flops_per_image"], 3 * 23984896 - 2 * 32 * 1 * 3 * 3 * 26 * 26)
+        self.assertIn("3 * forward FLOPs/image - 2 * 32*1*3*3*26*26", d["method"]["tflops"])
         self.assertTrue(d["method"]["warmup_epoch_excluded"])
         whats = [c["what"] for c in d["commands"]]
         self.assertEqual(whats, ["gate serial", "fivefold serial batch 64", "pytorch eager batch 64"])
@@ -97,7 +98,7 @@ class TrainBenchTest(unittest.TestCase):
         self.assertEqual(ff["epoch_s"], statistics.median(ff["seconds_per_epoch"][1:]))
         self.assertTrue(ff["first_epoch_excluded"])
         self.assertEqual(ff["images_per_epoch"], 512)
-        self.assertAlmostEqual(ff["tflops"], 3 * 23984896 * 512 / ff["epoch_s"] / 1e12, places=12)
+        self.assertAlmostEqual(ff["tflops"], 71565312 * 512 / ff["epoch_s"] / 1e12, places=12)
         self.assertAlmostEqual(ff["peak_fraction"], ff["tflops"] / 51.0, places=12)
         self.assertEqual(ff["test_accuracy"], ff["json"]["test_accuracy"][-1])
         self.assertGreater(ff["test_accuracy"], 20)
@@ -176,6 +177,8 @@ class TrainBenchTest(unittest.TestCase):
 
 MLP_GOLDEN = os.path.join(os.path.dirname(HERE), "golden", "data", "mlp-small.h5")
 MLP_SMALL_FWD_FLOPS = 2 * (256 * 512 + 512 * 384 + 384 * 256 + 256 * 128 + 128 * 64 + 64 * 32)  # 937,984
+# a step: forward, weight gradients and input gradients, fc1's input gradient left out (never computed)
+MLP_SMALL_STEP_FLOPS = 3 * MLP_SMALL_FWD_FLOPS - 2 * 256 * 512  # 2,551,808
 MLP_TINY = ["--model", "mlp-small", "--device", "cpu", "--batch", "128", "--epochs", "2", "--train-limit", "512",
             "--test-limit", "256"]
 
@@ -204,6 +207,7 @@ class MlpBenchTest(unittest.TestCase):
         else:
             self.assertEqual(d["gate"], {"passed": None, "skipped": True, "checks": []})
         self.assertEqual(d["method"]["flops_per_sample"], MLP_SMALL_FWD_FLOPS)
+        self.assertEqual(d["method"]["step_flops_per_sample"], MLP_SMALL_STEP_FLOPS)
         self.assertEqual([x["multiply_adds"] for x in d["method"]["flops_layers"]],
                          [256 * 512, 512 * 384, 384 * 256, 256 * 128, 128 * 64, 64 * 32])
         whats = [c["what"] for c in d["commands"]]
@@ -223,7 +227,7 @@ class MlpBenchTest(unittest.TestCase):
             self.assertEqual((x["images_per_epoch"], x["steps_per_epoch"]), (512, 4))
             self.assertEqual(x["epoch_s"], x["seconds_per_epoch"][1])
             self.assertAlmostEqual(x["ms_per_step"], 1e3 * x["epoch_s"] / 4, places=9)
-            self.assertAlmostEqual(x["tflops"], 3 * MLP_SMALL_FWD_FLOPS * 512 / x["epoch_s"] / 1e12, places=12)
+            self.assertAlmostEqual(x["tflops"], MLP_SMALL_STEP_FLOPS * 512 / x["epoch_s"] / 1e12, places=12)
             self.assertAlmostEqual(x["peak_fraction"], x["tflops"] / 51.0, places=12)
         for x in (pe, pd):  # the peer's own per-step medians, kept beside
             self.assertEqual(x["step_ms_events"], x["json"]["step_ms_median"])

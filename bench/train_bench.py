@@ -21,9 +21,11 @@ Order of work:
      first is warm-up: allocations, cuDNN/kernel autotuning, caches), all of them when E = 1;
      ratio = PyTorch epoch s / fivefold epoch s for each (mode, variant) pair (> 1: fivefold is
      faster); test accuracy of both after the last epoch and the difference in points (fivefold
-     minus PyTorch); fivefold's TFLOP/s = 3 x forward FLOPs per image x images per epoch / epoch s
-     against --peak-tflops (forward + input-gradient + weight-gradient, each about the forward's
-     FLOPs).
+     minus PyTorch); fivefold's TFLOP/s = the FLOPs a step computes per image x images per epoch /
+     epoch s against --peak-tflops: 3 x the forward's (forward + input gradient + weight gradient,
+     each about the forward's FLOPs) less the first layer's input gradient, which neither side
+     computes (the images need no gradient). Until session 17 that layer was counted too, which put
+     the MLP's one-GPU step at 106 % of the peak.
 
 Modes: serial, cuda (one process), mpi:P, hybrid:P, direct:P (P ranks under the mpiexec prefix).
 Peers: eager, graph, ddp[:P] (ddp without P: the peer's default, one rank per GPU), ddp-graph[:P]
@@ -92,9 +94,12 @@ LAYERS = [  # (name, multiply-adds per image)
     ("fc2 128->10", 128 * 10),
 ]
 FLOPS_PER_IMAGE = 2 * sum(m for _, m in LAYERS)  # 23,984,896
+STEP_FLOPS_PER_IMAGE = 3 * FLOPS_PER_IMAGE - 2 * LAYERS[0][1]  # 71,565,312
 FLOPS_FORMULA = ("forward FLOPs/image = 2 * (32*1*3*3*26*26 + 64*32*3*3*24*24 + 9216*128 + 128*10) = "
-                 f"{FLOPS_PER_IMAGE}; TFLOP/s = 3 * forward FLOPs/image * images per epoch / epoch_s / 1e12 "
-                 "(the backward pass counted as twice the forward: input and weight gradients)")
+                 f"{FLOPS_PER_IMAGE}; step FLOPs/image = 3 * forward FLOPs/image - 2 * 32*1*3*3*26*26 = "
+                 f"{STEP_FLOPS_PER_IMAGE}; TFLOP/s = step FLOPs/image * images per epoch / epoch_s / 1e12 "
+                 "(the backward counted as twice the forward, input and weight gradients, less conv1's input "
+                 "gradient, which is never computed)")
 
 # issue 16's MLPs (core/model/model.c): fc1..fc6, relu between; mlp-small is every width / 16.
 MLP_WIDTHS = {"mlp": (4096, 8192, 6144, 4096, 2048, 1024, 512)}
@@ -105,17 +110,20 @@ GATE_MODEL = {"mnist-cnn": "mnist-cnn", "mlp": "mlp-small", "mlp-small": "mlp-sm
 
 
 def model_layers(model):
-    """(layers [(name, multiply-adds per sample)], forward FLOPs per sample, formula text)."""
+    """(layers [(name, multiply-adds per sample)], forward FLOPs per sample, step FLOPs per sample,
+    formula text). A step computes the forward, each layer's weight gradient (about the forward's
+    FLOPs) and each layer's input gradient but the first's (the samples need none)."""
     if model == "mnist-cnn":
-        return LAYERS, FLOPS_PER_IMAGE, FLOPS_FORMULA
+        return LAYERS, FLOPS_PER_IMAGE, STEP_FLOPS_PER_IMAGE, FLOPS_FORMULA
     w = MLP_WIDTHS[model]
     layers = [(f"fc{k + 1} {w[k]}->{w[k + 1]}", w[k] * w[k + 1]) for k in range(len(w) - 1)]
     fwd = 2 * sum(m for _, m in layers)
+    step = 3 * fwd - 2 * layers[0][1]
     text = (f"forward FLOPs/sample = 2 * ({' + '.join(f'{w[k]}*{w[k + 1]}' for k in range(len(w) - 1))}) = "
-            f"{fwd}; TFLOP/s = 3 * forward FLOPs/sample * samples per step / s per step / 1e12 = 6 * "
-            f"sum(in*out) * samples / s (forward, input gradient, weight gradient; biases, relu, softmax "
-            f"and the loss not counted)")
-    return layers, fwd, text
+            f"{fwd}; step FLOPs/sample = 3 * forward FLOPs/sample - 2 * {w[0]}*{w[1]} = {step}; TFLOP/s = step "
+            f"FLOPs/sample * samples per step / s per step / 1e12 (forward, weight gradients, input gradients "
+            f"but fc1's, which is never computed; biases, relu, softmax and the loss not counted)")
+    return layers, fwd, step, text
 
 # fields of `fivefold train --json` (schema fivefold-train/1) that this script reads
 FF_FIELDS = ("model", "mode", "ranks", "batch", "microbatch", "epochs", "steps", "images", "seconds",
@@ -324,8 +332,8 @@ def epoch_time(spe, where):
     return statistics.median(timed), len(spe) >= 2
 
 
-def tflops(images_per_epoch, epoch_s, flops=FLOPS_PER_IMAGE):
-    return 3 * flops * images_per_epoch / epoch_s / 1e12
+def tflops(images_per_epoch, epoch_s, step_flops=STEP_FLOPS_PER_IMAGE):
+    return step_flops * images_per_epoch / epoch_s / 1e12
 
 
 def step_figures(a, B, ipe, ep):
@@ -366,7 +374,7 @@ def run_fivefold(a, mode, ranks, B, runner, tmpdir):
         raise BenchError(f"fivefold train --json ({path}): test_accuracy {d['test_accuracy']!r}: expected a "
                          "non-empty list of percentages", EXIT_FAILED)
     ipe = d["images"] / d["epochs"]  # every epoch sees every training image once
-    tf = tflops(ipe, ep, model_layers(a.model)[1])
+    tf = tflops(ipe, ep, model_layers(a.model)[2])
     return {"mode": mode, "ranks": d["ranks"], "epoch_s": ep, "first_epoch_excluded": warm,
             "seconds_per_epoch": d["seconds_per_epoch"], "images_per_epoch": ipe,
             "samples_per_s_epoch": ipe / ep, "test_accuracy": acc, "tflops": tf,
@@ -403,7 +411,7 @@ def run_peer(a, variant, ranks, B, runner):
     need(d, PEER_FIELDS, f"peer_pytorch.py --task train ({where})")
     ep, warm = epoch_time(d["seconds_per_epoch"], f"peer ({where})")
     ipe = d["train_samples"]
-    tf = tflops(ipe, ep, model_layers(a.model)[1])
+    tf = tflops(ipe, ep, model_layers(a.model)[2])
     return {"variant": variant, "ranks": d["world_size"], "epoch_s": ep, "first_epoch_excluded": warm,
             "seconds_per_epoch": d["seconds_per_epoch"], "images_per_epoch": ipe,
             "samples_per_s_epoch": ipe / ep, "test_accuracy": d["test_accuracy"],
@@ -614,7 +622,7 @@ def scaling(r):
 def bench(a):
     batches, modes, peers = check_args(a)
     mlp = a.model in MLP_WIDTHS
-    layers, fwd_flops, flops_text = model_layers(a.model)
+    layers, fwd_flops, step_flops, flops_text = model_layers(a.model)
     runner = Runner(a.timeout)
     started = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     if a.no_gate:
@@ -696,6 +704,7 @@ def bench(a):
                          "against it (ms_per_step for the MLPs, else epoch_s)",
             "accuracy": "test accuracy (%) after the last epoch; accuracy_diff_points = fivefold - pytorch",
             "flops_per_image": fwd_flops,
+            "step_flops_per_image": step_flops,
             "flops_layers": [{"layer": n, "multiply_adds": m} for n, m in layers],
             "tflops": flops_text,
             "peak_tflops": a.peak_tflops,
@@ -710,6 +719,7 @@ def bench(a):
                                     "(the peer's made on its device with the same bits)")
         out["method"].update(
             flops_per_sample=fwd_flops,
+            step_flops_per_sample=step_flops,
             ms_per_step="1000 * epoch_s / steps per epoch (ceil(train samples / batch)); the same steps on "
                         "both sides, so ratio_per_step = ratio",
             ratio_per_step="pytorch ms_per_step / fivefold ms_per_step: > 1 means fivefold is faster",
