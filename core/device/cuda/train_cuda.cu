@@ -652,12 +652,10 @@ __global__ void k_softmax_xent(float *__restrict__ dz, float *__restrict__ loss,
 __host__ __device__ constexpr int tree_levels(int n) {
     return n <= 1 ? 0 : 1 + tree_levels((n + 1) / 2);
 }
-// Element i's tree over N rows: every loop unrolled, so the partial sums stay in registers.
+// The tree over v[0..N) in train.h's order, its sum left in v[0]: every loop unrolled, so the
+// partial sums stay in registers.
 template <int N>
-__device__ __forceinline__ float tree_in_registers(const float *rows, long long stride, long long i) {
-    float v[N];
-#pragma unroll
-    for (int j = 0; j < N; j++) v[j] = rows[j * stride + i];
+__device__ __forceinline__ float tree_of(float *v) {
 #pragma unroll
     for (int l = 0; l < tree_levels(N); l++) {
         const int s = 1 << l;
@@ -666,6 +664,14 @@ __device__ __forceinline__ float tree_in_registers(const float *rows, long long 
             if (j + s < N) v[j] = __fadd_rn(v[j], v[j + s]);
     }
     return v[0];
+}
+// Element i's tree over N rows.
+template <int N>
+__device__ __forceinline__ float tree_in_registers(const float *rows, long long stride, long long i) {
+    float v[N];
+#pragma unroll
+    for (int j = 0; j < N; j++) v[j] = rows[j * stride + i];
+    return tree_of<N>(v);
 }
 template <int N>
 __global__ void k_tree_reg(float *out, const float *rows, long long stride, long long len) {
@@ -733,17 +739,6 @@ __device__ __forceinline__ float sgd_rule_reg(float w, float g, float &m, float 
         m = b;
     }
     return __fsub_rn(w, __fmul_rn(lr, b));
-}
-template <int N>
-__device__ __forceinline__ float tree_of(float *v) {  // tree_in_registers' order on v[0..N)
-#pragma unroll
-    for (int l = 0; l < tree_levels(N); l++) {
-        const int s = 1 << l;
-#pragma unroll
-        for (int j = 0; j < N; j += 2 * s)
-            if (j + s < N) v[j] = __fadd_rn(v[j], v[j + s]);
-    }
-    return v[0];
 }
 template <int N>
 __global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mom, float *__restrict__ rows,
@@ -1047,6 +1042,24 @@ extern "C" ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t co
     return FF_OK;
 }
 
+struct tree_sgd_args {
+    float *w_out;
+    const float *w;
+    float *mom, *rows;
+    long long stride, count;
+    float lr, momentum, wd;
+    int first;
+};
+template <int N>
+static void launch_tree_sgd(bool aligned, unsigned blocks, cudaStream_t cs, const tree_sgd_args &a) {
+    if (aligned)
+        k_tree_sgd4<N><<<blocks, FF_TRAIN_THREADS, 0, cs>>>(a.w_out, a.w, a.mom, a.rows, a.stride, a.count, a.lr,
+                                                            a.momentum, a.wd, a.first);
+    else
+        k_tree_sgd<N><<<blocks, FF_TRAIN_THREADS, 0, cs>>>(a.w_out, a.w, a.mom, a.rows, a.stride, a.count, a.lr,
+                                                           a.momentum, a.wd, a.first);
+}
+
 extern "C" ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, float *rows, int64_t nrows,
                                      int64_t stride, int64_t count, float lr, float momentum, float weight_decay,
                                      bool first, ff_gpu_stream s) {
@@ -1055,37 +1068,27 @@ extern "C" ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, f
         FF_TRY(ff_gpu_tree_reduce(rows, rows, nrows, stride, count, s));
         nrows = 1;
     }
-    cudaStream_t cs = ff_cu_stream(s);
-    const int f = first ? 1 : 0;
     const bool aligned =
         stride % 4 == 0 && ((uintptr_t)w_out | (uintptr_t)w | (uintptr_t)mom | (uintptr_t)rows) % 16 == 0;
+    unsigned blocks = train_blocks(count);
     if (aligned) {  // one block per multiprocessor at most (k_tree_sgd4)
         const long long per_block = (long long)FF_TREE_SGD_CHUNKS * 4 * FF_TRAIN_THREADS;
         const long long need = (count + per_block - 1) / per_block, sms = multiprocessors();
-        const unsigned blocks = (unsigned)(need < sms ? need : sms);
-        // clang-format off
-        switch (nrows) {
-#define FF_TREE_SGD_CASE(n) case n: k_tree_sgd4<n><<<blocks, FF_TRAIN_THREADS, 0, cs>>>(w_out, w, mom, rows, stride, \
-                                        count, lr, momentum, weight_decay, f); break;
-            FF_TREE_SGD_CASE(1) FF_TREE_SGD_CASE(2) FF_TREE_SGD_CASE(3) FF_TREE_SGD_CASE(4)
-            FF_TREE_SGD_CASE(5) FF_TREE_SGD_CASE(6) FF_TREE_SGD_CASE(7) FF_TREE_SGD_CASE(8)
-#undef FF_TREE_SGD_CASE
-        }
-        // clang-format on
-        FF_LAUNCH_CHECK("k_tree_sgd4");
-        return FF_OK;
+        blocks = (unsigned)(need < sms ? need : sms);
     }
-    const unsigned blocks = train_blocks(count);
-    // clang-format off
+    const tree_sgd_args a = {w_out, w, mom, rows, stride, count, lr, momentum, weight_decay, first ? 1 : 0};
+    cudaStream_t cs = ff_cu_stream(s);
     switch (nrows) {
-#define FF_TREE_SGD_CASE(n) case n: k_tree_sgd<n><<<blocks, FF_TRAIN_THREADS, 0, cs>>>(w_out, w, mom, rows, stride, \
-                                        count, lr, momentum, weight_decay, f); break;
-        FF_TREE_SGD_CASE(1) FF_TREE_SGD_CASE(2) FF_TREE_SGD_CASE(3) FF_TREE_SGD_CASE(4)
-        FF_TREE_SGD_CASE(5) FF_TREE_SGD_CASE(6) FF_TREE_SGD_CASE(7) FF_TREE_SGD_CASE(8)
-#undef FF_TREE_SGD_CASE
+        case 1: launch_tree_sgd<1>(aligned, blocks, cs, a); break;
+        case 2: launch_tree_sgd<2>(aligned, blocks, cs, a); break;
+        case 3: launch_tree_sgd<3>(aligned, blocks, cs, a); break;
+        case 4: launch_tree_sgd<4>(aligned, blocks, cs, a); break;
+        case 5: launch_tree_sgd<5>(aligned, blocks, cs, a); break;
+        case 6: launch_tree_sgd<6>(aligned, blocks, cs, a); break;
+        case 7: launch_tree_sgd<7>(aligned, blocks, cs, a); break;
+        case 8: launch_tree_sgd<8>(aligned, blocks, cs, a); break;
     }
-    // clang-format on
-    FF_LAUNCH_CHECK("k_tree_sgd");
+    FF_LAUNCH_CHECK(aligned ? "k_tree_sgd4" : "k_tree_sgd");
     return FF_OK;
 }
 
