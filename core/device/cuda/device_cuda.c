@@ -936,7 +936,9 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
             case FF_OP_LINEAR: {
                 if (pass == BACKWARD_DATA) c->bw_dy[l] = cur;
                 if (pass == BACKWARD_PARAMS) cur = c->bw_dy[l];
-                float *gw = grads + (c->d_w[l] - c->d_params), *gb = grads + (c->d_b[l] - c->d_params);
+                // (the data pass has no grads: no pointer is formed from it)
+                float *gw = params ? grads + (c->d_w[l] - c->d_params) : NULL;
+                float *gb = params ? grads + (c->d_b[l] - c->d_params) : NULL;
                 if (L->op == FF_OP_CONV2D) {
                     if (params)
                         FF_TRY(
@@ -944,8 +946,8 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
                     if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
                 } else if (c->base.plan.opt.backend == FF_BACKEND_VENDOR) {  // cuBLAS (gpu.h)
                     if (params) FF_TRY(ensure_ones(c, group < n ? group : n));
-                    FF_TRY(ff_gpu_linear_vendor_backward(params ? gw : NULL, gb, grad_stride, dx, cur, x, c->d_w[l], L,
-                                                         n, group, c->d_ones, c->blas, c->stream));
+                    FF_TRY(ff_gpu_linear_vendor_backward(gw, gb, grad_stride, dx, cur, x, c->d_w[l], L, n, group,
+                                                         c->d_ones, c->blas, c->stream));
                 } else {
                     if (params && c->tree_into)  // summed over the groups as they are computed
                         FF_TRY(ff_gpu_linear_backward_weights_tree(c->tree_into + (c->d_w[l] - c->d_params), gb,
