@@ -691,15 +691,24 @@ __global__ void k_copy_floats(float *out, const float *in, long long len) {
 
 // step_core's (train.c) float operations one by one, no contraction: weight w[i] and gradient g
 // of element i give the updated weight; mom[i] updated in place.
-__device__ __forceinline__ float sgd_rule(float w, float g, float *__restrict__ mom, long long i, float lr,
-                                          float momentum, float wd, int first) {
+// m: the element's momentum (read unless first; the updated one left there when momentum != 0).
+__device__ __forceinline__ float sgd_rule_reg(float w, float g, float &m, float lr, float momentum, float wd,
+                                              int first) {
     if (wd != 0.0f) g = __fadd_rn(g, __fmul_rn(wd, w));
     float b = g;
     if (momentum != 0.0f) {
-        b = first ? g : __fadd_rn(__fmul_rn(momentum, mom[i]), g);
-        mom[i] = b;
+        b = first ? g : __fadd_rn(__fmul_rn(momentum, m), g);
+        m = b;
     }
     return __fsub_rn(w, __fmul_rn(lr, b));
+}
+// The same with the momentum in mom[i] (not touched when momentum is 0, not read when first).
+__device__ __forceinline__ float sgd_rule(float w, float g, float *__restrict__ mom, long long i, float lr,
+                                          float momentum, float wd, int first) {
+    float m = momentum != 0.0f && !first ? mom[i] : 0.0f;
+    const float out = sgd_rule_reg(w, g, m, lr, momentum, wd, first);
+    if (momentum != 0.0f) mom[i] = m;
+    return out;
 }
 
 __global__ void k_sgd(float *__restrict__ w, float *__restrict__ mom, const float *__restrict__ g, long long count,
@@ -730,16 +739,6 @@ __global__ void k_tree_sgd(float *w_out, const float *w, float *__restrict__ mom
 // 66 blocks 14.66, 264 14.73). The arithmetic per element is k_tree_sgd's (the same tree, the same
 // rule, momentum through a register): the same bits. Elements past the last whole float4 go one by one.
 #define FF_TREE_SGD_CHUNKS 4
-__device__ __forceinline__ float sgd_rule_reg(float w, float g, float &m, float lr, float momentum, float wd,
-                                              int first) {  // sgd_rule with mom[i] in m
-    if (wd != 0.0f) g = __fadd_rn(g, __fmul_rn(wd, w));
-    float b = g;
-    if (momentum != 0.0f) {
-        b = first ? g : __fadd_rn(__fmul_rn(momentum, m), g);
-        m = b;
-    }
-    return __fsub_rn(w, __fmul_rn(lr, b));
-}
 template <int N>
 __global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mom, float *__restrict__ rows,
                             long long stride, long long count, float lr, float momentum, float wd, int first) {
@@ -898,6 +897,17 @@ extern "C" ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, con
     return FF_OK;
 }
 
+// A linear layer's bias gradient, a row per group (db + g * grad_stride), also where its weight
+// gradient is summed over the groups in one pass (the bias rows are small).
+static ff_status linear_bias_rows(float *db, int64_t grad_stride, const float *dy, long long O, int64_t n,
+                                  int64_t group, ff_gpu_stream s) {
+    const long long tb = ((n + group - 1) / group) * O;
+    k_bias_bwd<<<train_blocks(tb), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(db, grad_stride, dy, (int)O, 1, n, group,
+                                                                           tb);
+    FF_LAUNCH_CHECK("k_bias_bwd (linear)");
+    return FF_OK;
+}
+
 extern "C" ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy,
                                                     const float *x, const ff_layer *L, int64_t n, int64_t group,
                                                     ff_gpu_stream s) {
@@ -905,17 +915,14 @@ extern "C" ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_
     FF_TRY(check_groups("linear weight gradient", L, group));
     const long long O = L->out_c, I = ff_shape_numel(L->in);
     const long long ngroups = (n + group - 1) / group;
-    const long long pairs = ngroups * ((O + LW_JB - 1) / LW_JB), tb = ngroups * O;
+    const long long pairs = ngroups * ((O + LW_JB - 1) / LW_JB);
     const long long gx = (I + FF_TRAIN_THREADS - 1) / FF_TRAIN_THREADS;
     if (gx > 0x7fffffffLL)
         return FF_FAIL(FF_ERR_INPUT, "linear weight gradient of %s: %lld inputs, too many", L->name, I);
     const dim3 grid((unsigned)gx, (unsigned)(pairs < 65535 ? pairs : 65535));
     k_linear_bwd_weights<<<grid, FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dw, grad_stride, dy, x, O, I, n, group, pairs);
     FF_LAUNCH_CHECK("k_linear_bwd_weights");
-    k_bias_bwd<<<train_blocks(tb), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(db, grad_stride, dy, (int)O, 1, n, group,
-                                                                           tb);
-    FF_LAUNCH_CHECK("k_bias_bwd (linear)");
-    return FF_OK;
+    return linear_bias_rows(db, grad_stride, dy, O, n, group, s);
 }
 
 extern "C" ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, int64_t grad_stride, const float *dy,
@@ -931,11 +938,7 @@ extern "C" ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, i
     k_linear_bwd_weights_tree<<<dim3((unsigned)gx, (unsigned)gy), LT_T, 0, ff_cu_stream(s)>>>(dw, dy, x, O, I, n,
                                                                                               group);
     FF_LAUNCH_CHECK("k_linear_bwd_weights_tree");
-    const long long tb = ((n + group - 1) / group) * O;  // the bias: a row per group, as without the tree
-    k_bias_bwd<<<train_blocks(tb), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(db, grad_stride, dy, (int)O, 1, n, group,
-                                                                           tb);
-    FF_LAUNCH_CHECK("k_bias_bwd (linear)");
-    return FF_OK;
+    return linear_bias_rows(db, grad_stride, dy, O, n, group, s);
 }
 
 extern "C" ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L,
