@@ -464,8 +464,9 @@ static void backward_reduced_bits(void **state) {
 // gradients one parameterized layer a part, bottom part first (the trainer's exchange order), give
 // the rows of the one-pass backward bit for bit, on the own kernels and on cuBLAS (--backend vendor),
 // at 1, 4 and 13 groups. The parameter pass reads no weight: the device's weights are NaN while it
-// runs. Mutants: dz changed between the passes must show in the top layer; a parameter pass whose
-// data pass a one-pass backward has since replaced, and the cpu device, are refused.
+// runs. Mutants: dz changed between the passes must show in the top layer; a parameter pass in
+// other groups than its data pass, one whose data pass a one-pass backward has since replaced, and
+// the cpu device are refused.
 static void two_passes(ff_device *dev, float *rows, float *dz, int64_t nt, int64_t G, bool nan_weights) {
     CHECK_OK(ff_device_train_backward_data(dev, dz, (const float *const *)F.gact, F.last, N_IMG, G));
     CHECK_OK(ff_device_sync(dev));  // (the fill below runs on another stream)
@@ -533,6 +534,12 @@ static void backward_two_pass_bits(void **state) {
                        differ, (long long)F.m.layers[F.last].n_weight);
                 assert_true(differ > 0);
                 free(m), free(dzx);
+                // a parameter pass in other groups than its data pass's is refused
+                assert_int_equal(ff_device_train_backward_params(dev, two, nt, (const float *const *)F.gact, F.last, 0,
+                                                                 N_IMG, G + 1),
+                                 FF_ERR_INPUT);
+                printf("  refused: %s\n", ff_last_error());
+                ff_clear_error();
                 // a one-pass backward replaces the data pass: a parameter pass is refused, naming it
                 CHECK_OK(ff_device_train_backward(dev, one, nt, dz3, (const float *const *)F.gact, F.last, N_IMG, G));
                 assert_int_equal(

@@ -105,10 +105,10 @@ typedef struct {
     size_t grad_floats;
     // A backward in two passes (ff_device_train_backward_data, then _params): the output gradient
     // of each parameterized layer as the data pass left it (dz for the top layer, the others in
-    // d_kept, kept_floats floats), the images and the top layer of that pass (bw_n -1: none, or a
-    // later one-pass backward has reused the buffers).
+    // d_kept, kept_floats floats), the images, groups and top layer of that pass (bw_n -1: none, or
+    // a later one-pass backward has reused the buffers).
     const float *bw_dy[FF_MAX_LAYERS];
-    int64_t bw_n;
+    int64_t bw_n, bw_group;
     int bw_top;
     float *d_kept;
     size_t kept_floats;
@@ -912,11 +912,12 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
                                 const float *const *act, int hi, int lo, int64_t n, int64_t group) {
     const ff_model *m = c->base.model;
     const bool params = pass != BACKWARD_DATA, data = pass != BACKWARD_PARAMS;
-    if (pass == BACKWARD_PARAMS && (c->bw_n != n || hi > c->bw_top))
+    // (cuBLAS's data gradients are per group: another group size would not give one pass's bits)
+    if (pass == BACKWARD_PARAMS && (c->bw_n != n || c->bw_group != group || hi > c->bw_top))
         return FF_FAIL(FF_ERR_INPUT,
-                       "train backward: parameter gradients of layers [%d, %d] for %lld images, expected a data "
-                       "pass of as many images through layer %d first",
-                       lo, hi, (long long)n, hi);
+                       "train backward: parameter gradients of layers [%d, %d] for %lld images in groups of %lld, "
+                       "expected a data pass of as many images and groups through layer %d first",
+                       lo, hi, (long long)n, (long long)group, hi);
     if (data) {
         FF_TRY(ensure_train_buffers(c, (size_t)n * (size_t)m->max_act, train_work_need(m, hi, n)));
         if (pass == BACKWARD_DATA) FF_TRY(ensure_kept(c, (size_t)n * (size_t)kept_per_image(m, hi)));
@@ -972,6 +973,7 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
     }
     if (pass == BACKWARD_DATA) {
         c->bw_n = n;
+        c->bw_group = group;
         c->bw_top = hi;
     }
     return FF_OK;

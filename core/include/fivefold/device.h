@@ -201,7 +201,7 @@ ff_status ff_device_train_backward(ff_device *d, float *grads, int64_t grad_stri
 // weight and the second pass none, so once the data pass is queued the weights may be overwritten.
 // Together they give the bits of one ff_device_train_backward. FF_ERR_INPUT "not supported" where
 // a device cannot (ff_device_can_backward_in_passes); a parameter pass without a data pass of as
-// many images is refused.
+// many images in the same groups is refused.
 ff_status ff_device_train_backward_data(ff_device *d, float *dz, const float *const *act, int last, int64_t n,
                                         int64_t group);
 ff_status ff_device_train_backward_params(ff_device *d, float *grads, int64_t grad_stride, const float *const *act,
