@@ -1,0 +1,49 @@
+# Sourced by the evidence scripts in bench/results/*/ that run on a GPU machine (one `run` call
+# each): the set-up every such script repeated until session 17. After `. bench/device_run.sh`:
+#   dr_begin NAME OUTDIR     the folder for logs ($out), the clock, the GPUs ($ngpu) and the commit
+#                            carried in .ff-source-commit printed; at exit $out is packed into
+#                            OUTDIR/../NAME.tgz (the run tool brings back only a few files)
+#   dr_build SRC TARGET...   configure SRC into SRC/build-gpu (sm_90, cmocka from .deps) and build
+#                            the targets; the logs go to $out/build-<SRC's base name>.log
+#   el TEXT                  a line with the seconds since dr_begin
+#   dr_left LIMIT            seconds left of LIMIT since dr_begin
+#   dr_summ NAME JSON        one line from a `fivefold train --json`: ms per step (median of the
+#                            epochs after the first), the loss and weights digests
+# The environment: .deps' libraries, mpiexec as root (Open MPI), unbuffered Python, NVLink
+# multicast off (the device notes: leave it off).
+export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
+dr_t0=$(date +%s)
+el() { echo "[+$(($(date +%s) - dr_t0)) s] $*"; }
+dr_left() { echo $((dr_t0 + $1 - $(date +%s))); }
+dr_begin() {
+    dr_name=$1
+    mkdir -p "$2" && out=$(cd "$2" && pwd)
+    trap 'tar -C "$out" -czf "/tmp/$dr_name.tgz" . 2>/dev/null; mv "/tmp/$dr_name.tgz" "$out/../$dr_name.tgz"' EXIT
+    nvidia-smi -L
+    cat .ff-source-commit 2>/dev/null
+    ngpu=$(nvidia-smi -L | grep -c "^GPU")
+}
+dr_build() {
+    local src=$1 log
+    shift
+    log="$out/build-$(basename "$(cd "$src" && pwd)").log"
+    cmake -S "$src" -B "$src/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+        -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" -DFF_SOURCE_COMMIT="$(cat .ff-source-commit 2>/dev/null)" > "$log" 2>&1 &&
+        cmake --build "$src/build-gpu" -j "$(($(nproc) / 2 + 1))" --target "$@" >> "$log" 2>&1 ||
+        { echo "build of $src failed:"; grep -E "error|FAILED" "$log" | head -20; return 1; }
+}
+dr_summ() {
+    python3 - "$1" "$2" <<'PY'
+import json, sys, statistics
+name, path = sys.argv[1], sys.argv[2]
+try:
+    d = json.load(open(path))
+except Exception as e:
+    print(f"{name:24s} no json ({e})")
+    sys.exit()
+spe = d["seconds_per_epoch"]
+ms = statistics.median(spe[1:] or spe) / (d["steps"] // d["epochs"]) * 1e3
+print(f"{name:24s} {ms:8.3f} ms/step  loss {d['loss_digest']} w {d['weights_digest']}")
+PY
+}
