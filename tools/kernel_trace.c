@@ -153,7 +153,13 @@ __attribute__((constructor)) static void trace_start(void) {
     const char *out = getenv("FF_KERNEL_TRACE");
     if (!out || !out[0]) return;
     const char *skip = getenv("FF_KERNEL_TRACE_SKIP");
-    g_skip_ns = skip ? (uint64_t)(atof(skip) * 1e9) : 0;
+    char *end = NULL;
+    const double skip_s = skip ? strtod(skip, &end) : 0.0;
+    if (skip && (end == skip || *end || !(skip_s >= 0.0 && skip_s <= 1e6))) {  // (NaN fails too)
+        fprintf(stderr, "kernel_trace: FF_KERNEL_TRACE_SKIP '%s': expected seconds, 0 to 1e6; no table\n", skip);
+        return;
+    }
+    g_skip_ns = (uint64_t)(skip_s * 1e9);
     snprintf(g_path, sizeof g_path, "%s.%d.txt", out, (int)getpid());
     if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {

@@ -3,7 +3,8 @@
 # training in the cuda mode under the tracer must leave a table with one line per kernel, in
 # which the softmax cross-entropy kernel (one launch per step) counts 40 launches and the table's
 # GPU time is positive; without FF_KERNEL_TRACE the library writes nothing; a FF_KERNEL_TRACE
-# path that cannot be written is reported on stderr and the run still succeeds.
+# path that cannot be written is reported on stderr and the run still succeeds; a bad
+# FF_KERNEL_TRACE_SKIP (not seconds >= 0) is reported, naming it, and makes no table.
 # Usage: kernel_trace.sh   (env FIVEFOLD = the binary, TRACE_LIB = libff_kernel_trace.so)
 # Exit 77 (CTest: skipped, never passed) without a GPU.
 set -u
@@ -11,12 +12,21 @@ F=${FIVEFOLD:?set FIVEFOLD to the fivefold binary}
 L=${TRACE_LIB:?set TRACE_LIB to libff_kernel_trace.so}
 T=$(mktemp -d /tmp/ff_kernel_trace.XXXXXX)
 trap 'rm -rf "$T"' EXIT
-"$F" infer --model mlp-small --batch 1 --mode cuda >"$T/probe.txt" 2>&1
-[ $? -eq 77 ] && { echo "SKIP: no GPU here ($(tail -1 "$T/probe.txt"))"; exit 77; }
 fail() {
     echo "FAIL: $*"
     exit 1
 }
+# A bad FF_KERNEL_TRACE_SKIP is reported, naming it, and no table is made; the program still runs.
+# (Checked before CUPTI is asked, so also without a GPU.)
+for bad in abc -1 2x nan; do
+    FF_KERNEL_TRACE="$T/skip" FF_KERNEL_TRACE_SKIP=$bad LD_PRELOAD="$L" "$F" --version >"$T/log-skip.txt" 2>&1 ||
+        fail "FF_KERNEL_TRACE_SKIP=$bad failed the program: exit $?"
+    grep -q "kernel_trace: FF_KERNEL_TRACE_SKIP '$bad': expected seconds" "$T/log-skip.txt" ||
+        fail "FF_KERNEL_TRACE_SKIP=$bad was not reported: $(cat "$T/log-skip.txt")"
+done
+[ -z "$(ls "$T" | grep '^skip\.')" ] || fail "a table was written with a bad FF_KERNEL_TRACE_SKIP"
+"$F" infer --model mlp-small --batch 1 --mode cuda >"$T/probe.txt" 2>&1
+[ $? -eq 77 ] && { echo "SKIP: no GPU here ($(tail -1 "$T/probe.txt"); the bad FF_KERNEL_TRACE_SKIP checks passed)"; exit 77; }
 A="--model mlp-small --mode cuda --train-limit 2560 --test-limit 64 --batch 64 --steps 40 --log-every 0"
 FF_KERNEL_TRACE="$T/tr" LD_PRELOAD="$L" "$F" train $A >"$T/run.txt" 2>&1 || { cat "$T/run.txt"; fail "traced run: exit $?"; }
 set -- "$T"/tr.*.txt
