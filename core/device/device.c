@@ -305,14 +305,20 @@ ff_status ff_device_sgd(ff_device *d, float *w, float *mom, const float *g, int6
 }
 
 ff_status ff_device_tree_sgd(ff_device *d, float *w_out, const float *w, float *mom, float *rows, int64_t nrows,
-                             int64_t stride, int64_t count, float lr, float momentum, float weight_decay, bool first) {
+                             int64_t stride, int64_t own_row, const float *own_at, int64_t count, float lr,
+                             float momentum, float weight_decay, bool first) {
     if (!d->ops->tree_sgd) return unsupported(d, "training (tree and SGD)");
     if (nrows < 1 || count < 0 || (nrows > 1 && stride < count))
         return FF_FAIL(FF_ERR_INPUT,
                        "tree and SGD: %lld rows of %lld floats, stride %lld: expected at least 1 row, a count of at "
                        "least 0 and, with several rows, a stride of at least the count",
                        (long long)nrows, (long long)count, (long long)stride);
-    return count > 0 ? d->ops->tree_sgd(d, w_out, w, mom, rows, nrows, stride, count, lr, momentum, weight_decay, first)
+    if (own_row < -1 || own_row >= nrows || (own_row >= 0) != (own_at != NULL))
+        return FF_FAIL(FF_ERR_INPUT,
+                       "tree and SGD: own row %lld %s: expected -1 without a place, or a row in [0, %lld) with one",
+                       (long long)own_row, own_at ? "with a place" : "without a place", (long long)nrows);
+    return count > 0 ? d->ops->tree_sgd(d, w_out, w, mom, rows, nrows, stride, own_row, own_at, count, lr, momentum,
+                                        weight_decay, first)
                      : FF_OK;
 }
 

@@ -78,7 +78,6 @@ struct ff_trainer {
     float *d_mom;                   // (N): momentum buffers
     float *sendbuf;                 // (nslots * N): block sums' slices, packed per bucket (P > 1)
     float *recvbuf;                 // (nmb_max * slice_room): every block sum's copy of my slices
-    float *wslice;                  // (slice_room): my slices of the updated weights (then momentum), sent
     // Which of these (and the weights) live in the communicator's registered windows (comm.h,
     // ff_comm_alloc_window): the comm frees those, the trainer the rest.
     void *windowed[8];
@@ -158,12 +157,17 @@ void ff_trainer_destroy(ff_trainer *t) {
         for (int i = 0; i < FF_TRAIN_GRAPH_SLOTS; i++) ff_device_graph_destroy(t->dev, t->graph[i].g);
         for (int l = 0; l <= FF_MAX_LAYERS; l++)
             if (l == 0 || t->act[l] != t->act[l - 1]) ff_device_free(t->dev, t->act[l]);
-        float *bufs[] = {t->dz,           t->loss,
-                         t->grads,        t->grad != t->grads ? t->grad : NULL,
-                         t->d_mom,        t->sendbuf,
-                         t->recvbuf,      t->wslice,
-                         t->res_images,   (float *)t->labels,
-                         (float *)t->idx, (float *)t->res_labels};
+        float *bufs[] = {t->dz,
+                         t->loss,
+                         t->grads,
+                         t->grad != t->grads ? t->grad : NULL,
+                         t->d_mom,
+                         t->sendbuf,
+                         t->recvbuf,
+                         t->res_images,
+                         (float *)t->labels,
+                         (float *)t->idx,
+                         (float *)t->res_labels};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
             if (!windowed(t, bufs[i])) ff_device_free(t->dev, bufs[i]);
         ff_device_unpin_host(t->dev, t->x_host);
@@ -319,7 +323,6 @@ static ff_status alloc_device(ff_trainer *t) {
     if (t->P > 1) {
         FF_TRY(alloc_exchanged(t, &t->sendbuf, t->nslots * N, "reduce send buffer"));
         FF_TRY(alloc_exchanged(t, &t->recvbuf, t->nmb_max * slice_room(t), "reduce receive buffer"));
-        FF_TRY(alloc_exchanged(t, &t->wslice, slice_room(t), "updated weight slices"));
     }
     return FF_OK;
 }
@@ -357,8 +360,8 @@ static double train_device_bytes(const ff_trainer *t, int64_t B) {
         if (m->layers[l].op != FF_OP_FLATTEN) floats += cap * (double)ff_shape_numel(m->layers[l].out);
     floats += cap * ((double)t->classes + 1 + 1 + 2);  // dz, losses, labels, indices
     floats += (double)slots * N + 2 * N;               // gradient rows, the reduced gradient, momentum
-    if (t->P > 1)                                      // reduce buffers, and the updated weights' slices
-        floats += (double)slots * N + (double)(nmb + 1) * (double)slice_room(t);
+    if (t->P > 1)                                      // reduce buffers
+        floats += (double)slots * N + (double)nmb * (double)slice_room(t);
     return floats * sizeof(float) + (double)ff_device_train_work_bytes(t->dev, t->last, (int64_t)cap, t->overlap);
 }
 
@@ -538,9 +541,9 @@ static ff_status gather_sharded(ff_trainer *t) {
         const int64_t lo = t->bucket[b].lo;
         int64_t my_lo, my_len;
         bucket_slices(t, b, count, displ, &my_lo, &my_len);
-        FF_TRY(ff_device_copy_rows(t->dev, t->wslice, 0, my_len, t->d_mom + lo + my_lo, 0, my_len, 1, 1, 1, 0, my_len));
         FF_TRY(ff_device_sync(t->dev));  // the communicator reads what the device wrote
-        FF_TRY(ff_comm_allgatherv(t->comm, t->d_mom + lo, count, displ, t->wslice, (size_t)my_len * sizeof(float)));
+        FF_TRY(ff_comm_allgatherv(t->comm, t->d_mom + lo, count, displ, t->d_mom + lo + my_lo,  // in place
+                                  (size_t)my_len * sizeof(float)));
         FF_TRY(ff_comm_allgatherv(t->comm, t->grad + lo, count, displ, t->recvbuf + t->bucket[b].recv_root,
                                   (size_t)my_len * sizeof(float)));
     }
@@ -789,14 +792,14 @@ static void bucket_slices(const ff_trainer *t, int b, size_t *count, size_t *dis
 // one rank's tree over all nmb rows. What crosses the network is a few rows per rank (one with
 // equal shares and power-of-two counts), not every micro-batch's. Then each rank runs the SGD step
 // on its slice only (weights, momentum; the rule is element-wise, so the bits are those of the
-// whole update) and the updated weight slices are all-gathered: as many bytes as gathering the
-// gradient, and the update's memory traffic divided by P (ZeRO's stage 1 over the deterministic
-// tree). *recv_at: where in recvbuf this bucket's rows go (advanced past them), *w_at: where in
-// t->wslice its updated weights go. side: the finishing additions and the update go to the
+// whole update), writing the weights in place, and the updated weight slices are all-gathered in
+// place: as many bytes as gathering the gradient, and the update's memory traffic divided by P
+// (ZeRO's stage 1 over the deterministic tree). *recv_at: where in recvbuf this bucket's rows go
+// (advanced past them). side: the finishing additions and the update go to the
 // device's side lane (the backward still runs on the main one; it reads no weight of this
 // bucket any more).
 static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_map *bm, int b, int64_t *recv_at,
-                                 int64_t *w_at, bool side, bool queued) {
+                                 bool side, bool queued) {
     const int64_t P = t->P, lo = t->bucket[b].lo, len = t->bucket[b].hi - lo;
     if (k->local) return ff_comm_allreduce_sum_f32(t->comm, t->grad + lo, (size_t)len);
     int64_t my_lo, my_len;
@@ -814,18 +817,28 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
         sdispl[q] = soff;
         soff += scount[q];
     }
+    // My own block sum is read by the fused tree where it lies (the fixed tree, one block of mine:
+    // its row among the roots follows the lower ranks' roots) and not sent to myself: the
+    // all-to-all's local copy was 240 MB a step for the MLP at P = 2.
+    int64_t own_row = -1;
+    if (bm->fixed_tree && bm->nroots > 1 && mine == 1) {
+        own_row = 0;
+        for (int64_t q = 0; q < t->rank; q++) own_row += bm->nb[q];
+        rcount[t->rank] = scount[t->rank] = 0;
+    }
     float *rows = t->recvbuf + *recv_at;
     t->bucket[b].recv_root = *recv_at;  // root row 0 ends holding my reduced slice (gather_sharded)
-    // Each bucket's rows and weight slice start at the same offsets on every rank: each gets the
-    // largest slice's room, ceil(len / P) (slice_room in all), because NCCL's symmetric kernels
-    // find a peer's buffer at the offset of one's own in the window.
-    const int64_t room = ceil_div(len, P);
-    *recv_at += bm->nroots * room;
-    float *wmine = t->wslice + *w_at;
-    *w_at += room;
+    // Each bucket's rows start at the same offset on every rank: each gets the largest slice's
+    // room, ceil(len / P) (slice_room in all), because NCCL's symmetric kernels find a peer's buffer
+    // at the offset of one's own in the window.
+    *recv_at += bm->nroots * ceil_div(len, P);
+    // The update writes my slice of the weights in place, and the all-gather sends it from there
+    // (in place, comm.h: no copy of it to the weights, 240 MB a step for the MLP at P = 2).
+    float *wmine = ff_device_params(t->dev) + lo + my_lo;
     // One micro-batch of mine: its gradient row is the block sum, laid out as the packing would
     // (slices in rank order, contiguous), so it is sent from where the backward wrote it.
     const float *send = k->nloc == 1 ? t->grads + lo : t->sendbuf + mine * lo;
+    const float *own_at = own_row >= 0 ? send + sdispl[t->rank] / sizeof(float) : NULL;
     ff_status st = FF_OK;
     if (queued) {  // all of it on the side lane, after the bucket's backward (fence b + 1), on the device
         if (side) FF_TRY(ff_device_side_lane(t->dev, true));
@@ -835,10 +848,9 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
         FF_TRY(ff_comm_alltoallv(t->comm, rows, rcount, rdispl, send, scount, sdispl));
         if (side) FF_TRY(ff_device_side_lane(t->dev, true));
     }
-    // The finishing tree, then the update of my slice into wmine (what the all-gather sends; it
-    // writes the weights, my slice included). When the roots' additions are the fixed tree over
-    // the nroots rows (every rank one block sum: equal power-of-two shares), the device fuses that
-    // tree with the update; otherwise they run one by one first.
+    // The finishing tree, then the update of my slice (what the all-gather sends). When the roots' additions are the
+    // fixed tree over the nroots rows (every rank one block sum: equal power-of-two shares), the device fuses that tree
+    // with the update; otherwise they run one by one first.
     for (int64_t s = 1; !bm->fixed_tree && s < bm->nmb && st == FF_OK; s *= 2)
         for (int64_t j = 0; j + s < bm->nmb && st == FF_OK; j += 2 * s)
             if (bm->root_row[j + s] >= 0) {  // then j is a root too (see above): g_j += g_{j+s}
@@ -846,11 +858,10 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
                 float *a = rows + ra * my_len;
                 st = ff_device_tree_reduce(t->dev, a, a, 2, (rb - ra) * my_len, my_len);
             }
-    const float *w = ff_device_params(t->dev) + lo + my_lo;
     if (st == FF_OK)
-        st = ff_device_tree_sgd(t->dev, wmine, w, t->d_mom + lo + my_lo, rows,
-                                bm->fixed_tree && bm->nroots > 1 ? bm->nroots : 1, my_len, my_len, t->o.lr,
-                                t->o.momentum, t->o.weight_decay, t->steps == 0);
+        st = ff_device_tree_sgd(t->dev, wmine, wmine, t->d_mom + lo + my_lo, rows,
+                                bm->fixed_tree && bm->nroots > 1 ? bm->nroots : 1, my_len, own_row, own_at, my_len,
+                                t->o.lr, t->o.momentum, t->o.weight_decay, t->steps == 0);
     if (st == FF_OK && !queued) st = ff_device_sync(t->dev);  // the communicator reads what the device wrote
     if (st == FF_OK && queued)                                // on the lane, after the update
         st = ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,
@@ -905,9 +916,9 @@ static ff_status enqueue_exchange(ff_trainer *t, const step_work *k) {
     if (k->parts) FF_TRY(enqueue_backward_parts(t, k));
     block_map bm;
     map_blocks(&bm, t, ceil_div(k->b, t->o.microbatch));
-    int64_t recv_at = 0, w_at = 0;
+    int64_t recv_at = 0;
     for (int i = 0; i < t->nbuckets; i++)
-        FF_TRY(exchange_bucket(t, k, &bm, exchange_order(t, i), &recv_at, &w_at, k->parts, true));
+        FF_TRY(exchange_bucket(t, k, &bm, exchange_order(t, i), &recv_at, k->parts, true));
     return k->parts ? ff_device_join_side(t->dev) : FF_OK;
 }
 
@@ -1087,7 +1098,7 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
             FF_TRY(ff_device_sync(t->dev));
             t_computed = ff_now();
         }
-        int64_t recv_at = 0, w_at = 0;
+        int64_t recv_at = 0;
         for (int i = 0; i < t->nbuckets; i++) {
             const int bk = exchange_order(t, i);
             if (k.parts) {
@@ -1095,7 +1106,7 @@ static ff_status step_core(ff_trainer *t, double *loss, const batch_source *src,
                 if (i == t->nbuckets - 1) t_computed = ff_now();  // and with the last, the backward
             }
             const double t0 = ff_now();
-            FF_TRY(exchange_bucket(t, &k, &bm, bk, &recv_at, &w_at, k.parts, false));
+            FF_TRY(exchange_bucket(t, &k, &bm, bk, &recv_at, k.parts, false));
             in_comm += ff_now() - t0;
         }
         FF_TRY(ff_device_sync(t->dev));

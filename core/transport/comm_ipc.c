@@ -206,6 +206,7 @@ static ff_status ipc_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends,
             FF_TRY(mapped(n, &p, recvs[i].peer, &dr[k++]));
             src = p;
         }
+        if (src == recvs[i].buf) continue;  // my own block in place (an in-place all-gather)
         cudaError_t e = cudaMemcpyAsync(recvs[i].buf, src, recvs[i].bytes, cudaMemcpyDeviceToDevice, n->stream);
         if (e != cudaSuccess) return cuda_fail(n, e, "device-to-device copy");
     }

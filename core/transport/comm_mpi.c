@@ -562,7 +562,9 @@ static ff_status mpi_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts,
     FF_TRY(to_int(&sc, sendbytes, "allgatherv send"));
     FF_TRY(to_int_counts(&rc, &rd, counts, displs, c->size, "allgatherv"));
     MPI_Request r;
-    int e = MPI_Iallgatherv(sendbuf, sc, MPI_BYTE, recvbuf, rc, rd, MPI_BYTE, mc(c), &r);
+    // In place (comm.h): MPI forbids a send buffer inside the receive buffer but for MPI_IN_PLACE.
+    const bool in_place = sendbuf == (const char *)recvbuf + displs[c->rank];
+    int e = MPI_Iallgatherv(in_place ? MPI_IN_PLACE : sendbuf, sc, MPI_BYTE, recvbuf, rc, rd, MPI_BYTE, mc(c), &r);
     bool left = false;
     ff_status st =
         e != MPI_SUCCESS ? mpi_fail(e, __FILE__, __LINE__, "MPI_Iallgatherv") : wait_one(c, &r, "allgatherv", &left);

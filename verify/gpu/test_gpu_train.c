@@ -718,14 +718,18 @@ static void tree_reduce_sgd_gather_bits(void **state) {
     // which runs the tree then the rule; the updated weights into their own buffer (w untouched) and
     // in place; row 0 keeps the reduced gradient. Two shapes: a row stride of 3011 (the kernel one
     // float at a time) and of 600004 with 600003 floats (16-byte aligned: float4s from a grid of one
-    // block per multiprocessor, several passes of it, and three floats past the last float4). Bad
-    // shapes are refused naming them.
+    // block per multiprocessor, several passes of it, and three floats past the last float4). Each
+    // again with an own row (device.h; the exchange's own block sum where the backward left it), row
+    // 0 or the last: read from its own buffer, its place in the rows NaN, against the cpu device with
+    // every row in place. Bad shapes are refused naming them.
     const int64_t tr_rows[] = {1, 2, 3, 4, 8, 9, 13};
-    for (size_t t = 0; t < 2 * sizeof tr_rows / sizeof tr_rows[0]; t++) {
-        const bool wide = t >= sizeof tr_rows / sizeof tr_rows[0];
-        const int64_t nr = tr_rows[t % (sizeof tr_rows / sizeof tr_rows[0])], tl = wide ? 600003 : 3000,
-                      ts = wide ? 600004 : 3011;
+    const size_t n_tr = sizeof tr_rows / sizeof tr_rows[0];
+    for (size_t t = 0; t < 4 * n_tr; t++) {
+        const bool wide = t % (2 * n_tr) >= n_tr, with_own = t >= 2 * n_tr;
+        const int64_t nr = tr_rows[t % n_tr], tl = wide ? 600003 : 3000, ts = wide ? 600004 : 3011;
         const bool in_place = t % 2 == 1;
+        const int64_t own = with_own ? (t % 4 < 2 ? 0 : nr - 1) : -1;
+        if (with_own && nr == 1) continue;  // (an exchange's own row is one of several)
         float *rows = tu_rand((size_t)(nr * ts), 1000 + (uint64_t)t, 0.01f);
         for (int64_t j = 0; j < nr; j++)
             for (int64_t i = 0; i < ts; i++) rows[j * ts + i] = ldexpf(rows[j * ts + i], (int)(3 * (j % 5)));
@@ -734,13 +738,22 @@ static void tree_reduce_sgd_gather_bits(void **state) {
         memcpy(w_before, w, (size_t)tl * sizeof(float));
         float *grows = gpu_from(rows, (size_t)(nr * ts)), *gw = gpu_from(w, (size_t)tl),
               *gm = gpu_from(mom, (size_t)tl);
-        float *gout = in_place ? gw : gpu_from(NULL, (size_t)tl);
-        CHECK_OK(ff_device_tree_sgd(F.cpu, in_place ? w : w_out, w, mom, rows, nr, ts, tl, 0.01f, 0.9f, 1e-3f, false));
-        CHECK_OK(ff_device_tree_sgd(F.gpu, gout, gw, gm, grows, nr, ts, tl, 0.01f, 0.9f, 1e-3f, false));
+        float *gout = in_place ? gw : gpu_from(NULL, (size_t)tl), *gown = NULL;
+        if (own >= 0) {
+            gown = gpu_from(rows + own * ts, (size_t)tl);
+            float *nan_row = malloc((size_t)tl * sizeof(float));
+            for (int64_t i = 0; i < tl; i++) nan_row[i] = NAN;
+            CHECK_OK(ff_device_upload(F.gpu, grows + own * ts, nan_row, (size_t)tl));
+            CHECK_OK(ff_device_sync(F.gpu));  // (the upload is enqueued)
+            free(nan_row);
+        }
+        CHECK_OK(ff_device_tree_sgd(F.cpu, in_place ? w : w_out, w, mom, rows, nr, ts, -1, NULL, tl, 0.01f, 0.9f, 1e-3f,
+                                    false));
+        CHECK_OK(ff_device_tree_sgd(F.gpu, gout, gw, gm, grows, nr, ts, own, gown, tl, 0.01f, 0.9f, 1e-3f, false));
         float *out_g = download(gout, (size_t)tl), *m_g = download(gm, (size_t)tl), *r_g = download(grows, (size_t)tl);
-        char what[96];
-        snprintf(what, sizeof what, "tree_sgd %lld rows (%s, stride %lld): weights", (long long)nr,
-                 in_place ? "in place" : "apart", (long long)ts);
+        char what[128];
+        snprintf(what, sizeof what, "tree_sgd %lld rows (%s, stride %lld, own row %lld): weights", (long long)nr,
+                 in_place ? "in place" : "apart", (long long)ts, (long long)own);
         bad += check_bits(what, out_g, in_place ? w : w_out, (size_t)tl);
         snprintf(what, sizeof what, "tree_sgd %lld rows: momentum", (long long)nr);
         bad += check_bits(what, m_g, mom, (size_t)tl);
@@ -751,13 +764,15 @@ static void tree_reduce_sgd_gather_bits(void **state) {
             bad += check_bits("tree_sgd: w untouched when the output is apart", w_g, w_before, (size_t)tl);
             free(w_g);
         }
-        ff_device_free(F.gpu, grows), ff_device_free(F.gpu, gw), ff_device_free(F.gpu, gm);
+        ff_device_free(F.gpu, grows), ff_device_free(F.gpu, gw), ff_device_free(F.gpu, gm), ff_device_free(F.gpu, gown);
         if (!in_place) ff_device_free(F.gpu, gout);
         free(rows), free(w), free(mom), free(w_before), free(w_out), free(out_g), free(m_g), free(r_g);
     }
     float one = 1.0f, m1 = 0.0f, r1[2] = {1.0f, 2.0f};
-    assert_int_equal(ff_device_tree_sgd(F.cpu, &one, &one, &m1, r1, 0, 1, 1, 0.1f, 0.9f, 0.0f, false), FF_ERR_INPUT);
-    assert_int_equal(ff_device_tree_sgd(F.cpu, &one, &one, &m1, r1, 2, 1, 2, 0.1f, 0.9f, 0.0f, false), FF_ERR_INPUT);
+    assert_int_equal(ff_device_tree_sgd(F.cpu, &one, &one, &m1, r1, 0, 1, -1, NULL, 1, 0.1f, 0.9f, 0.0f, false),
+                     FF_ERR_INPUT);
+    assert_int_equal(ff_device_tree_sgd(F.cpu, &one, &one, &m1, r1, 2, 1, -1, NULL, 2, 0.1f, 0.9f, 0.0f, false),
+                     FF_ERR_INPUT);
 
     // gather: 13 samples (repeats included) of a 40-image set
     const int64_t count = 40, per = ff_shape_numel(F.m.input), n = N_IMG;

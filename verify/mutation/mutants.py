@@ -312,11 +312,24 @@ M('sgd_first_step_misjudged_multirank', TR,
 M('sharded_update_weights_not_gathered', TR,
   ('return ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,',
    'return FF_OK; (void)ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,'), TRAIN)
-M('sharded_update_sends_stale_weights', TR,
-  ('st = ff_device_tree_sgd(t->dev, wmine, w,', 'st = ff_device_tree_sgd(t->dev, (float *)w, w,'),
+M('sharded_update_writes_bucket_start', TR,
+  ('float *wmine = ff_device_params(t->dev) + lo + my_lo;', 'float *wmine = ff_device_params(t->dev) + lo;'),
   TRAIN)
 M('sharded_momentum_not_gathered', TR,
-  ('FF_TRY(ff_comm_allgatherv(t->comm, t->d_mom + lo, count, displ, t->wslice, (size_t)my_len * sizeof(float)));', ''),
+  ('FF_TRY(ff_comm_allgatherv(t->comm, t->d_mom + lo, count, displ, t->d_mom + lo + my_lo,', 'if (0) FF_TRY(ff_comm_allgatherv(t->comm, t->d_mom + lo, count, displ, t->d_mom + lo + my_lo,'),
+  '^(train_cli_mpi|train_mlp_shares)$')
+# A rank's own block sum read where it lies (ff_device_tree_sgd's own row), not sent to itself:
+# its row among the roots, the cpu device reading it, and only where the fused tree runs.
+M('own_row_always_first', TR,
+  ('for (int64_t q = 0; q < t->rank; q++) own_row += bm->nb[q];', '(void)0;'), TRAIN)
+M('cpu_tree_sgd_own_row_ignored', 'core/device/cpu/device_cpu.c',
+  ('if (own_at) memcpy(rows + own_row * stride, own_at, (size_t)count * sizeof(float));', '(void)own_at;'), TREE)
+M('own_row_without_fixed_tree', TR,
+  ('if (bm->fixed_tree && bm->nroots > 1 && mine == 1) {', 'if (bm->nroots > 1 && mine == 1) {'), '^train_mlp_shares$')
+# The in-place all-gather over MPI must say so (MPI_IN_PLACE): an aliased send buffer is refused
+# or undefined.
+M('mpi_allgatherv_in_place_not_said', 'core/transport/comm_mpi.c',
+  ('const bool in_place = sendbuf == (const char *)recvbuf + displs[c->rank];', 'const bool in_place = false;'),
   '^(train_cli_mpi|train_mlp_shares)$')
 M('sharded_gradient_not_gathered', TR,
   ('FF_TRY(ff_comm_allgatherv(t->comm, t->grad + lo, count, displ, t->recvbuf + t->bucket[b].recv_root,',

@@ -293,8 +293,11 @@ static ff_status cpu_sgd(ff_device *d, float *w, float *mom, const float *g, int
     return FF_OK;
 }
 
+// An own row elsewhere (device.h) is copied into its place first: the same tree after.
 static ff_status cpu_tree_sgd(ff_device *d, float *w_out, const float *w, float *mom, float *rows, int64_t nrows,
-                              int64_t stride, int64_t count, float lr, float momentum, float weight_decay, bool first) {
+                              int64_t stride, int64_t own_row, const float *own_at, int64_t count, float lr,
+                              float momentum, float weight_decay, bool first) {
+    if (own_at) memcpy(rows + own_row * stride, own_at, (size_t)count * sizeof(float));
     FF_TRY(cpu_tree_reduce(d, rows, rows, nrows, stride, count));
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < count; i++) w_out[i] = sgd_rule(w[i], rows[i], mom, i, lr, momentum, weight_decay, first);

@@ -665,17 +665,29 @@ __device__ __forceinline__ float tree_of(float *v) {
     }
     return v[0];
 }
+// The rows a tree adds: row j at rows + j * stride, except row own (-1: none), read from own_at
+// (an exchange's own row where its backward left it: device.h ff_device_tree_sgd).
+struct tree_rows {
+    float *rows;
+    long long stride;
+    int own;
+    const float *own_at;
+};
+__device__ __forceinline__ const float *row_of(const tree_rows &r, int j) {
+    return j == r.own ? r.own_at : r.rows + j * r.stride;
+}
 // Element i's tree over N rows.
 template <int N>
-__device__ __forceinline__ float tree_in_registers(const float *rows, long long stride, long long i) {
+__device__ __forceinline__ float tree_in_registers(const tree_rows &r, long long i) {
     float v[N];
 #pragma unroll
-    for (int j = 0; j < N; j++) v[j] = rows[j * stride + i];
+    for (int j = 0; j < N; j++) v[j] = row_of(r, j)[i];
     return tree_of<N>(v);
 }
 template <int N>
 __global__ void k_tree_reg(float *out, const float *rows, long long stride, long long len) {
-    FF_GRID_STRIDE(i, len) out[i] = tree_in_registers<N>(rows, stride, i);
+    const tree_rows r = {const_cast<float *>(rows), stride, -1, nullptr};
+    FF_GRID_STRIDE(i, len) out[i] = tree_in_registers<N>(r, i);
 }
 // More rows: the tree in place, level by level (row 0 ends with the sum).
 __global__ void k_tree_inplace(float *rows, long long nrows, long long stride, long long len) {
@@ -721,10 +733,11 @@ __global__ void k_sgd(float *__restrict__ w, float *__restrict__ mom, const floa
 // weight to w_out (w only read): one pass where the tree, the update and a copy of the weights
 // were three.
 template <int N>
-__global__ void k_tree_sgd(float *w_out, const float *w, float *__restrict__ mom, float *__restrict__ rows,
-                           long long stride, long long count, float lr, float momentum, float wd, int first) {
+__global__ void k_tree_sgd(float *w_out, const float *w, float *__restrict__ mom, tree_rows r, long long count,
+                           float lr, float momentum, float wd, int first) {
+    float *rows = r.rows;
     FF_GRID_STRIDE(i, count) {
-        const float sum = tree_in_registers<N>(rows, stride, i);
+        const float sum = tree_in_registers<N>(r, i);
         if (N > 1) rows[i] = sum;
         w_out[i] = sgd_rule(w[i], sum, mom, i, lr, momentum, wd, first);
     }
@@ -740,17 +753,18 @@ __global__ void k_tree_sgd(float *w_out, const float *w, float *__restrict__ mom
 // rule, momentum through a register): the same bits. Elements past the last whole float4 go one by one.
 #define FF_TREE_SGD_CHUNKS 4
 template <int N>
-__global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mom, float *__restrict__ rows,
-                            long long stride, long long count, float lr, float momentum, float wd, int first) {
+__global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mom, tree_rows r, long long count,
+                            float lr, float momentum, float wd, int first) {
+    float *rows = r.rows;
     const long long T = gridDim.x * (long long)blockDim.x, c4 = count / 4;
     for (long long base = blockIdx.x * (long long)blockDim.x + threadIdx.x; base < c4; base += FF_TREE_SGD_CHUNKS * T) {
-        float4 r[FF_TREE_SGD_CHUNKS][N], wv[FF_TREE_SGD_CHUNKS], mv[FF_TREE_SGD_CHUNKS];
+        float4 rv[FF_TREE_SGD_CHUNKS][N], wv[FF_TREE_SGD_CHUNKS], mv[FF_TREE_SGD_CHUNKS];
 #pragma unroll
         for (int u = 0; u < FF_TREE_SGD_CHUNKS; u++) {  // every load first: the chunks in flight at once
             const long long i = base + u * T;
             if (i >= c4) continue;
 #pragma unroll
-            for (int j = 0; j < N; j++) r[u][j] = reinterpret_cast<const float4 *>(rows + j * stride)[i];
+            for (int j = 0; j < N; j++) rv[u][j] = reinterpret_cast<const float4 *>(row_of(r, j))[i];
             wv[u] = reinterpret_cast<const float4 *>(w)[i];
             mv[u] = reinterpret_cast<const float4 *>(mom)[i];
         }
@@ -760,7 +774,7 @@ __global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mo
             if (i >= c4) continue;
             float a[N], b[N], c[N], d[N];
 #pragma unroll
-            for (int j = 0; j < N; j++) a[j] = r[u][j].x, b[j] = r[u][j].y, c[j] = r[u][j].z, d[j] = r[u][j].w;
+            for (int j = 0; j < N; j++) a[j] = rv[u][j].x, b[j] = rv[u][j].y, c[j] = rv[u][j].z, d[j] = rv[u][j].w;
             const float4 g = make_float4(tree_of<N>(a), tree_of<N>(b), tree_of<N>(c), tree_of<N>(d));
             if (N > 1) reinterpret_cast<float4 *>(rows)[i] = g;
             float4 o;
@@ -773,7 +787,7 @@ __global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mo
         }
     }
     for (long long i = 4 * c4 + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += T) {
-        const float sum = tree_in_registers<N>(rows, stride, i);
+        const float sum = tree_in_registers<N>(r, i);
         if (N > 1) rows[i] = sum;
         w_out[i] = sgd_rule(w[i], sum, mom, i, lr, momentum, wd, first);
     }
@@ -1048,38 +1062,47 @@ extern "C" ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t co
 struct tree_sgd_args {
     float *w_out;
     const float *w;
-    float *mom, *rows;
-    long long stride, count;
+    float *mom;
+    tree_rows r;
+    long long count;
     float lr, momentum, wd;
     int first;
 };
 template <int N>
 static void launch_tree_sgd(bool aligned, unsigned blocks, cudaStream_t cs, const tree_sgd_args &a) {
     if (aligned)
-        k_tree_sgd4<N><<<blocks, FF_TRAIN_THREADS, 0, cs>>>(a.w_out, a.w, a.mom, a.rows, a.stride, a.count, a.lr,
-                                                            a.momentum, a.wd, a.first);
+        k_tree_sgd4<N>
+            <<<blocks, FF_TRAIN_THREADS, 0, cs>>>(a.w_out, a.w, a.mom, a.r, a.count, a.lr, a.momentum, a.wd, a.first);
     else
-        k_tree_sgd<N><<<blocks, FF_TRAIN_THREADS, 0, cs>>>(a.w_out, a.w, a.mom, a.rows, a.stride, a.count, a.lr,
-                                                           a.momentum, a.wd, a.first);
+        k_tree_sgd<N>
+            <<<blocks, FF_TRAIN_THREADS, 0, cs>>>(a.w_out, a.w, a.mom, a.r, a.count, a.lr, a.momentum, a.wd, a.first);
 }
 
 extern "C" ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, float *rows, int64_t nrows,
-                                     int64_t stride, int64_t count, float lr, float momentum, float weight_decay,
-                                     bool first, ff_gpu_stream s) {
+                                     int64_t stride, int64_t own_row, const float *own_at, int64_t count, float lr,
+                                     float momentum, float weight_decay, bool first, ff_gpu_stream s) {
     if (count <= 0 || nrows < 1) return FF_OK;
-    if (nrows > FF_TREE_SGD_ROWS) {  // the tree alone first (in place: row 0 ends with the sum)
+    tree_rows r = {rows, stride, own_at ? (int)own_row : -1, own_at};
+    if (nrows > FF_TREE_SGD_ROWS) {  // the own row into its place, then the tree alone (row 0 ends with the sum)
+        if (own_at) {
+            k_copy_floats<<<train_blocks(count), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(rows + own_row * stride,
+                                                                                         own_at, count);
+            FF_LAUNCH_CHECK("k_copy_floats");
+        }
         FF_TRY(ff_gpu_tree_reduce(rows, rows, nrows, stride, count, s));
         nrows = 1;
+        r.own = -1, r.own_at = NULL;
     }
     const bool aligned =
-        stride % 4 == 0 && ((uintptr_t)w_out | (uintptr_t)w | (uintptr_t)mom | (uintptr_t)rows) % 16 == 0;
+        stride % 4 == 0 &&
+        ((uintptr_t)w_out | (uintptr_t)w | (uintptr_t)mom | (uintptr_t)rows | (uintptr_t)r.own_at) % 16 == 0;
     unsigned blocks = train_blocks(count);
     if (aligned) {  // one block per multiprocessor at most (k_tree_sgd4)
         const long long per_block = (long long)FF_TREE_SGD_CHUNKS * 4 * FF_TRAIN_THREADS;
         const long long need = (count + per_block - 1) / per_block, sms = multiprocessors();
         blocks = (unsigned)(need < sms ? need : sms);
     }
-    const tree_sgd_args a = {w_out, w, mom, rows, stride, count, lr, momentum, weight_decay, first ? 1 : 0};
+    const tree_sgd_args a = {w_out, w, mom, r, count, lr, momentum, weight_decay, first ? 1 : 0};
     cudaStream_t cs = ff_cu_stream(s);
     switch (nrows) {
         case 1: launch_tree_sgd<1>(aligned, blocks, cs, a); break;

@@ -56,7 +56,8 @@ ff_status ff_comm_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const
 ff_status ff_comm_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf, const size_t *counts,
                            const size_t *displs, int root);
 // Everyone receives everyone's block, its own included (the trainer relies on it: its update
-// writes only the slice it sends): counts/displs known on every rank.
+// writes only the slice it sends): counts/displs known on every rank. In place where sendbuf is
+// recvbuf + displs[rank] (MPI_IN_PLACE, NCCL's in-place all-gather: the own block is not copied).
 ff_status ff_comm_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs, const void *sendbuf,
                              size_t sendbytes);
 // Personalised all-to-all: send_counts[r] bytes at sendbuf + send_displs[r] go to rank r.

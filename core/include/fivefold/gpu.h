@@ -379,9 +379,10 @@ ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t count, float 
 // up to 8 rows (more: the tree first, in place). Where every pointer is 16-byte aligned and stride a
 // multiple of 4 the kernel reads float4s on at most one block per multiprocessor, so that beside the
 // backward's GEMMs it leaves them the other multiprocessors' time (train_cuda.cu k_tree_sgd4); the
-// bits are the same either way.
+// bits are the same either way. own_row, own_at: a row read from elsewhere (device.h).
 ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, float *rows, int64_t nrows, int64_t stride,
-                          int64_t count, float lr, float momentum, float weight_decay, bool first, ff_gpu_stream s);
+                          int64_t own_row, const float *own_at, int64_t count, float lr, float momentum,
+                          float weight_decay, bool first, ff_gpu_stream s);
 // x[i] = images[idx[i]] (per floats each), labels[i] = all_labels[idx[i]] for i < n.
 ff_status ff_gpu_gather(float *x, int32_t *labels, const float *images, const int32_t *all_labels, const int64_t *idx,
                         int64_t per, int64_t n, ff_gpu_stream s);
