@@ -304,22 +304,23 @@ ff_status ff_device_sgd(ff_device *d, float *w, float *mom, const float *g, int6
     return count > 0 ? d->ops->sgd(d, w, mom, g, count, lr, momentum, weight_decay, first) : FF_OK;
 }
 
-ff_status ff_device_tree_sgd(ff_device *d, float *w_out, const float *w, float *mom, float *rows, int64_t nrows,
-                             int64_t stride, int64_t own_row, const float *own_at, int64_t count, float lr,
-                             float momentum, float weight_decay, bool first) {
+ff_status ff_device_tree_sgd(ff_device *d, float *w_out, const float *w, float *mom, const ff_tree_rows *rows,
+                             int64_t count, float lr, float momentum, float weight_decay, bool first) {
     if (!d->ops->tree_sgd) return unsupported(d, "training (tree and SGD)");
-    if (nrows < 1 || count < 0 || (nrows > 1 && stride < count))
+    const ff_tree_rows *r = rows;
+    if (r->n < 1 || count < 0 || (r->n > 1 && r->stride < count))
         return FF_FAIL(FF_ERR_INPUT,
                        "tree and SGD: %lld rows of %lld floats, stride %lld: expected at least 1 row, a count of at "
                        "least 0 and, with several rows, a stride of at least the count",
-                       (long long)nrows, (long long)count, (long long)stride);
-    if (own_row < -1 || own_row >= nrows || (own_row >= 0) != (own_at != NULL))
+                       (long long)r->n, (long long)count, (long long)r->stride);
+    if (r->own < -1 || r->own >= r->n || (r->own >= 0) != (r->own_at != NULL))
         return FF_FAIL(FF_ERR_INPUT,
                        "tree and SGD: own row %lld %s: expected -1 without a place, or a row in [0, %lld) with one",
-                       (long long)own_row, own_at ? "with a place" : "without a place", (long long)nrows);
-    return count > 0 ? d->ops->tree_sgd(d, w_out, w, mom, rows, nrows, stride, own_row, own_at, count, lr, momentum,
-                                        weight_decay, first)
-                     : FF_OK;
+                       (long long)r->own, r->own_at ? "with a place" : "without a place", (long long)r->n);
+    if (!r->keep_sum && r->n > FF_TREE_UNKEPT_ROWS)
+        return FF_FAIL(FF_ERR_INPUT, "tree and SGD: %lld rows without keeping the sum: expected at most %d",
+                       (long long)r->n, FF_TREE_UNKEPT_ROWS);
+    return count > 0 ? d->ops->tree_sgd(d, w_out, w, mom, rows, count, lr, momentum, weight_decay, first) : FF_OK;
 }
 
 // ---------------------------------------------------------------- captured work

@@ -56,9 +56,8 @@ typedef struct {
     size_t (*train_work_bytes)(const ff_device *d, int last, int64_t n, bool two_pass);  // NULL: none
     ff_status (*sgd)(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
                      float weight_decay, bool first);
-    ff_status (*tree_sgd)(ff_device *d, float *w_out, const float *w, float *mom, float *rows, int64_t nrows,
-                          int64_t stride, int64_t own_row, const float *own_at, int64_t count, float lr, float momentum,
-                          float weight_decay, bool first);
+    ff_status (*tree_sgd)(ff_device *d, float *w_out, const float *w, float *mom, const ff_tree_rows *rows,
+                          int64_t count, float lr, float momentum, float weight_decay, bool first);
     // captured work (device.h): NULL where a device cannot capture
     ff_status (*capture_begin)(ff_device *d);
     ff_status (*capture_end)(ff_device *d, ff_device_graph **out);

@@ -719,17 +719,19 @@ static void tree_reduce_sgd_gather_bits(void **state) {
     // in place; row 0 keeps the reduced gradient. Two shapes: a row stride of 3011 (the kernel one
     // float at a time) and of 600004 with 600003 floats (16-byte aligned: float4s from a grid of one
     // block per multiprocessor, several passes of it, and three floats past the last float4). Each
-    // again with an own row (device.h; the exchange's own block sum where the backward left it), row
-    // 0 or the last: read from its own buffer, its place in the rows NaN, against the cpu device with
-    // every row in place. Bad shapes are refused naming them.
+    // again with an own row (tree_rows.h; the exchange's own block sum where the backward left it),
+    // row 0 or the last: read from its own buffer, its place in the rows NaN, against the cpu device
+    // with every row in place; and, up to 8 rows, without keeping the sum (what the trainer does):
+    // then the GPU's rows must be as they were. Bad shapes are refused naming them.
     const int64_t tr_rows[] = {1, 2, 3, 4, 8, 9, 13};
     const size_t n_tr = sizeof tr_rows / sizeof tr_rows[0];
-    for (size_t t = 0; t < 4 * n_tr; t++) {
-        const bool wide = t % (2 * n_tr) >= n_tr, with_own = t >= 2 * n_tr;
+    for (size_t t = 0; t < 6 * n_tr; t++) {
+        const bool wide = t % (2 * n_tr) >= n_tr, with_own = t >= 2 * n_tr, keep = t < 4 * n_tr;
         const int64_t nr = tr_rows[t % n_tr], tl = wide ? 600003 : 3000, ts = wide ? 600004 : 3011;
         const bool in_place = t % 2 == 1;
         const int64_t own = with_own ? (t % 4 < 2 ? 0 : nr - 1) : -1;
         if (with_own && nr == 1) continue;  // (an exchange's own row is one of several)
+        if (!keep && nr > FF_TREE_UNKEPT_ROWS) continue;
         float *rows = tu_rand((size_t)(nr * ts), 1000 + (uint64_t)t, 0.01f);
         for (int64_t j = 0; j < nr; j++)
             for (int64_t i = 0; i < ts; i++) rows[j * ts + i] = ldexpf(rows[j * ts + i], (int)(3 * (j % 5)));
@@ -747,18 +749,30 @@ static void tree_reduce_sgd_gather_bits(void **state) {
             CHECK_OK(ff_device_sync(F.gpu));  // (the upload is enqueued)
             free(nan_row);
         }
-        CHECK_OK(ff_device_tree_sgd(F.cpu, in_place ? w : w_out, w, mom, rows, nr, ts, -1, NULL, tl, 0.01f, 0.9f, 1e-3f,
-                                    false));
-        CHECK_OK(ff_device_tree_sgd(F.gpu, gout, gw, gm, grows, nr, ts, own, gown, tl, 0.01f, 0.9f, 1e-3f, false));
+        float *grows_before = download(grows, (size_t)(nr * ts));
+        const ff_tree_rows cpu_rows = {.at = rows, .n = nr, .stride = ts, .own = -1, .keep_sum = true};
+        const ff_tree_rows gpu_rows = {
+            .at = grows, .n = nr, .stride = ts, .own = own, .own_at = gown, .keep_sum = keep};
+        CHECK_OK(ff_device_tree_sgd(F.cpu, in_place ? w : w_out, w, mom, &cpu_rows, tl, 0.01f, 0.9f, 1e-3f, false));
+        CHECK_OK(ff_device_tree_sgd(F.gpu, gout, gw, gm, &gpu_rows, tl, 0.01f, 0.9f, 1e-3f, false));
         float *out_g = download(gout, (size_t)tl), *m_g = download(gm, (size_t)tl), *r_g = download(grows, (size_t)tl);
         char what[128];
-        snprintf(what, sizeof what, "tree_sgd %lld rows (%s, stride %lld, own row %lld): weights", (long long)nr,
-                 in_place ? "in place" : "apart", (long long)ts, (long long)own);
+        snprintf(what, sizeof what, "tree_sgd %lld rows (%s, stride %lld, own row %lld, sum %s): weights",
+                 (long long)nr, in_place ? "in place" : "apart", (long long)ts, (long long)own,
+                 keep ? "kept" : "not kept");
         bad += check_bits(what, out_g, in_place ? w : w_out, (size_t)tl);
         snprintf(what, sizeof what, "tree_sgd %lld rows: momentum", (long long)nr);
         bad += check_bits(what, m_g, mom, (size_t)tl);
-        snprintf(what, sizeof what, "tree_sgd %lld rows: row 0 (the reduced gradient)", (long long)nr);
-        bad += check_bits(what, r_g, rows, (size_t)tl);
+        if (keep) {
+            snprintf(what, sizeof what, "tree_sgd %lld rows: row 0 (the reduced gradient)", (long long)nr);
+            bad += check_bits(what, r_g, rows, (size_t)tl);
+        } else {
+            float *all_g = download(grows, (size_t)(nr * ts));
+            snprintf(what, sizeof what, "tree_sgd %lld rows, sum not kept: the rows untouched", (long long)nr);
+            bad += check_bits(what, all_g, grows_before, (size_t)(nr * ts));
+            free(all_g);
+        }
+        free(grows_before);
         if (!in_place) {
             float *w_g = download(gw, (size_t)tl);
             bad += check_bits("tree_sgd: w untouched when the output is apart", w_g, w_before, (size_t)tl);
@@ -769,10 +783,18 @@ static void tree_reduce_sgd_gather_bits(void **state) {
         free(rows), free(w), free(mom), free(w_before), free(w_out), free(out_g), free(m_g), free(r_g);
     }
     float one = 1.0f, m1 = 0.0f, r1[2] = {1.0f, 2.0f};
-    assert_int_equal(ff_device_tree_sgd(F.cpu, &one, &one, &m1, r1, 0, 1, -1, NULL, 1, 0.1f, 0.9f, 0.0f, false),
-                     FF_ERR_INPUT);
-    assert_int_equal(ff_device_tree_sgd(F.cpu, &one, &one, &m1, r1, 2, 1, -1, NULL, 2, 0.1f, 0.9f, 0.0f, false),
-                     FF_ERR_INPUT);
+    assert_int_equal(
+        ff_device_tree_sgd(F.gpu, &one, &one, &m1, &(ff_tree_rows){.at = r1, .n = 0, .stride = 1, .own = -1}, 1, 0.1f,
+                           0.9f, 0.0f, false),
+        FF_ERR_INPUT);
+    assert_int_equal(
+        ff_device_tree_sgd(F.gpu, &one, &one, &m1, &(ff_tree_rows){.at = r1, .n = 2, .stride = 1, .own = -1}, 2, 0.1f,
+                           0.9f, 0.0f, false),
+        FF_ERR_INPUT);
+    assert_int_equal(
+        ff_device_tree_sgd(F.gpu, &one, &one, &m1, &(ff_tree_rows){.at = r1, .n = 9, .stride = 2, .own = -1}, 2, 0.1f,
+                           0.9f, 0.0f, false),
+        FF_ERR_INPUT);
 
     // gather: 13 samples (repeats included) of a 40-image set
     const int64_t count = 40, per = ff_shape_numel(F.m.input), n = N_IMG;

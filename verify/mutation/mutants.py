@@ -323,7 +323,8 @@ M('sharded_momentum_not_gathered', TR,
 M('own_row_always_first', TR,
   ('for (int64_t q = 0; q < t->rank; q++) own_row += bm->nb[q];', '(void)0;'), TRAIN)
 M('cpu_tree_sgd_own_row_ignored', 'core/device/cpu/device_cpu.c',
-  ('if (own_at) memcpy(rows + own_row * stride, own_at, (size_t)count * sizeof(float));', '(void)own_at;'), TREE)
+  ('if (r->own_at) memcpy(rows + r->own * r->stride, r->own_at, (size_t)count * sizeof(float));', '(void)0;'),
+  '^test_tree_reduce$')
 M('own_row_without_fixed_tree', TR,
   ('if (bm->fixed_tree && bm->nroots > 1 && mine == 1) {', 'if (bm->nroots > 1 && mine == 1) {'), '^train_mlp_shares$')
 # The in-place all-gather over MPI must say so (MPI_IN_PLACE): an aliased send buffer is refused
@@ -365,11 +366,23 @@ M('cpu_sgd_momentum_not_stored', DC, ('        mom[i] = b;\n', '\n'), TRAIN)
 # before the update, and the trainer may fuse only the fixed tree (every rank one block sum);
 # --shares 1,1,14 gives five roots whose additions are not the fixed tree's.
 M('cpu_tree_sgd_tree_skipped', DC,
-  ('    FF_TRY(cpu_tree_reduce(d, rows, rows, nrows, stride, count));\n', '    (void)d, (void)nrows, (void)stride;\n'),
+  ('        FF_TRY(cpu_tree_reduce(d, rows, rows, r->n, r->stride, count));\n', '        (void)d;\n'),
   TREE)
+# Without keeping the sum (the trainer's fused step): the tree in a local array, the rows untouched.
+M('cpu_tree_sgd_unkept_tree_skipped', DC,
+  ('for (int64_t s = 1; s < r->n; s *= 2)', 'for (int64_t s = 1; s < 1; s *= 2)'), TREE)
+M('cpu_tree_sgd_unkept_writes_rows', DC,
+  ('        w_out[i] = sgd_rule(w[i], v[0], mom, i, lr, momentum, weight_decay, first);',
+   '        w_out[i] = sgd_rule(w[i], v[0], mom, i, lr, momentum, weight_decay, first);\n        rows[i] = v[0];'),
+  '^test_tree_reduce$')
+M('cpu_tree_sgd_unkept_own_row_ignored', DC,
+  ('v[j] = j == r->own ? r->own_at[i] : rows[j * r->stride + i];', 'v[j] = rows[j * r->stride + i];'), TREE)
+# ff_trainer_sync adds the unkept rows again before it gathers my slice of the gradient.
+M('sync_sum_not_readded', TR, ('        if (u->n > 1) {  // the same tree', '        if (0) {  // the same tree'),
+  '^golden_mlp_small_mpi_P2$')
 # ff_device_tree_sgd's shape check: one row may have any stride (test_tree_reduce calls it so)
 M('tree_sgd_refuses_one_short_row', 'core/device/device.c',
-  ('if (nrows < 1 || count < 0 || (nrows > 1 && stride < count))', 'if (nrows < 1 || count < 0 || stride < count)'),
+  ('if (r->n < 1 || count < 0 || (r->n > 1 && r->stride < count))', 'if (r->n < 1 || count < 0 || r->stride < count)'),
   '^test_tree_reduce$')
 M('finishing_always_fixed_tree', TR,
   ('bm->fixed_tree = finishing_is_fixed_tree(bm);', 'bm->fixed_tree = finishing_is_fixed_tree(bm) || bm;'), QUEUED)

@@ -145,12 +145,17 @@ static void tree_sgd_is_the_tree_then_the_rule(void **state) {
     }
     float *own_buf = malloc(bytes);
     assert_non_null(own_buf);
+    float *rows_before = malloc((size_t)(MAXR * stride) * sizeof(float));
+    assert_non_null(rows_before);
     for (int64_t n = 1; n <= MAXR; n++)
-        for (int k = 0; k < 6; k++) {
+        for (int k = 0; k < 12; k++) {
             const int apart = k % 2;
-            // own row (device.h): none, row 0, the last row: read from own_buf, its place NaN
-            const int64_t own = k < 2 ? -1 : k < 4 ? 0 : n - 1;
+            // own row (tree_rows.h): none, row 0, the last row: read from own_buf, its place NaN;
+            // each with the sum kept in row 0 and without (then the rows are left as they were)
+            const int64_t own = k % 6 < 2 ? -1 : k % 6 < 4 ? 0 : n - 1;
+            const bool keep = k < 6;
             if (own >= 0 && n == 1) continue;  // (an exchange's own row is one of several)
+            if (!keep && n > FF_TREE_UNKEPT_ROWS) continue;
             const bool first = n == 2;
             fill(r, n);
             for (int64_t j = 0; j < n; j++) memcpy(sums[j], r[j], bytes);
@@ -159,6 +164,7 @@ static void tree_sgd_is_the_tree_then_the_rule(void **state) {
                 memcpy(own_buf, r[own], bytes);
                 for (int64_t i = 0; i < LEN; i++) r[own][i] = NAN;
             }
+            memcpy(rows_before, rows, (size_t)(n * stride) * sizeof(float));
             uint64_t s = 99 + (uint64_t)n;
             for (int64_t i = 0; i < LEN; i++) {
                 wt[i] = (float)(lcg(&s) & 0xFFFF) / 65536.0f - 0.5f;
@@ -166,42 +172,84 @@ static void tree_sgd_is_the_tree_then_the_rule(void **state) {
             }
             memcpy(w_before, wt, bytes);
             float *w_out = apart ? out : wt;
-            assert_int_equal(ff_device_tree_sgd(d, w_out, wt, mom, rows, n, stride, own, own >= 0 ? own_buf : NULL, LEN,
-                                                0.01f, 0.9f, 1e-3f, first),
-                             FF_OK);
+            const ff_tree_rows tr = {.at = rows,
+                                     .n = n,
+                                     .stride = stride,
+                                     .own = own,
+                                     .own_at = own >= 0 ? own_buf : NULL,
+                                     .keep_sum = keep};
+            assert_int_equal(ff_device_tree_sgd(d, w_out, wt, mom, &tr, LEN, 0.01f, 0.9f, 1e-3f, first), FF_OK);
             for (int64_t i = 0; i < LEN; i++) {
                 const float want = sgd_ref(w_before[i], sums[0][i], &want_mom[i], 0.01f, 0.9f, 1e-3f, first);
-                if (memcmp(&w_out[i], &want, 4) || memcmp(&mom[i], &want_mom[i], 4) || memcmp(&r[0][i], &sums[0][i], 4))
+                const float row0_want = keep || n == 1 ? sums[0][i] : rows_before[i];
+                if (memcmp(&w_out[i], &want, 4) || memcmp(&mom[i], &want_mom[i], 4) || memcmp(&r[0][i], &row0_want, 4))
                     fail_msg(
-                        "%lld rows (%s, own row %lld), element %lld: weight %a (want %a), momentum %a (want %a), "
-                        "row 0 %a (want the tree's %a)",
-                        (long long)n, apart ? "apart" : "in place", (long long)own, (long long)i, (double)w_out[i],
-                        (double)want, (double)mom[i], (double)want_mom[i], (double)r[0][i], (double)sums[0][i]);
+                        "%lld rows (%s, own row %lld, sum %s), element %lld: weight %a (want %a), momentum %a "
+                        "(want %a), row 0 %a (want %a)",
+                        (long long)n, apart ? "apart" : "in place", (long long)own, keep ? "kept" : "not kept",
+                        (long long)i, (double)w_out[i], (double)want, (double)mom[i], (double)want_mom[i],
+                        (double)r[0][i], (double)row0_want);
             }
-            if (apart) assert_memory_equal(wt, w_before, bytes);  // w only read
+            if (apart) assert_memory_equal(wt, w_before, bytes);                                      // w only read
+            if (!keep) assert_memory_equal(rows, rows_before, (size_t)(n * stride) * sizeof(float));  // untouched
         }
     // one row may have any stride (nothing is read past it); several need stride >= count
-    assert_int_equal(ff_device_tree_sgd(d, out, wt, mom, rows, 1, 1, -1, NULL, 8, 0.01f, 0.9f, 0.0f, false), FF_OK);
-    assert_int_equal(ff_device_tree_sgd(d, out, wt, mom, rows, 2, 7, -1, NULL, 8, 0.01f, 0.9f, 0.0f, false),
+    assert_int_equal(ff_device_tree_sgd(
+                         d, out, wt, mom,
+                         &(ff_tree_rows){.at = rows, .n = 1, .stride = 1, .own = -1, .own_at = NULL, .keep_sum = true},
+                         8, 0.01f, 0.9f, 0.0f, false),
+                     FF_OK);
+    assert_int_equal(ff_device_tree_sgd(
+                         d, out, wt, mom,
+                         &(ff_tree_rows){.at = rows, .n = 2, .stride = 7, .own = -1, .own_at = NULL, .keep_sum = true},
+                         8, 0.01f, 0.9f, 0.0f, false),
                      FF_ERR_INPUT);
     assert_non_null(strstr(ff_last_error(), "2 rows of 8 floats, stride 7"));
-    assert_int_equal(ff_device_tree_sgd(d, out, wt, mom, rows, 0, 8, -1, NULL, 8, 0.01f, 0.9f, 0.0f, false),
+    assert_int_equal(ff_device_tree_sgd(
+                         d, out, wt, mom,
+                         &(ff_tree_rows){.at = rows, .n = 0, .stride = 8, .own = -1, .own_at = NULL, .keep_sum = true},
+                         8, 0.01f, 0.9f, 0.0f, false),
                      FF_ERR_INPUT);
     assert_non_null(strstr(ff_last_error(), "0 rows of 8 floats"));
-    assert_int_equal(ff_device_tree_sgd(d, out, wt, mom, rows, 1, 8, -1, NULL, -1, 0.01f, 0.9f, 0.0f, false),
+    assert_int_equal(ff_device_tree_sgd(
+                         d, out, wt, mom,
+                         &(ff_tree_rows){.at = rows, .n = 1, .stride = 8, .own = -1, .own_at = NULL, .keep_sum = true},
+                         -1, 0.01f, 0.9f, 0.0f, false),
                      FF_ERR_INPUT);
     assert_non_null(strstr(ff_last_error(), "1 rows of -1 floats"));
     // an own row: in [0, nrows), with a place; none (-1) without one
-    assert_int_equal(ff_device_tree_sgd(d, out, wt, mom, rows, 2, 8, 2, own_buf, 8, 0.01f, 0.9f, 0.0f, false),
-                     FF_ERR_INPUT);
+    assert_int_equal(
+        ff_device_tree_sgd(
+            d, out, wt, mom,
+            &(ff_tree_rows){.at = rows, .n = 2, .stride = 8, .own = 2, .own_at = own_buf, .keep_sum = true}, 8, 0.01f,
+            0.9f, 0.0f, false),
+        FF_ERR_INPUT);
     assert_non_null(strstr(ff_last_error(), "own row 2 with a place: expected -1 without a place, or a row in [0, 2)"));
-    assert_int_equal(ff_device_tree_sgd(d, out, wt, mom, rows, 2, 8, 1, NULL, 8, 0.01f, 0.9f, 0.0f, false),
-                     FF_ERR_INPUT);
+    assert_int_equal(
+        ff_device_tree_sgd(d, out, wt, mom,
+                           &(ff_tree_rows){.at = rows, .n = 2, .stride = 8, .own = 1, .own_at = NULL, .keep_sum = true},
+                           8, 0.01f, 0.9f, 0.0f, false),
+        FF_ERR_INPUT);
     assert_non_null(strstr(ff_last_error(), "own row 1 without a place"));
-    assert_int_equal(ff_device_tree_sgd(d, out, wt, mom, rows, 2, 8, -1, own_buf, 8, 0.01f, 0.9f, 0.0f, false),
+    assert_int_equal(
+        ff_device_tree_sgd(
+            d, out, wt, mom,
+            &(ff_tree_rows){.at = rows, .n = 2, .stride = 8, .own = -1, .own_at = own_buf, .keep_sum = true}, 8, 0.01f,
+            0.9f, 0.0f, false),
+        FF_ERR_INPUT);
+    assert_int_equal(ff_device_tree_sgd(
+                         d, out, wt, mom,
+                         &(ff_tree_rows){.at = rows, .n = 2, .stride = 8, .own = -2, .own_at = NULL, .keep_sum = true},
+                         8, 0.01f, 0.9f, 0.0f, false),
                      FF_ERR_INPUT);
-    assert_int_equal(ff_device_tree_sgd(d, out, wt, mom, rows, 2, 8, -2, NULL, 8, 0.01f, 0.9f, 0.0f, false),
-                     FF_ERR_INPUT);
+    // the sum not kept: at most FF_TREE_UNKEPT_ROWS rows
+    assert_int_equal(
+        ff_device_tree_sgd(
+            d, out, wt, mom,
+            &(ff_tree_rows){.at = rows, .n = FF_TREE_UNKEPT_ROWS + 1, .stride = 8, .own = -1, .keep_sum = false}, 8,
+            0.01f, 0.9f, 0.0f, false),
+        FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "9 rows without keeping the sum: expected at most 8"));
     // the cpu device keeps its weights where they are (adopting memory is for GPUs, device.h)
     float *params = ff_device_params(d);
     assert_int_equal(ff_device_adopt_params(d, out), FF_ERR_INPUT);
@@ -211,7 +259,7 @@ static void tree_sgd_is_the_tree_then_the_rule(void **state) {
     ff_device_destroy(d);
     ff_weights_free(&w);
     for (int j = 0; j < MAXR; j++) free(sums[j]);
-    free(rows), free(wt), free(w_before), free(out), free(mom), free(want_mom), free(own_buf);
+    free(rows), free(wt), free(w_before), free(out), free(mom), free(want_mom), free(own_buf), free(rows_before);
 }
 
 int main(void) {

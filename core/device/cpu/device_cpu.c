@@ -293,14 +293,28 @@ static ff_status cpu_sgd(ff_device *d, float *w, float *mom, const float *g, int
     return FF_OK;
 }
 
-// An own row elsewhere (device.h) is copied into its place first: the same tree after.
-static ff_status cpu_tree_sgd(ff_device *d, float *w_out, const float *w, float *mom, float *rows, int64_t nrows,
-                              int64_t stride, int64_t own_row, const float *own_at, int64_t count, float lr,
-                              float momentum, float weight_decay, bool first) {
-    if (own_at) memcpy(rows + own_row * stride, own_at, (size_t)count * sizeof(float));
-    FF_TRY(cpu_tree_reduce(d, rows, rows, nrows, stride, count));
+// Keeping the sum: an own row elsewhere (tree_rows.h) is copied into its place and the tree runs in
+// place (row 0 ends with the sum). Without: element by element, the rows read into a local array
+// (at most FF_TREE_UNKEPT_ROWS) and added there in the same order, nothing written to them.
+static ff_status cpu_tree_sgd(ff_device *d, float *w_out, const float *w, float *mom, const ff_tree_rows *r,
+                              int64_t count, float lr, float momentum, float weight_decay, bool first) {
+    float *rows = r->at;
+    if (r->keep_sum || r->n == 1) {
+        if (r->own_at) memcpy(rows + r->own * r->stride, r->own_at, (size_t)count * sizeof(float));
+        FF_TRY(cpu_tree_reduce(d, rows, rows, r->n, r->stride, count));
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < count; i++) w_out[i] = sgd_rule(w[i], rows[i], mom, i, lr, momentum, weight_decay, first);
+        for (int64_t i = 0; i < count; i++)
+            w_out[i] = sgd_rule(w[i], rows[i], mom, i, lr, momentum, weight_decay, first);
+        return FF_OK;
+    }
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < count; i++) {
+        float v[FF_TREE_UNKEPT_ROWS];
+        for (int64_t j = 0; j < r->n; j++) v[j] = j == r->own ? r->own_at[i] : rows[j * r->stride + i];
+        for (int64_t s = 1; s < r->n; s *= 2)
+            for (int64_t j = 0; j + s < r->n; j += 2 * s) v[j] = v[j] + v[j + s];
+        w_out[i] = sgd_rule(w[i], v[0], mom, i, lr, momentum, weight_decay, first);
+    }
     return FF_OK;
 }
 

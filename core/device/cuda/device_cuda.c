@@ -1056,11 +1056,9 @@ static ff_status cuda_sgd(ff_device *d, float *w, float *mom, const float *g, in
     return ff_gpu_sgd(w, mom, g, count, lr, momentum, weight_decay, first, cuda_of(d)->stream);
 }
 
-static ff_status cuda_tree_sgd(ff_device *d, float *w_out, const float *w, float *mom, float *rows, int64_t nrows,
-                               int64_t stride, int64_t own_row, const float *own_at, int64_t count, float lr,
-                               float momentum, float weight_decay, bool first) {
-    return ff_gpu_tree_sgd(w_out, w, mom, rows, nrows, stride, own_row, own_at, count, lr, momentum, weight_decay,
-                           first, cuda_of(d)->stream);
+static ff_status cuda_tree_sgd(ff_device *d, float *w_out, const float *w, float *mom, const ff_tree_rows *rows,
+                               int64_t count, float lr, float momentum, float weight_decay, bool first) {
+    return ff_gpu_tree_sgd(w_out, w, mom, rows, count, lr, momentum, weight_decay, first, cuda_of(d)->stream);
 }
 
 // Captured work (device.h): the device's stream captured into a CUDA graph. An ff_device_graph is

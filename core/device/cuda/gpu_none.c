@@ -272,11 +272,10 @@ ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t count, float 
     (void)w, (void)mom, (void)g, (void)count, (void)lr, (void)momentum, (void)weight_decay, (void)first, (void)s;
     return FF_NO_CUDA();
 }
-ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, float *rows, int64_t nrows, int64_t stride,
-                          int64_t own_row, const float *own_at, int64_t count, float lr, float momentum,
-                          float weight_decay, bool first, ff_gpu_stream s) {
-    (void)w_out, (void)w, (void)mom, (void)rows, (void)nrows, (void)stride, (void)own_row, (void)own_at, (void)count,
-        (void)lr, (void)momentum, (void)weight_decay, (void)first, (void)s;
+ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, const ff_tree_rows *rows, int64_t count, float lr,
+                          float momentum, float weight_decay, bool first, ff_gpu_stream s) {
+    (void)w_out, (void)w, (void)mom, (void)rows, (void)count, (void)lr, (void)momentum, (void)weight_decay, (void)first,
+        (void)s;
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_synth(float *x, const ff_synth *sy, int64_t first, int64_t n, ff_gpu_stream s) {

@@ -666,12 +666,13 @@ __device__ __forceinline__ float tree_of(float *v) {
     return v[0];
 }
 // The rows a tree adds: row j at rows + j * stride, except row own (-1: none), read from own_at
-// (an exchange's own row where its backward left it: device.h ff_device_tree_sgd).
+// (an exchange's own row where its backward left it: tree_rows.h). keep: row 0 receives the sum.
 struct tree_rows {
     float *rows;
     long long stride;
     int own;
     const float *own_at;
+    int keep;
 };
 __device__ __forceinline__ const float *row_of(const tree_rows &r, int j) {
     return j == r.own ? r.own_at : r.rows + j * r.stride;
@@ -686,7 +687,7 @@ __device__ __forceinline__ float tree_in_registers(const tree_rows &r, long long
 }
 template <int N>
 __global__ void k_tree_reg(float *out, const float *rows, long long stride, long long len) {
-    const tree_rows r = {const_cast<float *>(rows), stride, -1, nullptr};
+    const tree_rows r = {const_cast<float *>(rows), stride, -1, nullptr, 0};
     FF_GRID_STRIDE(i, len) out[i] = tree_in_registers<N>(r, i);
 }
 // More rows: the tree in place, level by level (row 0 ends with the sum).
@@ -738,7 +739,7 @@ __global__ void k_tree_sgd(float *w_out, const float *w, float *__restrict__ mom
     float *rows = r.rows;
     FF_GRID_STRIDE(i, count) {
         const float sum = tree_in_registers<N>(r, i);
-        if (N > 1) rows[i] = sum;
+        if (N > 1 && r.keep) rows[i] = sum;
         w_out[i] = sgd_rule(w[i], sum, mom, i, lr, momentum, wd, first);
     }
 }
@@ -776,7 +777,7 @@ __global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mo
 #pragma unroll
             for (int j = 0; j < N; j++) a[j] = rv[u][j].x, b[j] = rv[u][j].y, c[j] = rv[u][j].z, d[j] = rv[u][j].w;
             const float4 g = make_float4(tree_of<N>(a), tree_of<N>(b), tree_of<N>(c), tree_of<N>(d));
-            if (N > 1) reinterpret_cast<float4 *>(rows)[i] = g;
+            if (N > 1 && r.keep) reinterpret_cast<float4 *>(rows)[i] = g;
             float4 o;
             o.x = sgd_rule_reg(wv[u].x, g.x, mv[u].x, lr, momentum, wd, first);
             o.y = sgd_rule_reg(wv[u].y, g.y, mv[u].y, lr, momentum, wd, first);
@@ -788,7 +789,7 @@ __global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mo
     }
     for (long long i = 4 * c4 + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += T) {
         const float sum = tree_in_registers<N>(r, i);
-        if (N > 1) rows[i] = sum;
+        if (N > 1 && r.keep) rows[i] = sum;
         w_out[i] = sgd_rule(w[i], sum, mom, i, lr, momentum, wd, first);
     }
 }
@@ -1078,24 +1079,24 @@ static void launch_tree_sgd(bool aligned, unsigned blocks, cudaStream_t cs, cons
             <<<blocks, FF_TRAIN_THREADS, 0, cs>>>(a.w_out, a.w, a.mom, a.r, a.count, a.lr, a.momentum, a.wd, a.first);
 }
 
-extern "C" ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, float *rows, int64_t nrows,
-                                     int64_t stride, int64_t own_row, const float *own_at, int64_t count, float lr,
-                                     float momentum, float weight_decay, bool first, ff_gpu_stream s) {
+extern "C" ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, const ff_tree_rows *rows, int64_t count,
+                                     float lr, float momentum, float weight_decay, bool first, ff_gpu_stream s) {
+    int64_t nrows = rows->n, stride = rows->stride;
     if (count <= 0 || nrows < 1) return FF_OK;
-    tree_rows r = {rows, stride, own_at ? (int)own_row : -1, own_at};
+    tree_rows r = {rows->at, stride, rows->own_at ? (int)rows->own : -1, rows->own_at, rows->keep_sum ? 1 : 0};
     if (nrows > FF_TREE_SGD_ROWS) {  // the own row into its place, then the tree alone (row 0 ends with the sum)
-        if (own_at) {
-            k_copy_floats<<<train_blocks(count), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(rows + own_row * stride,
-                                                                                         own_at, count);
+        if (r.own_at) {
+            k_copy_floats<<<train_blocks(count), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(r.rows + r.own * stride,
+                                                                                         r.own_at, count);
             FF_LAUNCH_CHECK("k_copy_floats");
         }
-        FF_TRY(ff_gpu_tree_reduce(rows, rows, nrows, stride, count, s));
+        FF_TRY(ff_gpu_tree_reduce(r.rows, r.rows, nrows, stride, count, s));
         nrows = 1;
         r.own = -1, r.own_at = NULL;
     }
     const bool aligned =
         stride % 4 == 0 &&
-        ((uintptr_t)w_out | (uintptr_t)w | (uintptr_t)mom | (uintptr_t)rows | (uintptr_t)r.own_at) % 16 == 0;
+        ((uintptr_t)w_out | (uintptr_t)w | (uintptr_t)mom | (uintptr_t)r.rows | (uintptr_t)r.own_at) % 16 == 0;
     unsigned blocks = train_blocks(count);
     if (aligned) {  // one block per multiprocessor at most (k_tree_sgd4)
         const long long per_block = (long long)FF_TREE_SGD_CHUNKS * 4 * FF_TRAIN_THREADS;

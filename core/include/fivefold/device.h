@@ -21,6 +21,7 @@
 #include "fivefold/synthetic.h"
 #include "fivefold/status.h"
 #include "fivefold/trace.h"
+#include "fivefold/tree_rows.h"
 #include "fivefold/weights.h"
 
 #ifdef __cplusplus
@@ -229,17 +230,13 @@ ff_status ff_device_sgd(ff_device *d, float *w, float *mom, const float *g, int6
                         float weight_decay, bool first);
 
 // The last step of the deterministic exchange on this rank's slice (train.c exchange_bucket): the
-// tree over rows (nrows, stride) as ff_device_tree_reduce, its sum left in row 0, then the SGD rule
-// of ff_device_sgd on it, weights read from w and written to w_out (w_out may be w: the trainer
-// updates the weights in place where NCCL all-gathers them), mom in place. The same bits as the
-// tree followed by ff_device_sgd and a copy, in one pass over memory where those were three.
-// own_row (-1: none): that row is read from own_at instead of rows + own_row * stride (not read
-// there; a device may use the place as scratch; row 0's receives the sum all the same): a
-// rank's own slice stays where its backward wrote it and the all-to-all copies it nowhere. The
-// same bits.
-ff_status ff_device_tree_sgd(ff_device *d, float *w_out, const float *w, float *mom, float *rows, int64_t nrows,
-                             int64_t stride, int64_t own_row, const float *own_at, int64_t count, float lr,
-                             float momentum, float weight_decay, bool first);
+// tree over the rows as ff_device_tree_reduce (its sum left in row 0 where keep_sum), then the SGD
+// rule of ff_device_sgd on it, weights read from w and written to w_out (w_out may be w: the
+// trainer updates the weights in place and all-gathers them from there), mom in place. The same
+// bits as the tree followed by ff_device_sgd and a copy, in one pass over memory where those were
+// three.
+ff_status ff_device_tree_sgd(ff_device *d, float *w_out, const float *w, float *mom, const ff_tree_rows *rows,
+                             int64_t count, float lr, float momentum, float weight_decay, bool first);
 
 // Bytes of scratch the training backward of layers [0, last] allocates on the device for n images
 // at once (a GPU's GEMM workspaces and its two data-gradient buffers, and with two_pass the output

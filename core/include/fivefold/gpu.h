@@ -46,6 +46,7 @@
 #include "fivefold/model.h"
 #include "fivefold/status.h"
 #include "fivefold/synthetic.h"
+#include "fivefold/tree_rows.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -374,15 +375,15 @@ ff_status ff_gpu_tree_reduce(float *out, float *rows, int64_t nrows, int64_t str
 // train.h's SGD rule on count elements (first: mom = g; momentum 0: mom is not touched).
 ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t count, float lr, float momentum, float weight_decay,
                      bool first, ff_gpu_stream s);
-// The tree over rows (nrows, stride) as ff_gpu_tree_reduce, the sum left in row 0, then the SGD
-// rule on it with weights w, the updated weights to w_out (may be w) and mom in place: one kernel
-// up to 8 rows (more: the tree first, in place). Where every pointer is 16-byte aligned and stride a
-// multiple of 4 the kernel reads float4s on at most one block per multiprocessor, so that beside the
-// backward's GEMMs it leaves them the other multiprocessors' time (train_cuda.cu k_tree_sgd4); the
-// bits are the same either way. own_row, own_at: a row read from elsewhere (device.h).
-ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, float *rows, int64_t nrows, int64_t stride,
-                          int64_t own_row, const float *own_at, int64_t count, float lr, float momentum,
-                          float weight_decay, bool first, ff_gpu_stream s);
+// The tree over the rows (device.h ff_tree_rows) as ff_gpu_tree_reduce, the sum left in row 0
+// where keep_sum, then the SGD rule on it with weights w, the updated weights to w_out (may be w)
+// and mom in place: one kernel up to 8 rows (more: the own row into its place and the tree first,
+// in place). Where every pointer is 16-byte aligned and the stride a multiple of 4 the kernel
+// reads float4s on at most one block per multiprocessor, so that beside the backward's GEMMs it
+// leaves them the other multiprocessors' time (train_cuda.cu k_tree_sgd4); the bits are the same
+// either way.
+ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, const ff_tree_rows *rows, int64_t count, float lr,
+                          float momentum, float weight_decay, bool first, ff_gpu_stream s);
 // x[i] = images[idx[i]] (per floats each), labels[i] = all_labels[idx[i]] for i < n.
 ff_status ff_gpu_gather(float *x, int32_t *labels, const float *images, const int32_t *all_labels, const int64_t *idx,
                         int64_t per, int64_t n, ff_gpu_stream s);
