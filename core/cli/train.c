@@ -53,7 +53,7 @@ static void usage(FILE *f) {
         "usage: fivefold train [--model mnist-cnn|mlp|mlp-small] [--mode serial|mpi|cuda|hybrid|direct]\n"
         "         [--split batch] [--epochs E] [--steps K] [--batch B] [--lr LR] [--momentum MU] [--weight-decay WD]\n"
         "         [--seed S] [--microbatch M] [--reduce deterministic|allreduce] [--data DIR|synthetic]\n"
-        "         [--overlap on|off] [--bucket-mb MB] [--train-limit N] [--test-limit N] [--shares S0,S1,..]\n"
+        "         [--overlap on|off|steps] [--bucket-mb MB] [--train-limit N] [--test-limit N] [--shares S0,S1,..]\n"
         "         [--weights FILE.h5]\n"
         "         [--monitor auto|on|off] [--monitor-interval MS] [--max-temp C] [--on-hot pause|stop]\n"
         "         [--pause-limit S] [--save-weights FILE.h5] [--checkpoint-dir D] [--checkpoint-every N]\n"
@@ -102,8 +102,10 @@ static void usage(FILE *f) {
         "  --pause-limit S             the longest pause before the run stops instead (default 600 s)\n"
         "  --reduce R                  deterministic (default: bits independent of the rank count) or\n"
         "                              allreduce (MPI's float sum: faster, bits depend on the rank count)\n"
-        "  --overlap on|off            exchange the gradients in buckets while the backward still runs\n"
-        "                              (default on; GPU modes with several ranks; the bits are the same)\n"
+        "  --overlap on|off|steps      exchange the gradients in buckets while the backward still runs\n"
+        "                              (default on; GPU modes with several ranks; the bits are the same);\n"
+        "                              steps: also the next step's forward, bucket by bucket, beside the\n"
+        "                              last buckets' exchange (direct over NCCL; steps run without graphs)\n"
         "  --bucket-mb MB              gradient bucket size in MiB of float32 (default 16, or in the direct\n"
         "                              mode a quarter of the model where that is less; > 0, fractions\n"
         "                              allowed): a bucket is a run of layers, closed once it holds this much\n"
@@ -291,10 +293,12 @@ static int parse_args(train_args *a, int argc, char **argv) {
                 break;
             case OPT_REDUCE: st = ff_reduce_parse(&a->o.reduce, v); break;
             case OPT_OVERLAP:
-                if (strcmp(v, "on") == 0 || strcmp(v, "off") == 0)
-                    a->o.overlap = strcmp(v, "on") == 0;
-                else
-                    st = FF_FAIL(FF_ERR_INPUT, "--overlap '%s': expected on or off", v);
+                if (strcmp(v, "on") == 0 || strcmp(v, "off") == 0 || strcmp(v, "steps") == 0) {
+                    a->o.overlap = strcmp(v, "off") != 0;
+                    a->o.overlap_steps = strcmp(v, "steps") == 0;
+                } else {
+                    st = FF_FAIL(FF_ERR_INPUT, "--overlap '%s': expected on, off or steps", v);
+                }
                 break;
             case OPT_BUCKET_MB: {
                 float mb = 0.0f;
@@ -495,6 +499,7 @@ static ff_status json_write(json_out *j, const train_args *a, const ff_model *m,
     // part, exchange_total all the time spent in the exchange's collectives (overlapped or not).
     const double per = r->phases.steps > 0 ? 1e3 / (double)r->phases.steps : 0.0;
     ff_json_bool(&js, "overlap", r->phases.overlapped);
+    ff_json_bool(&js, "overlap_steps", r->phases.overlapped_steps);
     ff_json_bool(&js, "queued", r->phases.queued);  // then compute holds the whole step (train.h)
     ff_json_int(&js, "buckets", r->phases.buckets);
     ff_json_int(&js, "nccl_windows", r->phases.windows);  // buffers in registered (symmetric) memory

@@ -239,10 +239,12 @@ static ff_status check_train(const ff_device *d, int last, int64_t n, int64_t gr
     return FF_OK;
 }
 
-ff_status ff_device_train_forward(ff_device *d, float *const *act, int last, int64_t n, int64_t group) {
+ff_status ff_device_train_forward(ff_device *d, float *const *act, int first, int last, int64_t n, int64_t group) {
     if (!d->ops->train_forward) return unsupported(d, "training");
     FF_TRY(check_train(d, last, n, group, "train forward"));
-    return d->ops->train_forward(d, act, last, n, group);
+    if (first < 0 || first > last)
+        return FF_FAIL(FF_ERR_INPUT, "train forward: layers [%d, %d]: expected 0 <= first <= last", first, last);
+    return d->ops->train_forward(d, act, first, last, n, group);
 }
 ff_status ff_device_softmax_xent(ff_device *d, float *dz, float *loss, const float *z, const int32_t *labels,
                                  float scale, int64_t classes, int64_t n) {

@@ -38,7 +38,7 @@ typedef struct {
     ff_status (*upload_bytes)(ff_device *d, void *dst, const void *src_host, size_t bytes);
     ff_status (*gather)(ff_device *d, float *x, int32_t *labels, const float *images, const int32_t *all_labels,
                         const int64_t *idx, int64_t per, int64_t n);
-    ff_status (*train_forward)(ff_device *d, float *const *act, int last, int64_t n, int64_t group);
+    ff_status (*train_forward)(ff_device *d, float *const *act, int first, int last, int64_t n, int64_t group);
     ff_status (*softmax_xent)(ff_device *d, float *dz, float *loss, const float *z, const int32_t *labels, float scale,
                               int64_t classes, int64_t n);
     ff_status (*train_backward)(ff_device *d, float *grads, int64_t grad_stride, float *dz, const float *const *act,

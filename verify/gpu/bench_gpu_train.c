@@ -42,7 +42,7 @@ static ff_status run_piece(step_bufs *b, piece p) {
     const int64_t ngroups = (b->n + GROUP - 1) / GROUP;
     float *params = ff_device_params(b->d);
     switch (p) {
-        case P_FORWARD: return ff_device_train_forward(b->d, b->act, b->last, b->n, GROUP);
+        case P_FORWARD: return ff_device_train_forward(b->d, b->act, 0, b->last, b->n, GROUP);
         case P_SOFTMAX:
             return ff_device_softmax_xent(b->d, b->dz, b->loss, b->act[b->last + 1], b->labels, 1.0f / (float)b->n,
                                           b->classes, b->n);

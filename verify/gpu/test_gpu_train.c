@@ -318,7 +318,7 @@ static int group_setup(void **state) {
     SETUP_OK(ff_device_alloc_bytes(F.gpu, (void **)&F.glabels, N_IMG * sizeof(int32_t), "labels"));
     SETUP_OK(ff_device_upload_bytes(F.gpu, F.glabels, F.labels, N_IMG * sizeof(int32_t)));
     // The activations and dz every backward check starts from: the cpu device's.
-    SETUP_OK(ff_device_train_forward(F.cpu, F.cact, F.last, N_IMG, GROUP));
+    SETUP_OK(ff_device_train_forward(F.cpu, F.cact, 0, F.last, N_IMG, GROUP));
     SETUP_OK(ff_device_softmax_xent(F.cpu, F.dz, NULL, F.cact[F.last + 1], F.labels, 1.0f / N_IMG, F.classes, N_IMG));
     return ff_device_sync(F.gpu) == FF_OK ? 0 : -1;
 }
@@ -360,7 +360,7 @@ static float *gpu_from(const void *host, size_t floats) {
 static void train_forward_equals_run(void **state) {
     (void)state;
     CHECK_OK(ff_device_upload(F.gpu, F.gact[0], F.cact[0], act_floats(0)));
-    CHECK_OK(ff_device_train_forward(F.gpu, F.gact, F.last, N_IMG, GROUP));
+    CHECK_OK(ff_device_train_forward(F.gpu, F.gact, 0, F.last, N_IMG, GROUP));
     size_t bad = 0;
     for (int l = 0; l <= F.last; l++) {
         const float *out = NULL;
@@ -384,6 +384,30 @@ static void train_forward_equals_run(void **state) {
         same += ag == ac;
     }
     printf("  cuda vs cpu logits (information: other orders): top-1 equal on %d of %d images\n", same, N_IMG);
+    // the forward in consecutive ranges of layers (the trainer's forward bucket by bucket when the
+    // next step overlaps the exchange's tail) equals the one call, every activation
+    float *whole[FF_MAX_LAYERS + 1];
+    for (int l = 1; l <= F.last + 1; l++) whole[l] = download(F.gact[l], act_floats(l));
+    for (int l = 1; l <= F.last + 1; l++) {
+        if (F.gact[l] == F.gact[0]) continue;  // (a flatten's output is its input)
+        float *nan_fill = malloc(act_floats(l) * sizeof(float));
+        for (size_t i = 0; i < act_floats(l); i++) nan_fill[i] = NAN;
+        CHECK_OK(ff_device_upload(F.gpu, F.gact[l], nan_fill, act_floats(l)));
+        CHECK_OK(ff_device_sync(F.gpu));
+        free(nan_fill);
+    }
+    const int cut = F.last / 2;
+    CHECK_OK(ff_device_train_forward(F.gpu, F.gact, 0, cut, N_IMG, GROUP));
+    CHECK_OK(ff_device_train_forward(F.gpu, F.gact, cut + 1, F.last, N_IMG, GROUP));
+    for (int l = 1; l <= F.last + 1; l++) {
+        float *part = download(F.gact[l], act_floats(l));
+        char what[96];
+        snprintf(what, sizeof what, "train_forward [0, %d] + [%d, %d]: act[%d]", cut, cut + 1, F.last, l);
+        bad += check_bits(what, part, whole[l], act_floats(l));
+        free(part), free(whole[l]);
+    }
+    assert_int_equal(ff_device_train_forward(F.gpu, F.gact, 2, 1, N_IMG, GROUP), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "layers [2, 1]: expected 0 <= first <= last"));
     free(gl);
     assert_int_equal(bad, 0);
 }

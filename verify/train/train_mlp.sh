@@ -77,7 +77,7 @@ PY
         "$F" train --model mnist-cnn --data synthetic --steps 1
     refused badshares "--shares '3,0'" "$F" train $A --shares 3,0
     refused shares_count "--shares has 2 value(s), expected one per rank (1 ranks)" "$F" train $A --shares 3,1
-    refused overlap "--overlap 'maybe': expected on or off" "$F" train $A --overlap maybe
+    refused overlap "--overlap 'maybe': expected on, off or steps" "$F" train $A --overlap maybe
     refused bucket "--bucket-mb 0: expected a number in (0, 65536]" "$F" train $A --bucket-mb 0
     "$F" train --help >"$T/help.txt" 2>&1 || fail "--help: exit $?"
     for w in --shares mlp-small synthetic "--max-temp" "--monitor" "--overlap" "--bucket-mb"; do
@@ -209,11 +209,13 @@ gpu | gpu_full)
         run onemb2 $MPIEXEC -n 2 "$F" train --mode hybrid $A --microbatch 64
         echo "one micro-batch a step: cuda $(digests "$T/onemb.txt"); hybrid P=2: $(digests "$T/onemb2.txt")"
         [ "$(digests "$T/onemb.txt")" = "$(digests "$T/onemb2.txt")" ] || fail "--microbatch 64: cuda differs from hybrid P=2"
-        # the last four: one bucket per layer (--bucket-mb 0.05), exchanged during the backward
-        # (overlap, the default) or after it
+        # then: one bucket per layer (--bucket-mb 0.05), exchanged during the backward (overlap, the
+        # default) or after it; and --overlap steps (NCCL: the next step's forward bucket by bucket
+        # beside the last buckets' exchange, steps without graphs)
         for spec in "hybrid 2 -" "direct 2 -" "direct 2 3,1" "hybrid 3 1,1,6" "direct 3 -" "direct 4 1,2,3,4" \
             "direct 2 3,1 --bucket-mb=0.05" "direct 3 1,1,6 --bucket-mb=0.05" "hybrid 3 1,1,6 --bucket-mb=0.05" \
-            "direct 2 3,1 --bucket-mb=0.05 --overlap=off"; do
+            "direct 2 3,1 --bucket-mb=0.05 --overlap=off" "direct 2 - --overlap=steps" \
+            "direct 2 3,1 --bucket-mb=0.05 --overlap=steps" "direct 4 1,2,3,4 --bucket-mb=0.05 --overlap=steps"; do
             set -- $spec
             MODE=$1 P=$2 S=$3
             shift 3
@@ -233,6 +235,10 @@ gpu | gpu_full)
             case "$*" in
             *overlap=off*) [ "${OV%% *}" = "no" ] || fail "--overlap off still overlapped" ;;
             *bucket-mb*) [ "${OV%, queued}" = "overlap 4 buckets" ] || fail "expected 4 buckets exchanged during the backward: $OV" ;;
+            esac
+            case "$*,$TR" in
+            *overlap=steps*nccl) python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["overlap_steps"] else 1)' \
+                "$T/$MODE$P.json" || fail "$MODE P=$P --overlap steps over NCCL did not overlap the steps" ;;
             esac
         done
         # the queued exchange (NCCL: collectives on the GPU's streams, captured in the step's graph,

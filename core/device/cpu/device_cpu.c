@@ -168,14 +168,14 @@ static ff_status cpu_synth(ff_device *d, float *x, const ff_synth *s, int64_t fi
     return FF_OK;
 }
 
-static ff_status cpu_train_forward(ff_device *d, float *const *act, int last, int64_t n, int64_t group) {
+static ff_status cpu_train_forward(ff_device *d, float *const *act, int first, int last, int64_t n, int64_t group) {
     cpu_device *c = (cpu_device *)d;
     const ff_model *m = d->model;
     const int64_t ngroups = (n + group - 1) / group;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t g = 0; g < ngroups; g++) {
         const int64_t i0 = g * group, ng = i0 + group <= n ? group : n - i0;
-        for (int l = 0; l <= last; l++) {
+        for (int l = first; l <= last; l++) {
             const ff_layer *L = &m->layers[l];
             const ff_rows rows = ff_rows_full(L);
             ff_cpu_layer_forward(act[l + 1] + i0 * ff_shape_numel(L->out), act[l] + i0 * ff_shape_numel(L->in), c->w[l],

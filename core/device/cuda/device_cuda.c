@@ -737,12 +737,12 @@ static ff_status ensure_lin_work(cuda_device *c, size_t floats) {
 // shape (group rows; a last partial group is the same on every rank count): cuBLAS may pick another
 // algorithm, and so another summation order, for another shape, so one call over a rank's n rows
 // would make the bits depend on how the batch is dealt (--shares, P). Per group they do not.
-static ff_status train_forward(cuda_device *c, float *const *act, int last, int64_t n, int64_t group) {
+static ff_status train_forward(cuda_device *c, float *const *act, int first, int last, int64_t n, int64_t group) {
     ff_device *d = &c->base;
     const ff_model *m = d->model;
     const bool vendor = d->plan.opt.backend == FF_BACKEND_VENDOR;
     FF_TRY(ensure_lin_work(c, lin_work_need(d, last, n)));
-    for (int l = 0; l <= last; l++) {
+    for (int l = first; l <= last; l++) {
         const ff_layer *L = &m->layers[l];
         const ff_rows rows = ff_rows_full(L);
         if (L->op == FF_OP_LINEAR && vendor) {
@@ -776,11 +776,11 @@ static ff_status tuning_begin(cuda_device *c, bool *on) {
     return FF_OK;
 }
 
-static ff_status cuda_train_forward(ff_device *d, float *const *act, int last, int64_t n, int64_t group) {
+static ff_status cuda_train_forward(ff_device *d, float *const *act, int first, int last, int64_t n, int64_t group) {
     cuda_device *c = cuda_of(d);
     bool tuning = false;
     FF_TRY(tuning_begin(c, &tuning));
-    const ff_status st = train_forward(c, act, last, n, group > 0 ? group : n);
+    const ff_status st = train_forward(c, act, first, last, n, group > 0 ? group : n);
     if (tuning) ff_gpu_set_tuning(false);
     return st;
 }

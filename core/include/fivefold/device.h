@@ -88,7 +88,7 @@ ff_status ff_device_wait_fence(ff_device *d);
 // Numbered fences, for work that waits on several points of one queue (the trainer's gradient
 // buckets, ARCHITECTURE §9): fence k marks the work enqueued so far, wait_fence_at(k) waits for
 // it. k in [0, FF_DEVICE_FENCES); fence 0 is ff_device_fence's. Synchronous devices: no-ops.
-#define FF_DEVICE_FENCES 33
+#define FF_DEVICE_FENCES 65
 ff_status ff_device_fence_at(ff_device *d, int k);
 ff_status ff_device_wait_fence_at(ff_device *d, int k);
 // A second queue beside the first (a GPU: a second stream): while `side` is on, work is enqueued
@@ -175,12 +175,14 @@ ff_status ff_device_gather(ff_device *d, float *x, int32_t *labels, const float 
 // made resident with no host copy. Device memory x.
 ff_status ff_device_synth(ff_device *d, float *x, const ff_synth *s, int64_t first, int64_t n);
 
-// Layers [0, last] on n whole images, keeping every output: act[0] (n, input) is the input,
-// act[l + 1] (n, layers[l].out) receives layer l's output (flatten's is act[l] itself: act[l + 1]
-// may equal act[l]). Every act[l] is device memory of n images at least. The cpu device runs the
-// groups of `group` images on its threads; the bits are those of ff_device_run. Layers conv2d,
-// relu, maxpool, flatten, linear only; a conv planned other than direct is refused.
-ff_status ff_device_train_forward(ff_device *d, float *const *act, int last, int64_t n, int64_t group);
+// Layers [first, last] on n whole images, keeping every output: act[first] (n, layer first's input)
+// is the input, act[l + 1] (n, layers[l].out) receives layer l's output (flatten's is act[l]
+// itself: act[l + 1] may equal act[l]). Every act[l] is device memory of n images at least. The cpu
+// device runs the groups of `group` images on its threads; the bits are those of ff_device_run,
+// and the same whether the layers run in one call or in several consecutive ranges (the trainer's
+// forward bucket by bucket, ARCHITECTURE §9). Layers conv2d, relu, maxpool, flatten, linear only;
+// a conv planned other than direct is refused.
+ff_status ff_device_train_forward(ff_device *d, float *const *act, int first, int last, int64_t n, int64_t group);
 
 // Softmax cross-entropy (layers_cpu_backward.h's formulas): dz (n, classes) receives the gradient
 // of scale * (sum of the n images' losses) w.r.t. the logits z (n, classes); loss (n) each

@@ -64,6 +64,12 @@ typedef struct {
     // layers below it are still backing up. Changes no bit (the same additions in the same order).
     // Default on; off exchanges after the whole backward, in the same buckets.
     bool overlap;
+    // With overlap and the exchange queued on the device (NCCL): the next step's forward starts
+    // without waiting for the whole exchange, each bucket's layers once that bucket's weights are
+    // gathered, so the exchange of the last buckets (which nothing in the step overlaps) runs
+    // beside it (CLI --overlap steps). The steps then run eagerly: a CUDA graph must end joined.
+    // The same bits.
+    bool overlap_steps;
     // A bucket closes once it holds this many gradient floats (CLI --bucket-mb): larger buckets move
     // more bytes per collective, smaller ones start sooner. 0 (the default): 4 Mi floats (16 MiB),
     // or in the direct mode a quarter of the parameters where that is less, so that a small model's
@@ -179,14 +185,15 @@ ff_status ff_trainer_set_resident(ff_trainer *t, const ff_dataset *ds);
 #define FF_TRAIN_WARMUP_STEPS 2
 typedef struct {
     double compute_s, exchange_s, update_s, exchange_total_s;
-    int64_t steps;     // steps counted (after the warm-up)
-    bool overlapped;   // the exchange ran in buckets during the backward (ff_train_options.overlap, a GPU)
-    bool queued;       // the exchange was queued on the device (NCCL): compute_s holds the whole step, the
-                       // host cannot split it (exchange_s, update_s stay 0)
-    double enqueue_s;  // queued: the host's time to enqueue the steps (near compute_s: the host bounds them)
-    int buckets;       // gradient buckets (runs of layers) the exchange goes in
-    int windows;       // buffers in the communicator's registered windows (comm.h ff_comm_alloc_window;
-                       // NCCL: symmetric memory), the weights included; 0: plain device memory
+    int64_t steps;          // steps counted (after the warm-up)
+    bool overlapped;        // the exchange ran in buckets during the backward (ff_train_options.overlap, a GPU)
+    bool overlapped_steps;  // ... and its last buckets beside the next step's forward (overlap_steps)
+    bool queued;            // the exchange was queued on the device (NCCL): compute_s holds the whole step, the
+                            // host cannot split it (exchange_s, update_s stay 0)
+    double enqueue_s;       // queued: the host's time to enqueue the steps (near compute_s: the host bounds them)
+    int buckets;            // gradient buckets (runs of layers) the exchange goes in
+    int windows;            // buffers in the communicator's registered windows (comm.h ff_comm_alloc_window;
+                            // NCCL: symmetric memory), the weights included; 0: plain device memory
 } ff_train_phases;
 ff_train_phases ff_trainer_phases(const ff_trainer *t);
 // How the gradients move between ranks: the communicator's transport (comm.h,

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Session 18's fifth GPU call, with the session's last 190 s of device time: --overlap steps (the
+# next step's forward bucket by bucket beside the last buckets' exchange, steps eager), which run 4
+# priced at up to 0.2 ms of the two-GPU step (the last bucket's exchange, left out: 14.26 against
+# 14.45 ms). In order of what matters most if the time runs out:
+#   1. the bits: mlp-small, cuda against direct P = 2 --shares 3,1 and P = 4 --shares 1,2,3,4 with
+#      one bucket per layer and --overlap steps (digests equal)
+#   2. the MLP at P = 2: --overlap steps against on (default), the digests f96a3715/cb6c94d0
+#   3. test_gpu_train (the forward in two ranges of layers equals the one call)
+#   4. the MLP at P = 4, steps against on (8b7fd5ce/f714b646)
+# Usage: bash bench/results/issue16-s18/run5.sh OUTDIR   (carry .deps, .ff-source-commit)
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../../.."
+. bench/device_run.sh
+dr_begin run5 "${1:?usage: run5.sh OUTDIR}"
+F=build-gpu/fivefold mpx="mpiexec --oversubscribe"
+dr_build . fivefold test_gpu_train || exit 1
+el built
+S="--model mlp-small --batch 256 --microbatch 32 --steps 12 --log-every 0 --data synthetic --seed 3"
+dg() { grep -E '^(weights|loss) digest:' "$1" | tr '\n' ' '; }
+timeout 30 $F train --mode cuda $S > "$out/small-cuda.txt" 2>&1
+echo "small cuda: $(dg "$out/small-cuda.txt")"
+timeout 30 $mpx -n 2 $F train --mode direct $S --shares 3,1 --bucket-mb=0.05 --overlap steps --json "$out/small-d2.json" > "$out/small-d2.txt" 2>&1
+echo "small direct P=2 --shares 3,1 --overlap steps: $(dg "$out/small-d2.txt") $(grep -o '"overlap_steps": [a-z]*' "$out/small-d2.json")"
+[ "$ngpu" -ge 4 ] && { timeout 30 $mpx -n 4 $F train --mode direct $S --shares 1,2,3,4 --bucket-mb=0.05 --overlap steps > "$out/small-d4.txt" 2>&1
+    echo "small direct P=4 --shares 1,2,3,4 --overlap steps: $(dg "$out/small-d4.txt")"; }
+el "mlp P=2"
+A="--model mlp --batch 2048 --epochs 4 --log-every 0 --data synthetic --seed 1 --backend vendor"
+dp() {  # name ranks [args...]
+    local name=$1 np=$2
+    shift 2
+    timeout 40 $mpx -n "$np" $F train --mode direct $A --microbatch $((2048 / np)) "$@" \
+        --json "$out/$name.json" > "$out/$name.log" 2>&1 || echo "$name: exit $?"
+    dr_summ "$name" "$out/$name.json"
+}
+dp direct2-steps 2 --overlap steps
+dp direct2-on 2
+el test_gpu_train
+timeout 40 build-gpu/verify/gpu/test_gpu_train > "$out/test_gpu_train.log" 2>&1
+echo "test_gpu_train: exit $?"; grep -E "\[0, [0-9]+\] \+|FAIL|PASSED|FAILED" "$out/test_gpu_train.log" | head -6
+if [ "$ngpu" -ge 4 ]; then
+    dp direct4-steps 4 --overlap steps
+    dp direct4-on 4
+fi
+el done
