@@ -113,6 +113,13 @@ shares)
         echo "mpi P=$1 shares $2${3:+, buckets of $3 MiB}, queued (FF_QUEUED_COMM=host): $(digests "$T/q$1.txt")"
         [ "$(digests "$T/q$1.txt")" = "$REF" ] || fail "the queued path (mpi P=$1 --shares $2) differs from serial"
     done
+    # --overlap steps needs a device with two lanes (a GPU: the gpu case below runs it); on the host
+    # it is accepted, says so in --json, and changes no bit
+    run qsteps env FF_QUEUED_COMM=host $MPIEXEC -n 2 "$F" train --mode mpi $A --shares 3,1 --overlap steps \
+        --json "$T/qsteps.json"
+    python3 -c 'import json,sys; sys.exit(1 if json.load(open(sys.argv[1]))["overlap_steps"] else 0)' "$T/qsteps.json" ||
+        fail "--overlap steps claims to overlap steps on the host"
+    [ "$(digests "$T/qsteps.txt")" = "$REF" ] || fail "--overlap steps (mpi P=2, host) differs from serial"
     # one micro-batch a step (--microbatch = --batch): one process keeps its row as the reduced
     # gradient (no tree, no copy); two ranks, one of them idle, give the same bits
     run onemb "$F" train $A --microbatch 64

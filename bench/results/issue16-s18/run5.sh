@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Session 18's fifth GPU call, with the session's last 190 s of device time: --overlap steps (the
-# next step's forward bucket by bucket beside the last buckets' exchange, steps eager), which run 4
-# priced at up to 0.2 ms of the two-GPU step (the last bucket's exchange, left out: 14.26 against
-# 14.45 ms). In order of what matters most if the time runs out:
+# NOT RUN in session 18 (its device time was spent): the next session's first GPU call (two GPUs,
+# or four). --overlap steps (the next step's forward bucket by bucket beside the last buckets'
+# exchange, steps eager), which run 4 priced at up to 0.2 ms of the two-GPU step (the last bucket's
+# exchange, left out: 14.26 against 14.45 ms). In order of what matters most if the time runs out:
 #   1. the bits: mlp-small, cuda against direct P = 2 --shares 3,1 and P = 4 --shares 1,2,3,4 with
 #      one bucket per layer and --overlap steps (digests equal)
 #   2. the MLP at P = 2: --overlap steps against on (default), the digests f96a3715/cb6c94d0
