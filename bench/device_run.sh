@@ -9,6 +9,10 @@
 #   dr_left LIMIT            seconds left of LIMIT since dr_begin
 #   dr_summ NAME JSON        one line from a `fivefold train --json`: ms per step (median of the
 #                            epochs after the first), the loss and weights digests
+#   dr_mlp NAME BIN RANKS [VAR=VALUE ...] [-- ARG ...]
+#                            the MLP's step in the direct mode as the issue times it ($DR_MLP, one
+#                            micro-batch per rank) with those variables and extra arguments, its
+#                            log and JSON in $out, then its dr_summ line
 # The environment: .deps' libraries, mpiexec as root (Open MPI), unbuffered Python, NVLink
 # multicast off (the device notes: leave it off).
 export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -32,6 +36,19 @@ dr_build() {
         -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" -DFF_SOURCE_COMMIT="$(cat .ff-source-commit 2>/dev/null)" > "$log" 2>&1 &&
         cmake --build "$src/build-gpu" -j "$(($(nproc) / 2 + 1))" --target "$@" >> "$log" 2>&1 ||
         { echo "build of $src failed:"; grep -E "error|FAILED" "$log" | head -20; return 1; }
+}
+DR_MLP="--model mlp --batch 2048 --epochs 4 --log-every 0 --data synthetic --seed 1 --backend vendor"
+dr_mlp() {
+    local name=$1 bin=$2 np=$3 envs=()
+    shift 3
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do
+        envs+=("$1")
+        shift
+    done
+    [ "${1:-}" = "--" ] && shift
+    timeout 60 env X=1 "${envs[@]}" mpiexec --oversubscribe -n "$np" "$bin" train --mode direct $DR_MLP \
+        --microbatch $((2048 / np)) "$@" --json "$out/$name.json" > "$out/$name.log" 2>&1 || echo "$name: exit $?"
+    dr_summ "$name" "$out/$name.json"
 }
 dr_summ() {
     python3 - "$1" "$2" <<'PY'

@@ -26,21 +26,13 @@ echo "small direct P=2 --shares 3,1 --overlap steps: $(dg "$out/small-d2.txt") $
 [ "$ngpu" -ge 4 ] && { timeout 30 $mpx -n 4 $F train --mode direct $S --shares 1,2,3,4 --bucket-mb=0.05 --overlap steps > "$out/small-d4.txt" 2>&1
     echo "small direct P=4 --shares 1,2,3,4 --overlap steps: $(dg "$out/small-d4.txt")"; }
 el "mlp P=2"
-A="--model mlp --batch 2048 --epochs 4 --log-every 0 --data synthetic --seed 1 --backend vendor"
-dp() {  # name ranks [args...]
-    local name=$1 np=$2
-    shift 2
-    timeout 40 $mpx -n "$np" $F train --mode direct $A --microbatch $((2048 / np)) "$@" \
-        --json "$out/$name.json" > "$out/$name.log" 2>&1 || echo "$name: exit $?"
-    dr_summ "$name" "$out/$name.json"
-}
-dp direct2-steps 2 --overlap steps
-dp direct2-on 2
+dr_mlp direct2-steps $F 2 -- --overlap steps
+dr_mlp direct2-on $F 2
 el test_gpu_train
 timeout 40 build-gpu/verify/gpu/test_gpu_train > "$out/test_gpu_train.log" 2>&1
 echo "test_gpu_train: exit $?"; grep -E "\[0, [0-9]+\] \+|FAIL|PASSED|FAILED" "$out/test_gpu_train.log" | head -6
 if [ "$ngpu" -ge 4 ]; then
-    dp direct4-steps 4 --overlap steps
-    dp direct4-on 4
+    dr_mlp direct4-steps $F 4 -- --overlap steps
+    dr_mlp direct4-on $F 4
 fi
 el done
