@@ -5,7 +5,8 @@
 #           on one GPU, NCCL with a GPU per rank) at P = 1, 2, 3, 4, and direct over CUDA IPC at
 #           P = 3, bit for bit: the deterministic micro-batch reduction does not depend on P. A
 #           run with another --microbatch (another reduction tree) must differ: the comparison can
-#           fail. Graph replays (the default) equal eager steps (FF_TRAIN_GRAPHS=0).
+#           fail. Graph replays (the default) equal eager steps (FF_TRAIN_GRAPHS=0), and, with
+#           NCCL, so do the queued exchange's variants (host waits, uncaptured, --overlap steps).
 #   resume  a cuda run killed after step 5 (test hook) and resumed equals the uninterrupted one;
 #           a checkpoint written by hybrid P = 2 after 3 steps, resumed by direct P = 3, too.
 #   cpu     cuda against serial: the GPU sums with fma chains where the CPU multiplies then adds
@@ -88,6 +89,11 @@ modes)
         run uncaptured env FF_CAPTURE_EXCHANGE=0 $MPIEXEC -n 2 "$F" train --mode direct $A0
         echo "direct P=2, FF_CAPTURE_EXCHANGE=0 (the exchange outside the step's graph): $(digests "$T/uncaptured.txt")"
         [ "$(digests "$T/uncaptured.txt")" = "$REF" ] || fail "direct P=2 with the exchange uncaptured differs from cuda"
+        # --overlap steps: each step's exchange left running, the next forward bucket by bucket
+        # after each bucket's weights are in (steps eager): the same bits
+        run steps $MPIEXEC -n 2 "$F" train --mode direct $A0 --overlap steps
+        echo "direct P=2, --overlap steps: $(digests "$T/steps.txt")"
+        [ "$(digests "$T/steps.txt")" = "$REF" ] || fail "direct P=2 with --overlap steps differs from cuda"
     else
         echo "direct P=2 did not use NCCL (one GPU): the queued exchange is checked where each rank has a GPU"
     fi

@@ -8,7 +8,10 @@
 #   2. the MLP at P = 2: --overlap steps against on (default), the digests f96a3715/cb6c94d0
 #   3. test_gpu_train (the forward in two ranges of layers equals the one call)
 #   4. the MLP at P = 4, steps against on (8b7fd5ce/f714b646)
-# Usage: bash bench/results/issue16-s18/run5.sh OUTDIR   (carry .deps, .ff-source-commit)
+#   5. train_mlp.sh gpu (its --overlap steps cases among the rest), then train_bench with direct
+#      under --overlap steps against PyTorch in one invocation (drop that option from the mode
+#      arguments if step 2 shows it slower)
+# Usage: bash bench/results/issue16-s18/run5.sh OUTDIR   (carry .deps, .ff-source-commit; 4 GPUs: about 8 min)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../.."
@@ -35,4 +38,17 @@ if [ "$ngpu" -ge 4 ]; then
     dr_mlp direct4-steps $F 4 -- --overlap steps
     dr_mlp direct4-on $F 4
 fi
+el "train_mlp.sh gpu"
+FIVEFOLD=$F MPIEXEC="mpiexec --oversubscribe" timeout 150 bash verify/train/train_mlp.sh gpu > "$out/train_mlp_gpu.log" 2>&1
+echo "train_mlp.sh gpu: exit $?"; grep -E "steps|FAIL" "$out/train_mlp_gpu.log"; tail -1 "$out/train_mlp_gpu.log"
+el "mlp bench"
+l=$(dr_left 570)
+peers=graph,ddp:2 modes=cuda,direct:2 four=()
+[ "$ngpu" -ge 4 ] && peers=graph,ddp:2,ddp:4 modes=cuda,direct:2,direct:4 four=(--mode-args "direct:4=--microbatch 512 --overlap steps")
+[ "$l" -gt 100 ] && timeout "$l" python3 bench/train_bench.py --fivefold $F --model mlp --batch 2048 --epochs 3 \
+    --modes $modes --peers $peers --ff-args "--backend vendor" \
+    --mode-args "cuda=--microbatch 2048" --mode-args "direct:2=--microbatch 1024 --overlap steps" "${four[@]}" \
+    --mpiexec "mpiexec --oversubscribe" --timeout 90 --out "$out/train-mlp.json" > "$out/train-mlp.txt" 2>&1
+echo "mlp bench: exit $? ($l s were left)"
+grep -vE "^train_bench: (fivefold|pytorch|gate)" "$out/train-mlp.txt" | tail -14
 el done
