@@ -53,7 +53,7 @@ struct ff_trainer {
     struct {
         int64_t lo, hi;
         int layer_lo, layer_hi;
-        int64_t recv_root;  // where in recvbuf the last step left my reduced slice of it (sharded)
+        int64_t recv_root;  // where in recvbuf my reduced slice of it lies once gather_sharded has summed it
         // The last step fused the tree with the update without keeping the sum (exchange_bucket):
         // gather_sharded adds these rows again (own row from own_at) before it gathers row 0.
         ff_tree_rows unsummed;
@@ -865,7 +865,7 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
         rcount[t->rank] = scount[t->rank] = 0;
     }
     float *rows = t->recvbuf + *recv_at;
-    t->bucket[b].recv_root = *recv_at;  // root row 0 ends holding my reduced slice (gather_sharded)
+    t->bucket[b].recv_root = *recv_at;  // root row 0: my reduced slice, once summed (gather_sharded)
     // Each bucket's rows start at the same offset on every rank: each gets the largest slice's
     // room, ceil(len / P) (slice_room in all), because NCCL's symmetric kernels find a peer's buffer
     // at the offset of one's own in the window.

@@ -665,21 +665,13 @@ __device__ __forceinline__ float tree_of(float *v) {
     }
     return v[0];
 }
-// The rows a tree adds: row j at rows + j * stride, except row own (-1: none), read from own_at
-// (an exchange's own row where its backward left it: tree_rows.h). keep: row 0 receives the sum.
-struct tree_rows {
-    float *rows;
-    long long stride;
-    int own;
-    const float *own_at;
-    int keep;
-};
-__device__ __forceinline__ const float *row_of(const tree_rows &r, int j) {
-    return j == r.own ? r.own_at : r.rows + j * r.stride;
+// Row j of the rows a tree adds (tree_rows.h: in place, or the own row where its backward left it).
+__device__ __forceinline__ const float *row_of(const ff_tree_rows &r, int j) {
+    return j == r.own ? r.own_at : r.at + j * r.stride;
 }
 // Element i's tree over N rows.
 template <int N>
-__device__ __forceinline__ float tree_in_registers(const tree_rows &r, long long i) {
+__device__ __forceinline__ float tree_in_registers(const ff_tree_rows &r, long long i) {
     float v[N];
 #pragma unroll
     for (int j = 0; j < N; j++) v[j] = row_of(r, j)[i];
@@ -687,7 +679,7 @@ __device__ __forceinline__ float tree_in_registers(const tree_rows &r, long long
 }
 template <int N>
 __global__ void k_tree_reg(float *out, const float *rows, long long stride, long long len) {
-    const tree_rows r = {const_cast<float *>(rows), stride, -1, nullptr, 0};
+    const ff_tree_rows r = {const_cast<float *>(rows), N, stride, -1, nullptr, false};
     FF_GRID_STRIDE(i, len) out[i] = tree_in_registers<N>(r, i);
 }
 // More rows: the tree in place, level by level (row 0 ends with the sum).
@@ -734,12 +726,12 @@ __global__ void k_sgd(float *__restrict__ w, float *__restrict__ mom, const floa
 // weight to w_out (w only read): one pass where the tree, the update and a copy of the weights
 // were three.
 template <int N>
-__global__ void k_tree_sgd(float *w_out, const float *w, float *__restrict__ mom, tree_rows r, long long count,
+__global__ void k_tree_sgd(float *w_out, const float *w, float *__restrict__ mom, ff_tree_rows r, long long count,
                            float lr, float momentum, float wd, int first) {
-    float *rows = r.rows;
+    float *rows = r.at;
     FF_GRID_STRIDE(i, count) {
         const float sum = tree_in_registers<N>(r, i);
-        if (N > 1 && r.keep) rows[i] = sum;
+        if (N > 1 && r.keep_sum) rows[i] = sum;
         w_out[i] = sgd_rule(w[i], sum, mom, i, lr, momentum, wd, first);
     }
 }
@@ -754,9 +746,9 @@ __global__ void k_tree_sgd(float *w_out, const float *w, float *__restrict__ mom
 // rule, momentum through a register): the same bits. Elements past the last whole float4 go one by one.
 #define FF_TREE_SGD_CHUNKS 4
 template <int N>
-__global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mom, tree_rows r, long long count,
+__global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mom, ff_tree_rows r, long long count,
                             float lr, float momentum, float wd, int first) {
-    float *rows = r.rows;
+    float *rows = r.at;
     const long long T = gridDim.x * (long long)blockDim.x, c4 = count / 4;
     for (long long base = blockIdx.x * (long long)blockDim.x + threadIdx.x; base < c4; base += FF_TREE_SGD_CHUNKS * T) {
         float4 rv[FF_TREE_SGD_CHUNKS][N], wv[FF_TREE_SGD_CHUNKS], mv[FF_TREE_SGD_CHUNKS];
@@ -777,7 +769,7 @@ __global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mo
 #pragma unroll
             for (int j = 0; j < N; j++) a[j] = rv[u][j].x, b[j] = rv[u][j].y, c[j] = rv[u][j].z, d[j] = rv[u][j].w;
             const float4 g = make_float4(tree_of<N>(a), tree_of<N>(b), tree_of<N>(c), tree_of<N>(d));
-            if (N > 1 && r.keep) reinterpret_cast<float4 *>(rows)[i] = g;
+            if (N > 1 && r.keep_sum) reinterpret_cast<float4 *>(rows)[i] = g;
             float4 o;
             o.x = sgd_rule_reg(wv[u].x, g.x, mv[u].x, lr, momentum, wd, first);
             o.y = sgd_rule_reg(wv[u].y, g.y, mv[u].y, lr, momentum, wd, first);
@@ -789,7 +781,7 @@ __global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mo
     }
     for (long long i = 4 * c4 + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += T) {
         const float sum = tree_in_registers<N>(r, i);
-        if (N > 1 && r.keep) rows[i] = sum;
+        if (N > 1 && r.keep_sum) rows[i] = sum;
         w_out[i] = sgd_rule(w[i], sum, mom, i, lr, momentum, wd, first);
     }
 }
@@ -1064,7 +1056,7 @@ struct tree_sgd_args {
     float *w_out;
     const float *w;
     float *mom;
-    tree_rows r;
+    ff_tree_rows r;
     long long count;
     float lr, momentum, wd;
     int first;
@@ -1081,22 +1073,24 @@ static void launch_tree_sgd(bool aligned, unsigned blocks, cudaStream_t cs, cons
 
 extern "C" ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, const ff_tree_rows *rows, int64_t count,
                                      float lr, float momentum, float weight_decay, bool first, ff_gpu_stream s) {
-    int64_t nrows = rows->n, stride = rows->stride;
-    if (count <= 0 || nrows < 1) return FF_OK;
-    tree_rows r = {rows->at, stride, rows->own_at ? (int)rows->own : -1, rows->own_at, rows->keep_sum ? 1 : 0};
-    if (nrows > FF_TREE_SGD_ROWS) {  // the own row into its place, then the tree alone (row 0 ends with the sum)
+    ff_tree_rows r = *rows;
+    if (count <= 0 || r.n < 1) return FF_OK;
+    if (!r.own_at) r.own = -1;
+    // (device.h refuses more rows than the fused kernel takes without keeping the sum)
+    static_assert(FF_TREE_UNKEPT_ROWS <= FF_TREE_SGD_ROWS, "unkept sums stay in the fused kernel");
+    if (r.n > FF_TREE_SGD_ROWS) {  // the own row into its place, then the tree alone (row 0 ends with the sum)
         if (r.own_at) {
-            k_copy_floats<<<train_blocks(count), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(r.rows + r.own * stride,
+            k_copy_floats<<<train_blocks(count), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(r.at + r.own * r.stride,
                                                                                          r.own_at, count);
             FF_LAUNCH_CHECK("k_copy_floats");
         }
-        FF_TRY(ff_gpu_tree_reduce(r.rows, r.rows, nrows, stride, count, s));
-        nrows = 1;
-        r.own = -1, r.own_at = NULL;
+        FF_TRY(ff_gpu_tree_reduce(r.at, r.at, r.n, r.stride, count, s));
+        r.n = 1, r.own = -1, r.own_at = NULL;
     }
+    const int64_t stride = r.stride;
     const bool aligned =
         stride % 4 == 0 &&
-        ((uintptr_t)w_out | (uintptr_t)w | (uintptr_t)mom | (uintptr_t)r.rows | (uintptr_t)r.own_at) % 16 == 0;
+        ((uintptr_t)w_out | (uintptr_t)w | (uintptr_t)mom | (uintptr_t)r.at | (uintptr_t)r.own_at) % 16 == 0;
     unsigned blocks = train_blocks(count);
     if (aligned) {  // one block per multiprocessor at most (k_tree_sgd4)
         const long long per_block = (long long)FF_TREE_SGD_CHUNKS * 4 * FF_TRAIN_THREADS;
@@ -1105,7 +1099,7 @@ extern "C" ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, c
     }
     const tree_sgd_args a = {w_out, w, mom, r, count, lr, momentum, weight_decay, first ? 1 : 0};
     cudaStream_t cs = ff_cu_stream(s);
-    switch (nrows) {
+    switch (r.n) {
         case 1: launch_tree_sgd<1>(aligned, blocks, cs, a); break;
         case 2: launch_tree_sgd<2>(aligned, blocks, cs, a); break;
         case 3: launch_tree_sgd<3>(aligned, blocks, cs, a); break;
