@@ -260,6 +260,14 @@ class MlpBenchTest(unittest.TestCase):
                          "exposed of 6.600 (in buckets during the backward, 4 buckets), update 0.900")
         f["json"]["overlap"] = False
         self.assertIn("(after the backward, 4 buckets)", train_bench.phases_line(2048, f))
+        # queued on the GPU (NCCL): the step whole, and where the exchange ran
+        q = {**f, "json": {"phases_ms_per_step": {**ph, "enqueue": 1.5}, "overlap": True, "buckets": 4,
+                           "queued": True}}
+        self.assertIn("step 15.700, the exchange queued on the GPU with the compute (in buckets during the "
+                      "backward, 4 buckets;", train_bench.phases_line(2048, q))
+        q["json"]["overlap_steps"] = True
+        self.assertIn("(in buckets during the backward and the next step's forward, 4 buckets;",
+                      train_bench.phases_line(2048, q))
         for broken in ({**f, "ranks": 1}, {**f, "error": "x"}, {**f, "json": {}},
                        {**f, "json": {"phases_ms_per_step": {**ph, "steps": 0}}}):
             self.assertIsNone(train_bench.phases_line(2048, broken))

@@ -526,8 +526,10 @@ def phases_line(B, f):
     total = ph.get("exchange_total")
     over = f["json"].get("overlap")
     if f["json"].get("queued"):
+        where = ("in buckets during the backward and the next step's forward" if f["json"].get("overlap_steps")
+                 else "in buckets during the backward" if over else "after the backward")
         return (f"phases batch {B}, fivefold {f['label']} (ms/step, rank 0): step {ph['step']:.3f}, the exchange "
-                f"queued on the GPU with the compute ({'in buckets during the backward' if over else 'after the backward'}"
+                f"queued on the GPU with the compute ({where}"
                 f", {f['json'].get('buckets', '?')} buckets; FF_QUEUED_COMM=0 splits the phases), the host enqueuing "
                 f"for {ph.get('enqueue', float('nan')):.3f}")
     return (f"phases batch {B}, fivefold {f['label']} (ms/step, rank 0): compute {ph['compute']:.3f}, exchange "

@@ -53,7 +53,7 @@ static void usage(FILE *f) {
         "usage: fivefold train [--model mnist-cnn|mlp|mlp-small] [--mode serial|mpi|cuda|hybrid|direct]\n"
         "         [--split batch] [--epochs E] [--steps K] [--batch B] [--lr LR] [--momentum MU] [--weight-decay WD]\n"
         "         [--seed S] [--microbatch M] [--reduce deterministic|allreduce] [--data DIR|synthetic]\n"
-        "         [--overlap on|off|steps] [--bucket-mb MB] [--train-limit N] [--test-limit N] [--shares S0,S1,..]\n"
+        "         [--overlap auto|on|off|steps] [--bucket-mb MB] [--train-limit N] [--test-limit N] [--shares S0,S1,..]\n"
         "         [--weights FILE.h5]\n"
         "         [--monitor auto|on|off] [--monitor-interval MS] [--max-temp C] [--on-hot pause|stop]\n"
         "         [--pause-limit S] [--save-weights FILE.h5] [--checkpoint-dir D] [--checkpoint-every N]\n"
@@ -102,11 +102,12 @@ static void usage(FILE *f) {
         "  --pause-limit S             the longest pause before the run stops instead (default 600 s)\n"
         "  --reduce R                  deterministic (default: bits independent of the rank count) or\n"
         "                              allreduce (MPI's float sum: faster, bits depend on the rank count)\n"
-        "  --overlap on|off|steps      exchange the gradients in buckets while the backward still runs\n"
-        "                              (default on; GPU modes with several ranks; the bits are the same);\n"
-        "                              steps (experimental): also the next step's forward, bucket by\n"
-        "                              bucket, beside the last buckets' exchange (direct over NCCL; steps\n"
-        "                              run without graphs)\n"
+        "  --overlap auto|on|off|steps exchange the gradients in buckets while the backward still runs\n"
+        "                              (GPU modes with several ranks; the bits are the same); steps: also\n"
+        "                              the next step's forward, bucket by bucket, beside the last buckets'\n"
+        "                              exchange (direct over NCCL; steps then run without CUDA graphs);\n"
+        "                              auto (default): steps from 3 ranks on for models of 16 M parameters\n"
+        "                              or more (mlp), where the exchange outlasts the backward; else on\n"
         "  --bucket-mb MB              gradient bucket size in MiB of float32 (default 16, or in the direct\n"
         "                              mode a quarter of the model where that is less; > 0, fractions\n"
         "                              allowed): a bucket is a run of layers, closed once it holds this much\n"
@@ -294,11 +295,14 @@ static int parse_args(train_args *a, int argc, char **argv) {
                 break;
             case OPT_REDUCE: st = ff_reduce_parse(&a->o.reduce, v); break;
             case OPT_OVERLAP:
-                if (strcmp(v, "on") == 0 || strcmp(v, "off") == 0 || strcmp(v, "steps") == 0) {
+                if (strcmp(v, "auto") == 0 || strcmp(v, "on") == 0 || strcmp(v, "off") == 0 ||
+                    strcmp(v, "steps") == 0) {
                     a->o.overlap = strcmp(v, "off") != 0;
-                    a->o.overlap_steps = strcmp(v, "steps") == 0;
+                    a->o.overlap_steps = strcmp(v, "steps") == 0  ? FF_OVERLAP_STEPS_ON
+                                         : strcmp(v, "auto") == 0 ? FF_OVERLAP_STEPS_AUTO
+                                                                  : FF_OVERLAP_STEPS_OFF;
                 } else {
-                    st = FF_FAIL(FF_ERR_INPUT, "--overlap '%s': expected on, off or steps", v);
+                    st = FF_FAIL(FF_ERR_INPUT, "--overlap '%s': expected auto, on, off or steps", v);
                 }
                 break;
             case OPT_BUCKET_MB: {
@@ -800,7 +804,9 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
                 "step %.3f ms (rank 0, after 2 warm-up steps; the gradient exchange queued on the GPU with the "
                 "compute, %s%s: FF_QUEUED_COMM=0 splits the phases), of which the host enqueued for %.3f ms\n",
                 1e3 * ph.compute_s / (double)ph.steps,
-                ph.overlapped ? "in buckets during the backward" : "after the backward",
+                ph.overlapped_steps ? "in buckets during the backward and the next step's forward"
+                : ph.overlapped     ? "in buckets during the backward"
+                                    : "after the backward",
                 ph.windows ? ", from NCCL symmetric windows" : "", 1e3 * ph.enqueue_s / (double)ph.steps);
         else if (P > 1 && ph.steps > 0)
             printf(

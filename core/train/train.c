@@ -138,9 +138,17 @@ void ff_train_options_default(ff_train_options *o) {
     o->weight_decay = 0.0f;
     o->reduce = FF_REDUCE_DETERMINISTIC;
     o->overlap = true;
+    o->overlap_steps = FF_OVERLAP_STEPS_AUTO;
     o->bucket_floats = 0;  // auto (train.h)
     ff_exec_options_default(&o->exec);
     o->exec.plan.conv = FF_CONV_DIRECT;
+}
+
+bool ff_train_overlaps_steps(const ff_train_options *o, int P, int64_t params) {
+    if (!o->overlap) return false;
+    if (o->overlap_steps == FF_OVERLAP_STEPS_ON) return true;
+    return o->overlap_steps == FF_OVERLAP_STEPS_AUTO && P >= FF_TRAIN_STEPS_AUTO_RANKS &&
+           params >= FF_TRAIN_STEPS_AUTO_FLOATS;
 }
 
 // ceil(a / b) for a >= 0, b >= 1, without the overflow of (a + b - 1) / b at a near INT64_MAX.
@@ -531,7 +539,7 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
         t->queued = st == FF_OK && P > 1 && o->reduce == FF_REDUCE_DETERMINISTIC && ff_comm_can_queue(t->comm);
         t->phases.queued = t->queued;
         const char *cx = getenv("FF_CAPTURE_EXCHANGE");
-        t->pipelined = o->overlap_steps && t->overlap && t->queued;
+        t->pipelined = ff_train_overlaps_steps(o, P, t->N) && t->overlap && t->queued;
         t->phases.overlapped_steps = t->pipelined;
         t->capture_exchange = t->queued && ff_device_can_capture(t->dev) && !t->no_graphs && !t->pipelined &&
                               !(cx && strcmp(cx, "0") == 0);

@@ -394,6 +394,13 @@ M('reduce_allgather_displs_even', TR,
 # Dropped as equivalent: momentum's first step taking mu * buf + g (buf is zero before the first
 # step, and a resumed run is past it).
 
+# --overlap auto: the rule of ff_train_overlaps_steps (train.h)
+M('overlap_steps_auto_from_two_ranks', TR,
+  ('P >= FF_TRAIN_STEPS_AUTO_RANKS &&', 'P >= FF_TRAIN_STEPS_AUTO_RANKS - 1 &&'), '^test_train_hardening$')
+M('overlap_steps_auto_any_size', TR,
+  ('params >= FF_TRAIN_STEPS_AUTO_FLOATS;', 'params >= 0;'), '^test_train_hardening$')
+M('overlap_steps_despite_off', TR, ('    if (!o->overlap) return false;\n', ''), '^test_train_hardening$')
+
 # ---------------------------------------------------------------- checkpoint
 CK = 'core/train/checkpoint.c'
 CKPT = '^(test_checkpoint|test_train_hardening)$'

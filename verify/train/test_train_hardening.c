@@ -9,7 +9,8 @@
 //     run that resumes it;
 //   - the checkpoint directory is checked before training and stale temporary files of crashed
 //     writes are removed;
-//   - the trainer counts the images it actually trained on (a short last batch counts its size).
+//   - the trainer counts the images it actually trained on (a short last batch counts its size);
+//   - --overlap's default (auto) lets steps overlap only where its rule says (train.h).
 // Every bad case is written by the test itself into a temporary folder, next to a good control
 // that must pass, so each check is shown able to fail and able to pass.
 #include <setjmp.h>
@@ -262,6 +263,31 @@ static void options_out_of_range_are_refused(void **state) {
     has("micro-batches");
 }
 
+// --overlap auto (the default) overlaps steps from FF_TRAIN_STEPS_AUTO_RANKS ranks on for models of
+// FF_TRAIN_STEPS_AUTO_FLOATS parameters or more; on and off never do, steps always (unless off).
+static void overlap_steps_follow_the_auto_rule(void **state) {
+    (void)state;
+    ff_train_options o;
+    ff_train_options_default(&o);
+    assert_int_equal(o.overlap_steps, FF_OVERLAP_STEPS_AUTO);
+    assert_true(o.overlap);
+    const int64_t mlp = 120 * 1000 * 1000, small = 500 * 1000, edge = FF_TRAIN_STEPS_AUTO_FLOATS;
+    assert_false(ff_train_overlaps_steps(&o, 2, mlp));  // two ranks: the step's graph pays more
+    assert_true(ff_train_overlaps_steps(&o, 3, mlp));
+    assert_true(ff_train_overlaps_steps(&o, 4, mlp));
+    assert_false(ff_train_overlaps_steps(&o, 4, small));  // mnist-cnn, mlp-small: bound by launches
+    assert_true(ff_train_overlaps_steps(&o, FF_TRAIN_STEPS_AUTO_RANKS, edge));
+    assert_false(ff_train_overlaps_steps(&o, FF_TRAIN_STEPS_AUTO_RANKS, edge - 1));
+    assert_false(ff_train_overlaps_steps(&o, FF_TRAIN_STEPS_AUTO_RANKS - 1, edge));
+    o.overlap_steps = FF_OVERLAP_STEPS_OFF;  // --overlap on
+    assert_false(ff_train_overlaps_steps(&o, 4, mlp));
+    o.overlap_steps = FF_OVERLAP_STEPS_ON;  // --overlap steps
+    assert_true(ff_train_overlaps_steps(&o, 2, small));
+    o.overlap = false;  // --overlap off: nothing overlaps
+    o.overlap_steps = FF_OVERLAP_STEPS_AUTO;
+    assert_false(ff_train_overlaps_steps(&o, 4, mlp));
+}
+
 static void samples_count_a_short_last_batch_exactly(void **state) {
     (void)state;
     trainer_t tr;
@@ -507,6 +533,7 @@ int main(void) {
         cmocka_unit_test(epochs_times_steps_overflow_is_refused),
         cmocka_unit_test(options_out_of_range_are_refused),
         cmocka_unit_test(samples_count_a_short_last_batch_exactly),
+        cmocka_unit_test(overlap_steps_follow_the_auto_rule),
         cmocka_unit_test(checkpoint_fields_out_of_range_are_refused),
         cmocka_unit_test(checkpoint_nan_or_inf_values_are_refused),
         cmocka_unit_test(checkpoint_position_must_fit_the_run),

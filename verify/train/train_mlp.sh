@@ -77,7 +77,7 @@ PY
         "$F" train --model mnist-cnn --data synthetic --steps 1
     refused badshares "--shares '3,0'" "$F" train $A --shares 3,0
     refused shares_count "--shares has 2 value(s), expected one per rank (1 ranks)" "$F" train $A --shares 3,1
-    refused overlap "--overlap 'maybe': expected on, off or steps" "$F" train $A --overlap maybe
+    refused overlap "--overlap 'maybe': expected auto, on, off or steps" "$F" train $A --overlap maybe
     refused bucket "--bucket-mb 0: expected a number in (0, 65536]" "$F" train $A --bucket-mb 0
     "$F" train --help >"$T/help.txt" 2>&1 || fail "--help: exit $?"
     for w in --shares mlp-small synthetic "--max-temp" "--monitor" "--overlap" "--bucket-mb"; do
@@ -246,6 +246,9 @@ gpu | gpu_full)
             case "$*,$TR" in
             *overlap=steps*nccl) python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["overlap_steps"] else 1)' \
                 "$T/$MODE$P.json" || fail "$MODE P=$P --overlap steps over NCCL did not overlap the steps" ;;
+            *) # the default, auto: never for a model this small (train.h, FF_TRAIN_STEPS_AUTO_FLOATS)
+                python3 -c 'import json,sys; sys.exit(1 if json.load(open(sys.argv[1]))["overlap_steps"] else 0)' \
+                    "$T/$MODE$P.json" || fail "$MODE P=$P overlapped steps unasked (auto, mlp-small)" ;;
             esac
         done
         # the queued exchange (NCCL: collectives on the GPU's streams, captured in the step's graph,
@@ -336,6 +339,23 @@ assert len(s) == len(c) == 2
 assert all(abs(a - b) <= 1e-4 * abs(a) for a, b in zip(s, c)), "cuda's losses are not within 1e-4 of serial's"
 assert abs(c2[1] - s[1]) > 1e-4 * abs(s[1]), "a 10x learning rate stays within the tolerance: vacuous"
 PY
+        # --overlap auto (the default) lets the full MLP's steps overlap from 3 ranks on, over NCCL
+        # (one GPU per rank); --overlap on does not; both give cuda's bits
+        NG=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+        if [ "${NG:-0}" -ge 3 ]; then
+            for ov in auto on; do
+                run "g3$ov" $MPIEXEC -n 3 "$F" train --mode direct $B --overlap $ov --json "$T/g3$ov.json"
+                ST=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["overlap_steps"])' "$T/g3$ov.json")
+                echo "direct P=3 --overlap $ov: steps overlapped $ST, $(digests "$T/g3$ov.txt")"
+                [ "$(digests "$T/g3$ov.txt")" = "$(digests "$T/gcuda.txt")" ] || fail "direct P=3 --overlap $ov differs from cuda"
+                case "$ov,$ST" in
+                auto,True | on,False) ;;
+                *) grep -q 'transport nccl' "$T/g3$ov.txt" && fail "--overlap $ov at P=3 (mlp, NCCL): steps overlapped $ST" ;;
+                esac
+            done
+        else
+            echo "fewer than 3 GPUs ($NG): --overlap auto at P=3 not run here"
+        fi
     fi
     ;;
 *)

@@ -54,6 +54,23 @@ typedef enum { FF_REDUCE_DETERMINISTIC, FF_REDUCE_ALLREDUCE } ff_reduce;
 ff_status ff_reduce_parse(ff_reduce *out, const char *s);  // "deterministic" | "allreduce"
 const char *ff_reduce_name(ff_reduce r);
 
+// Whether a step's exchange may run on beside the next step's forward (ff_train_options.overlap_steps,
+// CLI --overlap on|steps|auto).
+typedef enum {
+    FF_OVERLAP_STEPS_OFF = 0,  // --overlap on (or off): every step ends with its exchange joined
+    FF_OVERLAP_STEPS_ON,       // --overlap steps
+    FF_OVERLAP_STEPS_AUTO,     // the default: ff_train_overlaps_steps decides from P and the model's size
+} ff_overlap_steps;
+
+// AUTO's rule: steps overlap from FF_TRAIN_STEPS_AUTO_RANKS ranks on, for models of at least
+// FF_TRAIN_STEPS_AUTO_FLOATS parameters. A rank sends and receives (P - 1) / P of the gradients
+// and of the weights while it computes 1 / P of the batch, so from three ranks on a large model's
+// exchange outlasts the backward and the next forward is what can hide it (the MLP on four H100s:
+// 8.13 ms a step against 8.80, on two 14.71 against 14.58; bench/results/issue16-s19). A small
+// model's step is bound by launches and needs its CUDA graph, which overlapping steps gives up.
+#define FF_TRAIN_STEPS_AUTO_RANKS 3
+#define FF_TRAIN_STEPS_AUTO_FLOATS ((int64_t)1 << 24)  // 64 MiB of float32 gradients
+
 typedef struct {
     int64_t batch;       // global batch size B (largest b a step is called with)
     int64_t microbatch;  // M: images per micro-batch (the unit of the deterministic reduction)
@@ -68,8 +85,8 @@ typedef struct {
     // without waiting for the whole exchange, each bucket's layers once that bucket's weights are
     // gathered, so the exchange of the last buckets (which nothing in the step overlaps) runs
     // beside it (CLI --overlap steps). The steps then run eagerly: a CUDA graph must end joined.
-    // The same bits.
-    bool overlap_steps;
+    // The same bits. Default FF_OVERLAP_STEPS_AUTO: where ff_train_overlaps_steps says it pays.
+    ff_overlap_steps overlap_steps;
     // A bucket closes once it holds this many gradient floats (CLI --bucket-mb): larger buckets move
     // more bytes per collective, smaller ones start sooner. 0 (the default): 4 Mi floats (16 MiB),
     // or in the direct mode a quarter of the parameters where that is less, so that a small model's
@@ -90,6 +107,11 @@ typedef struct {
 
 // B 64, M 8, lr 0.01, momentum 0.9, wd 0, deterministic; exec: serial, plan defaults but conv direct.
 void ff_train_options_default(ff_train_options *o);
+
+// Whether the trainer lets steps overlap for these options on P ranks and a model of `params`
+// parameters, where the device and the comm can (a GPU, the exchange queued on NCCL): ON yes, OFF
+// no, AUTO by the rule above. overlap off implies no.
+bool ff_train_overlaps_steps(const ff_train_options *o, int P, int64_t params);
 
 // The ranges ff_train_options_check accepts. lr > 10 or momentum >= 1 make SGD diverge at once
 // (momentum 1 never forgets a gradient; > 1 amplifies them); lr 0 would "train" without changing
