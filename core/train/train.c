@@ -144,6 +144,12 @@ void ff_train_options_default(ff_train_options *o) {
     o->exec.plan.conv = FF_CONV_DIRECT;
 }
 
+int64_t ff_train_default_bucket_floats(ff_mode mode, int64_t params) {
+    if (mode != FF_MODE_DIRECT) return FF_TRAIN_BUCKET_FLOATS;
+    const int64_t quarter = params / 4 + (params % 4 != 0);  // ceil(params / 4)
+    return quarter < FF_TRAIN_DIRECT_BUCKET_FLOATS ? quarter : FF_TRAIN_DIRECT_BUCKET_FLOATS;
+}
+
 bool ff_train_overlaps_steps(const ff_train_options *o, int P, int64_t params) {
     if (!o->overlap) return false;
     if (o->overlap_steps == FF_OVERLAP_STEPS_ON) return true;
@@ -503,9 +509,7 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     if (st == FF_OK) st = checked_count(&cnt, o->batch, FF_TRAIN_INFLIGHT, sizeof(double), "losses (--batch)");
     if (st == FF_OK) st = checked_count(&cnt, t->nslots, t->N, sizeof(float), "micro-batch gradients");
     if (t->o.bucket_floats == 0) {  // auto (train.h)
-        const int64_t quarter = ceil_div(t->N, 4);
-        t->o.bucket_floats = FF_TRAIN_BUCKET_FLOATS;
-        if (t->o.exec.mode == FF_MODE_DIRECT && quarter < FF_TRAIN_BUCKET_FLOATS) t->o.bucket_floats = quarter;
+        t->o.bucket_floats = ff_train_default_bucket_floats(t->o.exec.mode, t->N);
     }
     make_buckets(t);
     if (st == FF_OK) st = checked_count(&cnt, t->nmb_max, slice_room(t), sizeof(float), "reduce buffer");

@@ -399,6 +399,12 @@ M('overlap_steps_auto_from_two_ranks', TR,
   ('P >= FF_TRAIN_STEPS_AUTO_RANKS &&', 'P >= FF_TRAIN_STEPS_AUTO_RANKS - 1 &&'), '^test_train_hardening$')
 M('overlap_steps_auto_any_size', TR,
   ('params >= FF_TRAIN_STEPS_AUTO_FLOATS;', 'params >= 0;'), '^test_train_hardening$')
+M('default_bucket_direct_16mib', TR,
+  ('    if (mode != FF_MODE_DIRECT) return FF_TRAIN_BUCKET_FLOATS;',
+   '    if (mode != FF_MODE_DIRECT || params > 0) return FF_TRAIN_BUCKET_FLOATS;'),
+  '^test_train_hardening$')
+M('default_bucket_quarter_floor', TR,
+  ('params / 4 + (params % 4 != 0);', 'params / 4;'), '^test_train_hardening$')
 M('overlap_steps_despite_off', TR, ('    if (!o->overlap) return false;\n', ''), '^test_train_hardening$')
 
 # ---------------------------------------------------------------- checkpoint

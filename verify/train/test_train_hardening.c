@@ -10,7 +10,8 @@
 //   - the checkpoint directory is checked before training and stale temporary files of crashed
 //     writes are removed;
 //   - the trainer counts the images it actually trained on (a short last batch counts its size);
-//   - --overlap's default (auto) lets steps overlap only where its rule says (train.h).
+//   - --overlap's default (auto) lets steps overlap only where its rule says, and the default bucket
+//     size follows the mode (train.h).
 // Every bad case is written by the test itself into a temporary folder, next to a good control
 // that must pass, so each check is shown able to fail and able to pass.
 #include <setjmp.h>
@@ -288,6 +289,20 @@ static void overlap_steps_follow_the_auto_rule(void **state) {
     assert_false(ff_train_overlaps_steps(&o, 4, mlp));
 }
 
+// The default bucket: 16 MiB, or in the direct mode 2 MiB (the MLP: one bucket per layer) or a
+// quarter of the model where that is less (mnist-cnn, mlp-small: four buckets or so).
+static void default_buckets_follow_the_mode(void **state) {
+    (void)state;
+    const int64_t mlp = 120 * 1000 * 1000, small = 1000 * 1000 + 2;
+    assert_int_equal(ff_train_default_bucket_floats(FF_MODE_HYBRID, mlp), FF_TRAIN_BUCKET_FLOATS);
+    assert_int_equal(ff_train_default_bucket_floats(FF_MODE_MPI, small), FF_TRAIN_BUCKET_FLOATS);
+    assert_int_equal(ff_train_default_bucket_floats(FF_MODE_DIRECT, mlp), FF_TRAIN_DIRECT_BUCKET_FLOATS);
+    assert_int_equal(ff_train_default_bucket_floats(FF_MODE_DIRECT, small), 250001);  // ceil(small / 4)
+    assert_int_equal(ff_train_default_bucket_floats(FF_MODE_DIRECT, 4 * FF_TRAIN_DIRECT_BUCKET_FLOATS + 1),
+                     FF_TRAIN_DIRECT_BUCKET_FLOATS);
+    assert_true(FF_TRAIN_DIRECT_BUCKET_FLOATS <= 1024 * 512 + 512);  // the MLP's top layer is a bucket alone
+}
+
 static void samples_count_a_short_last_batch_exactly(void **state) {
     (void)state;
     trainer_t tr;
@@ -534,6 +549,7 @@ int main(void) {
         cmocka_unit_test(options_out_of_range_are_refused),
         cmocka_unit_test(samples_count_a_short_last_batch_exactly),
         cmocka_unit_test(overlap_steps_follow_the_auto_rule),
+        cmocka_unit_test(default_buckets_follow_the_mode),
         cmocka_unit_test(checkpoint_fields_out_of_range_are_refused),
         cmocka_unit_test(checkpoint_nan_or_inf_values_are_refused),
         cmocka_unit_test(checkpoint_position_must_fit_the_run),

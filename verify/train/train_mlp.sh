@@ -346,7 +346,10 @@ PY
             for ov in auto on; do
                 run "g3$ov" $MPIEXEC -n 3 "$F" train --mode direct $B --overlap $ov --json "$T/g3$ov.json"
                 ST=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["overlap_steps"])' "$T/g3$ov.json")
-                echo "direct P=3 --overlap $ov: steps overlapped $ST, $(digests "$T/g3$ov.txt")"
+                NB=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["buckets"])' "$T/g3$ov.json")
+                echo "direct P=3 --overlap $ov: steps overlapped $ST, $NB buckets, $(digests "$T/g3$ov.txt")"
+                # the direct mode's default bucket (2 MiB, train.h): one per layer of the six
+                [ "$NB" = 6 ] || fail "direct P=3 (mlp): $NB buckets by default, expected one per layer (6)"
                 [ "$(digests "$T/g3$ov.txt")" = "$(digests "$T/gcuda.txt")" ] || fail "direct P=3 --overlap $ov differs from cuda"
                 case "$ov,$ST" in
                 auto,True | on,False) ;;

@@ -49,6 +49,12 @@ extern "C" {
 #define FF_MAX_MICROBATCHES 1024                   // micro-batches per global batch (ceil(B / M))
 #define FF_TRAIN_SHARE_MAX 1000                    // a rank's --shares value: 1..this
 #define FF_TRAIN_BUCKET_FLOATS ((int64_t)1 << 22)  // the default gradient bucket: 16 MiB of floats
+// The direct mode's default bucket: 2 MiB, so a large model's buckets are its layers and the last
+// one exchanged, the one nothing in the step overlaps, is its smallest top layer (the MLP's fc6,
+// 2 MB): the two-GPU step took 14.40 ms against 14.47 with 16 MiB (four H200s, run 8 of
+// bench/results/issue16-s19). Its collectives are queued on the GPU, so more buckets cost no host
+// round trips.
+#define FF_TRAIN_DIRECT_BUCKET_FLOATS ((int64_t)1 << 19)
 
 typedef enum { FF_REDUCE_DETERMINISTIC, FF_REDUCE_ALLREDUCE } ff_reduce;
 ff_status ff_reduce_parse(ff_reduce *out, const char *s);  // "deterministic" | "allreduce"
@@ -88,10 +94,10 @@ typedef struct {
     // The same bits. Default FF_OVERLAP_STEPS_AUTO: where ff_train_overlaps_steps says it pays.
     ff_overlap_steps overlap_steps;
     // A bucket closes once it holds this many gradient floats (CLI --bucket-mb): larger buckets move
-    // more bytes per collective, smaller ones start sooner. 0 (the default): 4 Mi floats (16 MiB),
-    // or in the direct mode a quarter of the parameters where that is less, so that a small model's
-    // exchange also runs during its backward (its collectives are queued and captured there, so
-    // more buckets cost no host round trips).
+    // more bytes per collective, smaller ones start sooner. 0 (the default): 4 Mi floats (16 MiB);
+    // in the direct mode FF_TRAIN_DIRECT_BUCKET_FLOATS (2 MiB), or a quarter of the parameters
+    // where that is less, so that a small model's exchange also runs during its backward (its
+    // collectives are queued and captured there, so more buckets cost no host round trips).
     int64_t bucket_floats;
     // Relative batch shares per rank (--shares 3,1): n_shares 0 = equal; otherwise one per rank,
     // each >= 1 (ff_trainer_create checks the count against the ranks).
@@ -112,6 +118,10 @@ void ff_train_options_default(ff_train_options *o);
 // parameters, where the device and the comm can (a GPU, the exchange queued on NCCL): ON yes, OFF
 // no, AUTO by the rule above. overlap off implies no.
 bool ff_train_overlaps_steps(const ff_train_options *o, int P, int64_t params);
+
+// The bucket size (floats) the trainer takes for bucket_floats = 0 in `mode` for a model of
+// `params` parameters (bucket_floats' comment above).
+int64_t ff_train_default_bucket_floats(ff_mode mode, int64_t params);
 
 // The ranges ff_train_options_check accepts. lr > 10 or momentum >= 1 make SGD diverge at once
 // (momentum 1 never forgets a gradient; > 1 amplifies them); lr 0 would "train" without changing
