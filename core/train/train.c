@@ -235,6 +235,10 @@ ff_status ff_train_options_check(const ff_train_options *o) {
             return FF_FAIL(FF_ERR_INPUT, "--shares: rank %d's share %d, expected 1..%d", r, (int)o->shares[r],
                            FF_TRAIN_SHARE_MAX);
     if (o->batch < 1) return FF_FAIL(FF_ERR_INPUT, "--batch %lld: expected >= 1", (long long)o->batch);
+    if (o->overlap_steps != FF_OVERLAP_STEPS_OFF && o->overlap_steps != FF_OVERLAP_STEPS_ON &&
+        o->overlap_steps != FF_OVERLAP_STEPS_AUTO)
+        return FF_FAIL(FF_ERR_INPUT, "overlap_steps %d (--overlap): expected off, on or auto (train.h)",
+                       (int)o->overlap_steps);
     if (o->bucket_floats < 0)
         return FF_FAIL(FF_ERR_INPUT, "gradient bucket of %lld floats (--bucket-mb): expected at least 1 (0: auto)",
                        (long long)o->bucket_floats);

@@ -252,6 +252,11 @@ static void options_out_of_range_are_refused(void **state) {
     // Sizes: a batch whose buffers cannot exist is refused, not wrapped into a small allocation.
     ff_train_options o;
     ff_train_options_default(&o);
+    o.overlap_steps = (ff_overlap_steps)7;  // not one of train.h's values
+    assert_int_equal(ff_train_options_check(&o), FF_ERR_INPUT);
+    has("overlap_steps 7 (--overlap)");
+    o.overlap_steps = FF_OVERLAP_STEPS_ON;
+    assert_int_equal(ff_train_options_check(&o), FF_OK);
     o.batch = o.microbatch = INT64_MAX;
     assert_int_equal(create_with(o), FF_ERR_INPUT);
     printf("  %s\n", ff_last_error());
