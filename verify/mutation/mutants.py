@@ -405,6 +405,9 @@ M('default_bucket_direct_16mib', TR,
   '^test_train_hardening$')
 M('default_bucket_quarter_floor', TR,
   ('params / 4 + (params % 4 != 0);', 'params / 4;'), '^test_train_hardening$')
+M('overlap_steps_unchecked', TR,
+  ('    if (o->overlap_steps != FF_OVERLAP_STEPS_OFF && o->overlap_steps != FF_OVERLAP_STEPS_ON &&',
+   '    if (0 && o->overlap_steps != FF_OVERLAP_STEPS_ON &&'), '^test_train_hardening$')
 M('overlap_steps_despite_off', TR, ('    if (!o->overlap) return false;\n', ''), '^test_train_hardening$')
 
 # ---------------------------------------------------------------- checkpoint
