@@ -13,6 +13,9 @@
 #                            the MLP's step in the direct mode as the issue times it ($DR_MLP, one
 #                            micro-batch per rank) with those variables and extra arguments, its
 #                            log and JSON in $out, then its dr_summ line
+#   dr_mlp_bench [LIMIT]     bench/train_bench.py on the MLP as the issue's cards ask (cuda,
+#                            direct:2 and, with four GPUs, direct:4 against PyTorch's graph and
+#                            DDP in one invocation, each mode with its defaults); $out/train-mlp.*
 # The environment: .deps' libraries, mpiexec as root (Open MPI), unbuffered Python, NVLink
 # multicast off (the device notes: leave it off).
 export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -63,4 +66,14 @@ spe = d["seconds_per_epoch"]
 ms = statistics.median(spe[1:] or spe) / (d["steps"] // d["epochs"]) * 1e3
 print(f"{name:24s} {ms:8.3f} ms/step  loss {d['loss_digest']} w {d['weights_digest']}")
 PY
+}
+dr_mlp_bench() {
+    local peers=graph,ddp:2 modes=cuda,direct:2 four=()
+    [ "$ngpu" -ge 4 ] && peers=graph,ddp:2,ddp:4 modes=cuda,direct:2,direct:4 four=(--mode-args "direct:4=--microbatch 512")
+    timeout "${1:-200}" python3 bench/train_bench.py --fivefold "$F" --model mlp --batch 2048 --epochs 3 \
+        --modes $modes --peers $peers --ff-args "--backend vendor" \
+        --mode-args "cuda=--microbatch 2048" --mode-args "direct:2=--microbatch 1024" "${four[@]}" \
+        --mpiexec "mpiexec --oversubscribe" --timeout 90 --out "$out/train-mlp.json" > "$out/train-mlp.txt" 2>&1
+    echo "mlp bench: exit $?"
+    grep -vE "^train_bench: (fivefold|pytorch|gate)" "$out/train-mlp.txt" | tail -14
 }

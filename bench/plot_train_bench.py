@@ -52,7 +52,7 @@ def fastest_by_ranks(runs):
             continue
         p = int(x.get("ranks", 1))
         if p not in best or x["ms_per_step"] < best[p][0]:
-            best[p] = (float(x["ms_per_step"]), x["label"])
+            best[p] = (float(x["ms_per_step"]), x.get("label") or x.get("mode") or "?")
     return best
 
 

@@ -21,12 +21,5 @@ for c in gpu_full gpu; do
     echo "train_mlp.sh $c: exit $?"; grep -E "buckets|FAIL|fewer" "$out/train_mlp_$c.log" | tail -3; tail -1 "$out/train_mlp_$c.log"
     el "train_mlp.sh $c done"
 done
-peers=graph,ddp:2 modes=cuda,direct:2 four=()
-[ "$ngpu" -ge 4 ] && peers=graph,ddp:2,ddp:4 modes=cuda,direct:2,direct:4 four=(--mode-args "direct:4=--microbatch 512")
-timeout 200 python3 bench/train_bench.py --fivefold $F --model mlp --batch 2048 --epochs 3 \
-    --modes $modes --peers $peers --ff-args "--backend vendor" \
-    --mode-args "cuda=--microbatch 2048" --mode-args "direct:2=--microbatch 1024" "${four[@]}" \
-    --mpiexec "$mpx" --timeout 90 --out "$out/train-mlp.json" > "$out/train-mlp.txt" 2>&1
-echo "mlp bench: exit $?"
-grep -vE "^train_bench: (fivefold|pytorch|gate)" "$out/train-mlp.txt" | tail -14
+dr_mlp_bench 200
 el done
