@@ -508,6 +508,7 @@ static ff_status json_write(json_out *j, const train_args *a, const ff_model *m,
     ff_json_bool(&js, "queued", r->phases.queued);  // then compute holds the whole step (train.h)
     ff_json_int(&js, "buckets", r->phases.buckets);
     ff_json_int(&js, "nccl_windows", r->phases.windows);  // buffers in registered (symmetric) memory
+    ff_json_int(&js, "fused_buckets", r->phases.fused_buckets);  // exchanged in one kernel each
     ff_json_begin_object(&js, "phases_ms_per_step");      // steady state: the first 2 steps left out
     ff_json_num(&js, "compute", r->phases.compute_s * per);
     ff_json_num(&js, "exchange", r->phases.exchange_s * per);

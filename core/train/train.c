@@ -57,6 +57,9 @@ struct ff_trainer {
         // The last step fused the tree with the update without keeping the sum (exchange_bucket):
         // gather_sharded adds these rows again (own row from own_at) before it gathers row 0.
         ff_tree_rows unsummed;
+        // ... and the communicator's fused exchange (ff_comm_fused_tree_sgd) read the peers' rows
+        // where they lay, so gather_sharded first fetches them (fetch_fused_rows).
+        bool rows_not_here;
     } bucket[FF_MAX_LAYERS];
     // The deterministic exchange with P > 1 updates by slices (exchange_bucket): each rank's SGD
     // covers only its slice of each bucket and the updated weights are all-gathered, so the
@@ -577,6 +580,25 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
 // this rank's slice [*my_lo, *my_lo + *my_len) relative to the bucket's start.
 static void bucket_slices(const ff_trainer *t, int b, size_t *count, size_t *displ, int64_t *my_lo, int64_t *my_len);
 
+// The rows the fused exchange of bucket b read from the peers (every rank one micro-batch, its
+// gradient row sent from where the backward wrote it: exchange_bucket), received into recvbuf as
+// the all-to-all of the unfused exchange would have, for gather_sharded's tree.
+static ff_status fetch_fused_rows(ff_trainer *t, int b) {
+    size_t gcount[FF_MAX_RANKS_TRAIN], gdispl[FF_MAX_RANKS_TRAIN], rcount[FF_MAX_RANKS_TRAIN],
+        rdispl[FF_MAX_RANKS_TRAIN];
+    int64_t my_lo, my_len;
+    bucket_slices(t, b, gcount, gdispl, &my_lo, &my_len);
+    for (int q = 0; q < t->P; q++) {
+        rcount[q] = q == t->rank ? 0 : (size_t)my_len * sizeof(float);
+        rdispl[q] = (size_t)q * (size_t)my_len * sizeof(float);
+    }
+    gcount[t->rank] = 0;
+    FF_TRY(ff_comm_alltoallv(t->comm, t->recvbuf + t->bucket[b].recv_root, rcount, rdispl, t->grads + t->bucket[b].lo,
+                             gcount, gdispl));
+    t->bucket[b].rows_not_here = false;
+    return FF_OK;
+}
+
 // The sharded state made whole (every rank calls this together): each rank's slice of the
 // momentum and of the last reduced gradient, all-gathered bucket by bucket.
 static ff_status gather_sharded(ff_trainer *t) {
@@ -586,6 +608,7 @@ static ff_status gather_sharded(ff_trainer *t) {
         int64_t my_lo, my_len;
         bucket_slices(t, b, count, displ, &my_lo, &my_len);
         const ff_tree_rows *u = &t->bucket[b].unsummed;
+        if (t->bucket[b].rows_not_here) FF_TRY(fetch_fused_rows(t, b));
         if (u->n > 1) {  // the same tree as the step's, into row 0 (which is recv_root)
             if (u->own_at)
                 FF_TRY(ff_device_copy_bytes(t->dev, u->at + u->own * u->stride, u->own_at,
@@ -894,10 +917,18 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
     const float *send = k->nloc == 1 ? t->grads + lo : t->sendbuf + mine * lo;
     const float *own_at = own_row >= 0 ? send + sdispl[t->rank] / sizeof(float) : NULL;
     ff_status st = FF_OK;
+    // Every rank one micro-batch (so each sends its gradient row from where its backward wrote it,
+    // at the same offset on every rank): the communicator may run the all-to-all, the fused tree
+    // and update and the all-gather below as one kernel (ff_comm_fused_tree_sgd), the same bits.
+    const bool fusable = queued && bm->fixed_tree && bm->nroots == P && bm->nmb == P && own_row >= 0 && k->nloc == 1;
+    bool fused = false;
     if (queued) {  // all of it on the side lane, after the bucket's backward (fence b + 1), on the device
         if (side) FF_TRY(ff_device_side_lane(t->dev, true));
         if (side) st = ff_device_lane_wait_fence_at(t->dev, b + 1);
-        if (st == FF_OK) st = ff_comm_alltoallv(t->comm, rows, rcount, rdispl, send, scount, sdispl);
+        if (st == FF_OK && fusable)
+            st = ff_comm_fused_tree_sgd(t->comm, &fused, wmine, t->d_mom + lo + my_lo, own_at, my_len, t->o.lr,
+                                        t->o.momentum, t->o.weight_decay, t->steps == 0);
+        if (st == FF_OK && !fused) st = ff_comm_alltoallv(t->comm, rows, rcount, rdispl, send, scount, sdispl);
     } else {
         FF_TRY(ff_comm_alltoallv(t->comm, rows, rcount, rdispl, send, scount, sdispl));
         if (side) FF_TRY(ff_device_side_lane(t->dev, true));
@@ -923,11 +954,12 @@ static ff_status exchange_bucket(ff_trainer *t, const step_work *k, const block_
                              .own_at = own_at,
                              .keep_sum = n_fused > FF_TREE_UNKEPT_ROWS};
     t->bucket[b].unsummed = tr;
-    if (st == FF_OK)
+    t->bucket[b].rows_not_here = fused;
+    if (st == FF_OK && !fused)
         st = ff_device_tree_sgd(t->dev, wmine, wmine, t->d_mom + lo + my_lo, &tr, my_len, t->o.lr, t->o.momentum,
                                 t->o.weight_decay, t->steps == 0);
     if (st == FF_OK && !queued) st = ff_device_sync(t->dev);  // the communicator reads what the device wrote
-    if (st == FF_OK && queued)                                // on the lane, after the update
+    if (st == FF_OK && queued && !fused)                      // on the lane, after the update
         st = ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,
                                 (size_t)my_len * sizeof(float));
     if (st == FF_OK && queued && t->pipelined) st = ff_device_fence_at(t->dev, tail_fence(b));  // weights in
@@ -982,8 +1014,11 @@ static ff_status enqueue_exchange(ff_trainer *t, const step_work *k) {
     block_map bm;
     map_blocks(&bm, t, ceil_div(k->b, t->o.microbatch));
     int64_t recv_at = 0;
-    for (int i = 0; i < t->nbuckets; i++)
+    t->phases.fused_buckets = 0;
+    for (int i = 0; i < t->nbuckets; i++) {
         FF_TRY(exchange_bucket(t, k, &bm, exchange_order(t, i), &recv_at, k->parts, true));
+        t->phases.fused_buckets += t->bucket[exchange_order(t, i)].rows_not_here;
+    }
     if (k->parts && t->pipelined) {  // left running: the next forward waits bucket by bucket
         t->tail_pending = true;
         return FF_OK;

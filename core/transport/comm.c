@@ -213,6 +213,14 @@ ff_status ff_comm_alloc_window(ff_comm *c, void **p, size_t bytes, const char *w
     return c->ops->alloc_window(c, p, bytes, what);
 }
 
+ff_status ff_comm_fused_tree_sgd(ff_comm *c, bool *done, float *w, float *mom, const float *row, int64_t count,
+                                 float lr, float momentum, float weight_decay, bool first) {
+    *done = false;
+    const char *e = getenv("FF_FUSED_EXCHANGE");
+    if ((e && strcmp(e, "0") == 0) || !c->dev || !c->ops->fused_tree_sgd) return FF_OK;
+    return c->ops->fused_tree_sgd(c, done, w, mom, row, count, lr, momentum, weight_decay, first);
+}
+
 void ff_comm_destroy(ff_comm *c) {
     if (c && c->ops->destroy) c->ops->destroy(c);
 }

@@ -333,6 +333,7 @@ static const ff_comm_ops ipc_ops = {
     ipc_allgatherv, ipc_alltoallv, ipc_sum_f64,
     ipc_max_i64,    ipc_sum_f32,   ipc_destroy,
     NULL,           NULL,          NULL,
+    NULL,
 };
 
 // Every rank's host and GPU: whether each rank has its own GPU (NCCL's requirement) and whether

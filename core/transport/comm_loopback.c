@@ -366,6 +366,7 @@ static const ff_comm_ops lb_ops = {
     lb_allgatherv, lb_alltoallv, lb_sum_f64,
     lb_max_i64,    lb_sum_f32,   NULL,
     NULL,          NULL,         NULL,
+    NULL,
 };
 
 static void *lb_thread(void *p) {

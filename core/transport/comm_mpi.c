@@ -649,6 +649,7 @@ static const ff_comm_ops mpi_ops = {
     mpi_allgatherv, mpi_alltoallv, mpi_sum_f64,
     mpi_max_i64,    mpi_sum_f32,   mpi_destroy,
     NULL,           NULL,          NULL,
+    NULL,
 };
 
 void ff_comm_silent_ranks(ff_comm *boot, double limit, char *out, size_t cap) {

@@ -41,6 +41,7 @@ ff_status ff_comm_nccl_create(ff_comm **out, ff_comm *boot) {
 #include <sched.h>
 #include <time.h>
 
+#include "comm_nccl_lsa.h"
 #include "fivefold/device.h"
 #include "fivefold/gpu.h"
 
@@ -71,6 +72,18 @@ typedef struct {
     bool windows_off;  // a registration failed on some rank: plain memory from then on
     nccl_window *win;  // (n_win) every registered window, deregistered and freed at destroy
     int n_win, cap_win;
+#ifdef FF_NCCL_LSA
+    // The fused exchange (nc_fused_tree_sgd): the device communicator, set up with the first window
+    // where every rank agreed it works; the buckets whose fusing every rank agreed on (or refused).
+    ff_nccl_lsa *lsa;
+    bool lsa_tried;
+    struct {
+        const float *row, *w;
+        int64_t count;
+        bool ok;
+    } fuse_seen[32];
+    int n_fuse_seen;
+#endif
 } ff_comm_nccl;
 
 static ff_comm_nccl *nccl_of(ff_comm *c) {
@@ -344,6 +357,10 @@ static ff_status nc_wait_queued(ff_comm *c) {
     return nccl_wait(n, "queued step (device work and its collectives)", (cudaStream_t)ff_device_gpu_stream(c->dev));
 }
 
+#ifdef FF_NCCL_LSA
+static ff_status lsa_setup(ff_comm_nccl *n);
+#endif
+
 // ff_comm_alloc_window (comm.h). Every rank allocates, then all agree over the bootstrap comm
 // (host memory, no NCCL) before the collective registration: a rank whose allocation failed must
 // not leave the others waiting in ncclCommWindowRegister. An allocation that failed anywhere turns
@@ -388,12 +405,95 @@ static ff_status nc_alloc_window(ff_comm *c, void **p, size_t bytes, const char 
     }
     n->win[n->n_win++] = (nccl_window){(char *)mem, bytes, win};
     *p = mem;
+#ifdef FF_NCCL_LSA
+    FF_TRY(lsa_setup(n));
+#endif
     return FF_OK;
 #endif
 }
 
+#ifdef FF_NCCL_LSA
+// The registered window that holds [p, p + bytes), NULL where none does.
+static const nccl_window *window_of(const ff_comm_nccl *n, const void *p, size_t bytes) {
+    for (int i = 0; i < n->n_win; i++)
+        if ((const char *)p >= n->win[i].p && (const char *)p + bytes <= n->win[i].p + n->win[i].bytes)
+            return &n->win[i];
+    return NULL;
+}
+
+// The device communicator of the fused exchange, with the first window (collective). Every rank
+// must agree, or a rank that fuses would wait in its kernel's barrier for one that does not: a
+// failure anywhere, or ranks that are not all load/store accessible together (more than one
+// node), leaves it off on every rank. FF_FUSED_CTAS: the kernel's blocks (default: one per
+// multiprocessor; the same on every rank).
+static ff_status lsa_setup(ff_comm_nccl *n) {
+    if (n->lsa_tried) return FF_OK;
+    n->lsa_tried = true;
+    int ctas = 0, dev = 0;
+    const char *e = getenv("FF_FUSED_CTAS");
+    if (e && *e) ctas = atoi(e);
+    if (ctas <= 0 && (cudaGetDevice(&dev) != cudaSuccess ||
+                      cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess))
+        ctas = 0;
+    ff_nccl_lsa *lsa = NULL;
+    int64_t bad = ctas <= 0;
+    if (!bad) {
+        ncclResult_t r = ff_nccl_lsa_create(&lsa, n->nc, ctas);
+        bad = r != ncclSuccess && r != ncclInProgress;
+        if (!bad && r == ncclInProgress) bad = nccl_wait(n, "device communicator set-up", NULL) != FF_OK;
+        if (!bad) bad = ff_nccl_lsa_size(lsa) != n->base.size || n->base.size > FF_NCCL_LSA_MAX_RANKS;
+        ff_clear_error();
+    }
+    FF_TRY(n->boot->ops->allreduce_max_i64(n->boot, &bad, 1));
+    if (bad) {
+        ff_nccl_lsa_destroy(lsa, n->nc);
+        return FF_OK;
+    }
+    n->lsa = lsa;
+    return FF_OK;
+}
+
+// ff_comm_fused_tree_sgd (comm.h) on NCCL's device API (comm_nccl_lsa.cu). Whether a bucket can
+// fuse depends on each rank's slice (its alignment), so the ranks agree over the bootstrap comm,
+// once per bucket (a step's exchange repeats the same buckets).
+static ff_status nc_fused_tree_sgd(ff_comm *c, bool *done, float *w, float *mom, const float *row, int64_t count,
+                                   float lr, float momentum, float weight_decay, bool first) {
+    ff_comm_nccl *n = nccl_of(c);
+    *done = false;
+    if (!n->lsa || !n->queued) return FF_OK;  // the same on every rank (set-up agreed; the trainer queues all)
+    FF_TRY(usable(n, "fused exchange"));
+    const size_t bytes = (size_t)count * sizeof(float);
+    const nccl_window *rw = window_of(n, row, bytes), *ww = window_of(n, w, bytes);
+    int seen = -1;
+    for (int i = 0; i < n->n_fuse_seen; i++)
+        if (n->fuse_seen[i].row == row && n->fuse_seen[i].w == w && n->fuse_seen[i].count == count) seen = i;
+    bool ok;
+    if (seen >= 0) {
+        ok = n->fuse_seen[seen].ok;
+    } else {
+        int64_t cannot = !rw || !ww || ((uintptr_t)row | (uintptr_t)w | (uintptr_t)mom) % 16 != 0;
+        FF_TRY(n->boot->ops->allreduce_max_i64(n->boot, &cannot, 1));
+        ok = !cannot;
+        if (n->n_fuse_seen < (int)(sizeof n->fuse_seen / sizeof n->fuse_seen[0]))
+            n->fuse_seen[n->n_fuse_seen++] = (__typeof__(n->fuse_seen[0])){row, w, count, ok};
+    }
+    if (!ok) return FF_OK;
+    cudaError_t e = ff_nccl_lsa_tree_sgd(n->lsa, rw->win, (size_t)((const char *)row - rw->p), ww->win,
+                                         (size_t)((const char *)w - ww->p), mom, count, lr, momentum, weight_decay,
+                                         first, op_stream(n));
+    if (e != cudaSuccess) return FF_FAIL(FF_ERR_CUDA, "rank %d: fused exchange: %s", c->rank, cudaGetErrorString(e));
+    n->base.bytes_sent += (int64_t)bytes * (c->size - 1) * 2;  // the peers' slices read, the weights stored
+    *done = true;
+    return FF_OK;
+}
+#endif
+
 static void nc_destroy(ff_comm *c) {
     ff_comm_nccl *n = nccl_of(c);
+#ifdef FF_NCCL_LSA
+    ff_nccl_lsa_destroy(n->lsa, n->nc && !n->aborted ? n->nc : NULL);
+    n->lsa = NULL;
+#endif
 #ifdef FF_NCCL_WINDOWS
     // Windows go before the communicator (deregistration is collective, like registration); their
     // memory after it, whether it was finalized or aborted.
@@ -431,6 +531,11 @@ static const ff_comm_ops nccl_ops = {
     nc_allgatherv, nc_alltoallv,   nc_sum_f64,
     nc_max_i64,    nc_sum_f32,     nc_destroy,
     nc_set_queued, nc_wait_queued, nc_alloc_window,
+#ifdef FF_NCCL_LSA
+    nc_fused_tree_sgd,
+#else
+    NULL,
+#endif
 };
 
 // FF_NCCL_CTA_POLICY (default, efficiency or zero; unset: NCCL's default): how many SMs NCCL's

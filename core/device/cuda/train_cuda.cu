@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "fivefold/gpu.h"
+#include "train_rules.cuh"
 #include "gpu_check.cuh"
 
 #define FF_TRAIN_THREADS 256
@@ -649,22 +650,6 @@ __global__ void k_softmax_xent(float *__restrict__ dz, float *__restrict__ loss,
 // puts it in local memory: slower than the in-place kernel below on an H100, session 11.)
 #define FF_TREE_REG_ROWS 32
 #define FF_TREE_SGD_ROWS 8  // ff_gpu_tree_sgd's fused tree: up to 8 rows (P <= 8 with one block each)
-__host__ __device__ constexpr int tree_levels(int n) {
-    return n <= 1 ? 0 : 1 + tree_levels((n + 1) / 2);
-}
-// The tree over v[0..N) in train.h's order, its sum left in v[0]: every loop unrolled, so the
-// partial sums stay in registers.
-template <int N>
-__device__ __forceinline__ float tree_of(float *v) {
-#pragma unroll
-    for (int l = 0; l < tree_levels(N); l++) {
-        const int s = 1 << l;
-#pragma unroll
-        for (int j = 0; j < N; j += 2 * s)
-            if (j + s < N) v[j] = __fadd_rn(v[j], v[j + s]);
-    }
-    return v[0];
-}
 // Row j of the rows a tree adds (tree_rows.h: in place, or the own row where its backward left it).
 __device__ __forceinline__ const float *row_of(const ff_tree_rows &r, int j) {
     return j == r.own ? r.own_at : r.at + j * r.stride;
@@ -694,19 +679,6 @@ __global__ void k_copy_floats(float *out, const float *in, long long len) {
     FF_GRID_STRIDE(i, len) out[i] = in[i];
 }
 
-// step_core's (train.c) float operations one by one, no contraction: weight w[i] and gradient g
-// of element i give the updated weight; mom[i] updated in place.
-// m: the element's momentum (read unless first; the updated one left there when momentum != 0).
-__device__ __forceinline__ float sgd_rule_reg(float w, float g, float &m, float lr, float momentum, float wd,
-                                              int first) {
-    if (wd != 0.0f) g = __fadd_rn(g, __fmul_rn(wd, w));
-    float b = g;
-    if (momentum != 0.0f) {
-        b = first ? g : __fadd_rn(__fmul_rn(momentum, m), g);
-        m = b;
-    }
-    return __fsub_rn(w, __fmul_rn(lr, b));
-}
 // The same with the momentum in mom[i] (not touched when momentum is 0, not read when first).
 __device__ __forceinline__ float sgd_rule(float w, float g, float *__restrict__ mom, long long i, float lr,
                                           float momentum, float wd, int first) {

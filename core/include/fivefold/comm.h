@@ -105,6 +105,20 @@ ff_status ff_comm_wait_queued(ff_comm *c);
 // registration is an error (the other ranks' waits end at the comm's deadline). The memory
 // belongs to c and is freed when c is destroyed; callers never free it, and stop using it before.
 ff_status ff_comm_alloc_window(ff_comm *c, void **p, size_t bytes, const char *what);
+// One bucket of the trainer's deterministic exchange in one kernel, where c can (train.c
+// exchange_bucket, every rank one block-sum row): rank q reads slice q of every rank's row straight
+// from the peers' memory, adds them in rank order (train.h's tree over P rows), applies the SGD
+// rule to its slice of the weights and momentum, and stores the updated slice into every rank's
+// weights: the all-to-all, ff_device_tree_sgd and the all-gather it stands for, with their bits, in
+// one pass on the device's current stream (c queued). row: this rank's slice q of its own row;
+// w: this rank's slice of its weights; each peer's lies at the same offset of the same window
+// (ff_comm_alloc_window); mom: this rank's momentum slice; count floats. *done = false with FF_OK,
+// nothing enqueued, where c cannot: not NCCL 2.28's device API, not every rank load/store
+// accessible (one node), buffers outside windows or not 16-byte aligned, not queued, or
+// FF_FUSED_EXCHANGE=0 in the environment (A/B timing). Collective: every rank calls it for the
+// same bucket, and all get the same *done.
+ff_status ff_comm_fused_tree_sgd(ff_comm *c, bool *done, float *w, float *mom, const float *row, int64_t count,
+                                 float lr, float momentum, float weight_decay, bool first);
 // How bytes move for the buffers c now carries: the backend's name on host memory ("mpi",
 // "loopback", "nccl", "ipc"); bound to a device, "mpi (staged through pinned host memory)",
 // "loopback (device copies)", "nccl (device buffers)", "cuda-ipc (device to device)" or

@@ -1,0 +1,144 @@
+// The fused exchange of one gradient bucket (comm_nccl_lsa.h, comm.h ff_comm_fused_tree_sgd) on
+// NCCL 2.28's device API. What it replaces, per bucket of the deterministic exchange: an all-to-all
+// of the block-sum slices (NCCL's send/recv through its staging buffers, 32 CTAs at P = 2), the
+// fused tree and SGD (k_tree_sgd4, one block per multiprocessor) and the all-gather of the updated
+// weight slices (9 CTAs): three kernels, each beside the backward's GEMMs, and two staging copies.
+// Here one kernel reads slice q of every peer's row where the peer's backward left it (NVLink
+// loads through NCCL's LSA pointers), adds the rows in rank order, updates its slice, and stores
+// it into every rank's weights. The arithmetic is train_rules.cuh's, the same as k_tree_sgd4's, so
+// the bits are those of the three-kernel exchange.
+//
+// Ordering, through one LSA barrier per block (block i meets block i of every rank):
+//  - at the start: every rank's kernel for this bucket has begun, so every rank's backward has
+//    written its rows (the kernel follows the bucket's fence on each rank's stream) and finished
+//    its data pass (which reads the weights the stores below overwrite);
+//  - at the end, acquire-release: a rank's kernel ends only when every rank's block i has stored
+//    its slices, so the next kernel reading the weights (the next forward) sees them all, and no
+//    rank rewrites the rows a peer still reads (its next backward follows its own kernel).
+#include "comm_nccl_lsa.h"
+
+#ifdef FF_NCCL_LSA
+#include <nccl_device.h>
+
+#include <new>
+
+#include "../device/cuda/train_rules.cuh"
+
+struct ff_nccl_lsa {
+    ncclDevComm dc;
+    int ctas;
+};
+
+#define FF_LSA_THREADS 256
+#define FF_LSA_CHUNKS 4  // float4s of every row in flight per thread (k_tree_sgd4's FF_TREE_SGD_CHUNKS)
+
+template <int N>
+__global__ void __launch_bounds__(FF_LSA_THREADS)
+    k_lsa_tree_sgd(ncclDevComm dc, ncclWindow_t rows, size_t rows_off, ncclWindow_t wwin, size_t w_off,
+                   float *__restrict__ mom, long long count, float lr, float momentum, float wd, int first) {
+    ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dc, ncclTeamLsa(dc), dc.lsaBarrier, blockIdx.x};
+    bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+    const float *row[N];
+    float *wout[N];
+#pragma unroll
+    for (int j = 0; j < N; j++) {  // rank j's row and weights (one node: LSA rank j is rank j)
+        row[j] = (const float *)ncclGetLsaPointer(rows, rows_off, j);
+        wout[j] = (float *)ncclGetLsaPointer(wwin, w_off, j);
+    }
+    const float *w = wout[dc.lsaRank];
+    const long long T = gridDim.x * (long long)blockDim.x, c4 = count / 4;
+    for (long long base = blockIdx.x * (long long)blockDim.x + threadIdx.x; base < c4; base += FF_LSA_CHUNKS * T) {
+        float4 rv[FF_LSA_CHUNKS][N], wv[FF_LSA_CHUNKS], mv[FF_LSA_CHUNKS];
+#pragma unroll
+        for (int u = 0; u < FF_LSA_CHUNKS; u++) {  // every load first: the chunks in flight at once
+            const long long i = base + u * T;
+            if (i >= c4) continue;
+#pragma unroll
+            for (int j = 0; j < N; j++) rv[u][j] = reinterpret_cast<const float4 *>(row[j])[i];
+            wv[u] = reinterpret_cast<const float4 *>(w)[i];
+            mv[u] = reinterpret_cast<const float4 *>(mom)[i];
+        }
+#pragma unroll
+        for (int u = 0; u < FF_LSA_CHUNKS; u++) {
+            const long long i = base + u * T;
+            if (i >= c4) continue;
+            float a[N], b[N], c[N], d[N];
+#pragma unroll
+            for (int j = 0; j < N; j++) a[j] = rv[u][j].x, b[j] = rv[u][j].y, c[j] = rv[u][j].z, d[j] = rv[u][j].w;
+            float4 o;
+            o.x = sgd_rule_reg(wv[u].x, tree_of<N>(a), mv[u].x, lr, momentum, wd, first);
+            o.y = sgd_rule_reg(wv[u].y, tree_of<N>(b), mv[u].y, lr, momentum, wd, first);
+            o.z = sgd_rule_reg(wv[u].z, tree_of<N>(c), mv[u].z, lr, momentum, wd, first);
+            o.w = sgd_rule_reg(wv[u].w, tree_of<N>(d), mv[u].w, lr, momentum, wd, first);
+            if (momentum != 0.0f) reinterpret_cast<float4 *>(mom)[i] = mv[u];
+#pragma unroll
+            for (int j = 0; j < N; j++) reinterpret_cast<float4 *>(wout[j])[i] = o;
+        }
+    }
+    for (long long i = 4 * c4 + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += T) {
+        float v[N];
+#pragma unroll
+        for (int j = 0; j < N; j++) v[j] = row[j][i];
+        float m = momentum != 0.0f && !first ? mom[i] : 0.0f;
+        const float o = sgd_rule_reg(w[i], tree_of<N>(v), m, lr, momentum, wd, first);
+        if (momentum != 0.0f) mom[i] = m;
+#pragma unroll
+        for (int j = 0; j < N; j++) wout[j][i] = o;
+    }
+    bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+}
+
+extern "C" ncclResult_t ff_nccl_lsa_create(ff_nccl_lsa **out, ncclComm_t nc, int ctas) {
+    *out = NULL;
+    ff_nccl_lsa *lsa = new (std::nothrow) ff_nccl_lsa();
+    if (!lsa) return ncclSystemError;
+    ncclDevCommRequirements req = {};  // (2.28 has no initializer macro: every field zero, none asked for)
+    req.lsaBarrierCount = ctas;
+    const ncclResult_t r = ncclDevCommCreate(nc, &req, &lsa->dc);
+    if (r != ncclSuccess && r != ncclInProgress) {
+        delete lsa;
+        return r;
+    }
+    lsa->ctas = ctas;
+    *out = lsa;
+    return r;
+}
+
+extern "C" int ff_nccl_lsa_size(const ff_nccl_lsa *lsa) {
+    return lsa ? lsa->dc.lsaSize : 0;
+}
+
+extern "C" void ff_nccl_lsa_destroy(ff_nccl_lsa *lsa, ncclComm_t nc) {
+    if (!lsa) return;
+    if (nc) ncclDevCommDestroy(nc, &lsa->dc);
+    delete lsa;
+}
+
+template <int N>
+static void launch(const ff_nccl_lsa *lsa, unsigned blocks, cudaStream_t s, ncclWindow_t rows, size_t rows_off,
+                   ncclWindow_t w, size_t w_off, float *mom, int64_t count, float lr, float momentum, float wd,
+                   int first) {
+    k_lsa_tree_sgd<N><<<blocks, FF_LSA_THREADS, 0, s>>>(lsa->dc, rows, rows_off, w, w_off, mom, count, lr, momentum,
+                                                        wd, first);
+}
+
+extern "C" cudaError_t ff_nccl_lsa_tree_sgd(const ff_nccl_lsa *lsa, ncclWindow_t rows, size_t rows_off,
+                                            ncclWindow_t w, size_t w_off, float *mom, int64_t count, float lr,
+                                            float momentum, float weight_decay, bool first, cudaStream_t s) {
+    // Every block takes part in its barriers whatever its share of the work, so the grid is the
+    // same on every rank: the barriers' count (each rank's slice differs by at most one element).
+    const unsigned blocks = (unsigned)lsa->ctas;
+    const int f = first ? 1 : 0;
+    switch (lsa->dc.lsaSize) {
+        case 2: launch<2>(lsa, blocks, s, rows, rows_off, w, w_off, mom, count, lr, momentum, weight_decay, f); break;
+        case 3: launch<3>(lsa, blocks, s, rows, rows_off, w, w_off, mom, count, lr, momentum, weight_decay, f); break;
+        case 4: launch<4>(lsa, blocks, s, rows, rows_off, w, w_off, mom, count, lr, momentum, weight_decay, f); break;
+        case 5: launch<5>(lsa, blocks, s, rows, rows_off, w, w_off, mom, count, lr, momentum, weight_decay, f); break;
+        case 6: launch<6>(lsa, blocks, s, rows, rows_off, w, w_off, mom, count, lr, momentum, weight_decay, f); break;
+        case 7: launch<7>(lsa, blocks, s, rows, rows_off, w, w_off, mom, count, lr, momentum, weight_decay, f); break;
+        case 8: launch<8>(lsa, blocks, s, rows, rows_off, w, w_off, mom, count, lr, momentum, weight_decay, f); break;
+        default: return cudaErrorInvalidValue;
+    }
+    return cudaGetLastError();
+}
+#endif
