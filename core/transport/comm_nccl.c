@@ -439,10 +439,17 @@ static ff_status lsa_setup(ff_comm_nccl *n) {
     int64_t bad = ctas <= 0;
     if (!bad) {
         ncclResult_t r = ff_nccl_lsa_create(&lsa, n->nc, ctas);
-        bad = r != ncclSuccess && r != ncclInProgress;
-        if (!bad && r == ncclInProgress) bad = nccl_wait(n, "device communicator set-up", NULL) != FF_OK;
-        if (!bad) bad = ff_nccl_lsa_size(lsa) != n->base.size || n->base.size > FF_NCCL_LSA_MAX_RANKS;
-        ff_clear_error();
+        bad = r != ncclSuccess && r != ncclInProgress;  // (then lsa is NULL)
+        if (!bad && r == ncclInProgress) {
+            ff_status st = nccl_wait(n, "device communicator set-up", NULL);
+            if (st != FF_OK) {  // an asynchronous error: the communicator is aborted, the job ends
+                ff_nccl_lsa_destroy(lsa, NULL);
+                return st;
+            }
+        }
+        if (!bad && (ff_nccl_lsa_size(lsa) != n->base.size || n->base.size > FF_NCCL_LSA_MAX_RANKS)) bad = 2;
+        if (bad == 1) fprintf(stderr, "rank %d: no fused exchange: ncclDevCommCreate: %s\n", n->base.rank,
+                              ncclGetErrorString(r));
     }
     FF_TRY(n->boot->ops->allreduce_max_i64(n->boot, &bad, 1));
     if (bad) {
