@@ -26,6 +26,9 @@
 
 struct ff_nccl_lsa {
     ncclDevComm dc;
+    // What ncclDevCommCreate was asked for: on a non-blocking communicator it may read this after
+    // returning ncclInProgress, so it lives as long as the device communicator, not on a stack.
+    ncclDevCommRequirements req;
     int ctas;
 };
 
@@ -92,9 +95,9 @@ extern "C" ncclResult_t ff_nccl_lsa_create(ff_nccl_lsa **out, ncclComm_t nc, int
     *out = NULL;
     ff_nccl_lsa *lsa = new (std::nothrow) ff_nccl_lsa();
     if (!lsa) return ncclSystemError;
-    ncclDevCommRequirements req = {};  // (2.28 has no initializer macro: every field zero, none asked for)
-    req.lsaBarrierCount = ctas;
-    const ncclResult_t r = ncclDevCommCreate(nc, &req, &lsa->dc);
+    lsa->req = ncclDevCommRequirements{};  // (2.28 has no initializer macro: every field zero, none asked for)
+    lsa->req.lsaBarrierCount = ctas;
+    const ncclResult_t r = ncclDevCommCreate(nc, &lsa->req, &lsa->dc);
     if (r != ncclSuccess && r != ncclInProgress) {
         delete lsa;
         return r;
