@@ -440,7 +440,7 @@ static ff_status lsa_setup(ff_comm_nccl *n) {
     if (!bad) {
         ncclResult_t r = ff_nccl_lsa_create(&lsa, n->nc, ctas);
         bad = r != ncclSuccess && r != ncclInProgress;  // (then lsa is NULL)
-        if (!bad && r == ncclInProgress) {
+        if (!bad) {  // (2.28.3 may return ncclSuccess with the set-up still in progress)
             ff_status st = nccl_wait(n, "device communicator set-up", NULL);
             if (st != FF_OK) {  // an asynchronous error: the communicator is aborted, the job ends
                 ff_nccl_lsa_destroy(lsa, NULL);
