@@ -143,7 +143,9 @@ static void usage(FILE *f) {
         "FF_URGENT_STREAMS=0 no high-priority side lane; FF_QUEUED_COMM=0 the host waits around each NCCL\n"
         "collective; FF_CAPTURE_EXCHANGE=0 the queued exchange outside the step's CUDA graph;\n"
         "FF_NCCL_WINDOWS=0 the exchanged buffers in plain device memory, not NCCL's symmetric windows;\n"
-        "FF_NCCL_CTA_POLICY=default|efficiency|zero NCCL's CTA policy (zero: copy-engine collectives).\n",
+        "FF_NCCL_CTA_POLICY=default|efficiency|zero NCCL's CTA policy (zero: copy-engine collectives);\n"
+        "FF_FUSED_EXCHANGE=0|1 the direct mode's exchange of a bucket in one kernel on NCCL's device API\n"
+        "(every rank one micro-batch; default on at 2 ranks, 1: up to 8), FF_FUSED_CTAS=N its blocks (16).\n",
         DEFAULT_DATA, (long long)SYNTH_TRAIN_SMALL, (long long)SYNTH_TRAIN_FULL, (long long)SYNTH_TEST, FF_CKPT_FILE,
         FF_CKPT_FILE);
 }
@@ -507,9 +509,9 @@ static ff_status json_write(json_out *j, const train_args *a, const ff_model *m,
     ff_json_bool(&js, "overlap_steps", r->phases.overlapped_steps);
     ff_json_bool(&js, "queued", r->phases.queued);  // then compute holds the whole step (train.h)
     ff_json_int(&js, "buckets", r->phases.buckets);
-    ff_json_int(&js, "nccl_windows", r->phases.windows);  // buffers in registered (symmetric) memory
+    ff_json_int(&js, "nccl_windows", r->phases.windows);         // buffers in registered (symmetric) memory
     ff_json_int(&js, "fused_buckets", r->phases.fused_buckets);  // exchanged in one kernel each
-    ff_json_begin_object(&js, "phases_ms_per_step");      // steady state: the first 2 steps left out
+    ff_json_begin_object(&js, "phases_ms_per_step");             // steady state: the first 2 steps left out
     ff_json_num(&js, "compute", r->phases.compute_s * per);
     ff_json_num(&js, "exchange", r->phases.exchange_s * per);
     ff_json_num(&js, "exchange_total", r->phases.exchange_total_s * per);

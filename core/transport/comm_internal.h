@@ -33,8 +33,8 @@ typedef struct {
     // ff_comm_alloc_window (comm.h): NULL where the backend has no registered memory.
     ff_status (*alloc_window)(ff_comm *c, void **p, size_t bytes, const char *what);
     // ff_comm_fused_tree_sgd (comm.h): NULL where the backend has no fused exchange.
-    ff_status (*fused_tree_sgd)(ff_comm *c, bool *done, float *w, float *mom, const float *row, int64_t count,
-                                float lr, float momentum, float weight_decay, bool first);
+    ff_status (*fused_tree_sgd)(ff_comm *c, bool *done, float *w, float *mom, const float *row, int64_t count, float lr,
+                                float momentum, float weight_decay, bool first);
 } ff_comm_ops;
 
 struct ff_comm {

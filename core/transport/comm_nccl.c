@@ -424,17 +424,22 @@ static const nccl_window *window_of(const ff_comm_nccl *n, const void *p, size_t
 // The device communicator of the fused exchange, with the first window (collective). Every rank
 // must agree, or a rank that fuses would wait in its kernel's barrier for one that does not: a
 // failure anywhere, or ranks that are not all load/store accessible together (more than one
-// node), leaves it off on every rank. FF_FUSED_CTAS: the kernel's blocks (default: one per
-// multiprocessor; the same on every rank).
+// node), leaves it off on every rank. Where it is on by default (lsa_wanted), and its blocks:
+// FF_FUSED_CTAS, default FF_NCCL_LSA_CTAS (the same on every rank).
+static bool lsa_wanted(const ff_comm_nccl *n) {
+    const char *e = getenv("FF_FUSED_EXCHANGE");
+    if (e && strcmp(e, "0") == 0) return false;
+    if (e && strcmp(e, "1") == 0) return true;
+    return n->base.size == FF_NCCL_LSA_DEFAULT_RANKS;
+}
+
 static ff_status lsa_setup(ff_comm_nccl *n) {
     if (n->lsa_tried) return FF_OK;
     n->lsa_tried = true;
-    int ctas = 0, dev = 0;
+    if (!lsa_wanted(n)) return FF_OK;  // the same on every rank (the environment, the size)
+    int ctas = FF_NCCL_LSA_CTAS;
     const char *e = getenv("FF_FUSED_CTAS");
     if (e && *e) ctas = atoi(e);
-    if (ctas <= 0 && (cudaGetDevice(&dev) != cudaSuccess ||
-                      cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess))
-        ctas = 0;
     ff_nccl_lsa *lsa = NULL;
     int64_t bad = ctas <= 0;
     if (!bad) {
@@ -448,8 +453,8 @@ static ff_status lsa_setup(ff_comm_nccl *n) {
             }
         }
         if (!bad && (ff_nccl_lsa_size(lsa) != n->base.size || n->base.size > FF_NCCL_LSA_MAX_RANKS)) bad = 2;
-        if (bad == 1) fprintf(stderr, "rank %d: no fused exchange: ncclDevCommCreate: %s\n", n->base.rank,
-                              ncclGetErrorString(r));
+        if (bad == 1)
+            fprintf(stderr, "rank %d: no fused exchange: ncclDevCommCreate: %s\n", n->base.rank, ncclGetErrorString(r));
     }
     FF_TRY(n->boot->ops->allreduce_max_i64(n->boot, &bad, 1));
     if (bad) {
@@ -532,12 +537,24 @@ static void nc_destroy(ff_comm *c) {
 }
 
 static const ff_comm_ops nccl_ops = {
-    "nccl",        true,           "nccl (device buffers)",
-    true,          nc_exchange,    nc_barrier,
-    nc_bcast,      nc_gatherv,     nc_scatterv,
-    nc_allgatherv, nc_alltoallv,   nc_sum_f64,
-    nc_max_i64,    nc_sum_f32,     nc_destroy,
-    nc_set_queued, nc_wait_queued, nc_alloc_window,
+    "nccl",
+    true,
+    "nccl (device buffers)",
+    true,
+    nc_exchange,
+    nc_barrier,
+    nc_bcast,
+    nc_gatherv,
+    nc_scatterv,
+    nc_allgatherv,
+    nc_alltoallv,
+    nc_sum_f64,
+    nc_max_i64,
+    nc_sum_f32,
+    nc_destroy,
+    nc_set_queued,
+    nc_wait_queued,
+    nc_alloc_window,
 #ifdef FF_NCCL_LSA
     nc_fused_tree_sgd,
 #else

@@ -121,13 +121,13 @@ template <int N>
 static void launch(const ff_nccl_lsa *lsa, unsigned blocks, cudaStream_t s, ncclWindow_t rows, size_t rows_off,
                    ncclWindow_t w, size_t w_off, float *mom, int64_t count, float lr, float momentum, float wd,
                    int first) {
-    k_lsa_tree_sgd<N><<<blocks, FF_LSA_THREADS, 0, s>>>(lsa->dc, rows, rows_off, w, w_off, mom, count, lr, momentum,
-                                                        wd, first);
+    k_lsa_tree_sgd<N>
+        <<<blocks, FF_LSA_THREADS, 0, s>>>(lsa->dc, rows, rows_off, w, w_off, mom, count, lr, momentum, wd, first);
 }
 
-extern "C" cudaError_t ff_nccl_lsa_tree_sgd(const ff_nccl_lsa *lsa, ncclWindow_t rows, size_t rows_off,
-                                            ncclWindow_t w, size_t w_off, float *mom, int64_t count, float lr,
-                                            float momentum, float weight_decay, bool first, cudaStream_t s) {
+extern "C" cudaError_t ff_nccl_lsa_tree_sgd(const ff_nccl_lsa *lsa, ncclWindow_t rows, size_t rows_off, ncclWindow_t w,
+                                            size_t w_off, float *mom, int64_t count, float lr, float momentum,
+                                            float weight_decay, bool first, cudaStream_t s) {
     // Every block takes part in its barriers whatever its share of the work, so the grid is the
     // same on every rank: the barriers' count (each rank's slice differs by at most one element).
     const unsigned blocks = (unsigned)lsa->ctas;

@@ -20,6 +20,14 @@ extern "C" {
 
 typedef struct ff_nccl_lsa ff_nccl_lsa;
 #define FF_NCCL_LSA_MAX_RANKS 8  // the kernel's tree over the ranks' rows in registers (train_rules.cuh)
+// The kernel's blocks by default. Each takes a multiprocessor from the backward's GEMMs for as long
+// as the bucket's exchange runs, and NVLink loads need few of them: at P = 2 on two H200s the MLP's
+// step took 14.27 ms with 16 blocks, 14.26 with 12, 14.40 with 32, 14.97 with 8 and 15.19 with one
+// per multiprocessor (132), against 14.43 ms for the three-kernel exchange (issue16-s20, runs 12-14).
+#define FF_NCCL_LSA_CTAS 16
+// On by default at this many ranks, the only count timed on GPUs so far (FF_FUSED_EXCHANGE=1: at
+// any count up to FF_NCCL_LSA_MAX_RANKS on one node; =0: never).
+#define FF_NCCL_LSA_DEFAULT_RANKS 2
 
 // The device communicator with `ctas` barriers (the kernel's blocks); collective (on a
 // non-blocking communicator complete once ncclCommGetAsyncError says so).
@@ -33,8 +41,8 @@ void ff_nccl_lsa_destroy(ff_nccl_lsa *lsa, ncclComm_t nc);
 // in rank order, the SGD rule on this rank's weights (window w at w_off) and mom, the result
 // stored into every rank's weights at w_off. count floats; offsets and mom 16-byte aligned.
 cudaError_t ff_nccl_lsa_tree_sgd(const ff_nccl_lsa *lsa, ncclWindow_t rows, size_t rows_off, ncclWindow_t w,
-                                 size_t w_off, float *mom, int64_t count, float lr, float momentum,
-                                 float weight_decay, bool first, cudaStream_t s);
+                                 size_t w_off, float *mom, int64_t count, float lr, float momentum, float weight_decay,
+                                 bool first, cudaStream_t s);
 #endif
 
 #ifdef __cplusplus
