@@ -144,8 +144,9 @@ static void usage(FILE *f) {
         "collective; FF_CAPTURE_EXCHANGE=0 the queued exchange outside the step's CUDA graph;\n"
         "FF_NCCL_WINDOWS=0 the exchanged buffers in plain device memory, not NCCL's symmetric windows;\n"
         "FF_NCCL_CTA_POLICY=default|efficiency|zero NCCL's CTA policy (zero: copy-engine collectives);\n"
-        "FF_FUSED_EXCHANGE=0|1 the direct mode's exchange of a bucket in one kernel on NCCL's device API\n"
-        "(every rank one micro-batch; default on at 2 ranks, 1: up to 8), FF_FUSED_CTAS=N its blocks (16).\n",
+        "FF_FUSED_EXCHANGE=1 (experimental: a lost rank may hang the job) the direct mode's exchange of a\n"
+        "bucket in one kernel on NCCL's device API (one node, every rank one micro-batch), FF_FUSED_CTAS=N\n"
+        "its blocks (16).\n",
         DEFAULT_DATA, (long long)SYNTH_TRAIN_SMALL, (long long)SYNTH_TRAIN_FULL, (long long)SYNTH_TEST, FF_CKPT_FILE,
         FF_CKPT_FILE);
 }

@@ -216,8 +216,8 @@ ff_status ff_comm_alloc_window(ff_comm *c, void **p, size_t bytes, const char *w
 ff_status ff_comm_fused_tree_sgd(ff_comm *c, bool *done, float *w, float *mom, const float *row, int64_t count,
                                  float lr, float momentum, float weight_decay, bool first) {
     *done = false;
-    const char *e = getenv("FF_FUSED_EXCHANGE");
-    if ((e && strcmp(e, "0") == 0) || !c->dev || !c->ops->fused_tree_sgd) return FF_OK;
+    const char *e = getenv("FF_FUSED_EXCHANGE");  // asked for (comm.h), on a device, by a backend that has it
+    if (!e || strcmp(e, "1") != 0 || !c->dev || !c->ops->fused_tree_sgd) return FF_OK;
     return c->ops->fused_tree_sgd(c, done, w, mom, row, count, lr, momentum, weight_decay, first);
 }
 

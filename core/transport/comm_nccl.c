@@ -424,19 +424,17 @@ static const nccl_window *window_of(const ff_comm_nccl *n, const void *p, size_t
 // The device communicator of the fused exchange, with the first window (collective). Every rank
 // must agree, or a rank that fuses would wait in its kernel's barrier for one that does not: a
 // failure anywhere, or ranks that are not all load/store accessible together (more than one
-// node), leaves it off on every rank. Where it is on by default (lsa_wanted), and its blocks:
+// node), leaves it off on every rank. Only where asked for (lsa_wanted); its blocks:
 // FF_FUSED_CTAS, default FF_NCCL_LSA_CTAS (the same on every rank).
-static bool lsa_wanted(const ff_comm_nccl *n) {
+static bool lsa_wanted(void) {  // (comm_nccl_lsa.h: why not by default)
     const char *e = getenv("FF_FUSED_EXCHANGE");
-    if (e && strcmp(e, "0") == 0) return false;
-    if (e && strcmp(e, "1") == 0) return true;
-    return n->base.size == FF_NCCL_LSA_DEFAULT_RANKS;
+    return e && strcmp(e, "1") == 0;
 }
 
 static ff_status lsa_setup(ff_comm_nccl *n) {
     if (n->lsa_tried) return FF_OK;
     n->lsa_tried = true;
-    if (!lsa_wanted(n)) return FF_OK;  // the same on every rank (the environment, the size)
+    if (!lsa_wanted()) return FF_OK;  // the same on every rank (mpiexec passes the environment)
     int ctas = FF_NCCL_LSA_CTAS;
     const char *e = getenv("FF_FUSED_CTAS");
     if (e && *e) ctas = atoi(e);

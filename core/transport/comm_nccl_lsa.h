@@ -25,9 +25,9 @@ typedef struct ff_nccl_lsa ff_nccl_lsa;
 // step took 14.27 ms with 16 blocks, 14.26 with 12, 14.40 with 32, 14.97 with 8 and 15.19 with one
 // per multiprocessor (132), against 14.43 ms for the three-kernel exchange (issue16-s20, runs 12-14).
 #define FF_NCCL_LSA_CTAS 16
-// On by default at this many ranks, the only count timed on GPUs so far (FF_FUSED_EXCHANGE=1: at
-// any count up to FF_NCCL_LSA_MAX_RANKS on one node; =0: never).
-#define FF_NCCL_LSA_DEFAULT_RANKS 2
+// Off unless FF_FUSED_EXCHANGE=1: a rank lost while its peers' kernels wait in the barrier leaves
+// them spinning (NCCL's abort stops NCCL's kernels, not this one), so the job could hang in its
+// teardown instead of ending. The wait needs an abort flag before this can be the default.
 
 // The device communicator with `ctas` barriers (the kernel's blocks); collective (on a
 // non-blocking communicator complete once ncclCommGetAsyncError says so).

@@ -217,6 +217,13 @@ static ff_status queue_body(ff_comm *c, void *arg) {
     void *w = &w;
     FF_TRY(ff_comm_alloc_window(c, &w, 4096, "a test buffer"));
     if (w) return FF_FAIL(FF_ERR_INPUT, "a host comm gave a window");
+    // no fused exchange on a host comm, even asked for (FF_FUSED_EXCHANGE=1 in the test below):
+    // *done false, nothing touched, so the trainer runs its all-to-all, update and all-gather
+    float wt[4] = {1, 2, 3, 4}, mom[4] = {0}, row[4] = {5, 6, 7, 8};
+    bool done = true;
+    FF_TRY(ff_comm_fused_tree_sgd(c, &done, wt, mom, row, 4, 0.5f, 0.9f, 0.0f, true));
+    if (done || wt[0] != 1 || wt[3] != 4 || mom[0] != 0)
+        return FF_FAIL(FF_ERR_INPUT, "a host comm fused an exchange (done %d, w[0] %g)", done, wt[0]);
     double x = 1.0 + ff_comm_rank(c);  // still usable
     FF_TRY(ff_comm_allreduce_sum_f64(c, &x, 1));
     const int P = ff_comm_size(c);
@@ -226,7 +233,9 @@ static ff_status queue_body(ff_comm *c, void *arg) {
 
 static void host_comm_refuses_queueing(void **state) {
     (void)state;
+    setenv("FF_FUSED_EXCHANGE", "1", 1);  // before the rank threads start (queue_body)
     for (int P = 1; P <= 3; P++) assert_int_equal(ff_comm_loopback_run(P, queue_body, NULL), FF_OK);
+    unsetenv("FF_FUSED_EXCHANGE");
 }
 
 // ---- the mpi mode over loopback ranks, against serial ----

@@ -114,11 +114,11 @@ ff_status ff_comm_alloc_window(ff_comm *c, void **p, size_t bytes, const char *w
 // w: this rank's slice of its weights; each peer's lies at the same offset of the same window
 // (ff_comm_alloc_window); mom: this rank's momentum slice; count floats. *done = false with FF_OK,
 // nothing enqueued, where c does not: not NCCL 2.28's device API, not every rank load/store
-// accessible (one node), buffers outside windows or not 16-byte aligned, not queued, or not
-// wanted. It is on by default at P = 2, the rank count timed on GPUs (comm_nccl_lsa.h);
-// FF_FUSED_EXCHANGE=1 turns it on at any P up to 8, =0 off (A/B timing; the bits never change), and
-// FF_FUSED_CTAS sets its kernel's blocks (16). Collective: every rank calls it for the same bucket,
-// and all get the same *done.
+// accessible (one node), buffers outside windows or not 16-byte aligned, not queued, or not asked
+// for: it runs only with FF_FUSED_EXCHANGE=1 in the environment (up to 8 ranks; experimental: a
+// lost rank can leave its peers' kernels waiting, comm_nccl_lsa.h), with FF_FUSED_CTAS blocks (16).
+// The bits never change. Collective: every rank calls it for the same bucket, and all get the same
+// *done.
 ff_status ff_comm_fused_tree_sgd(ff_comm *c, bool *done, float *w, float *mom, const float *row, int64_t count,
                                  float lr, float momentum, float weight_decay, bool first);
 // How bytes move for the buffers c now carries: the backend's name on host memory ("mpi",
