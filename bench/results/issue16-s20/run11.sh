@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# As run, the fused exchange was on by default (all ranks); it is now opt-in: to repeat this, export
+# FF_FUSED_EXCHANGE=1 where it was left unset (FF_FUSED_EXCHANGE=0 still runs the unfused one).
 # Session 20, GPU call 2: the fused exchange (comm.h ff_comm_fused_tree_sgd, comm_nccl_lsa.cu: one
 # kernel per bucket on NCCL 2.28's device API reads the peers' rows, adds them, updates the slice
 # and stores it into every rank's weights) against the three-kernel exchange (FF_FUSED_EXCHANGE=0).

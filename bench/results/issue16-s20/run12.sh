@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# As run, the fused exchange was on by default (all ranks); it is now opt-in: to repeat this, export
+# FF_FUSED_EXCHANGE=1 where it was left unset (FF_FUSED_EXCHANGE=0 still runs the unfused one).
 # Session 20, GPU call 3 (what device time is left): run 11 found every direct run failing once
 # the fused exchange's device communicator was set up (ncclDevCommCreate with the first window;
 # heap corruption after a failed set-up was destroyed). With that fixed: NCCL's warning for the

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# As run, the fused exchange was on by default (all ranks); it is now opt-in: to repeat this, export
+# FF_FUSED_EXCHANGE=1 where it was left unset (FF_FUSED_EXCHANGE=0 still runs the unfused one).
 # Session 20, GPU call 4 (written inline in the run call; kept here as it ran): the fused
 # exchange's blocks (FF_FUSED_CTAS) at P = 2 on run 12's warm machine, its build reused.
 # Usage: bash run13.sh REPO OUTDIR

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# As run, the fused exchange was on by default (all ranks); it is now opt-in: to repeat this, export
+# FF_FUSED_EXCHANGE=1 where it was left unset (FF_FUSED_EXCHANGE=0 still runs the unfused one).
 # Session 20, GPU call 5 (written inline in the run call; kept here as it ran): cuda beside the
 # fused exchange at 16 and 12 blocks and the three-kernel exchange, on the same warm machine.
 # Usage: bash run14.sh REPO OUTDIR
