@@ -307,7 +307,8 @@ M('reduce_block_pairs_not_summed', TR,
 # The update by slices (each rank's SGD on its slice, the weights all-gathered; ff_trainer_sync
 # gathers the momentum and the gradient).
 M('sgd_first_step_misjudged_multirank', TR,
-  ('t->o.weight_decay, t->steps == 0);', 't->o.weight_decay, t->steps == 1);'),
+  ('                                t->o.weight_decay, t->steps == 0);',
+   '                                t->o.weight_decay, t->steps == 1);'),
   TRAIN)
 M('sharded_update_weights_not_gathered', TR,
   ('return ff_comm_allgatherv(t->comm, ff_device_params(t->dev) + lo, gcount, gdispl, wmine,',
