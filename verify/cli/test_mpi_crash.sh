@@ -135,7 +135,20 @@ flag "--inject-crash: rank 5: expected 0\.\.0 \(the job has 1 rank\)" --mode mpi
 
 # ---- a: --inject-crash. crash NAME ARGS...: rank 1 announces its pid and kills itself; the job
 # must end non-zero within $limit s of its death (watched here) and the launcher name it.
+# MPICH's Hydra names the first exit it handles, now and then a rank it has just killed itself
+# (about one run in forty: session 20's CI named rank 0's pid): a job that ended in time with
+# such a report runs once more, and that run must name rank 1.
 crash() {
+    crash_once "$@" && return
+    if [ -n "$pid1" ] && [ "$rc" -ne 0 ] && within "$took" "$limit" &&
+        grep -q "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES" "$tmp/out"; then
+        echo "note  $1: the launcher named pid $(sed -n 's/.*PID \([0-9]*\) RUNNING AT.*/\1/p' "$tmp/out" | head -1)," \
+            "not rank 1's $pid1 (Hydra's race): once more"
+        crash_once "$@" && return
+    fi
+    bad "$1: exit $rc $took s after rank 1 (pid ${pid1:-?}) died (expected non-zero within $limit s, the launcher naming rank 1 or pid ${pid1:-?})"
+}
+crash_once() {
     name=$1
     shift
     $launcher -n "$P" "$ff" infer --mode "$mode" --model "$model" --batch 2 "$@" >"$tmp/out" 2>&1 &
@@ -155,9 +168,9 @@ crash() {
     job=""
     if [ -n "$pid1" ] && [ "$rc" -ne 0 ] && within "$took" "$limit" && launcher_names_rank1 "$pid1"; then
         ok "$name: exit $rc $took s after rank 1 (pid $pid1) died: $(grep -E "PID $pid1|rank 1 " "$tmp/out" | tail -1)"
-    else
-        bad "$name: exit $rc $took s after rank 1 (pid ${pid1:-?}) died (expected non-zero within $limit s, the launcher naming rank 1 or pid ${pid1:-?})"
+        return 0
     fi
+    return 1
 }
 crash "a  --inject-crash 1:conv2, rows" --split rows --inject-crash 1:conv2
 crash "a  --inject-crash 1:conv2, batch" --split batch --inject-crash 1:conv2
