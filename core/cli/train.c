@@ -803,6 +803,16 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
         printf("trained %lld steps (%lld images) in %.1f s (%.1f samples/s)\n", (long long)steps_run,
                (long long)samples, el, rate);
         const ff_train_phases ph = ff_trainer_phases(tr);
+        const char *fx = getenv("FF_FUSED_EXCHANGE");
+        if (P > 1 && fx && strcmp(fx, "1") == 0) {  // asked for: say whether it ran (train.h fused_buckets)
+            if (ph.fused_buckets > 0)
+                printf("fused exchange (FF_FUSED_EXCHANGE=1): %d of %d buckets in one kernel each\n", ph.fused_buckets,
+                       ph.buckets);
+            else
+                printf(
+                    "fused exchange (FF_FUSED_EXCHANGE=1): no bucket fused; it needs the direct mode over NCCL 2.28 "
+                    "on one node, every rank one micro-batch (--microbatch = batch / ranks)\n");
+        }
         if (P > 1 && ph.steps > 0 && ph.queued)
             printf(
                 "step %.3f ms (rank 0, after 2 warm-up steps; the gradient exchange queued on the GPU with the "

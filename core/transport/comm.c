@@ -1,4 +1,5 @@
 // The communication interface (comm.h): argument checks shared by both backends, then dispatch.
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,11 +214,38 @@ ff_status ff_comm_alloc_window(ff_comm *c, void **p, size_t bytes, const char *w
     return c->ops->alloc_window(c, p, bytes, what);
 }
 
+ff_status ff_comm_fused_env(bool *on, int *ctas) {
+    *on = false;
+    *ctas = FF_FUSED_CTAS_DEFAULT;
+    const char *e = getenv("FF_FUSED_EXCHANGE");
+    if (e && *e && strcmp(e, "0") != 0 && strcmp(e, "1") != 0)
+        return FF_FAIL(FF_ERR_INPUT,
+                       "FF_FUSED_EXCHANGE '%s': expected 0 (the default: three kernels a bucket) or 1 "
+                       "(the fused exchange)",
+                       e);
+    *on = e && strcmp(e, "1") == 0;
+    const char *b = getenv("FF_FUSED_CTAS");
+    if (b && *b) {
+        char *end = NULL;
+        errno = 0;
+        const long v = strtol(b, &end, 10);
+        if (end == b || *end || errno || v < 1 || v > FF_FUSED_CTAS_MAX)
+            return FF_FAIL(FF_ERR_INPUT,
+                           "FF_FUSED_CTAS '%s': expected the fused exchange's blocks, a whole number "
+                           "1..%d (default %d)",
+                           b, FF_FUSED_CTAS_MAX, FF_FUSED_CTAS_DEFAULT);
+        *ctas = (int)v;
+    }
+    return FF_OK;
+}
+
 ff_status ff_comm_fused_tree_sgd(ff_comm *c, bool *done, float *w, float *mom, const float *row, int64_t count,
                                  float lr, float momentum, float weight_decay, bool first) {
     *done = false;
-    const char *e = getenv("FF_FUSED_EXCHANGE");  // asked for (comm.h), on a device, by a backend that has it
-    if (!e || strcmp(e, "1") != 0 || !c->dev || !c->ops->fused_tree_sgd) return FF_OK;
+    bool on;
+    int ctas;
+    FF_TRY(ff_comm_fused_env(&on, &ctas));  // asked for (comm.h), on a device, by a backend that has it
+    if (!on || !c->dev || !c->ops->fused_tree_sgd) return FF_OK;
     return c->ops->fused_tree_sgd(c, done, w, mom, row, count, lr, momentum, weight_decay, first);
 }
 

@@ -37,6 +37,18 @@ typedef struct {
                                 float momentum, float weight_decay, bool first);
 } ff_comm_ops;
 
+// The fused exchange's settings from the environment (comm.h ff_comm_fused_tree_sgd), read the same
+// way by comm.c and the backend that has it: FF_FUSED_EXCHANGE unset, "" or 0 off, 1 on;
+// FF_FUSED_CTAS its kernel's blocks, 1..FF_FUSED_CTAS_MAX (default FF_FUSED_CTAS_DEFAULT). Anything
+// else is FF_ERR_INPUT naming the variable, its value and what was expected.
+// The default: each block takes a multiprocessor from the backward's GEMMs for as long as the
+// bucket's exchange runs, and NVLink loads need few of them. At P = 2 on two H200s the MLP's step
+// took 14.27 ms with 16 blocks, 14.26 with 12, 14.40 with 32, 14.97 with 8 and 15.19 with one per
+// multiprocessor (132), against 14.43 ms for the three-kernel exchange (bench/results/issue16-s20).
+#define FF_FUSED_CTAS_DEFAULT 16
+#define FF_FUSED_CTAS_MAX 1024
+ff_status ff_comm_fused_env(bool *on, int *ctas);
+
 struct ff_comm {
     const ff_comm_ops *ops;
     int rank, size;

@@ -77,7 +77,7 @@ typedef struct {
     // where every rank agreed it works; the buckets whose fusing every rank agreed on (or refused).
     ff_nccl_lsa *lsa;
     bool lsa_tried;
-    struct {
+    struct fuse_seen {
         const float *row, *w;
         int64_t count;
         bool ok;
@@ -421,38 +421,28 @@ static const nccl_window *window_of(const ff_comm_nccl *n, const void *p, size_t
     return NULL;
 }
 
-// The device communicator of the fused exchange, with the first window (collective). Every rank
-// must agree, or a rank that fuses would wait in its kernel's barrier for one that does not: a
-// failure anywhere, or ranks that are not all load/store accessible together (more than one
-// node), leaves it off on every rank. Only where asked for (lsa_wanted); its blocks:
-// FF_FUSED_CTAS, default FF_NCCL_LSA_CTAS (the same on every rank).
-static bool lsa_wanted(void) {  // (comm_nccl_lsa.h: why not by default)
-    const char *e = getenv("FF_FUSED_EXCHANGE");
-    return e && strcmp(e, "1") == 0;
-}
-
+// The device communicator of the fused exchange, with the first window (collective), where
+// FF_FUSED_EXCHANGE=1 asks for it (ff_comm_fused_env; comm_nccl_lsa.h says why not by default).
+// Every rank must agree, or a rank that fuses would wait in its kernel's barrier for one that does
+// not: a failure anywhere, or ranks that are not all load/store accessible together (more than one
+// node), leaves it off on every rank (the run says so: fused_buckets 0).
 static ff_status lsa_setup(ff_comm_nccl *n) {
     if (n->lsa_tried) return FF_OK;
     n->lsa_tried = true;
-    if (!lsa_wanted()) return FF_OK;  // the same on every rank (mpiexec passes the environment)
-    int ctas = FF_NCCL_LSA_CTAS;
-    const char *e = getenv("FF_FUSED_CTAS");
-    if (e && *e) ctas = atoi(e);
+    bool on;
+    int ctas;
+    FF_TRY(ff_comm_fused_env(&on, &ctas));  // the same on every rank (mpiexec passes the environment)
+    if (!on) return FF_OK;
     ff_nccl_lsa *lsa = NULL;
-    int64_t bad = ctas <= 0;
-    if (!bad) {
-        ncclResult_t r = ff_nccl_lsa_create(&lsa, n->nc, ctas);
-        bad = r != ncclSuccess && r != ncclInProgress;  // (then lsa is NULL)
-        if (!bad) {  // (2.28.3 may return ncclSuccess with the set-up still in progress)
-            ff_status st = nccl_wait(n, "device communicator set-up", NULL);
-            if (st != FF_OK) {  // an asynchronous error: the communicator is aborted, the job ends
-                ff_nccl_lsa_destroy(lsa, NULL);
-                return st;
-            }
+    const ncclResult_t r = ff_nccl_lsa_create(&lsa, n->nc, ctas);
+    int64_t bad = r != ncclSuccess && r != ncclInProgress;  // (then lsa is NULL)
+    if (!bad) {  // (2.28.3 may return ncclSuccess with the set-up still in progress)
+        ff_status st = nccl_wait(n, "device communicator set-up", NULL);
+        if (st != FF_OK) {  // an asynchronous error: the communicator is aborted, the job ends
+            ff_nccl_lsa_destroy(lsa, NULL);
+            return st;
         }
-        if (!bad && (ff_nccl_lsa_size(lsa) != n->base.size || n->base.size > FF_NCCL_LSA_MAX_RANKS)) bad = 2;
-        if (bad == 1)
-            fprintf(stderr, "rank %d: no fused exchange: ncclDevCommCreate: %s\n", n->base.rank, ncclGetErrorString(r));
+        bad = ff_nccl_lsa_size(lsa) != n->base.size || n->base.size > FF_NCCL_LSA_MAX_RANKS;
     }
     FF_TRY(n->boot->ops->allreduce_max_i64(n->boot, &bad, 1));
     if (bad) {
@@ -485,7 +475,7 @@ static ff_status nc_fused_tree_sgd(ff_comm *c, bool *done, float *w, float *mom,
         FF_TRY(n->boot->ops->allreduce_max_i64(n->boot, &cannot, 1));
         ok = !cannot;
         if (n->n_fuse_seen < (int)(sizeof n->fuse_seen / sizeof n->fuse_seen[0]))
-            n->fuse_seen[n->n_fuse_seen++] = (__typeof__(n->fuse_seen[0])){row, w, count, ok};
+            n->fuse_seen[n->n_fuse_seen++] = (struct fuse_seen){row, w, count, ok};
     }
     if (!ok) return FF_OK;
     cudaError_t e = ff_nccl_lsa_tree_sgd(n->lsa, rw->win, (size_t)((const char *)row - rw->p), ww->win,

@@ -20,11 +20,6 @@ extern "C" {
 
 typedef struct ff_nccl_lsa ff_nccl_lsa;
 #define FF_NCCL_LSA_MAX_RANKS 8  // the kernel's tree over the ranks' rows in registers (train_rules.cuh)
-// The kernel's blocks by default. Each takes a multiprocessor from the backward's GEMMs for as long
-// as the bucket's exchange runs, and NVLink loads need few of them: at P = 2 on two H200s the MLP's
-// step took 14.27 ms with 16 blocks, 14.26 with 12, 14.40 with 32, 14.97 with 8 and 15.19 with one
-// per multiprocessor (132), against 14.43 ms for the three-kernel exchange (issue16-s20, runs 12-14).
-#define FF_NCCL_LSA_CTAS 16
 // Off unless FF_FUSED_EXCHANGE=1: a rank lost while its peers' kernels wait in the barrier leaves
 // them spinning (NCCL's abort stops NCCL's kernels, not this one), so the job could hang in its
 // teardown instead of ending. The wait needs an abort flag before this can be the default.

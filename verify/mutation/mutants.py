@@ -241,6 +241,11 @@ M('halo_bytes_count_collectives', CC,
   ('    c->bus_bytes += (double)total(counts, c->size) * spread(c);\n    if (staged(c)) return ff_comm_staged_allgatherv',
    '    c->bus_bytes += (double)total(counts, c->size) * spread(c);\n    c->p2p_bytes += (int64_t)sendbytes;\n'
    '    if (staged(c)) return ff_comm_staged_allgatherv'), LOOP)
+# The fused exchange's environment (comm.c ff_comm_fused_env): values outside 0/1 and 1..1024 refused.
+M('fused_env_any_value_on', CC,
+  ('if (e && *e && strcmp(e, "0") != 0 && strcmp(e, "1") != 0)', 'if (0)'), '^(test_comm_loopback|train_mlp_shares)$')
+M('fused_ctas_no_upper_bound', CC,
+  ('v < 1 || v > FF_FUSED_CTAS_MAX)', 'v < 1)'), LOOP)
 # Dropped as equivalent: matching a receive by source alone (FIFO per source gives the same
 # pairing, since every exchange lists a peer's messages in the same order on both sides).
 MPI = '^mpi_comm_P[234]$'

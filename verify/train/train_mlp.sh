@@ -10,6 +10,8 @@
 #           1,2,3,4), bit for bit: shares move work between ranks, never a sum. A run with
 #           another --microbatch (another reduction tree) must differ. A checkpoint written by
 #           P = 2 with --shares 3,1 resumed by P = 3 with --shares 2,1,1 continues the same run.
+#           FF_FUSED_EXCHANGE=1 on a host comm fuses nothing, says so and keeps the bits; a bad
+#           FF_FUSED_EXCHANGE or FF_FUSED_CTAS is refused (exit 2), named once.
 #   hang    (mpi) a rank that stops answering (SIGSTOP of rank 1 once the first checkpoint exists,
 #           --comm-timeout 3) ends the job non-zero within 10 s, naming rank 1; the last
 #           checkpoint is intact: resumed on one process (--steps 400) it gives the digests of an
@@ -114,6 +116,23 @@ shares)
             fail "FF_QUEUED_COMM=host did not take the queued path"
         echo "mpi P=$1 shares $2${3:+, buckets of $3 MiB}, queued (FF_QUEUED_COMM=host): $(digests "$T/q$1.txt")"
         [ "$(digests "$T/q$1.txt")" = "$REF" ] || fail "the queued path (mpi P=$1 --shares $2) differs from serial"
+    done
+    # the fused exchange (FF_FUSED_EXCHANGE=1, NCCL only) is asked of the comm where every rank has
+    # one micro-batch on the queued path: a host comm declines, the run says no bucket fused and
+    # keeps the bits; a bad FF_FUSED_EXCHANGE or FF_FUSED_CTAS is refused once, naming the value
+    run fsd1 "$F" train $A --microbatch 32
+    run fsd2 env FF_FUSED_EXCHANGE=1 FF_QUEUED_COMM=host $MPIEXEC -n 2 "$F" train --mode mpi $A --microbatch 32 \
+        --json "$T/fsd2.json"
+    grep -qF "fused exchange (FF_FUSED_EXCHANGE=1): no bucket fused" "$T/fsd2.txt" || { cat "$T/fsd2.txt"; fail "no word on the fused exchange asked for"; }
+    python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["fused_buckets"] == 0 else 1)' "$T/fsd2.json" ||
+        fail "a host comm fused a bucket"
+    [ "$(digests "$T/fsd2.txt")" = "$(digests "$T/fsd1.txt")" ] || fail "FF_FUSED_EXCHANGE=1 on a host comm changed the bits"
+    echo "mpi P=2, one micro-batch per rank, FF_FUSED_EXCHANGE=1 on a host comm: no bucket fused, = serial"
+    for bad in "FF_FUSED_EXCHANGE=maybe|FF_FUSED_EXCHANGE 'maybe': expected 0" "FF_FUSED_CTAS=0|FF_FUSED_CTAS '0': expected" \
+        "FF_FUSED_CTAS=16x|FF_FUSED_CTAS '16x': expected"; do
+        refused fsdbad "${bad#*|}" env "${bad%%|*}" FF_QUEUED_COMM=host $MPIEXEC -n 2 "$F" train --mode mpi $A --microbatch 32
+        n=$(grep -cF -- "${bad#*|}" "$T/fsdbad.txt")
+        [ "$n" -eq 1 ] || { cat "$T/fsdbad.txt"; fail "${bad%%|*}: named $n times, expected once"; }
     done
     # --overlap steps needs a device with two lanes (a GPU: the gpu case below runs it); on the host
     # it is accepted, says so in --json, and changes no bit

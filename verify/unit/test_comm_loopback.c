@@ -231,6 +231,44 @@ static ff_status queue_body(ff_comm *c, void *arg) {
     return FF_OK;
 }
 
+// The fused exchange's environment (comm.h ff_comm_fused_tree_sgd): a bad FF_FUSED_EXCHANGE or
+// FF_FUSED_CTAS is refused naming the value, on any comm; a good one on a host comm does nothing.
+static ff_status fused_env_body(ff_comm *c, void *arg) {
+    const char *want = arg;  // NULL: accepted
+    float wt[4] = {1, 2, 3, 4}, mom[4] = {0}, row[4] = {5, 6, 7, 8};
+    bool done = true;
+    ff_status st = ff_comm_fused_tree_sgd(c, &done, wt, mom, row, 4, 0.5f, 0.9f, 0.0f, true);
+    if (done || wt[0] != 1) return FF_FAIL(FF_ERR_INPUT, "a host comm fused an exchange");
+    if (!want) return st;
+    if (st != FF_ERR_INPUT || !strstr(ff_last_error(), want))
+        return FF_FAIL(FF_ERR_INPUT, "expected FF_ERR_INPUT naming \"%s\", got %s: %s", want, ff_status_name(st),
+                       ff_last_error());
+    return FF_OK;
+}
+
+static void fused_exchange_env(void **state) {
+    (void)state;
+    static const struct {
+        const char *var, *value, *want;
+    } cases[] = {
+        {"FF_FUSED_EXCHANGE", "yes", "FF_FUSED_EXCHANGE 'yes': expected 0"},
+        {"FF_FUSED_EXCHANGE", "2", "FF_FUSED_EXCHANGE '2': expected 0"},
+        {"FF_FUSED_CTAS", "0", "FF_FUSED_CTAS '0': expected"},
+        {"FF_FUSED_CTAS", "abc", "FF_FUSED_CTAS 'abc': expected"},
+        {"FF_FUSED_CTAS", "1025", "FF_FUSED_CTAS '1025': expected"},
+        {"FF_FUSED_CTAS", "16x", "FF_FUSED_CTAS '16x': expected"},
+        {"FF_FUSED_EXCHANGE", "0", NULL},
+        {"FF_FUSED_EXCHANGE", "1", NULL},
+        {"FF_FUSED_CTAS", "1024", NULL},
+        {"FF_FUSED_CTAS", "1", NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv(cases[i].var, cases[i].value, 1);  // before the rank threads start
+        assert_int_equal(ff_comm_loopback_run(2, fused_env_body, (void *)cases[i].want), FF_OK);
+        unsetenv(cases[i].var);
+    }
+}
+
 static void host_comm_refuses_queueing(void **state) {
     (void)state;
     setenv("FF_FUSED_EXCHANGE", "1", 1);  // before the rank threads start (queue_body)
@@ -518,6 +556,7 @@ int main(void) {
         cmocka_unit_test(mpi_mode_every_rank_count_elementwise),
         cmocka_unit_test(mpi_mode_rejects_bad_options),
         cmocka_unit_test(exec_comm_options),
+        cmocka_unit_test(fused_exchange_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
