@@ -118,8 +118,8 @@ ff_status ff_comm_alloc_window(ff_comm *c, void **p, size_t bytes, const char *w
 // for: it runs only with FF_FUSED_EXCHANGE=1 in the environment (up to 8 ranks; experimental: a
 // lost rank can leave its peers' kernels waiting, comm_nccl_lsa.h), with FF_FUSED_CTAS blocks (16).
 // Another FF_FUSED_EXCHANGE than 0 or 1, or FF_FUSED_CTAS outside 1..1024, is FF_ERR_INPUT naming
-// the value, on any comm. The bits never change. Collective: every rank calls it for the same bucket, and all get the same
-// *done.
+// the value, on any comm. The bits never change. Collective: every rank calls it for the same bucket, and all get the
+// same *done.
 ff_status ff_comm_fused_tree_sgd(ff_comm *c, bool *done, float *w, float *mom, const float *row, int64_t count,
                                  float lr, float momentum, float weight_decay, bool first);
 // How bytes move for the buffers c now carries: the backend's name on host memory ("mpi",
