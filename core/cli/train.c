@@ -144,9 +144,9 @@ static void usage(FILE *f) {
         "collective; FF_CAPTURE_EXCHANGE=0 the queued exchange outside the step's CUDA graph;\n"
         "FF_NCCL_WINDOWS=0 the exchanged buffers in plain device memory, not NCCL's symmetric windows;\n"
         "FF_NCCL_CTA_POLICY=default|efficiency|zero NCCL's CTA policy (zero: copy-engine collectives);\n"
-        "FF_FUSED_EXCHANGE=1 (experimental: a lost rank may hang the job) the direct mode's exchange of a\n"
-        "bucket in one kernel on NCCL's device API (one node, every rank one micro-batch), FF_FUSED_CTAS=N\n"
-        "its blocks (16).\n",
+        "FF_FUSED_EXCHANGE=0 the direct mode's exchange of a bucket in three kernels (all-to-all, update,\n"
+        "all-gather) where by default it runs as one on NCCL's device API (one node, every rank one\n"
+        "micro-batch: --microbatch = batch / ranks), FF_FUSED_CTAS=N that kernel's blocks (16).\n",
         DEFAULT_DATA, (long long)SYNTH_TRAIN_SMALL, (long long)SYNTH_TRAIN_FULL, (long long)SYNTH_TEST, FF_CKPT_FILE,
         FF_CKPT_FILE);
 }
@@ -804,15 +804,13 @@ static ff_status run(bool *follower, const train_args *a, ff_comm *comm) {
                (long long)samples, el, rate);
         const ff_train_phases ph = ff_trainer_phases(tr);
         const char *fx = getenv("FF_FUSED_EXCHANGE");
-        if (P > 1 && fx && strcmp(fx, "1") == 0) {  // asked for: say whether it ran (train.h fused_buckets)
-            if (ph.fused_buckets > 0)
-                printf("fused exchange (FF_FUSED_EXCHANGE=1): %d of %d buckets in one kernel each\n", ph.fused_buckets,
-                       ph.buckets);
-            else
-                printf(
-                    "fused exchange (FF_FUSED_EXCHANGE=1): no bucket fused; it needs the direct mode over NCCL 2.28 "
-                    "on one node, every rank one micro-batch (--microbatch = batch / ranks)\n");
-        }
+        if (P > 1 && ph.fused_buckets > 0)  // say whether it ran (train.h fused_buckets), and how to turn it off
+            printf("fused exchange: %d of %d buckets in one kernel each (FF_FUSED_EXCHANGE=0: three kernels)\n",
+                   ph.fused_buckets, ph.buckets);
+        else if (P > 1 && fx && strcmp(fx, "1") == 0)  // asked for by name and not possible: say why
+            printf(
+                "fused exchange (FF_FUSED_EXCHANGE=1): no bucket fused; it needs the direct mode over NCCL 2.28 "
+                "on one node, every rank one micro-batch (--microbatch = batch / ranks)\n");
         if (P > 1 && ph.steps > 0 && ph.queued)
             printf(
                 "step %.3f ms (rank 0, after 2 warm-up steps; the gradient exchange queued on the GPU with the "

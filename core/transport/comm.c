@@ -215,15 +215,15 @@ ff_status ff_comm_alloc_window(ff_comm *c, void **p, size_t bytes, const char *w
 }
 
 ff_status ff_comm_fused_env(bool *on, int *ctas) {
-    *on = false;
+    *on = true;
     *ctas = FF_FUSED_CTAS_DEFAULT;
     const char *e = getenv("FF_FUSED_EXCHANGE");
     if (e && *e && strcmp(e, "0") != 0 && strcmp(e, "1") != 0)
         return FF_FAIL(FF_ERR_INPUT,
-                       "FF_FUSED_EXCHANGE '%s': expected 0 (the default: three kernels a bucket) or 1 "
-                       "(the fused exchange)",
+                       "FF_FUSED_EXCHANGE '%s': expected 0 (three kernels a bucket) or 1 (the default: the "
+                       "fused exchange where it applies)",
                        e);
-    *on = e && strcmp(e, "1") == 0;
+    *on = !e || strcmp(e, "0") != 0;
     const char *b = getenv("FF_FUSED_CTAS");
     if (b && *b) {
         char *end = NULL;

@@ -38,7 +38,7 @@ typedef struct {
 } ff_comm_ops;
 
 // The fused exchange's settings from the environment (comm.h ff_comm_fused_tree_sgd), read the same
-// way by comm.c and the backend that has it: FF_FUSED_EXCHANGE unset, "" or 0 off, 1 on;
+// way by comm.c and the backend that has it: FF_FUSED_EXCHANGE 0 off, unset, "" or 1 on;
 // FF_FUSED_CTAS its kernel's blocks, 1..FF_FUSED_CTAS_MAX (default FF_FUSED_CTAS_DEFAULT). Anything
 // else is FF_ERR_INPUT naming the variable, its value and what was expected.
 // The default: each block takes a multiprocessor from the backward's GEMMs for as long as the

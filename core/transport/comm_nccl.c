@@ -115,6 +115,15 @@ static void backoff(int spins) {
     nanosleep(&ts, NULL);
 }
 
+// A fused exchange kernel waiting for a lost rank gives up (NCCL's abort stops only NCCL's own).
+static void lsa_abort(ff_comm_nccl *n) {
+#ifdef FF_NCCL_LSA
+    ff_nccl_lsa_abort(n->lsa);
+#else
+    (void)n;
+#endif
+}
+
 // Waits until NCCL has enqueued the group (non-blocking comms return ncclInProgress) and, given a
 // `stream`, until the stream has run it; polls the asynchronous error against the deadline.
 static ff_status nccl_wait(ff_comm_nccl *n, const char *what, cudaStream_t stream) {
@@ -125,6 +134,7 @@ static ff_status nccl_wait(ff_comm_nccl *n, const char *what, cudaStream_t strea
         if (r != ncclSuccess) return nccl_fail(n, r, __FILE__, __LINE__, "ncclCommGetAsyncError");
         if (ar != ncclSuccess && ar != ncclInProgress) {
             ff_status st = nccl_fail(n, ar, __FILE__, __LINE__, what);
+            lsa_abort(n);
             ncclCommAbort(n->nc);
             n->aborted = true;
             return ff_fail_context(st, "a peer of rank %d failed or left: communicator aborted", n->base.rank);
@@ -137,6 +147,7 @@ static ff_status nccl_wait(ff_comm_nccl *n, const char *what, cudaStream_t strea
                 return FF_FAIL(FF_ERR_CUDA, "rank %d: NCCL %s: %s", n->base.rank, what, cudaGetErrorString(e));
         }
         if (limit > 0 && ff_now() - t0 > limit) {
+            lsa_abort(n);
             ncclCommAbort(n->nc);
             n->aborted = true;
             // NCCL cannot say which peer it waits for; a roll call over the bootstrap can: every
@@ -421,8 +432,8 @@ static const nccl_window *window_of(const ff_comm_nccl *n, const void *p, size_t
     return NULL;
 }
 
-// The device communicator of the fused exchange, with the first window (collective), where
-// FF_FUSED_EXCHANGE=1 asks for it (ff_comm_fused_env; comm_nccl_lsa.h says why not by default).
+// The device communicator of the fused exchange, with the first window (collective), unless
+// FF_FUSED_EXCHANGE=0 turns it off (ff_comm_fused_env).
 // Every rank must agree, or a rank that fuses would wait in its kernel's barrier for one that does
 // not: a failure anywhere, or ranks that are not all load/store accessible together (more than one
 // node), leaves it off on every rank (the run says so: fused_buckets 0).

@@ -26,6 +26,10 @@
 
 struct ff_nccl_lsa {
     ncclDevComm dc;
+    // Set by the host (ff_nccl_lsa_abort) when the communicator is aborted: a kernel waiting in a
+    // barrier for a rank that is gone gives up instead of spinning past the process's teardown.
+    volatile int *abort_host;  // pinned, mapped
+    int *abort_dev;            // the same word, as the device sees it
     // What ncclDevCommCreate was asked for: on a non-blocking communicator it may read this after
     // returning ncclInProgress, so it lives as long as the device communicator, not on a stack.
     ncclDevCommRequirements req;
@@ -35,12 +39,35 @@ struct ff_nccl_lsa {
 #define FF_LSA_THREADS 256
 #define FF_LSA_CHUNKS 4  // float4s of every row in flight per thread (k_tree_sgd4's FF_TREE_SGD_CHUNKS)
 
+// NCCL's LSA barrier wait (lsa_barrier__funcs.h, unicast: each of the block's first P - 1 threads
+// polls one peer's word in this rank's inbox), with a way out: every 1024 polls the host's abort
+// word. false: the block gave up (the caller returns; the session still stores its epoch).
+__device__ bool wait_or_abort(ncclLsaBarrierSession<ncclCoopCta> &bar, const volatile int *abort_word) {
+    int gave_up = 0;
+    for (int i = threadIdx.x; i < bar.team.nRanks - 1; i += blockDim.x) {
+        const int peer = i + (bar.team.rank <= i ? 1 : 0);
+        cuda::atomic_ref<uint32_t> inbox(*bar.ucInbox(bar.team.rank, peer));
+        for (unsigned spins = 1;; spins++) {
+            const uint32_t got = inbox.load(cuda::memory_order_acquire);
+            if (got - (bar.epoch + 1) <= uint32_t(-1) >> 1) break;
+            if ((spins & 1023) == 0 && *abort_word) {
+                gave_up = 1;
+                break;
+            }
+        }
+    }
+    bar.epoch += 1;
+    return __syncthreads_or(gave_up) == 0;
+}
+
 template <int N>
 __global__ void __launch_bounds__(FF_LSA_THREADS)
     k_lsa_tree_sgd(ncclDevComm dc, ncclWindow_t rows, size_t rows_off, ncclWindow_t wwin, size_t w_off,
-                   float *__restrict__ mom, long long count, float lr, float momentum, float wd, int first) {
+                   float *__restrict__ mom, long long count, float lr, float momentum, float wd, int first,
+                   const int *abort_word) {
     ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dc, ncclTeamLsa(dc), dc.lsaBarrier, blockIdx.x};
-    bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+    bar.arrive(ncclCoopCta(), cuda::memory_order_acq_rel);
+    if (!wait_or_abort(bar, abort_word)) return;
     const float *row[N];
     float *wout[N];
 #pragma unroll
@@ -88,17 +115,28 @@ __global__ void __launch_bounds__(FF_LSA_THREADS)
 #pragma unroll
         for (int j = 0; j < N; j++) wout[j][i] = o;
     }
-    bar.sync(ncclCoopCta(), cuda::memory_order_acq_rel);
+    bar.arrive(ncclCoopCta(), cuda::memory_order_acq_rel);
+    wait_or_abort(bar, abort_word);
 }
 
 extern "C" ncclResult_t ff_nccl_lsa_create(ff_nccl_lsa **out, ncclComm_t nc, int ctas) {
     *out = NULL;
     ff_nccl_lsa *lsa = new (std::nothrow) ff_nccl_lsa();
     if (!lsa) return ncclSystemError;
+    void *word = NULL;  // the abort word first: nothing of NCCL's to undo if it cannot be had
+    if (cudaHostAlloc(&word, sizeof(int), cudaHostAllocMapped) != cudaSuccess ||
+        cudaHostGetDevicePointer((void **)&lsa->abort_dev, word, 0) != cudaSuccess) {
+        if (word) cudaFreeHost(word);
+        delete lsa;
+        return ncclUnhandledCudaError;
+    }
+    lsa->abort_host = (volatile int *)word;
+    *lsa->abort_host = 0;
     lsa->req = ncclDevCommRequirements{};  // (2.28 has no initializer macro: every field zero, none asked for)
     lsa->req.lsaBarrierCount = ctas;
     const ncclResult_t r = ncclDevCommCreate(nc, &lsa->req, &lsa->dc);
     if (r != ncclSuccess && r != ncclInProgress) {
+        cudaFreeHost(word);
         delete lsa;
         return r;
     }
@@ -111,8 +149,13 @@ extern "C" int ff_nccl_lsa_size(const ff_nccl_lsa *lsa) {
     return lsa ? lsa->dc.lsaSize : 0;
 }
 
+extern "C" void ff_nccl_lsa_abort(ff_nccl_lsa *lsa) {
+    if (lsa && lsa->abort_host) *lsa->abort_host = 1;
+}
+
 extern "C" void ff_nccl_lsa_destroy(ff_nccl_lsa *lsa, ncclComm_t nc) {
     if (!lsa) return;
+    if (lsa->abort_host) cudaFreeHost((void *)lsa->abort_host);
     if (nc) ncclDevCommDestroy(nc, &lsa->dc);
     delete lsa;
 }
@@ -121,8 +164,8 @@ template <int N>
 static void launch(const ff_nccl_lsa *lsa, unsigned blocks, cudaStream_t s, ncclWindow_t rows, size_t rows_off,
                    ncclWindow_t w, size_t w_off, float *mom, int64_t count, float lr, float momentum, float wd,
                    int first) {
-    k_lsa_tree_sgd<N>
-        <<<blocks, FF_LSA_THREADS, 0, s>>>(lsa->dc, rows, rows_off, w, w_off, mom, count, lr, momentum, wd, first);
+    k_lsa_tree_sgd<N><<<blocks, FF_LSA_THREADS, 0, s>>>(lsa->dc, rows, rows_off, w, w_off, mom, count, lr, momentum, wd,
+                                                        first, lsa->abort_dev);
 }
 
 extern "C" cudaError_t ff_nccl_lsa_tree_sgd(const ff_nccl_lsa *lsa, ncclWindow_t rows, size_t rows_off, ncclWindow_t w,

@@ -20,9 +20,10 @@ extern "C" {
 
 typedef struct ff_nccl_lsa ff_nccl_lsa;
 #define FF_NCCL_LSA_MAX_RANKS 8  // the kernel's tree over the ranks' rows in registers (train_rules.cuh)
-// Off unless FF_FUSED_EXCHANGE=1: a rank lost while its peers' kernels wait in the barrier leaves
-// them spinning (NCCL's abort stops NCCL's kernels, not this one), so the job could hang in its
-// teardown instead of ending. The wait needs an abort flag before this can be the default.
+// A rank lost while its peers' kernels wait for it in a barrier: NCCL's abort stops NCCL's kernels,
+// not this one, so the kernel's waits also poll a word in pinned host memory that the comm sets
+// (ff_nccl_lsa_abort) before it aborts the communicator; the kernel then returns, and the job ends
+// as with any other lost rank instead of hanging in its teardown.
 
 // The device communicator with `ctas` barriers (the kernel's blocks); collective (on a
 // non-blocking communicator complete once ncclCommGetAsyncError says so).
@@ -30,6 +31,8 @@ ncclResult_t ff_nccl_lsa_create(ff_nccl_lsa **out, ncclComm_t nc, int ctas);
 // How many ranks are load/store accessible together (the kernel needs every rank among them).
 int ff_nccl_lsa_size(const ff_nccl_lsa *lsa);
 void ff_nccl_lsa_destroy(ff_nccl_lsa *lsa, ncclComm_t nc);
+// Tells every fused kernel waiting in a barrier to give up (the communicator is being aborted).
+void ff_nccl_lsa_abort(ff_nccl_lsa *lsa);
 
 // Rank q's part of one bucket's deterministic exchange, on stream s (comm.h ff_comm_fused_tree_sgd):
 // slice q of every rank's row (window rows at byte offset rows_off, the same on every rank) added

@@ -18,6 +18,10 @@
 # TASK=train (issue 15): b and c on `fivefold train` instead (a lost rank mid-training: the
 # gradient exchange of every step), over DATA (default Debian's Fashion-MNIST); flags, a and the
 # inject-hang cases are inference hooks and are not run.
+# TASK=train-mlp: the same on mlp-small's synthetic data with one micro-batch per rank, where the
+# direct mode over NCCL exchanges each bucket in one kernel that waits for every rank in a barrier
+# (the fused exchange): a stopped rank's peers must leave that wait too. EXPECT_FUSED=1 first
+# checks, on a short run, that buckets did go through that kernel.
 # Exit 77 (skipped) when MODE cannot run here (a GPU mode without a GPU), or TASK=train without data.
 set -u
 ff=${FIVEFOLD:?set FIVEFOLD to the fivefold binary}
@@ -25,6 +29,13 @@ mode=${1:-mpi}
 P=${RANKS:-3}
 model=${MODEL:-alexnet}
 task=${TASK:-infer}
+case "$task" in
+infer | train | train-mlp) ;;
+*)
+    echo "test_mpi_crash.sh: TASK '$task': expected infer, train or train-mlp" >&2
+    exit 2
+    ;;
+esac
 DATA=${DATA:-/usr/share/datasets/fashion-mnist}
 limit=10  # seconds: what the issue allows from the failure to the end of the job
 set -- ${MPIEXEC:-mpiexec}
@@ -89,6 +100,19 @@ if [ "$rc" -eq 77 ]; then
     exit 77
 fi
 
+if [ "$task" = train-mlp ]; then
+    mlp_args="--model mlp-small --data synthetic --train-limit 512 --test-limit 64 --batch $((32 * P)) --microbatch 32"
+    $launcher -n "$P" "$ff" train --mode "$mode" $mlp_args --steps 6 --log-every 0 --json "$tmp/short.json" >"$tmp/out" 2>&1 || {
+        bad "train-mlp: the short run failed"
+        exit 1
+    }
+    fused=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["fused_buckets"])' "$tmp/short.json")
+    echo "train-mlp: $fused buckets through the fused exchange ($mode, P=$P)"
+    if [ "${EXPECT_FUSED:-0}" = 1 ] && [ "$fused" -lt 1 ]; then
+        bad "train-mlp: EXPECT_FUSED=1 but no bucket fused"
+        exit 1
+    fi
+fi
 if [ "$task" = train ] && [ ! -r "$DATA/train-images-idx3-ubyte.gz" ] && [ ! -r "$DATA/train-images-idx3-ubyte" ]; then
     echo "SKIP  TASK=train: no Fashion-MNIST at $DATA (apt-get install dataset-fashion-mnist)"
     exit 77
@@ -97,7 +121,9 @@ fi
 # The long run that b and c interrupt: inference iterations, or training epochs (--verbose: rank 0
 # prints every rank's pid once all are up).
 long_run() {
-    if [ "$task" = train ]; then
+    if [ "$task" = train-mlp ]; then
+        $launcher -n "$P" "$ff" train --mode "$mode" $mlp_args --epochs 100000 --log-every 0 --verbose "$@"
+    elif [ "$task" = train ]; then
         $launcher -n "$P" "$ff" train --mode "$mode" --data "$DATA" --train-limit 4096 --epochs 100000 \
             --test-limit 64 --log-every 0 --verbose "$@"
     else
@@ -105,7 +131,7 @@ long_run() {
     fi
 }
 
-if [ "$task" != train ]; then
+if [ "$task" = infer ]; then
 # ---- flags: bad values are refused with the flag named (exit 2), before any run
 flag() {
     pattern=$1
@@ -275,7 +301,7 @@ signal() {
         bad "$name: exit $rc $took s after SIG$sig of rank 1 (pid $pid1; expected non-zero within $limit s, rank 1 named: $named, process left: ${left:-none})"
     fi
 }
-if [ "$task" = train ]; then
+if [ "$task" != infer ]; then
     signal "b  kill -9 of rank 1 while training" KILL launcher
     signal "c  SIGSTOP of rank 1 while training --comm-timeout 3" STOP \
         "rank [02]: .* for 3 s: .*rank 1 (is lost or stopped|: its process [0-9]+ is stopped)" --comm-timeout 3

@@ -27,8 +27,9 @@
 #           CUDA IPC on a shared one) at P = 1..4, with and without --shares, bit for bit; graph
 #           replays = eager steps (FF_TRAIN_GRAPHS=0); another --microbatch differs; --backend vendor
 #           (cuBLAS) is its own digest class, equal for cuda and direct P = 2 with --shares 3,1.
-#           With NCCL 2.28 and one micro-batch per rank, the fused exchange (FF_FUSED_EXCHANGE=1:
-#           each bucket in one kernel) = the three-kernel one = cuda; a checkpoint of it resumes.
+#           With NCCL 2.28 and one micro-batch per rank, the fused exchange (the default: each
+#           bucket in one kernel) = the three-kernel one (FF_FUSED_EXCHANGE=0) = cuda at P = 2..4
+#           (as many as there are GPUs); a checkpoint of it resumes.
 #   gpu_full  (a GPU) the full 120 M-parameter mlp, 2 steps of batch 64: cuda against serial (the
 #           CPU reference), every loss within 1e-4 relative; with an --lr 10x larger the second
 #           loss falls outside (the comparison can fail).
@@ -322,27 +323,39 @@ gpu | gpu_full)
                     fail "a bad FF_NCCL_CTA_POLICY: exit $rc, named $n times (expected once, non-zero)"
                 }
             fi
-            # the fused exchange (comm.h ff_comm_fused_tree_sgd, FF_FUSED_EXCHANGE=1: each bucket in
-            # one kernel on NCCL's device API where every rank has one micro-batch) gives cuda's bits
-            # for the same micro-batches, as the three-kernel exchange (the default) does; a
-            # checkpoint written from it (the reduced gradient fetched back for the sync) resumes
+            # the fused exchange (comm.h ff_comm_fused_tree_sgd, the default: each bucket in one
+            # kernel on NCCL's device API where every rank has one micro-batch) gives cuda's bits for
+            # the same micro-batches, as the three-kernel exchange (FF_FUSED_EXCHANGE=0) does, at
+            # every rank count the GPUs allow; the run says so; a checkpoint written from it (the
+            # reduced gradient fetched back for the sync) resumes
             if [ "${NV:-0}" -ge 22800 ]; then
                 fb() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["fused_buckets"])' "$1"; }
+                NG=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+                for p in 2 3 4; do
+                    [ "$p" -le "${NG:-0}" ] || continue
+                    mb=$((96 / p / 8 * 8))  # one micro-batch per rank: batch p * mb
+                    run fcuda "$F" train --mode cuda $A --batch $((p * mb)) --microbatch $mb
+                    run fused $MPIEXEC -n $p "$F" train --mode direct $A --batch $((p * mb)) --microbatch $mb \
+                        --json "$T/fused.json"
+                    run unfused env FF_FUSED_EXCHANGE=0 $MPIEXEC -n $p "$F" train --mode direct $A --batch $((p * mb)) \
+                        --microbatch $mb --json "$T/unfused.json"
+                    echo "one micro-batch per rank ($mb): cuda $(digests "$T/fcuda.txt"); direct P=$p fused" \
+                        "($(fb "$T/fused.json") buckets) $(digests "$T/fused.txt"); unfused ($(fb "$T/unfused.json")) $(digests "$T/unfused.txt")"
+                    # a bucket fuses where every rank's slice starts 16-byte aligned: all of them at P = 2
+                    # here; at 3 and 4 those that do (the bits are the same either way)
+                    if [ "$p" -eq 2 ]; then
+                        [ "$(fb "$T/fused.json")" -ge 1 ] || fail "no bucket went through the fused exchange at P=2"
+                        grep -qE "^fused exchange: [0-9]+ of [0-9]+ buckets in one kernel" "$T/fused.txt" ||
+                            fail "the run did not say its buckets fused (P=2)"
+                    fi
+                    [ "$(fb "$T/unfused.json")" -eq 0 ] || fail "FF_FUSED_EXCHANGE=0 fused a bucket (P=$p)"
+                    [ "$(digests "$T/fused.txt")" = "$(digests "$T/fcuda.txt")" ] || fail "the fused exchange differs from cuda (P=$p)"
+                    [ "$(digests "$T/unfused.txt")" = "$(digests "$T/fcuda.txt")" ] || fail "the unfused exchange differs from cuda (P=$p)"
+                done
+                [ "$(digests "$T/fcuda.txt")" != "$REF" ] || fail "one micro-batch per rank gave --microbatch 8's bits: vacuous"
                 run fcuda "$F" train --mode cuda $A --microbatch 32
-                run fused env FF_FUSED_EXCHANGE=1 $MPIEXEC -n 2 "$F" train --mode direct $A --microbatch 32 \
-                    --json "$T/fused.json"
-                run unfused $MPIEXEC -n 2 "$F" train --mode direct $A --microbatch 32 --json "$T/unfused.json"
-                echo "one micro-batch per rank: cuda $(digests "$T/fcuda.txt"); direct P=2 fused" \
-                    "($(fb "$T/fused.json") buckets) $(digests "$T/fused.txt"); unfused ($(fb "$T/unfused.json")) $(digests "$T/unfused.txt")"
-                [ "$(fb "$T/fused.json")" -ge 1 ] || fail "no bucket went through the fused exchange at P=2"
-                [ "$(fb "$T/unfused.json")" -eq 0 ] || fail "the default fused (it is FF_FUSED_EXCHANGE=1's)"
-                [ "$(digests "$T/fused.txt")" = "$(digests "$T/fcuda.txt")" ] || fail "the fused exchange differs from cuda"
-                [ "$(digests "$T/unfused.txt")" = "$(digests "$T/fcuda.txt")" ] || fail "the unfused exchange differs from cuda"
-                [ "$(digests "$T/fcuda.txt")" != "$REF" ] || fail "--microbatch 32 gave --microbatch 8's bits: vacuous"
-                run fck env FF_FUSED_EXCHANGE=1 $MPIEXEC -n 2 "$F" train --mode direct $A --microbatch 32 --steps 5 \
-                    --checkpoint-dir "$T/fck"
-                run fck_res env FF_FUSED_EXCHANGE=1 $MPIEXEC -n 2 "$F" train --mode direct $A --microbatch 32 \
-                    --checkpoint-dir "$T/fck" --resume
+                run fck $MPIEXEC -n 2 "$F" train --mode direct $A --microbatch 32 --steps 5 --checkpoint-dir "$T/fck"
+                run fck_res $MPIEXEC -n 2 "$F" train --mode direct $A --microbatch 32 --checkpoint-dir "$T/fck" --resume
                 [ "$(digests "$T/fck_res.txt")" = "$(digests "$T/fcuda.txt")" ] || fail "a checkpoint of the fused exchange resumed differently"
             fi
         else

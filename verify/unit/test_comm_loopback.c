@@ -258,6 +258,7 @@ static void fused_exchange_env(void **state) {
         {"FF_FUSED_CTAS", "1025", "FF_FUSED_CTAS '1025': expected"},
         {"FF_FUSED_CTAS", "16x", "FF_FUSED_CTAS '16x': expected"},
         {"FF_FUSED_EXCHANGE", "0", NULL},
+        {"FF_FUSED_EXCHANGE", "", NULL},  // the default (on where it applies: never on a host comm)
         {"FF_FUSED_EXCHANGE", "1", NULL},
         {"FF_FUSED_CTAS", "1024", NULL},
         {"FF_FUSED_CTAS", "1", NULL},

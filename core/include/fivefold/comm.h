@@ -114,9 +114,10 @@ ff_status ff_comm_alloc_window(ff_comm *c, void **p, size_t bytes, const char *w
 // w: this rank's slice of its weights; each peer's lies at the same offset of the same window
 // (ff_comm_alloc_window); mom: this rank's momentum slice; count floats. *done = false with FF_OK,
 // nothing enqueued, where c does not: not NCCL 2.28's device API, not every rank load/store
-// accessible (one node), buffers outside windows or not 16-byte aligned, not queued, or not asked
-// for: it runs only with FF_FUSED_EXCHANGE=1 in the environment (up to 8 ranks; experimental: a
-// lost rank can leave its peers' kernels waiting, comm_nccl_lsa.h), with FF_FUSED_CTAS blocks (16).
+// accessible (one node), more than 8 ranks, buffers outside windows or not 16-byte aligned, not
+// queued, or turned off by FF_FUSED_EXCHANGE=0 in the environment (the default is 1: on where it
+// applies), with FF_FUSED_CTAS blocks (16). A rank lost while its peers' kernels wait for it ends
+// them when the communicator is aborted (comm_nccl_lsa.h).
 // Another FF_FUSED_EXCHANGE than 0 or 1, or FF_FUSED_CTAS outside 1..1024, is FF_ERR_INPUT naming
 // the value, on any comm. The bits never change. Collective: every rank calls it for the same bucket, and all get the
 // same *done.
