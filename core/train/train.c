@@ -1014,11 +1014,13 @@ static ff_status enqueue_exchange(ff_trainer *t, const step_work *k) {
     block_map bm;
     map_blocks(&bm, t, ceil_div(k->b, t->o.microbatch));
     int64_t recv_at = 0;
-    t->phases.fused_buckets = 0;
+    int fused = 0;
     for (int i = 0; i < t->nbuckets; i++) {
         FF_TRY(exchange_bucket(t, k, &bm, exchange_order(t, i), &recv_at, k->parts, true));
-        t->phases.fused_buckets += t->bucket[exchange_order(t, i)].rows_not_here;
+        fused += t->bucket[exchange_order(t, i)].rows_not_here;
     }
+    // the most of any step: a short last batch (fewer micro-batches than ranks) fuses none
+    if (fused > t->phases.fused_buckets) t->phases.fused_buckets = fused;
     if (k->parts && t->pipelined) {  // left running: the next forward waits bucket by bucket
         t->tail_pending = true;
         return FF_OK;

@@ -226,7 +226,7 @@ typedef struct {
     int buckets;            // gradient buckets (runs of layers) the exchange goes in
     int windows;            // buffers in the communicator's registered windows (comm.h ff_comm_alloc_window;
                             // NCCL: symmetric memory), the weights included; 0: plain device memory
-    int fused_buckets;      // buckets of the last step exchanged by the communicator's fused kernel (comm.h
+    int fused_buckets;      // the most buckets of one step exchanged by the communicator's fused kernel (comm.h
                             // ff_comm_fused_tree_sgd: every rank one micro-batch, one node, NCCL 2.28)
 } ff_train_phases;
 ff_train_phases ff_trainer_phases(const ff_trainer *t);
