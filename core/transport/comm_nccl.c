@@ -68,6 +68,7 @@ typedef struct {
     ncclComm_t nc;
     cudaStream_t stream;
     bool aborted;
+    bool peer_failed;  // a bootstrap operation failed (boot_done): tear down by abort, not finalize
     bool queued;       // ff_comm_set_queued: device collectives go on the bound device's current stream
     bool windows_off;  // a registration failed on some rank: plain memory from then on
     nccl_window *win;  // (n_win) every registered window, deregistered and freed at destroy
@@ -185,6 +186,15 @@ static bool in_window(const ff_comm_nccl *n, const void *p, size_t bytes) {
 }
 #endif
 
+// What the bootstrap comm (host memory, MPI) answered: a failure there (a peer that stopped
+// answering, found by its deadline) leaves the NCCL communicator with a peer it cannot finalize with,
+// so nc_destroy aborts instead of finalizing (ncclCommWindowDeregister and ncclCommDestroy would
+// wait for the lost rank with no deadline of their own).
+static ff_status boot_done(ff_comm_nccl *n, ff_status st) {
+    if (st != FF_OK) n->peer_failed = true;
+    return st;
+}
+
 static ff_status usable(ff_comm_nccl *n, const char *what) {
     if (n->aborted)
         return FF_FAIL(FF_ERR_NCCL, "rank %d: NCCL %s: the communicator was aborted by an earlier failure",
@@ -209,7 +219,7 @@ static ff_status d2d(ff_comm_nccl *n, void *dst, const void *src, size_t bytes) 
 
 static ff_status nc_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, const ff_comm_msg *recvs, int n_recvs) {
     ff_comm_nccl *n = nccl_of(c);
-    if (!c->dev) return n->boot->ops->exchange(n->boot, sends, n_sends, recvs, n_recvs);
+    if (!c->dev) return boot_done(n, n->boot->ops->exchange(n->boot, sends, n_sends, recvs, n_recvs));
     FF_TRY(usable(n, "halo exchange"));
     // Messages between one pair are matched in the order they are posted (NCCL's rule for
     // send/recv in a group), which is comm.h's order; empty messages are skipped on both sides.
@@ -227,12 +237,12 @@ static ff_status nc_exchange(ff_comm *c, const ff_comm_msg *sends, int n_sends, 
 
 static ff_status nc_barrier(ff_comm *c) {
     ff_comm_nccl *n = nccl_of(c);
-    return n->boot->ops->barrier(n->boot);
+    return boot_done(n, n->boot->ops->barrier(n->boot));
 }
 
 static ff_status nc_bcast(ff_comm *c, void *buf, size_t bytes, int root) {
     ff_comm_nccl *n = nccl_of(c);
-    if (!c->dev) return n->boot->ops->bcast(n->boot, buf, bytes, root);
+    if (!c->dev) return boot_done(n, n->boot->ops->bcast(n->boot, buf, bytes, root));
     FF_TRY(usable(n, "broadcast"));
     NCCL_TRY(n, ncclBroadcast(buf, buf, bytes, ncclUint8, root, n->nc, op_stream(n)), "ncclBroadcast");
     return op_wait(n, "broadcast");
@@ -241,7 +251,7 @@ static ff_status nc_bcast(ff_comm *c, void *buf, size_t bytes, int root) {
 static ff_status nc_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs, const void *sendbuf,
                             size_t sendbytes, int root) {
     ff_comm_nccl *n = nccl_of(c);
-    if (!c->dev) return n->boot->ops->gatherv(n->boot, recvbuf, counts, displs, sendbuf, sendbytes, root);
+    if (!c->dev) return boot_done(n, n->boot->ops->gatherv(n->boot, recvbuf, counts, displs, sendbuf, sendbytes, root));
     FF_TRY(usable(n, "gather"));
     const int me = c->rank;
     NCCL_TRY(n, ncclGroupStart(), "gather");
@@ -261,7 +271,8 @@ static ff_status nc_gatherv(ff_comm *c, void *recvbuf, const size_t *counts, con
 static ff_status nc_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const void *sendbuf, const size_t *counts,
                              const size_t *displs, int root) {
     ff_comm_nccl *n = nccl_of(c);
-    if (!c->dev) return n->boot->ops->scatterv(n->boot, recvbuf, recvbytes, sendbuf, counts, displs, root);
+    if (!c->dev)
+        return boot_done(n, n->boot->ops->scatterv(n->boot, recvbuf, recvbytes, sendbuf, counts, displs, root));
     FF_TRY(usable(n, "scatter"));
     const int me = c->rank;
     NCCL_TRY(n, ncclGroupStart(), "scatter");
@@ -281,7 +292,7 @@ static ff_status nc_scatterv(ff_comm *c, void *recvbuf, size_t recvbytes, const 
 static ff_status nc_allgatherv(ff_comm *c, void *recvbuf, const size_t *counts, const size_t *displs,
                                const void *sendbuf, size_t sendbytes) {
     ff_comm_nccl *n = nccl_of(c);
-    if (!c->dev) return n->boot->ops->allgatherv(n->boot, recvbuf, counts, displs, sendbuf, sendbytes);
+    if (!c->dev) return boot_done(n, n->boot->ops->allgatherv(n->boot, recvbuf, counts, displs, sendbuf, sendbytes));
     FF_TRY(usable(n, "all-gather"));
     bool equal = true;
     for (int r = 0; r < c->size; r++) equal = equal && counts[r] == counts[0] && displs[r] == (size_t)r * counts[0];
@@ -304,7 +315,8 @@ static ff_status nc_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_coun
                               const void *sendbuf, const size_t *send_counts, const size_t *send_displs) {
     ff_comm_nccl *n = nccl_of(c);
     if (!c->dev)
-        return n->boot->ops->alltoallv(n->boot, recvbuf, recv_counts, recv_displs, sendbuf, send_counts, send_displs);
+        return boot_done(
+            n, n->boot->ops->alltoallv(n->boot, recvbuf, recv_counts, recv_displs, sendbuf, send_counts, send_displs));
     FF_TRY(usable(n, "all-to-all"));
     const int me = c->rank;
 #ifdef FF_NCCL_CTA_POLICY
@@ -338,15 +350,15 @@ static ff_status nc_alltoallv(ff_comm *c, void *recvbuf, const size_t *recv_coun
 
 static ff_status nc_sum_f64(ff_comm *c, double *buf, size_t k) {
     ff_comm_nccl *n = nccl_of(c);
-    return n->boot->ops->allreduce_sum_f64(n->boot, buf, k);
+    return boot_done(n, n->boot->ops->allreduce_sum_f64(n->boot, buf, k));
 }
 static ff_status nc_max_i64(ff_comm *c, int64_t *buf, size_t k) {
     ff_comm_nccl *n = nccl_of(c);
-    return n->boot->ops->allreduce_max_i64(n->boot, buf, k);
+    return boot_done(n, n->boot->ops->allreduce_max_i64(n->boot, buf, k));
 }
 static ff_status nc_sum_f32(ff_comm *c, float *buf, size_t k) {
     ff_comm_nccl *n = nccl_of(c);
-    if (!c->dev) return n->boot->ops->allreduce_sum_f32(n->boot, buf, k);
+    if (!c->dev) return boot_done(n, n->boot->ops->allreduce_sum_f32(n->boot, buf, k));
     FF_TRY(usable(n, "all-reduce"));
     NCCL_TRY(n, ncclAllReduce(buf, buf, k, ncclFloat, ncclSum, n->nc, op_stream(n)), "ncclAllReduce");
     return op_wait(n, "all-reduce");
@@ -396,7 +408,7 @@ static ff_status nc_alloc_window(ff_comm *c, void **p, size_t bytes, const char 
     void *mem = NULL;
     int64_t failed = ncclMemAlloc(&mem, bytes) != ncclSuccess;
     if (failed) mem = NULL;
-    FF_TRY(n->boot->ops->allreduce_max_i64(n->boot, &failed, 1));
+    FF_TRY(boot_done(n, n->boot->ops->allreduce_max_i64(n->boot, &failed, 1)));
     if (failed) {  // on every rank: plain memory instead, now and from now on
         if (mem) ncclMemFree(mem);
         n->windows_off = true;
@@ -455,7 +467,7 @@ static ff_status lsa_setup(ff_comm_nccl *n) {
         }
         bad = ff_nccl_lsa_size(lsa) != n->base.size || n->base.size > FF_NCCL_LSA_MAX_RANKS;
     }
-    FF_TRY(n->boot->ops->allreduce_max_i64(n->boot, &bad, 1));
+    FF_TRY(boot_done(n, n->boot->ops->allreduce_max_i64(n->boot, &bad, 1)));
     if (bad) {
         ff_nccl_lsa_destroy(lsa, n->nc);
         return FF_OK;
@@ -483,7 +495,7 @@ static ff_status nc_fused_tree_sgd(ff_comm *c, bool *done, float *w, float *mom,
         ok = n->fuse_seen[seen].ok;
     } else {
         int64_t cannot = !rw || !ww || ((uintptr_t)row | (uintptr_t)w | (uintptr_t)mom) % 16 != 0;
-        FF_TRY(n->boot->ops->allreduce_max_i64(n->boot, &cannot, 1));
+        FF_TRY(boot_done(n, n->boot->ops->allreduce_max_i64(n->boot, &cannot, 1)));
         ok = !cannot;
         if (n->n_fuse_seen < (int)(sizeof n->fuse_seen / sizeof n->fuse_seen[0]))
             n->fuse_seen[n->n_fuse_seen++] = (struct fuse_seen){row, w, count, ok};
@@ -501,6 +513,14 @@ static ff_status nc_fused_tree_sgd(ff_comm *c, bool *done, float *w, float *mom,
 
 static void nc_destroy(ff_comm *c) {
     ff_comm_nccl *n = nccl_of(c);
+    // A peer lost (a bootstrap deadline passed): deregistration, finalize and destroy are
+    // collective and would wait for it forever; abort, after releasing any fused kernel that waits
+    // for it in a barrier.
+    if (n->nc && n->peer_failed && !n->aborted) {
+        lsa_abort(n);
+        ncclCommAbort(n->nc);
+        n->aborted = true;
+    }
 #ifdef FF_NCCL_LSA
     ff_nccl_lsa_destroy(n->lsa, n->nc && !n->aborted ? n->nc : NULL);
     n->lsa = NULL;
