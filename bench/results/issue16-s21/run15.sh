@@ -12,7 +12,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../.."
 . bench/device_run.sh
-dr_begin run15 "${1:?usage: run15.sh OUTDIR}"
+dr_begin "${RUN_NAME:-run15}" "${1:?usage: run15.sh OUTDIR}"   # run19.sh: RUN_NAME=run19
 F=build-gpu/fivefold mpx="mpiexec --oversubscribe"
 dr_build . fivefold || exit 1
 el built
