@@ -61,60 +61,39 @@ __device__ bool wait_or_abort(ncclLsaBarrierSession<ncclCoopCta> &bar, const vol
 }
 
 template <int N>
+struct lsa_rows {  // tree_sgd_chunks' rows: each rank's row, through its LSA pointer
+    const float *p[N];
+    __device__ __forceinline__ const float *operator()(int j) const { return p[j]; }
+};
+template <int N>
+struct lsa_out {  // tree_sgd_chunks' stores: the updated slice into every rank's weights
+    float *w[N];
+    __device__ __forceinline__ void vec(long long i, float4, float4 o) const {
+#pragma unroll
+        for (int j = 0; j < N; j++) reinterpret_cast<float4 *>(w[j])[i] = o;
+    }
+    __device__ __forceinline__ void one(long long i, float, float o) const {
+#pragma unroll
+        for (int j = 0; j < N; j++) w[j][i] = o;
+    }
+};
+
+template <int N>
 __global__ void __launch_bounds__(FF_LSA_THREADS)
-    k_lsa_tree_sgd(ncclDevComm dc, ncclWindow_t rows, size_t rows_off, ncclWindow_t wwin, size_t w_off,
+    k_lsa_tree_sgd(ncclDevComm dc, ncclWindow_t rows_win, size_t rows_off, ncclWindow_t wwin, size_t w_off,
                    float *__restrict__ mom, long long count, float lr, float momentum, float wd, int first,
                    const int *abort_word) {
     ncclLsaBarrierSession<ncclCoopCta> bar{ncclCoopCta(), dc, ncclTeamLsa(dc), dc.lsaBarrier, blockIdx.x};
     bar.arrive(ncclCoopCta(), cuda::memory_order_acq_rel);
     if (!wait_or_abort(bar, abort_word)) return;
-    const float *row[N];
-    float *wout[N];
+    lsa_rows<N> rows;
+    lsa_out<N> out;
 #pragma unroll
     for (int j = 0; j < N; j++) {  // rank j's row and weights (one node: LSA rank j is rank j)
-        row[j] = (const float *)ncclGetLsaPointer(rows, rows_off, j);
-        wout[j] = (float *)ncclGetLsaPointer(wwin, w_off, j);
+        rows.p[j] = (const float *)ncclGetLsaPointer(rows_win, rows_off, j);
+        out.w[j] = (float *)ncclGetLsaPointer(wwin, w_off, j);
     }
-    const float *w = wout[dc.lsaRank];
-    const long long T = gridDim.x * (long long)blockDim.x, c4 = count / 4;
-    for (long long base = blockIdx.x * (long long)blockDim.x + threadIdx.x; base < c4; base += FF_LSA_CHUNKS * T) {
-        float4 rv[FF_LSA_CHUNKS][N], wv[FF_LSA_CHUNKS], mv[FF_LSA_CHUNKS];
-#pragma unroll
-        for (int u = 0; u < FF_LSA_CHUNKS; u++) {  // every load first: the chunks in flight at once
-            const long long i = base + u * T;
-            if (i >= c4) continue;
-#pragma unroll
-            for (int j = 0; j < N; j++) rv[u][j] = reinterpret_cast<const float4 *>(row[j])[i];
-            wv[u] = reinterpret_cast<const float4 *>(w)[i];
-            mv[u] = reinterpret_cast<const float4 *>(mom)[i];
-        }
-#pragma unroll
-        for (int u = 0; u < FF_LSA_CHUNKS; u++) {
-            const long long i = base + u * T;
-            if (i >= c4) continue;
-            float a[N], b[N], c[N], d[N];
-#pragma unroll
-            for (int j = 0; j < N; j++) a[j] = rv[u][j].x, b[j] = rv[u][j].y, c[j] = rv[u][j].z, d[j] = rv[u][j].w;
-            float4 o;
-            o.x = sgd_rule_reg(wv[u].x, tree_of<N>(a), mv[u].x, lr, momentum, wd, first);
-            o.y = sgd_rule_reg(wv[u].y, tree_of<N>(b), mv[u].y, lr, momentum, wd, first);
-            o.z = sgd_rule_reg(wv[u].z, tree_of<N>(c), mv[u].z, lr, momentum, wd, first);
-            o.w = sgd_rule_reg(wv[u].w, tree_of<N>(d), mv[u].w, lr, momentum, wd, first);
-            if (momentum != 0.0f) reinterpret_cast<float4 *>(mom)[i] = mv[u];
-#pragma unroll
-            for (int j = 0; j < N; j++) reinterpret_cast<float4 *>(wout[j])[i] = o;
-        }
-    }
-    for (long long i = 4 * c4 + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += T) {
-        float v[N];
-#pragma unroll
-        for (int j = 0; j < N; j++) v[j] = row[j][i];
-        float m = momentum != 0.0f && !first ? mom[i] : 0.0f;
-        const float o = sgd_rule_reg(w[i], tree_of<N>(v), m, lr, momentum, wd, first);
-        if (momentum != 0.0f) mom[i] = m;
-#pragma unroll
-        for (int j = 0; j < N; j++) wout[j][i] = o;
-    }
+    tree_sgd_chunks<N, FF_LSA_CHUNKS>(rows, out.w[dc.lsaRank], mom, count, lr, momentum, wd, first, out);
     bar.arrive(ncclCoopCta(), cuda::memory_order_acq_rel);
     wait_or_abort(bar, abort_word);
 }

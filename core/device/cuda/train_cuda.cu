@@ -717,45 +717,26 @@ __global__ void k_tree_sgd(float *w_out, const float *w, float *__restrict__ mom
 // 66 blocks 14.66, 264 14.73). The arithmetic per element is k_tree_sgd's (the same tree, the same
 // rule, momentum through a register): the same bits. Elements past the last whole float4 go one by one.
 #define FF_TREE_SGD_CHUNKS 4
+struct tree_rows_at {  // tree_sgd_chunks' rows: row_of
+    ff_tree_rows r;
+    __device__ __forceinline__ const float *operator()(int j) const { return row_of(r, j); }
+};
+struct tree_sgd_out {    // tree_sgd_chunks' stores: the sum kept in row 0 where asked, the weights to w_out
+    float *w_out, *sum;  // sum: NULL unless kept
+    __device__ __forceinline__ void vec(long long i, float4 g, float4 o) const {
+        if (sum) reinterpret_cast<float4 *>(sum)[i] = g;
+        reinterpret_cast<float4 *>(w_out)[i] = o;
+    }
+    __device__ __forceinline__ void one(long long i, float g, float o) const {
+        if (sum) sum[i] = g;
+        w_out[i] = o;
+    }
+};
 template <int N>
 __global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mom, ff_tree_rows r, long long count,
                             float lr, float momentum, float wd, int first) {
-    float *rows = r.at;
-    const long long T = gridDim.x * (long long)blockDim.x, c4 = count / 4;
-    for (long long base = blockIdx.x * (long long)blockDim.x + threadIdx.x; base < c4; base += FF_TREE_SGD_CHUNKS * T) {
-        float4 rv[FF_TREE_SGD_CHUNKS][N], wv[FF_TREE_SGD_CHUNKS], mv[FF_TREE_SGD_CHUNKS];
-#pragma unroll
-        for (int u = 0; u < FF_TREE_SGD_CHUNKS; u++) {  // every load first: the chunks in flight at once
-            const long long i = base + u * T;
-            if (i >= c4) continue;
-#pragma unroll
-            for (int j = 0; j < N; j++) rv[u][j] = reinterpret_cast<const float4 *>(row_of(r, j))[i];
-            wv[u] = reinterpret_cast<const float4 *>(w)[i];
-            mv[u] = reinterpret_cast<const float4 *>(mom)[i];
-        }
-#pragma unroll
-        for (int u = 0; u < FF_TREE_SGD_CHUNKS; u++) {
-            const long long i = base + u * T;
-            if (i >= c4) continue;
-            float a[N], b[N], c[N], d[N];
-#pragma unroll
-            for (int j = 0; j < N; j++) a[j] = rv[u][j].x, b[j] = rv[u][j].y, c[j] = rv[u][j].z, d[j] = rv[u][j].w;
-            const float4 g = make_float4(tree_of<N>(a), tree_of<N>(b), tree_of<N>(c), tree_of<N>(d));
-            if (N > 1 && r.keep_sum) reinterpret_cast<float4 *>(rows)[i] = g;
-            float4 o;
-            o.x = sgd_rule_reg(wv[u].x, g.x, mv[u].x, lr, momentum, wd, first);
-            o.y = sgd_rule_reg(wv[u].y, g.y, mv[u].y, lr, momentum, wd, first);
-            o.z = sgd_rule_reg(wv[u].z, g.z, mv[u].z, lr, momentum, wd, first);
-            o.w = sgd_rule_reg(wv[u].w, g.w, mv[u].w, lr, momentum, wd, first);
-            if (momentum != 0.0f) reinterpret_cast<float4 *>(mom)[i] = mv[u];
-            reinterpret_cast<float4 *>(w_out)[i] = o;
-        }
-    }
-    for (long long i = 4 * c4 + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += T) {
-        const float sum = tree_in_registers<N>(r, i);
-        if (N > 1 && r.keep_sum) rows[i] = sum;
-        w_out[i] = sgd_rule(w[i], sum, mom, i, lr, momentum, wd, first);
-    }
+    tree_sgd_chunks<N, FF_TREE_SGD_CHUNKS>(tree_rows_at{r}, w, mom, count, lr, momentum, wd, first,
+                                           tree_sgd_out{w_out, N > 1 && r.keep_sum ? r.at : nullptr});
 }
 
 static int multiprocessors() {  // of the current GPU, asked once (a process drives one GPU)

@@ -1,7 +1,7 @@
 // The element-wise arithmetic of the training update that more than one kernel runs: the tree of
 // train.h over N values and the SGD rule, each float operation an explicit _rn intrinsic (no
 // contraction), so that every kernel that includes this gives the same bits: train_cuda.cu's
-// k_tree_sgd4 and the transport's fused exchange (comm_nccl_lsa.cu).
+// k_tree_sgd4 and the transport's fused exchange (comm_nccl_lsa.cu), which share the loop below.
 #pragma once
 
 __host__ __device__ constexpr int tree_levels(int n) {
@@ -32,4 +32,57 @@ __device__ __forceinline__ float sgd_rule_reg(float w, float g, float &m, float 
         m = b;
     }
     return __fsub_rn(w, __fmul_rn(lr, b));
+}
+
+// The loop both update kernels run over [0, count) (train_cuda.cu k_tree_sgd4, comm_nccl_lsa.cu
+// k_lsa_tree_sgd), for a grid of few blocks: each thread loads CHUNKS float4s of every row, of the
+// weights and of the momentum before it computes any (the loads in flight together), then adds
+// each element's N rows in the tree's order, applies the SGD rule and hands the float4 index, the
+// sums and the updated weights to `out.vec`; elements past the last whole float4 go one by one
+// through `out.one`. rows(j): row j (16-byte aligned, like w and mom); w: the weights read (out may
+// overwrite them: every load of an index comes before its stores); mom: updated in place when
+// momentum != 0 (read unless first).
+template <int N, int CHUNKS, class Rows, class Out>
+__device__ __forceinline__ void tree_sgd_chunks(const Rows &rows, const float *w, float *__restrict__ mom,
+                                                long long count, float lr, float momentum, float wd, int first,
+                                                const Out &out) {
+    const long long T = gridDim.x * (long long)blockDim.x, c4 = count / 4;
+    for (long long base = blockIdx.x * (long long)blockDim.x + threadIdx.x; base < c4; base += CHUNKS * T) {
+        float4 rv[CHUNKS][N], wv[CHUNKS], mv[CHUNKS];
+#pragma unroll
+        for (int u = 0; u < CHUNKS; u++) {  // every load first: the chunks in flight at once
+            const long long i = base + u * T;
+            if (i >= c4) continue;
+#pragma unroll
+            for (int j = 0; j < N; j++) rv[u][j] = reinterpret_cast<const float4 *>(rows(j))[i];
+            wv[u] = reinterpret_cast<const float4 *>(w)[i];
+            mv[u] = reinterpret_cast<const float4 *>(mom)[i];
+        }
+#pragma unroll
+        for (int u = 0; u < CHUNKS; u++) {
+            const long long i = base + u * T;
+            if (i >= c4) continue;
+            float a[N], b[N], c[N], d[N];
+#pragma unroll
+            for (int j = 0; j < N; j++) a[j] = rv[u][j].x, b[j] = rv[u][j].y, c[j] = rv[u][j].z, d[j] = rv[u][j].w;
+            const float4 g = make_float4(tree_of<N>(a), tree_of<N>(b), tree_of<N>(c), tree_of<N>(d));
+            float4 o;
+            o.x = sgd_rule_reg(wv[u].x, g.x, mv[u].x, lr, momentum, wd, first);
+            o.y = sgd_rule_reg(wv[u].y, g.y, mv[u].y, lr, momentum, wd, first);
+            o.z = sgd_rule_reg(wv[u].z, g.z, mv[u].z, lr, momentum, wd, first);
+            o.w = sgd_rule_reg(wv[u].w, g.w, mv[u].w, lr, momentum, wd, first);
+            if (momentum != 0.0f) reinterpret_cast<float4 *>(mom)[i] = mv[u];
+            out.vec(i, g, o);
+        }
+    }
+    for (long long i = 4 * c4 + blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count; i += T) {
+        float v[N];
+#pragma unroll
+        for (int j = 0; j < N; j++) v[j] = rows(j)[i];
+        const float g = tree_of<N>(v);
+        float m = momentum != 0.0f && !first ? mom[i] : 0.0f;
+        const float o = sgd_rule_reg(w[i], g, m, lr, momentum, wd, first);
+        if (momentum != 0.0f) mom[i] = m;
+        out.one(i, g, o);
+    }
 }
