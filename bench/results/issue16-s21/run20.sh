@@ -14,7 +14,7 @@ dr_begin run20 "${1:?usage: run20.sh OUTDIR}"
 F=build-gpu/fivefold mpx="mpiexec --oversubscribe"
 dr_build . fivefold || exit 1
 el built
-A="--model mlp-small --data synthetic --train-limit 480 --test-limit 128 --steps 12 --log-every 0"
+A="--model mlp-small --data synthetic --train-limit 512 --test-limit 128 --steps 12 --log-every 0"
 dg() { grep -E '^(loss|weights) digest:' "$1" | awk '{print $3}' | tr '\n' ' '; }
 for p in 2 4; do
     mb=$((96 / p / 8 * 8))
