@@ -116,13 +116,14 @@ static void backoff(int spins) {
     nanosleep(&ts, NULL);
 }
 
-// A fused exchange kernel waiting for a lost rank gives up (NCCL's abort stops only NCCL's own).
-static void lsa_abort(ff_comm_nccl *n) {
+// Aborts the communicator (once) after telling any fused exchange kernel that waits for a lost
+// rank to give up: NCCL's abort stops only NCCL's own kernels.
+static void abort_comm(ff_comm_nccl *n) {
 #ifdef FF_NCCL_LSA
     ff_nccl_lsa_abort(n->lsa);
-#else
-    (void)n;
 #endif
+    if (n->nc && !n->aborted) ncclCommAbort(n->nc);
+    n->aborted = true;
 }
 
 // Waits until NCCL has enqueued the group (non-blocking comms return ncclInProgress) and, given a
@@ -135,9 +136,7 @@ static ff_status nccl_wait(ff_comm_nccl *n, const char *what, cudaStream_t strea
         if (r != ncclSuccess) return nccl_fail(n, r, __FILE__, __LINE__, "ncclCommGetAsyncError");
         if (ar != ncclSuccess && ar != ncclInProgress) {
             ff_status st = nccl_fail(n, ar, __FILE__, __LINE__, what);
-            lsa_abort(n);
-            ncclCommAbort(n->nc);
-            n->aborted = true;
+            abort_comm(n);
             return ff_fail_context(st, "a peer of rank %d failed or left: communicator aborted", n->base.rank);
         }
         if (ar == ncclSuccess) {
@@ -148,9 +147,7 @@ static ff_status nccl_wait(ff_comm_nccl *n, const char *what, cudaStream_t strea
                 return FF_FAIL(FF_ERR_CUDA, "rank %d: NCCL %s: %s", n->base.rank, what, cudaGetErrorString(e));
         }
         if (limit > 0 && ff_now() - t0 > limit) {
-            lsa_abort(n);
-            ncclCommAbort(n->nc);
-            n->aborted = true;
+            abort_comm(n);
             // NCCL cannot say which peer it waits for; a roll call over the bootstrap can: every
             // live rank times out too and answers, a lost or stopped one does not.
             char who[900];
@@ -516,11 +513,7 @@ static void nc_destroy(ff_comm *c) {
     // A peer lost (a bootstrap deadline passed): deregistration, finalize and destroy are
     // collective and would wait for it forever; abort, after releasing any fused kernel that waits
     // for it in a barrier.
-    if (n->nc && n->peer_failed && !n->aborted) {
-        lsa_abort(n);
-        ncclCommAbort(n->nc);
-        n->aborted = true;
-    }
+    if (n->peer_failed) abort_comm(n);
 #ifdef FF_NCCL_LSA
     ff_nccl_lsa_destroy(n->lsa, n->nc && !n->aborted ? n->nc : NULL);
     n->lsa = NULL;
@@ -531,8 +524,7 @@ static void nc_destroy(ff_comm *c) {
     for (int i = n->n_win - 1; i >= 0 && n->nc && !n->aborted; i--) {
         ncclResult_t r = ncclCommWindowDeregister(n->nc, n->win[i].win);
         if ((r != ncclSuccess && r != ncclInProgress) || nccl_wait(n, "window deregistration", NULL) != FF_OK) {
-            if (!n->aborted) ncclCommAbort(n->nc);
-            n->aborted = true;
+            abort_comm(n);
             ff_clear_error();
         }
     }
@@ -543,8 +535,8 @@ static void nc_destroy(ff_comm *c) {
         ncclResult_t r = ncclCommFinalize(n->nc);
         if ((r == ncclSuccess || r == ncclInProgress) && nccl_wait(n, "finalize", NULL) == FF_OK)
             ncclCommDestroy(n->nc);
-        else if (!n->aborted)
-            ncclCommAbort(n->nc);
+        else
+            abort_comm(n);
         ff_clear_error();
     }
     if (n->stream) cudaStreamDestroy(n->stream);
@@ -662,7 +654,7 @@ ff_status ff_comm_nccl_create(ff_comm **out, ff_comm *boot) {
             st = nccl_wait(n, "communicator set-up", NULL);
     }
     if (st != FF_OK) {
-        if (n->nc && !n->aborted) ncclCommAbort(n->nc);
+        abort_comm(n);
         n->nc = NULL;
         nc_destroy(&n->base);
         return st;
