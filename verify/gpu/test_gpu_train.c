@@ -615,6 +615,48 @@ static void softmax_xent_bits(void **state) {
     assert_int_equal(bad, 0);
 }
 
+// Wide rows take the warp-per-image kernel (32 classes and more: the MLP's 512, AlexNet's 1000):
+// the same bits as the cpu device, on 70 images (more than one block, the last block short) with
+// the same special rows, plus a row of only +0 and -0 (the max's tie) and one with two NaNs.
+static void softmax_xent_wide_bits(void **state) {
+    (void)state;
+    const int64_t widths[] = {32, 33, 512, 1000}, n = 70;
+    size_t bad = 0;
+    for (size_t t = 0; t < sizeof widths / sizeof widths[0]; t++) {
+        const int64_t C = widths[t];
+        const size_t cnt = (size_t)(n * C);
+        float *z = malloc(cnt * 4), *dz_c = malloc(cnt * 4), *loss_c = malloc((size_t)n * 4);
+        int32_t *lab = malloc((size_t)n * 4);
+        assert_true(z && dz_c && loss_c && lab);
+        for (size_t i = 0; i < cnt; i++)
+            z[i] = (float)((double)(ff_mix64(i * 31 + (uint64_t)C) >> 11) * 0x1p-53 * 16 - 8);
+        for (int64_t s = 0; s < n; s++) lab[s] = (int32_t)(ff_mix64((uint64_t)(s + 5 * C)) % (uint64_t)C);
+        for (int64_t c = 0; c < C; c++) {
+            z[10 * C + c] += 80.0f;
+            z[11 * C + c] = c % 3 == 0 ? 0.5f : -0.0f;
+            z[13 * C + c] = c % 2 ? 0.0f : -0.0f;
+        }
+        z[12 * C + 4] = NAN;
+        z[14 * C + 1] = NAN, z[14 * C + C - 1] = -NAN;
+        CHECK_OK(ff_device_softmax_xent(F.cpu, dz_c, loss_c, z, lab, 1.0f / (float)n, C, n));
+        float *gz = gpu_from(z, cnt), *gdz = gpu_from(NULL, cnt), *gloss = gpu_from(NULL, (size_t)n);
+        int32_t *glab = NULL;
+        CHECK_OK(ff_device_alloc_bytes(F.gpu, (void **)&glab, (size_t)n * 4, "labels"));
+        CHECK_OK(ff_device_upload_bytes(F.gpu, glab, lab, (size_t)n * 4));
+        CHECK_OK(ff_device_softmax_xent(F.gpu, gdz, gloss, gz, glab, 1.0f / (float)n, C, n));
+        float *dz_g = download(gdz, cnt), *loss_g = download(gloss, (size_t)n);
+        char what[64];
+        snprintf(what, sizeof what, "softmax_xent dz, %lld classes", (long long)C);
+        bad += check_bits_nan(what, dz_g, dz_c, cnt);
+        snprintf(what, sizeof what, "softmax_xent loss, %lld classes", (long long)C);
+        bad += check_bits_nan(what, loss_g, loss_c, (size_t)n);
+        ff_device_free(F.gpu, gz), ff_device_free(F.gpu, gdz), ff_device_free(F.gpu, gloss);
+        ff_device_free(F.gpu, (float *)glab);
+        free(z), free(dz_c), free(loss_c), free(lab), free(dz_g), free(loss_g);
+    }
+    assert_int_equal(bad, 0);
+}
+
 static ff_layer pool_layer(int64_t C, int64_t H, int64_t W, int k, int stride, int pad) {
     ff_layer L = {.name = "pool-test", .op = FF_OP_MAXPOOL, .kh = k, .kw = k, .stride = stride, .pad = pad};
     L.in = (ff_shape){C, H, W};
@@ -1235,11 +1277,11 @@ int main(void) {
     int rc = tu_gpu_or_skip();
     if (rc) return rc;
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(train_forward_equals_run),     cmocka_unit_test(softmax_xent_bits),
-        cmocka_unit_test(relu_maxpool_backward_bits),   cmocka_unit_test(tree_reduce_sgd_gather_bits),
-        cmocka_unit_test(conv_backward_strided_padded), cmocka_unit_test(data_gradients_fast_paths),
-        cmocka_unit_test(train_backward_within_bound),  cmocka_unit_test(backward_reduced_bits),
-        cmocka_unit_test(backward_two_pass_bits),
+        cmocka_unit_test(train_forward_equals_run),    cmocka_unit_test(softmax_xent_bits),
+        cmocka_unit_test(softmax_xent_wide_bits),      cmocka_unit_test(relu_maxpool_backward_bits),
+        cmocka_unit_test(tree_reduce_sgd_gather_bits), cmocka_unit_test(conv_backward_strided_padded),
+        cmocka_unit_test(data_gradients_fast_paths),   cmocka_unit_test(train_backward_within_bound),
+        cmocka_unit_test(backward_reduced_bits),       cmocka_unit_test(backward_two_pass_bits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
