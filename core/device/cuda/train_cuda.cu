@@ -618,39 +618,48 @@ __global__ void k_maxpool_bwd(float *__restrict__ dx, const float *__restrict__ 
 }
 
 // ------------------------------------------------------------------ softmax cross-entropy
-// One thread per image, the CPU's loops as written (sequential max with its NaN rule, sum
-// ascending), every float operation an _rn intrinsic, exp and log in double rounded once to float.
-// For few classes (mnist-cnn's 10) the sequential loops cost nothing next to the backward.
+// The CPU's loops (layers_cpu_backward.c) and their bits: the max with its NaN rule, the exps,
+// their sum ascending, then the loss and the gradient; every float operation an _rn intrinsic, exp
+// and log in double rounded once to float. Two kernels share these formulas and differ only in who
+// computes which element: a thread per image for few classes (mnist-cnn's 10, where the loops cost
+// nothing next to the backward), a warp per image from FF_SOFTMAX_WARP_CLASSES on (the MLP's 512
+// classes: a thread per image left 8 of 132 multiprocessors busy for 0.18 ms a step).
+#define FF_SOFTMAX_WARP_CLASSES 32
+__device__ __forceinline__ float max_rule(float m, float v) {  // the CPU's: NaN wins
+    return v > m || isnan(v) ? v : m;
+}
+__device__ __forceinline__ float softmax_exp(float z, float m) {
+    return (float)exp((double)__fsub_rn(z, m));
+}
+__device__ __forceinline__ float softmax_loss(float sum, float z_label, float m) {
+    return __fsub_rn((float)log((double)sum), __fsub_rn(z_label, m));
+}
+__device__ __forceinline__ float softmax_grad(float e, float sum, bool is_label, float scale) {
+    return __fmul_rn(__fsub_rn(__fdiv_rn(e, sum), is_label ? 1.0f : 0.0f), scale);
+}
+
 __global__ void k_softmax_xent(float *__restrict__ dz, float *__restrict__ loss, const float *__restrict__ z,
                                const int32_t *__restrict__ labels, float scale, long long classes, long long n) {
     FF_GRID_STRIDE(s, n) {
         const float *zs = z + s * classes;
         float *ds = dz + s * classes;
         float m = zs[0];
-        for (long long c = 1; c < classes; c++)
-            if (zs[c] > m || isnan(zs[c])) m = zs[c];
+        for (long long c = 1; c < classes; c++) m = max_rule(m, zs[c]);
         float sum = 0.0f;
         for (long long c = 0; c < classes; c++) {
-            const float e = (float)exp((double)__fsub_rn(zs[c], m));
+            const float e = softmax_exp(zs[c], m);
             ds[c] = e;
             sum = __fadd_rn(sum, e);
         }
         const long long y = labels[s];
-        if (loss) loss[s] = __fsub_rn((float)log((double)sum), __fsub_rn(zs[y], m));
-        for (long long c = 0; c < classes; c++)
-            ds[c] = __fmul_rn(__fsub_rn(__fdiv_rn(ds[c], sum), c == y ? 1.0f : 0.0f), scale);
+        if (loss) loss[s] = softmax_loss(sum, zs[y], m);
+        for (long long c = 0; c < classes; c++) ds[c] = softmax_grad(ds[c], sum, c == y, scale);
     }
 }
 
-// The same bits with a warp per image, for wide rows (the MLP's 512 classes: a thread per image
-// left 8 of 132 multiprocessors busy for 0.18 ms a step, each thread walking its row three times).
-// The max is the same whatever the order (NaN wins, as above; a tie of +0 and -0 may pick the
-// other zero, which no later value can show: z - (+-0) and exp agree). The exps are per element.
-// Only the sum has an order: lane 0 adds the row left to right, as above.
-#define FF_SOFTMAX_WARP_CLASSES 32  // from this many classes on (mnist-cnn's 10 keep a thread each)
-__device__ __forceinline__ float max_rule(float m, float v) {
-    return v > m || isnan(v) ? v : m;
-}
+// A warp per image. The max is the same whatever the order (NaN wins; a tie of +0 and -0 may pick
+// the other zero, which no later value can show: z - (+-0) and exp agree). The exps are per
+// element. Only the sum has an order: lane 0 adds the row left to right, as the CPU does.
 __global__ void k_softmax_xent_warp(float *__restrict__ dz, float *__restrict__ loss, const float *__restrict__ z,
                                     const int32_t *__restrict__ labels, float scale, long long classes, long long n) {
     const int lane = threadIdx.x & 31;
@@ -658,23 +667,21 @@ __global__ void k_softmax_xent_warp(float *__restrict__ dz, float *__restrict__ 
     for (long long s = blockIdx.x * (long long)(blockDim.x / 32) + threadIdx.x / 32; s < n; s += warps) {
         const float *zs = z + s * classes;
         float *ds = dz + s * classes;
+        const long long y = labels[s];
         float m = zs[0];
         for (long long c = 1 + lane; c < classes; c += 32) m = max_rule(m, zs[c]);
 #pragma unroll
         for (int o = 16; o > 0; o /= 2) m = max_rule(m, __shfl_xor_sync(0xffffffffu, m, o));
-        for (long long c = lane; c < classes; c += 32) ds[c] = (float)exp((double)__fsub_rn(zs[c], m));
+        for (long long c = lane; c < classes; c += 32) ds[c] = softmax_exp(zs[c], m);
         __syncwarp();  // orders the lanes' stores before lane 0 reads them
         float sum = 0.0f;
         if (lane == 0) {
 #pragma unroll 8
             for (long long c = 0; c < classes; c++) sum = __fadd_rn(sum, ds[c]);  // loads run ahead
-            const long long y = labels[s];
-            if (loss) loss[s] = __fsub_rn((float)log((double)sum), __fsub_rn(zs[y], m));
+            if (loss) loss[s] = softmax_loss(sum, zs[y], m);
         }
         sum = __shfl_sync(0xffffffffu, sum, 0);
-        const long long y = labels[s];
-        for (long long c = lane; c < classes; c += 32)
-            ds[c] = __fmul_rn(__fsub_rn(__fdiv_rn(ds[c], sum), c == y ? 1.0f : 0.0f), scale);
+        for (long long c = lane; c < classes; c += 32) ds[c] = softmax_grad(ds[c], sum, c == y, scale);
     }
 }
 
