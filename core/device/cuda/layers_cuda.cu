@@ -89,6 +89,63 @@ struct GemmGeom {
 #define FF_TAP_MAX_OFF (1 << FF_TAP_OFF_BITS)
 #define FF_TAP_MAX_RS 16
 
+// The conv tiles' loads, shared by k_gemm and k_conv_x3. The tap table gives kk = (c, r, s) its
+// offset in the input band; a thread always loads the input column pl of the tile (its image and
+// output pixel decoded once) at k rows krow0 + j * (T / BN), and weights at flat positions tid + l T.
+__device__ __forceinline__ void conv_tap_table(int *tab, const GemmGeom &g, int tid, int T) {
+    const int RS = g.R * g.S;
+    for (int kk = tid; kk < g.Kd; kk += T) {
+        const int c = kk / RS, rs = kk - c * RS, r = rs / g.S, s = rs - r * g.S;
+        tab[kk] = (c * g.in_rows * g.W + r * g.W + s) | (r << 24) | (s << 28);
+    }
+}
+
+template <int BM, int BN, int BK, int T>
+struct ConvTileLoads {
+    int pl, krow0, ih0, iw0;
+    bool pvalid;
+    const float *bbase;
+    __device__ __forceinline__ ConvTileLoads(const float *in, const GemmGeom &g, long long p0, int tid)
+        : pl(tid % BN), krow0(tid / BN), ih0(0), iw0(0), bbase(in) {
+        const long long pcol = p0 + pl;
+        pvalid = pcol < g.P;
+        if (pvalid) {
+            const long long img = pcol / g.HWo;
+            const int pix = (int)(pcol - img * g.HWo);
+            const int oh = g.out_lo + pix / g.Wo, ow = pix % g.Wo;
+            ih0 = oh * g.stride - g.pad;
+            iw0 = ow * g.stride - g.pad;
+            bbase = in + img * g.in_img + (long long)(ih0 - g.in_lo) * g.W + iw0;
+        }
+    }
+    // One stage: the w tile transposed into as[BK][AP], the gathered input into bs[BK][BP];
+    // padding taps and elements past M, Kd or P are zero-filled by the copy engine.
+    template <int AP, int BP>
+    __device__ __forceinline__ void load(float *as, float *bs, const float *w, const float *in, const int *tab,
+                                         const GemmGeom &g, int m0, int k0, int tid) const {
+#pragma unroll
+        for (int l = 0; l < BM * BK / T; l++) {
+            const int i = tid + l * T, mm = i / BK, kk = i % BK;
+            const int m = m0 + mm, k = k0 + kk;
+            const bool v = m < g.M && k < g.Kd;
+            cp_async4(as + kk * AP + mm, v ? w + (long long)m * g.Kd + k : w, v);
+        }
+#pragma unroll
+        for (int l = 0; l < BN * BK / T; l++) {
+            const int kk = krow0 + l * (T / BN), k = k0 + kk;
+            bool v = pvalid && k < g.Kd;
+            const float *src = in;
+            if (v) {
+                const int e = tab[k];
+                const int r = (e >> 24) & 15, s = (e >> 28) & 15;
+                v = (unsigned)(ih0 + r) < (unsigned)g.H && (unsigned)(iw0 + s) < (unsigned)g.W;
+                src = bbase + (e & (FF_TAP_MAX_OFF - 1));
+            }
+            cp_async4(bs + kk * BP + pl, v ? src : in, v);
+        }
+    }
+};
+
 template <int BM, int BN, int BK, int STAGES, bool LIN>
 constexpr int gemm_smem_floats() {
     return STAGES * BK * ((BM + 4) + (BN + 4));
@@ -121,28 +178,10 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN 
     out += blockIdx.z * g.zC;
 
     if (!LIN) {
-        const int RS = g.R * g.S;
-        for (int kk = tid; kk < g.Kd; kk += T) {
-            const int c = kk / RS, rs = kk - c * RS, r = rs / g.S, s = rs - r * g.S;
-            tab[kk] = (c * g.in_rows * g.W + r * g.W + s) | (r << 24) | (s << 28);
-        }
+        conv_tap_table(tab, g, tid, T);
         __syncthreads();
     }
-
-    // Conv B loads: this thread always loads column pl, rows krow0 + j * (T / BN).
-    const int pl = tid % BN, krow0 = tid / BN;
-    const long long pcol = p0 + pl;
-    const bool pvalid = pcol < g.P;
-    int ih0 = 0, iw0 = 0;
-    const float *bbase = in;
-    if (!LIN && pvalid) {
-        const long long img = pcol / g.HWo;
-        const int pix = (int)(pcol - img * g.HWo);
-        const int oh = g.out_lo + pix / g.Wo, ow = pix % g.Wo;
-        ih0 = oh * g.stride - g.pad;
-        iw0 = ow * g.stride - g.pad;
-        bbase = in + img * g.in_img + (long long)(ih0 - g.in_lo) * g.W + iw0;
-    }
+    const ConvTileLoads<BM, BN, BK, T> conv(in, g, p0, tid);  // conv only
 
     // LIN loads (T % BK == 0 in every configuration): a thread always copies column kl of rows
     // rl + l * (T / BK) of the w and in tiles; rows are g.ld apart (run_gemm sets it).
@@ -169,26 +208,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN 
                 cp_async4(bs + kl * BP + pp, v ? il + l * lstep + k0 : in, v);
             }
         } else {
-#pragma unroll
-            for (int l = 0; l < BM * BK / T; l++) {
-                const int i = tid + l * T, mm = i / BK, kk = i % BK;
-                const int m = m0 + mm, k = k0 + kk;
-                const bool v = m < g.M && k < g.Kd;
-                cp_async4(as + kk * AP + mm, v ? w + (long long)m * g.Kd + k : w, v);
-            }
-#pragma unroll
-            for (int l = 0; l < BN * BK / T; l++) {
-                const int kk = krow0 + l * (T / BN), k = k0 + kk;
-                bool v = pvalid && k < g.Kd;
-                const float *src = in;
-                if (v) {
-                    const int e = tab[k];
-                    const int r = (e >> 24) & 15, s = (e >> 28) & 15;
-                    v = (unsigned)(ih0 + r) < (unsigned)g.H && (unsigned)(iw0 + s) < (unsigned)g.W;
-                    src = bbase + (e & (FF_TAP_MAX_OFF - 1));
-                }
-                cp_async4(bs + kk * BP + pl, v ? src : in, v);
-            }
+            conv.template load<AP, BP>(as, bs, w, in, tab, g, m0, k0, tid);
         }
     };
 
