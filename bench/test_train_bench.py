@@ -331,6 +331,27 @@ class MlpBenchTest(unittest.TestCase):
             self.assertIn("gate refused: `/bin/false verify --model mlp-small --mode serial` exited 1", r.stderr)
             self.assertFalse(os.path.exists(self.out))
 
+    def test_gate_verifies_the_timed_plan(self):
+        # what is timed is what was verified: a mode's plan flags (--precision, --backend, --conv) go to
+        # its gate, and tf32x3 (training's direct convs) is verified with --conv direct
+        sys.path.insert(0, HERE)
+        import train_bench
+        self.assertEqual(train_bench.plan_flags("--microbatch 8 --precision tf32x3"),
+                         ["--precision", "tf32x3", "--conv", "direct"])
+        self.assertEqual(train_bench.plan_flags("--backend=vendor --lr 0.1"), ["--backend", "vendor"])
+        self.assertEqual(train_bench.plan_flags("--microbatch 8"), [])
+        # a fivefold that passes verify unless asked for tf32x3: the base gate passes, the timed mode's fails
+        fake = os.path.join(self.tmp.name, "fake-tf32x3")
+        with open(fake, "w") as f:
+            f.write('#!/bin/sh\ncase "$*" in *tf32x3*) exit 1 ;; esac\necho "1 passed, 0 failed"\n')
+        os.chmod(fake, 0o755)
+        r = run("--fivefold", fake, "--peers", "eager", "--out", self.out, "--modes", "serial", "--device", "cpu",
+                "--model", "mlp-small", "--mode-args", "serial=--precision tf32x3")
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn(f"gate refused: `{fake} verify --model mlp-small --mode serial --precision tf32x3 --conv direct`"
+                      " exited 1", r.stderr)
+        self.assertFalse(os.path.exists(self.out))
+
     def test_fake_fivefold_gets_mlp_arguments(self):
         fake = os.path.join(self.tmp.name, "fivefold")
         with open(fake, "w") as f:

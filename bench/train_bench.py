@@ -296,17 +296,38 @@ def launcher(a, mode, ranks):
     return shlex.split(a.mpiexec) + ["-n", str(ranks)] if mode in MULTI_RANK else []
 
 
+def plan_flags(extra):
+    """The plan flags among a mode's extra `fivefold train` arguments (--precision, --backend, --conv),
+    for its gate: what is timed is what was verified. Training always runs direct convolutions, so
+    --precision tf32x3 without --conv is verified with --conv direct."""
+    words, out = shlex.split(extra), []
+    for i, w in enumerate(words):
+        for flag in ("--precision", "--backend", "--conv"):
+            if w == flag and i + 1 < len(words):
+                out += [flag, words[i + 1]]
+            elif w.startswith(flag + "="):
+                out += [flag, w.split("=", 1)[1]]
+    if "tf32x3" in out and "--conv" not in out:
+        out += ["--conv", "direct"]
+    return out
+
+
 def gate(a, modes, runner):
     """fivefold verify for the device's base mode and each mode to be timed (of mlp-small for the
     MLPs: the full mlp has no golden); returns the record."""
     base = "cuda" if a.device == "cuda" else "serial"
-    todo = [(base, None)] + list(modes)
+    # the base mode with the default plan, then each timed mode with its own plan flags
+    todo = [(base, None, ())] + [
+        (mode, ranks, tuple(plan_flags(" ".join(x for x in (a.ff_args, a.mode_args_by_label.get(label(mode, ranks), ""))
+                                                if x))))
+        for mode, ranks in modes]
     seen, checks = set(), []
-    for mode, ranks in todo:
-        if (mode, ranks) in seen:
+    for mode, ranks, flags in todo:
+        if (mode, ranks, flags) in seen:
             continue
-        seen.add((mode, ranks))
+        seen.add((mode, ranks, flags))
         argv = launcher(a, mode, ranks) + [a.fivefold, "verify", "--model", GATE_MODEL[a.model], "--mode", mode]
+        argv += list(flags)
         rc, out, err = runner.run(argv, f"gate {label(mode, ranks)}")
         summary = next((ln for ln in reversed(out.splitlines()) if "passed" in ln and "failed" in ln), None)
         checks.append({"mode": label(mode, ranks), "command": shlex.join(argv), "exit": rc, "summary": summary})

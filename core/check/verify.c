@@ -205,7 +205,8 @@ typedef struct {
     bool full_batch, root;
     char prefix[96], tail[96];
     double **A;
-    double prod_rel;        // extra relative error per product (--precision tf32), 0 for float32
+    double prod_rel;        // extra relative error per product (--precision tf32, tf32x3), 0 for float32
+    int k_mult;             // additions per term the dot rules count (FF_TOL_TF32X3_TERMS for tf32x3, else 1)
     int wg[FF_MAX_LAYERS];  // Winograd tile size m per layer (0: a direct dot product), from the plan
     bool has_class;         // the plan has a digest class (own kernels in float32)
     bool stat_model;        // the statistical rule applies (own kernels, float32: known orders)
@@ -287,7 +288,7 @@ static ff_status check_stat(run_ctx *c, ff_verify_row *r, int i, const float *ou
         else
             ff_tol_chain_var_linear(var, NULL, gl->in_f32, c->wt->w[i], c->wt->b[i], L,
                                     c->gpu_split ? ff_linear_split(L->fan_in) : 1, c->n);
-        ff_tol_dot_bounds(bnd, c->A[i], (int64_t)count, L->fan_in + 1, c->prod_rel);
+        ff_tol_dot_bounds(bnd, c->A[i], (int64_t)count, (L->fan_in + 1) * c->k_mult, c->prod_rel);
     }
     if (st == FF_OK) ff_tol_check_stat(&r->stat, out, gl->out_f64, var, bnd, (int64_t)count, inner, L->out.c, !wino);
 out:
@@ -339,7 +340,8 @@ static ff_status run_layer(run_ctx *c, int i) {
                 ff_tol_check_winograd(&r->tol, out, gl->out_f64, c->A[i], (int64_t)count,
                                       ff_winograd_roundings(L, c->wg[i]), ff_winograd_ref_terms(L));
             else
-                ff_tol_check_dot(&r->tol, out, gl->out_f64, c->A[i], (int64_t)count, L->fan_in + 1, c->prod_rel);
+                ff_tol_check_dot(&r->tol, out, gl->out_f64, c->A[i], (int64_t)count, (L->fan_in + 1) * c->k_mult,
+                                 c->prod_rel);
             if (c->stat_model) st = check_stat(c, r, i, out, count);
             if (st != FF_OK) {
                 free(out);
@@ -577,7 +579,8 @@ ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg) {
     ff_weights wt = {0};
     ff_executor *e = NULL;
     double *A[FF_MAX_LAYERS] = {0};
-    run_ctx c = {.cfg = cfg, .m = &m, .g = &g, .wt = &wt, .rep = rep, .re = have_re ? &re : NULL, .n = n, .A = A};
+    run_ctx c = {
+        .cfg = cfg, .m = &m, .g = &g, .wt = &wt, .rep = rep, .re = have_re ? &re : NULL, .n = n, .A = A, .k_mult = 1};
     if (n > g.n) {
         st = FF_FAIL(FF_ERR_INPUT, "--batch %lld: the golden '%s' holds %lld images", (long long)n, path,
                      (long long)g.n);
@@ -616,7 +619,12 @@ ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg) {
         c.cls = plan->digest_class;
         c.has_class = c.cls[0] != 0;
         c.known = ff_golden_find_class(&g, c.cls);
-        c.prod_rel = plan->opt.precision == FF_PRECISION_TF32 ? FF_TOL_TF32_PRODUCT : 0.0;
+        const ff_precision prec = plan->opt.precision;
+        c.prod_rel = prec == FF_PRECISION_TF32     ? FF_TOL_TF32_PRODUCT
+                     : prec == FF_PRECISION_TF32X3 ? FF_TOL_TF32X3_PRODUCT
+                                                   : 0.0;
+        // tf32x3 is taken for every layer (its linear layers are fp32: the bound is only looser there).
+        c.k_mult = prec == FF_PRECISION_TF32X3 ? FF_TOL_TF32X3_TERMS : 1;
         // Own kernels in float32 have known summation orders; the vendor's and tf32 have no model here.
         c.stat_model = plan->opt.backend == FF_BACKEND_OWN && plan->opt.precision == FF_PRECISION_FP32;
         c.gpu_split = plan->device == FF_DEVICE_CUDA;
@@ -627,7 +635,7 @@ ff_status ff_verify_run(ff_verify_report *rep, const ff_verify_config *cfg) {
                          "--record with --backend %s --precision %s: that configuration has no digest class to record "
                          "(expected --backend own --precision fp32)",
                          plan->opt.backend == FF_BACKEND_VENDOR ? "vendor" : "own",
-                         plan->opt.precision == FF_PRECISION_TF32 ? "tf32" : "fp32");
+                         ff_precision_name(plan->opt.precision));
             goto done;
         }
         // Multi-rank: the executor knows the communicator; rows are made on rank 0.

@@ -223,7 +223,7 @@ static ff_status run_peer(peer_result *r, const ff_exec_options *o, const char *
              "%s %s/bench/peer_pytorch.py --model %s --batch %lld --iters %lld --device %s --threads %d "
              "--precision %s%s%s%s 2>/dev/null",
              py, FF_SOURCE_DIR, model, (long long)batch, (long long)iters, gpu ? "cuda" : "cpu",
-             o->mode == FF_MODE_SERIAL ? 1 : 0, o->plan.precision == FF_PRECISION_TF32 ? "tf32" : "fp32", variant_flags,
+             o->mode == FF_MODE_SERIAL ? 1 : 0, ff_precision_name(o->plan.precision), variant_flags,
              gpu && ranks > 1 ? " --nproc " : "", gpu && ranks > 1 ? nproc : "");
     FILE *p = popen(cmd, "r");
     if (!p) return FF_FAIL(FF_ERR_IO, "cannot start the PyTorch peer: %s", cmd);
@@ -285,7 +285,7 @@ static ff_status write_json(const char *path, const bench_args *a, const ff_mode
     ff_json_str(&j, "split", o->split == FF_SPLIT_NONE ? NULL : ff_split_name(o->split));
     ff_json_int(&j, "ranks", ranks);
     ff_json_int(&j, "batch", batch);
-    ff_json_str(&j, "precision", o->plan.precision == FF_PRECISION_TF32 ? "tf32" : "fp32");
+    ff_json_str(&j, "precision", ff_precision_name(o->plan.precision));
     ff_json_str(&j, "backend", o->plan.backend == FF_BACKEND_VENDOR ? "vendor" : "own");
     ff_json_str(&j, "conv", o->plan.conv == FF_CONV_DIRECT ? "direct" : "winograd");
     ff_json_int(&j, "winograd_m", o->plan.winograd_m);

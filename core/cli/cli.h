@@ -91,7 +91,7 @@ typedef struct {
     const char *winograd_m;  // --winograd-m 2|4
     const char *s2d;         // --s2d on|off
     const char *backend;     // --backend own|vendor
-    const char *precision;   // --precision fp32|tf32
+    const char *precision;   // --precision fp32|tf32|tf32x3
     const char *transport;   // --transport nccl|mpi|ipc|auto (direct mode)
     // The communication flags of infer, verify and bench (FF_CLI_EXEC_OPTIONS below):
     const char *comm_timeout;  // --comm-timeout S
@@ -122,9 +122,9 @@ enum {
 // Stores the value of getopt_long's answer c if c is one of the plan flags (true); false otherwise.
 bool ff_cli_plan_arg(ff_cli_plan_args *a, int c, const char *value);
 // The synopsis and the --help lines of the plan flags (every command that takes them prints both).
-#define FF_CLI_PLAN_USAGE                                                                                         \
-    "[--conv direct|winograd] [--winograd-m 2|4] [--s2d on|off] [--backend own|vendor] [--precision fp32|tf32]\n" \
-    "                      [--transport nccl|mpi|ipc|auto]"
+#define FF_CLI_PLAN_USAGE                                                                 \
+    "[--conv direct|winograd] [--winograd-m 2|4] [--s2d on|off] [--backend own|vendor]\n" \
+    "                      [--precision fp32|tf32|tf32x3] [--transport nccl|mpi|ipc|auto]"
 #define FF_CLI_PLAN_HELP                                                                                           \
     "How each layer is computed (the plan; `fivefold info --mode M` prints it). Each GPU choice makes its own\n"   \
     "digest class (gpu for the defaults; gpu-direct, gpu-wg2, gpu-wg4-nos2d, ...), compared with its own\n"        \
@@ -135,7 +135,9 @@ bool ff_cli_plan_arg(ff_cli_plan_args *a, int c, const char *value);
     "  --s2d on|off      strided convs (AlexNet's conv1) as Winograd through space-to-depth: on (default; such\n"  \
     "                    a layer runs whole, never in row bands) or off (direct)\n"                                \
     "  --backend B       own (default) or vendor (cuDNN/cuBLAS in GPU modes: no digest class, tolerance only)\n"   \
-    "  --precision P     fp32 (default) or tf32 (GPU modes, with --backend vendor)\n"                              \
+    "  --precision P     fp32 (default); tf32 (GPU modes, with --backend vendor); tf32x3 (GPU modes, --conv\n"     \
+    "                    direct: own convs on tensor cores, each factor split in two TF32 halves, fp32-class\n"    \
+    "                    error; class gpu-direct-tf32x3)\n"                                                        \
     "  The environment sets the defaults of the first three: FF_CUDA_CONV=direct|winograd, FF_WINOGRAD_M=2|4,\n"   \
     "  FF_CUDA_S2D=0|1; a flag always wins.\n"                                                                     \
     "  --transport T     direct mode: how device buffers travel between ranks: nccl (one GPU per rank; the\n"      \

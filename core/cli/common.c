@@ -425,8 +425,10 @@ ff_status ff_cli_plan_options(ff_plan_options *o, const ff_cli_plan_args *a) {
             o->precision = FF_PRECISION_FP32;
         else if (!strcmp(a->precision, "tf32"))
             o->precision = FF_PRECISION_TF32;
+        else if (!strcmp(a->precision, "tf32x3"))
+            o->precision = FF_PRECISION_TF32X3;
         else
-            return FF_FAIL(FF_ERR_INPUT, "--precision '%s': expected fp32|tf32", a->precision);
+            return FF_FAIL(FF_ERR_INPUT, "--precision '%s': expected fp32|tf32|tf32x3", a->precision);
     }
     return FF_OK;
 }

@@ -133,10 +133,11 @@ static void usage(FILE *f) {
         "                              accuracy per epoch in %%, final loss, digests); written atomically\n"
         "  --verbose                   errors name the source location; say whether digests were checked\n"
         "A step whose loss is NaN or infinite stops training (exit 2); the last checkpoint is kept.\n"
-        "Training always runs fivefold's own direct convolutions in fp32 (--conv direct, the default here;\n"
-        "winograd and --precision tf32 are refused); --backend vendor runs the linear layers through cuBLAS\n"
-        "(fp32) in the GPU modes: another digest class, equal across cuda, hybrid and direct.\n" FF_CLI_PLAN_HELP
-            FF_CLI_EXEC_HELP
+        "Training always runs fivefold's own direct convolutions (--conv direct, the default here; winograd\n"
+        "and --precision tf32 are refused), in fp32, or in the GPU modes with --precision tf32x3 on tensor\n"
+        "cores (forward and data gradients; fp32-class error, its own digest class, equal across cuda,\n"
+        "hybrid and direct); --backend vendor runs the linear layers through cuBLAS (fp32) in the GPU modes:\n"
+        "another digest class, equal across cuda, hybrid and direct.\n" FF_CLI_PLAN_HELP FF_CLI_EXEC_HELP
         "  (--inject-crash and --inject-hang are inference hooks and refused here; training's crash test\n"
         "  is the environment variable FF_TEST_KILL_AFTER_STEP=K: SIGKILL after step K.)\n"
         "Environment, for A/B timing (none changes a bit): FF_TRAIN_GRAPHS=0 every launch eager;\n"

@@ -7,6 +7,10 @@
 
 #include "fivefold/winograd.h"
 
+const char *ff_precision_name(ff_precision p) {
+    return p == FF_PRECISION_TF32 ? "tf32" : p == FF_PRECISION_TF32X3 ? "tf32x3" : "fp32";
+}
+
 const char *ff_device_kind_name(ff_device_kind k) {
     return k == FF_DEVICE_CUDA ? "cuda" : "cpu";
 }
@@ -53,6 +57,16 @@ ff_status ff_plan_build(ff_plan *out, const ff_model *m, ff_device_kind device, 
         return FF_FAIL(FF_ERR_INPUT, "--precision tf32 needs --backend vendor: fivefold's own kernels are fp32 only");
     if (device == FF_DEVICE_CPU && o->backend == FF_BACKEND_VENDOR)
         return FF_FAIL(FF_ERR_INPUT, "--backend vendor: the cpu device has no vendor library (expected --backend own)");
+    if (o->precision == FF_PRECISION_TF32X3) {
+        if (device == FF_DEVICE_CPU)
+            return FF_FAIL(FF_ERR_INPUT, "--precision tf32x3: the cpu device computes in fp32 only (expected fp32)");
+        if (o->backend != FF_BACKEND_OWN)
+            return FF_FAIL(FF_ERR_INPUT,
+                           "--precision tf32x3 runs fivefold's own conv kernels (expected --backend own)");
+        if (o->conv != FF_CONV_DIRECT)
+            return FF_FAIL(FF_ERR_INPUT,
+                           "--precision tf32x3 runs the direct convolutions on tensor cores (expected --conv direct)");
+    }
     out->device = device;
     out->opt = *o;
     out->n_layers = m->n_layers;
@@ -80,7 +94,9 @@ ff_status ff_plan_build(ff_plan *out, const ff_model *m, ff_device_kind device, 
     }
     // The digest class: the CPU reference's bits, or the GPU plan's. The default GPU plan keeps the
     // name the committed goldens record ("gpu"); another plan is its own class.
-    if (o->backend != FF_BACKEND_OWN || o->precision != FF_PRECISION_FP32)
+    if (o->backend == FF_BACKEND_OWN && o->precision == FF_PRECISION_TF32X3)
+        snprintf(out->digest_class, sizeof out->digest_class, "gpu-direct-tf32x3");
+    else if (o->backend != FF_BACKEND_OWN || o->precision != FF_PRECISION_FP32)
         out->digest_class[0] = 0;
     else if (device == FF_DEVICE_CPU)
         snprintf(out->digest_class, sizeof out->digest_class, "cpu");

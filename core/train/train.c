@@ -474,11 +474,11 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     const ff_plan_options *po = &o->exec.plan;
     // --backend vendor is allowed: it runs the linear layers through cuBLAS (fp32) in the GPU modes
     // (the plan refuses it on the cpu device); convolutions are always fivefold's own.
-    if (po->conv != FF_CONV_DIRECT || po->precision != FF_PRECISION_FP32)
+    if (po->conv != FF_CONV_DIRECT || po->precision == FF_PRECISION_TF32)
         return FF_FAIL(FF_ERR_INPUT,
-                       "training runs fivefold's own direct convolutions in fp32 (--conv direct, no tf32): the "
-                       "update changes the weights every step, which Winograd's transformed copies would not "
-                       "follow, and tf32 would change the recipe");
+                       "training runs fivefold's own direct convolutions in fp32 or tf32x3 (--conv direct, no "
+                       "tf32): the update changes the weights every step, which Winograd's transformed copies would "
+                       "not follow, and tf32 would change the recipe");
     ff_status st = FF_OK;
     ff_trainer *t = xcalloc(1, sizeof *t, &st, "the trainer");
     if (!t) return st;

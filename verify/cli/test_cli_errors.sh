@@ -58,7 +58,9 @@ expect 2 "error \\(bad input\\): golden '[^']*truncated.h5': not a readable HDF5
 expect 2 "weights/conv1/w' has shape \(32, 1, 3, 3\): expected \(96, 3, 11, 11\)" -- infer --model alexnet --weights "$tmp/mnist.h5"
 expect 2 "dataset 'input' is missing" -- infer --model mnist-cnn --input "$tmp/mnist.h5"
 expect 2 -- "--inject-fault 'conv9': model mnist-cnn has no such layer" -- infer --model mnist-cnn --inject-fault conv9
-expect 2 -- "--precision 'fp16': expected fp32\|tf32" -- infer --model mnist-cnn --precision fp16
+expect 2 -- "--precision 'fp16': expected fp32\|tf32\|tf32x3" -- infer --model mnist-cnn --precision fp16
+expect 2 -- "--precision tf32x3: the cpu device computes in fp32 only \\(expected fp32\\)" -- infer --model mnist-cnn --mode serial --precision tf32x3
+expect 2 -- "--precision tf32x3: the cpu device computes in fp32 only" -- train --model mlp-small --mode serial --precision tf32x3
 # The plan flags (issue 13): the same parser in infer, verify and info; each bad value is named with
 # what was expected, the environment only sets their defaults (a bad default is refused, naming it).
 expect 2 -- "--conv 'fft': expected direct\|winograd" -- infer --model mnist-cnn --conv fft

@@ -14,6 +14,7 @@
 #include "fivefold/layers_cpu.h"
 #include "fivefold/linear_split.h"
 #include "fivefold/model.h"
+#include "fivefold/tolerance.h"
 #include "fivefold/weights.h"
 #include "fivefold/winograd.h"
 #include "gpu_test_util.h"
@@ -499,6 +500,125 @@ static void fused_relu_and_fault_rule(void **state) {
     ff_weights_free(&wt);
 }
 
+// conv in float64, and A = |b| + sum |w x| per output (the dot rules' absolute sum).
+static void conv_ref_d(double *ref, double *A, const float *x, const float *w, const float *b, const ff_layer *L,
+                       int64_t n) {
+    const int64_t C = L->in.c, H = L->in.h, W = L->in.w, K = L->out.c, Ho = L->out.h, Wo = L->out.w;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t oh = 0; oh < Ho; oh++)
+                for (int64_t ow = 0; ow < Wo; ow++) {
+                    double v = b[k], a = fabs((double)b[k]);
+                    for (int64_t c = 0; c < C; c++)
+                        for (int r = 0; r < L->kh; r++)
+                            for (int q = 0; q < L->kw; q++) {
+                                const int64_t ih = oh * L->stride - L->pad + r, iw = ow * L->stride - L->pad + q;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                const double t = (double)w[((k * C + c) * L->kh + r) * L->kw + q] *
+                                                 (double)x[((i * C + c) * H + ih) * W + iw];
+                                v += t, a += fabs(t);
+                            }
+                    const int64_t o = ((i * K + k) * Ho + oh) * Wo + ow;
+                    ref[o] = v, A[o] = a;
+                }
+}
+
+// Values whose bits below TF32's 10 explicit ones are not zero, all of one sign: (1 + 0.75 2^-11)
+// 2^e (e in -2..2) splits into big = 2^e and small = 0.75 2^-11 2^e exactly. A kernel that leaves
+// out a cross product (w_small x_big or w_big x_small) or runs plain TF32 errs by about 2^-11.4 of
+// every output, far above the tf32x3 bound; the right one errs by about 2^-22.
+static float *low_bits_values(size_t count, uint64_t seed) {
+    float *v = malloc(count * sizeof(float));
+    uint64_t st = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t k = 0; k < count; k++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        v[k] = ldexpf(1.0f + 0.75f * 0x1p-11f, (int)(st >> 61) % 5 - 2);
+    }
+    return v;
+}
+
+// --precision tf32x3 (k_conv_x3): every output within the derived bound (tolerance.h,
+// FF_TOL_TF32X3_PRODUCT with K * FF_TOL_TF32X3_TERMS additions) of the float64 conv, on random
+// signed data and on the low-bits data above, for mnist's two convs and AlexNet's conv1 (stride 4,
+// 11 x 11, Kd = 363: a partial last k-chunk) and conv3 (pad 1, Kd = 2304); the results differ from
+// the fp32 chains (so the tensor cores ran); every tf32x3 tile configuration gives the same bits,
+// and an image computed alone equals the same image in a batch.
+static void conv_tf32x3_within_bound(void **state) {
+    (void)state;
+    struct {
+        const char *model, *layer;
+        int64_t n;
+    } cases[] = {
+        {"mnist-cnn", "conv1", 5}, {"mnist-cnn", "conv2", 3}, {"alexnet", "conv1", 1}, {"alexnet", "conv3", 1}};
+    size_t bad = 0;
+    for (int ci = 0; ci < 4; ci++) {
+        ff_model m;
+        ff_weights wt;
+        assert_int_equal(ff_model_init(&m, cases[ci].model), FF_OK);
+        assert_int_equal(ff_weights_alloc(&wt, &m), FF_OK);
+        ff_weights_generate(&wt, &m, 11);
+        const int i = ff_model_find_layer(&m, cases[ci].layer);
+        const ff_layer *L = &m.layers[i];
+        const int64_t n = cases[ci].n, K = L->fan_in + 1;
+        const size_t nin = numel(L->in, n), nout = numel(L->out, n);
+        const ff_rows rows = ff_rows_full(L);
+        double *ref = malloc(nout * sizeof(double)), *A = malloc(nout * sizeof(double));
+        for (int data = 0; data < 2; data++) {
+            float *x = data ? low_bits_values(nin, 1) : tu_rand(nin, 700 + (uint64_t)ci, 1.0f);
+            float *w = data ? low_bits_values((size_t)L->n_weight, 2) : wt.w[i];
+            float *b = data ? low_bits_values((size_t)L->n_bias, 3) : wt.b[i];
+            conv_ref_d(ref, A, x, w, b, L, n);
+            float *dx = tu_dev_from(x, nin, S), *dy = tu_dev_from(NULL, nout, S);
+            float *dw = tu_dev_from(w, (size_t)L->n_weight, S), *db = tu_dev_from(b, (size_t)L->n_bias, S);
+            ff_gpu_set_conv_math(false);
+            assert_int_equal(ff_gpu_conv2d(dy, dx, dw, db, L, false, &rows, n, S), FF_OK);
+            float *fp32 = tu_host_from(dy, nout, S);
+            ff_gpu_set_conv_math(true);
+            assert_int_equal(ff_gpu_fill(dy, NAN, nout, S), FF_OK);
+            assert_int_equal(ff_gpu_conv2d(dy, dx, dw, db, L, false, &rows, n, S), FF_OK);
+            float *y = tu_host_from(dy, nout, S);
+            size_t over = 0, differ = 0;
+            double worst = 0;
+            for (size_t k = 0; k < nout; k++) {
+                const double bnd = ff_tol_dot_bound_p(A[k], K * FF_TOL_TF32X3_TERMS, FF_TOL_TF32X3_PRODUCT);
+                const double err = fabs((double)y[k] - ref[k]);
+                if (!(err <= bnd)) over++;
+                if (A[k] > 0 && err / A[k] > worst) worst = err / A[k];
+                differ += memcmp(&y[k], &fp32[k], sizeof(float)) != 0;
+            }
+            printf(
+                "  tf32x3 %s.%s %s data, N=%lld: %zu outputs, %zu over the bound, worst |err|/A 2^%.1f, "
+                "%zu differ from fp32\n",
+                m.name, L->name, data ? "low-bits" : "random", (long long)n, nout, over, log2(worst), differ);
+            bad += over;
+            if (differ == 0) bad++;  // the fp32 chains ran: the switch did nothing
+            // every configuration the same bits; image n-1 alone the same as in the batch
+            for (int tile = 0; tile < 6; tile++) {
+                ff_gpu_debug_force_tile(tile);
+                assert_int_equal(ff_gpu_fill(dy, NAN, nout, S), FF_OK);
+                assert_int_equal(ff_gpu_conv2d(dy, dx, dw, db, L, false, &rows, n, S), FF_OK);
+                float *yt = tu_host_from(dy, nout, S);
+                char what[96];
+                snprintf(what, sizeof what, "tf32x3 %s.%s tile %d vs automatic", m.name, L->name, tile);
+                bad += tu_check_ulp(what, yt, y, nout, 0);
+                free(yt);
+            }
+            ff_gpu_debug_force_tile(-1);
+            const size_t in1 = numel(L->in, 1), out1 = numel(L->out, 1);
+            assert_int_equal(ff_gpu_conv2d(dy, dx + (n - 1) * in1, dw, db, L, false, &rows, 1, S), FF_OK);
+            float *y1 = tu_host_from(dy, out1, S);
+            bad += tu_check_ulp("tf32x3 last image alone vs in the batch", y1, y + (n - 1) * out1, out1, 0);
+            ff_gpu_set_conv_math(false);
+            free(y1), free(y), free(fp32), free(x);
+            if (data) free(w), free(b);
+            ff_gpu_free(dx), ff_gpu_free(dy), ff_gpu_free(dw), ff_gpu_free(db);
+        }
+        free(ref), free(A);
+        ff_weights_free(&wt);
+    }
+    assert_int_equal(bad, 0);
+}
+
 // NaN propagates through maxpool and relu as on the CPU (the exact checks would catch a kernel
 // that drops it).
 static void nan_propagates_like_cpu(void **state) {
@@ -586,6 +706,8 @@ static int group_teardown(void **state) {
 int main(void) {
     int rc = tu_gpu_or_skip();
     if (rc) return rc;
+    // FF_TEST_FILTER=PATTERN runs only the matching tests (cmocka's glob), e.g. for a mutant run
+    if (getenv("FF_TEST_FILTER")) cmocka_set_test_filter(getenv("FF_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(checks_fail_on_broken_input),
         cmocka_unit_test(mnist_layers_match_cpu),
@@ -596,6 +718,7 @@ int main(void) {
         cmocka_unit_test(bands_and_subbatches_give_identical_bits),
         cmocka_unit_test(winograd_equals_cpu_emulation),
         cmocka_unit_test(fused_relu_and_fault_rule),
+        cmocka_unit_test(conv_tf32x3_within_bound),
         cmocka_unit_test(nan_propagates_like_cpu),
         cmocka_unit_test(softmax_ties_and_nan_like_cpu),
         cmocka_unit_test(out_of_memory_says_bytes),

@@ -17,6 +17,8 @@
 #           output alone) is refused before anything is allocated, exit 1, once: "--batch B needs
 #           about X GiB of GPU memory for training (Y GiB free of Z GiB ...): the largest that fits
 #           is --batch K"; a batch of 64 (control) trains, and so does the named batch K.
+#   tf32x3  --precision tf32x3: cuda = hybrid = direct (P = 2, 3, 4), unlike fp32's bits, every
+#           step's loss within 1e-4 relative of fp32's and the accuracy within 1 point.
 #   golden  `fivefold verify --mode cuda --model mnist-cnn` passes, including the training
 #           golden's step-1 gradient, loss trajectory and final weights computed on the GPU.
 # Usage: train_gpu.sh CASE   (env FIVEFOLD = the binary, MPIEXEC = mpiexec [and flags], DATA)
@@ -50,6 +52,19 @@ run() {
         cat "$T/$name.txt"
         fail "$name: exit $? ($*)"
     }
+}
+# close FILE_A FILE_B: every step's loss within 1e-4 relative, the last accuracy within 1 point.
+close() {
+    grep -o 'loss [0-9.eE+-]*' "$1" | awk '{print $2}' >"$T/la"
+    grep -o 'loss [0-9.eE+-]*' "$2" | awk '{print $2}' >"$T/lb"
+    [ -s "$T/la" ] && [ "$(wc -l <"$T/la")" = "$(wc -l <"$T/lb")" ] || return 1
+    paste "$T/la" "$T/lb" | awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($2 > 0 ? $2 : 1);
+        if (r > worst) worst = r } END { printf "worst relative loss difference %.2e over %d steps", worst, NR;
+        exit !(worst <= 1e-4) }' || return 1
+    a=$(grep -o 'test accuracy [0-9.]*' "$1" | tail -1 | awk '{print $3}')
+    b=$(grep -o 'test accuracy [0-9.]*' "$2" | tail -1 | awk '{print $3}')
+    printf ", accuracy %s%% vs %s%%" "$a" "$b"
+    awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1) }'
 }
 # 300 images, batch 48 (micro-batches of 8: 6 per step, uneven over 4 ranks), 2 epochs of 7 steps
 # (the last one short), cut at 12 steps: crosses the epoch boundary (a new shuffle, an evaluation).
@@ -128,19 +143,6 @@ cpu)
     run cuda "$F" train --mode cuda $A
     run serial "$F" train --mode serial $A
     run other "$F" train --mode serial $A --lr 0.0101
-    # close FILE_A FILE_B: every step's loss within 1e-4 relative, the last accuracy within 1 point.
-    close() {
-        grep -o 'loss [0-9.eE+-]*' "$1" | awk '{print $2}' >"$T/la"
-        grep -o 'loss [0-9.eE+-]*' "$2" | awk '{print $2}' >"$T/lb"
-        [ -s "$T/la" ] && [ "$(wc -l <"$T/la")" = "$(wc -l <"$T/lb")" ] || return 1
-        paste "$T/la" "$T/lb" | awk '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($2 > 0 ? $2 : 1);
-            if (r > worst) worst = r } END { printf "worst relative loss difference %.2e over %d steps", worst, NR;
-            exit !(worst <= 1e-4) }' || return 1
-        a=$(grep -o 'test accuracy [0-9.]*' "$1" | tail -1 | awk '{print $3}')
-        b=$(grep -o 'test accuracy [0-9.]*' "$2" | tail -1 | awk '{print $3}')
-        printf ", accuracy %s%% vs %s%%" "$a" "$b"
-        awk -v a="$a" -v b="$b" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1) }'
-    }
     msg=$(close "$T/cuda.txt" "$T/serial.txt") || fail "cuda vs serial: $msg"
     echo "cuda vs serial: $msg"
     [ "$(digests "$T/cuda.txt")" != "$(digests "$T/serial.txt")" ] || echo "note: cuda's digests equal serial's"
@@ -165,6 +167,37 @@ oom)
         --log-every 0
     grep -q '^weights digest' "$T/largest.txt" || fail "the named largest batch $K did not train"
     ;;
+tf32x3)
+    # --precision tf32x3 (convs on tensor cores, fp32-class): its own bits, equal across cuda,
+    # hybrid and direct at P = 2 and 4 and over CUDA IPC at P = 3 (the kernel's bits do not
+    # depend on the tile, the batch or the rank); different from fp32's, yet every step's loss
+    # within 1e-4 relative of the fp32 run and the accuracy within 1 point. Controls: another
+    # micro-batch differs; another --lr falls outside the tolerance.
+    A0="$A --log-every 0"
+    run x3 "$F" train --mode cuda $A0 --precision tf32x3
+    REF=$(digests "$T/x3.txt")
+    echo "cuda tf32x3: $REF"
+    [ -n "$REF" ] || fail "cuda tf32x3 printed no digests"
+    for run_ in "hybrid 2" "direct 2" "hybrid 4" "direct 4"; do
+        set -- $run_
+        run "x3$1$2" $MPIEXEC -n $2 "$F" train --mode $1 $A0 --precision tf32x3
+        GOT=$(digests "$T/x3$1$2.txt")
+        echo "$1 P=$2 tf32x3: $GOT"
+        [ "$GOT" = "$REF" ] || fail "$1 P=$2 with tf32x3 differs from cuda"
+    done
+    run x3ipc3 $MPIEXEC -n 3 "$F" train --mode direct --transport ipc $A0 --precision tf32x3
+    [ "$(digests "$T/x3ipc3.txt")" = "$REF" ] || fail "direct P=3 (ipc) with tf32x3 differs from cuda"
+    run x3mb4 "$F" train --mode cuda $A0 --precision tf32x3 --microbatch 4
+    [ "$(digests "$T/x3mb4.txt")" != "$REF" ] || fail "control: another micro-batch gave the same digests"
+    run fp32 "$F" train --mode cuda $A
+    run x3log "$F" train --mode cuda $A --precision tf32x3
+    [ "$(digests "$T/fp32.txt")" != "$REF" ] || fail "tf32x3 gave fp32's digests: the tensor-core convs did not run"
+    msg=$(close "$T/x3log.txt" "$T/fp32.txt") || fail "tf32x3 vs fp32: $msg"
+    echo "tf32x3 vs fp32: $msg"
+    run other "$F" train --mode cuda $A --precision tf32x3 --lr 0.0101
+    if msg=$(close "$T/other.txt" "$T/fp32.txt"); then fail "control (--lr 0.0101) passed the check: $msg"; fi
+    echo "control, tf32x3 --lr 0.0101 vs fp32: outside the tolerance as it must be"
+    ;;
 golden)
     run verify "$F" verify --mode cuda --model mnist-cnn
     grep -E 'mnist-cnn train\[cuda\]' "$T/verify.txt" | head -20
@@ -173,7 +206,7 @@ golden)
     grep -E '^[0-9]+ passed, 0 failed' "$T/verify.txt" || fail "verify: $(grep -E '^[0-9]+ passed' "$T/verify.txt")"
     ;;
 *)
-    fail "unknown case '$CASE' (modes, resume, cpu, oom, golden)"
+    fail "unknown case '$CASE' (modes, resume, cpu, oom, golden, tf32x3)"
     ;;
 esac
 echo "PASS $CASE"

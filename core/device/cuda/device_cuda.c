@@ -119,10 +119,15 @@ typedef struct {
     // (the parameter buffer's layout), NULL in an ordinary backward (a row per group)
     float *tree_into;
     int64_t ones_n;
+    bool conv_x3;  // --precision tf32x3: the convs on tensor cores (gpu.h, ff_gpu_set_conv_math)
 } cuda_device;
 
+// Every op starts here, so the calling thread's conv math (a per-thread switch, like tuning) is
+// this device's before the op launches anything.
 static cuda_device *cuda_of(ff_device *d) {
-    return (cuda_device *)d;
+    cuda_device *c = (cuda_device *)d;
+    ff_gpu_set_conv_math(c->conv_x3);
+    return c;
 }
 
 // ---------------------------------------------------------------- create / destroy
@@ -205,6 +210,8 @@ static ff_status cuda_setup(cuda_device *c, const ff_model *m, const ff_weights 
     const bool vendor = p->opt.backend == FF_BACKEND_VENDOR;
     FF_TRY(ff_gpu_stream_create(&c->main));
     c->stream = c->main;
+    c->conv_x3 = p->opt.precision == FF_PRECISION_TF32X3;
+    ff_gpu_set_conv_math(c->conv_x3);
     if (vendor) FF_TRY(ff_gpu_blas_create(&c->blas, c->stream, p->opt.precision == FF_PRECISION_TF32));
 
     // Weights: one upload of the contiguous buffer (device.c checked its size); per-layer views at

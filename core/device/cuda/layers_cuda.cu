@@ -315,6 +315,137 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN 
     }
 }
 
+// ------------------------------------------------------------------ conv on tensor cores, 3xTF32
+// --precision tf32x3 (docs/ARCHITECTURE.md §9): the same implicit GEMM, loads and tiles as k_gemm,
+// the products on tensor cores with fp32-class accuracy. Each factor is split into two TF32 halves,
+// x = big + small (big = x rounded to TF32's 10 explicit bits, small = the remainder rounded
+// again; x - big - small is below 2^-22 |x|), and w x is taken as three exact TF32 products,
+// w_small x_big + w_big x_small + w_big x_big (the smallest first), accumulated in fp32 by
+// mma.sync m16n8k8; w_small x_small (below 2^-22 |w x|) is left out. The bits are their own class:
+// an output's value depends only on its weights row, its input column, the bias and the fixed
+// sequence of k-chunks of 8 (ascending; the last one zero-padded, never a chunk past Kd), so every
+// tile configuration, batch size and band gives the same bits, as k_gemm's chains do.
+__device__ __forceinline__ void split_tf32(float x, uint32_t &big, uint32_t &small) {
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(big) : "f"(x));
+    const float rest = __fsub_rn(x, __uint_as_float(big));
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(small) : "f"(rest));
+    if (!isfinite(rest)) small = 0;  // x = +-inf: big carries it (inf - inf would make a NaN)
+}
+__device__ __forceinline__ void mma_tf32(float *c, const uint32_t *a, const uint32_t *b) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+template <int BM, int BN, int BK, int STAGES>
+constexpr int x3_smem_floats() {  // rows padded by 8: the fragment reads below hit 32 banks
+    return STAGES * BK * ((BM + 8) + (BN + 8));
+}
+
+// A block of (BM / WM) x (BN / WN) warps; a warp owns a WM x WN tile: (WM / 16) x (WN / 8) mma tiles.
+template <int BM, int BN, int WM, int WN, int BK, int STAGES>
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
+    k_conv_x3(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
+              const float *__restrict__ bias, GemmGeom g, int relu) {
+    constexpr int T = (BM / WM) * (BN / WN) * 32;
+    constexpr int AP = BM + 8, BP = BN + 8;
+    constexpr int MI = WM / 16, NI = WN / 8;
+    static_assert(WM % 16 == 0 && WN % 8 == 0 && BK % 8 == 0, "mma tiles");
+    static_assert(T % BN == 0 && (BK * BN) % T == 0 && (BK * BM) % T == 0, "tile/thread mismatch");
+    extern __shared__ __align__(16) float smem[];
+    float *As = smem;                           // [STAGES][BK][AP]: w tile, transposed
+    float *Bs = As + STAGES * BK * AP;          // [STAGES][BK][BP]: gathered input tile
+    int *tab = (int *)(Bs + STAGES * BK * BP);  // [Kd] conv taps
+
+    const int tid = threadIdx.x;
+    const int m0 = blockIdx.y * BM;
+    const long long p0 = (long long)blockIdx.x * BN;
+    conv_tap_table(tab, g, tid, T);
+    __syncthreads();
+    const ConvTileLoads<BM, BN, BK, T> conv(in, g, p0, tid);
+
+    const int warp = tid / 32, lane = tid % 32, gq = lane >> 2, tq = lane & 3;
+    const int wm0 = (warp % (BM / WM)) * WM, wn0 = (warp / (BM / WM)) * WN;
+    // acc[mi][ni]: rows wm0 + mi*16 + gq (+8 for [2], [3]), columns wn0 + ni*8 + 2 tq (+1 for [1], [3]).
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++) {
+        const int m = m0 + wm0 + mi * 16 + gq;
+        const float b0 = bias && m < g.M ? bias[m] : 0.0f, b8 = bias && m + 8 < g.M ? bias[m + 8] : 0.0f;
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++) acc[mi][ni][0] = acc[mi][ni][1] = b0, acc[mi][ni][2] = acc[mi][ni][3] = b8;
+    }
+
+    const int ntiles = (g.Kd + BK - 1) / BK;
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; s++) {
+        if (s < ntiles) conv.template load<AP, BP>(As + s * BK * AP, Bs + s * BK * BP, w, in, tab, g, m0, s * BK, tid);
+        cp_async_commit();
+    }
+    for (int t = 0; t < ntiles; t++) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // stage t is visible to all; stage t-1 is no longer being read
+        {
+            const int tn = t + STAGES - 1, sn = tn % STAGES;
+            if (tn < ntiles)
+                conv.template load<AP, BP>(As + sn * BK * AP, Bs + sn * BK * BP, w, in, tab, g, m0, tn * BK, tid);
+            cp_async_commit();
+        }
+        const float *as = As + (t % STAGES) * BK * AP;
+        const float *bs = Bs + (t % STAGES) * BK * BP;
+        // k-chunks of 8 up to the last one holding a term (a chunk past Kd is never added)
+        const int chunks = min(BK, g.Kd - t * BK + 7) / 8;
+#pragma unroll
+        for (int c8 = 0; c8 < BK / 8; c8++) {
+            if (c8 >= chunks) break;
+            uint32_t ab[MI][4], al[MI][4], bb[NI][2], bl[NI][2];
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+                const float *a = as + (c8 * 8 + tq) * AP + wm0 + mi * 16 + gq;
+                split_tf32(a[0], ab[mi][0], al[mi][0]);           // (row gq,     k tq)
+                split_tf32(a[8], ab[mi][1], al[mi][1]);           // (row gq + 8, k tq)
+                split_tf32(a[4 * AP], ab[mi][2], al[mi][2]);      // (row gq,     k tq + 4)
+                split_tf32(a[4 * AP + 8], ab[mi][3], al[mi][3]);  // (row gq + 8, k tq + 4)
+            }
+#pragma unroll
+            for (int ni = 0; ni < NI; ni++) {
+                const float *b = bs + (c8 * 8 + tq) * BP + wn0 + ni * 8 + gq;
+                split_tf32(b[0], bb[ni][0], bl[ni][0]);       // (k tq,     column gq)
+                split_tf32(b[4 * BP], bb[ni][1], bl[ni][1]);  // (k tq + 4, column gq)
+            }
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                for (int ni = 0; ni < NI; ni++) {
+                    mma_tf32(acc[mi][ni], al[mi], bb[ni]);
+                    mma_tf32(acc[mi][ni], ab[mi], bl[ni]);
+                    mma_tf32(acc[mi][ni], ab[mi], bb[ni]);
+                }
+        }
+    }
+    cp_async_wait<0>();
+
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int m = m0 + wm0 + mi * 16 + gq + h * 8;
+            if (m >= g.M) continue;
+#pragma unroll
+            for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+                for (int q = 0; q < 2; q++) {
+                    const long long p = p0 + wn0 + ni * 8 + 2 * tq + q;
+                    if (p >= g.P) continue;
+                    const long long img = p / g.HWo, pix = p - img * g.HWo;
+                    const float v = acc[mi][ni][h * 2 + q];
+                    out[img * g.out_img + (long long)m * g.HWo + pix] = relu ? relu_f(v) : v;
+                }
+        }
+}
+
 // ------------------------------------------------------------------ small-batch linear (GEMV)
 #define GV_KT 128  // reduction columns per stage
 #define GV_ST 6    // stages in flight (weights stream from HBM: keep many bytes in flight)
@@ -431,6 +562,15 @@ __global__ void __launch_bounds__(GV_T)
 #define CFG_15 16, 32, 2, 2, 32, 8  // 128 threads
 #define CFG_16 32, 32, 2, 2, 32, 8  // 256 threads
 enum { TILE_GEMV = 3, N_TILES = 17 };
+// --precision tf32x3's conv configurations (k_conv_x3): BM, BN, WM, WN, BK, STAGES.
+#define X3CFG_0 64, 128, 32, 32, 32, 3   // 256 threads
+#define X3CFG_1 64, 64, 32, 32, 32, 4    // 128 threads
+#define X3CFG_2 32, 128, 32, 32, 32, 3   // 128 threads: 32 output channels
+#define X3CFG_3 32, 64, 16, 32, 32, 4    // 128 threads
+#define X3CFG_4 128, 128, 64, 32, 16, 3  // 256 threads: AlexNet's wide layers
+#define X3CFG_5 128, 64, 32, 32, 16, 4   // 256 threads
+#define FF_FOR_EACH_X3(X) X(0) X(1) X(2) X(3) X(4) X(5)
+enum { N_X3 = 6 };
 
 // Threads (gpu.h, ff_gpu_set_tuning): several threads may launch at once, each on its own device
 // and stream (the loopback transport's simulated ranks share one GPU). The tuning switch and the
@@ -439,6 +579,10 @@ enum { TILE_GEMV = 3, N_TILES = 17 };
 // tile is a test hook, set while no other thread launches.
 static int g_force_tile = -1;
 static thread_local bool g_tuning = false;
+static thread_local bool g_conv_x3 = false;  // ff_gpu_set_conv_math: the calling thread's convs
+extern "C" void ff_gpu_set_conv_math(bool tf32x3) {
+    g_conv_x3 = tf32x3;
+}
 extern "C" void ff_gpu_debug_force_tile(int tile) {
     g_force_tile = tile;
 }
@@ -477,6 +621,10 @@ extern "C" ff_status ff_gpu_kernels_init(void) {
     FF_TRY((set_smem_limit<CFG_##i, true>()));
     FF_FOR_EACH_CFG(FF_SET_LIMIT)
 #undef FF_SET_LIMIT
+#define FF_SET_LIMIT_X3(i) \
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_conv_x3<X3CFG_##i>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    FF_FOR_EACH_X3(FF_SET_LIMIT_X3)
+#undef FF_SET_LIMIT_X3
     FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)(GV_SMEM_FLOATS * sizeof(float))));
     FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -517,12 +665,42 @@ static ff_status launch_cfg(int cfg, float *out, const float *in, const float *w
     return FF_FAIL(FF_ERR_INTERNAL, "GEMM configuration %d does not exist", cfg);
 }
 
+template <int BM, int BN, int WM, int WN, int BK, int STAGES>
+static ff_status launch_x3(float *out, const float *in, const float *w, const float *b, const GemmGeom &g, bool relu,
+                           cudaStream_t s) {
+    const long long gx = (g.P + BN - 1) / BN;
+    const int gy = (g.M + BM - 1) / BM;
+    if (g.batch > 1) return FF_FAIL(FF_ERR_INTERNAL, "k_conv_x3 runs one problem (batch %d)", g.batch);
+    if (gx > 0x7fffffffLL || gy > 65535)
+        return FF_FAIL(FF_ERR_INPUT, "conv grid %lld x %d too large (M=%d, P=%lld)", gx, gy, g.M, g.P);
+    const size_t smem = x3_smem_floats<BM, BN, BK, STAGES>() * sizeof(float) + (size_t)g.Kd * sizeof(int);
+    if (smem > 200 * 1024)
+        return FF_FAIL(FF_ERR_INPUT, "conv reduction length %d needs %zu bytes of shared memory; at most %d supported",
+                       g.Kd, smem, 200 * 1024);
+    k_conv_x3<BM, BN, WM, WN, BK, STAGES>
+        <<<dim3((unsigned)gx, (unsigned)gy), (BM / WM) * (BN / WN) * 32, smem, s>>>(out, in, w, b, g, relu ? 1 : 0);
+    FF_LAUNCH_CHECK("k_conv_x3");
+    return FF_OK;
+}
+
+static ff_status launch_x3_cfg(int cfg, float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
+                               bool relu, cudaStream_t s) {
+    switch (cfg) {
+#define FF_CASE(i) \
+    case i: return launch_x3<X3CFG_##i>(out, in, w, b, g, relu, s);
+        FF_FOR_EACH_X3(FF_CASE)
+#undef FF_CASE
+    }
+    return FF_FAIL(FF_ERR_INTERNAL, "tf32x3 conv configuration %d does not exist", cfg);
+}
+
 // Shape -> configuration: a small cache filled by the tuner (ff_gpu_set_tuning), consulted first.
 // Shared by every thread; g_tuned_mu guards it (held for the lookup or the insertion only, never
 // while timing: a tuning run synchronises with the GPU).
+typedef enum { KIND_CONV, KIND_LIN, KIND_CONV_X3 } gemm_kind;  // the kernels a shape is tuned for
 typedef struct {
     GemmGeom g;
-    bool lin;
+    gemm_kind kind;
     int cfg;
 } tuned_entry;
 #define FF_TUNE_CACHE 128
@@ -530,26 +708,26 @@ static tuned_entry g_tuned[FF_TUNE_CACHE];
 static int g_n_tuned = 0;
 static std::mutex g_tuned_mu;
 
-static int find_tuned_locked(const GemmGeom &g, bool lin) {
+static int find_tuned_locked(const GemmGeom &g, gemm_kind kind) {
     for (int i = 0; i < g_n_tuned; i++)
-        if (g_tuned[i].lin == lin && memcmp(&g_tuned[i].g, &g, sizeof g) == 0) return g_tuned[i].cfg;
+        if (g_tuned[i].kind == kind && memcmp(&g_tuned[i].g, &g, sizeof g) == 0) return g_tuned[i].cfg;
     return -1;
 }
 
-static int find_tuned(const GemmGeom &g, bool lin) {
+static int find_tuned(const GemmGeom &g, gemm_kind kind) {
     std::lock_guard<std::mutex> lock(g_tuned_mu);
-    return find_tuned_locked(g, lin);
+    return find_tuned_locked(g, kind);
 }
 
 // Records `cfg` for the shape unless another thread tuned it meanwhile: then *cfg becomes that
 // thread's choice, so every thread (and every graph captured later) uses one choice per shape.
-static void remember_tuned(int *cfg, const GemmGeom &g, bool lin) {
+static void remember_tuned(int *cfg, const GemmGeom &g, gemm_kind kind) {
     std::lock_guard<std::mutex> lock(g_tuned_mu);
-    const int had = find_tuned_locked(g, lin);
+    const int had = find_tuned_locked(g, kind);
     if (had >= 0)
         *cfg = had;
     else if (g_n_tuned < FF_TUNE_CACHE)
-        g_tuned[g_n_tuned++] = tuned_entry{g, lin, *cfg};
+        g_tuned[g_n_tuned++] = tuned_entry{g, kind, *cfg};
 }
 
 // Without a tuned entry: the largest tile that still gives about one block per multiprocessor.
@@ -562,22 +740,24 @@ static int heuristic_cfg(const GemmGeom &g) {
 
 static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 
-// Times every configuration on the real buffers (each writes the same bits) and keeps the fastest.
-template <bool LIN>
-static ff_status tune(int *best, float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
-                      bool relu, cudaStream_t s) {
+// Times every configuration on the real buffers (each writes the same bits) and keeps the fastest;
+// launch(cfg) runs configuration cfg of the kernel `kind`.
+template <typename Launch>
+static ff_status tune(int *best, int fallback, const int *cfgs, int ncfgs, Launch launch, const GemmGeom &g,
+                      gemm_kind kind, cudaStream_t s) {
     cudaEvent_t e0, e1;
     FF_CUDA_CHECK(cudaEventCreate(&e0));
     FF_CUDA_CHECK(cudaEventCreate(&e1));
     float best_ms = 1e30f;
-    *best = heuristic_cfg(g);
-    for (int c : g_cfgs) {
-        if (launch_cfg<LIN>(c, out, in, w, b, g, relu, s) != FF_OK) {  // does not fit: skip it
+    *best = fallback;
+    for (int i = 0; i < ncfgs; i++) {
+        const int c = cfgs[i];
+        if (launch(c) != FF_OK) {  // does not fit: skip it
             ff_clear_error();
             continue;
         }
         FF_CUDA_CHECK(cudaEventRecord(e0, s));
-        for (int r = 0; r < 2; r++) FF_TRY(launch_cfg<LIN>(c, out, in, w, b, g, relu, s));
+        for (int r = 0; r < 2; r++) FF_TRY(launch(c));
         FF_CUDA_CHECK(cudaEventRecord(e1, s));
         FF_CUDA_CHECK(cudaEventSynchronize(e1));
         float ms = 0;
@@ -586,8 +766,30 @@ static ff_status tune(int *best, float *out, const float *in, const float *w, co
     }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
-    remember_tuned(best, g, LIN);
+    remember_tuned(best, g, kind);
     return FF_OK;
+}
+
+static const int g_x3_cfgs[] = {0, 1, 2, 3, 4, 5};
+
+// A conv in --precision tf32x3 (k_conv_x3): the tuned configuration, else 64 x 128 tiles (32 x 128
+// for layers of at most 32 output channels).
+static ff_status run_x3(float *out, const float *in, const float *w, const float *b, const GemmGeom &g, bool relu,
+                        cudaStream_t s) {
+    int cfg;
+    if (g_force_tile >= 0)
+        cfg = g_force_tile % N_X3;
+    else if ((cfg = find_tuned(g, KIND_CONV_X3)) < 0) {
+        const int fallback = g.M <= 32 ? 2 : 0;
+        if (g_tuning)
+            FF_TRY(tune(
+                &cfg, fallback, g_x3_cfgs, N_X3, [&](int c) { return launch_x3_cfg(c, out, in, w, b, g, relu, s); }, g,
+                KIND_CONV_X3, s));
+        else
+            cfg = fallback;
+    }
+    g_last_tile = cfg;
+    return launch_x3_cfg(cfg, out, in, w, b, g, relu, s);
 }
 
 template <bool LIN>
@@ -601,9 +803,12 @@ static ff_status run_gemm(float *out, const float *in, const float *w, const flo
     int cfg;
     if (g_force_tile >= 0 && g_force_tile < N_TILES && g_force_tile != TILE_GEMV) {
         cfg = g_force_tile;
-    } else if ((cfg = find_tuned(g, LIN)) < 0) {
+    } else if ((cfg = find_tuned(g, LIN ? KIND_LIN : KIND_CONV)) < 0) {
         if (g_tuning)
-            FF_TRY(tune<LIN>(&cfg, out, in, w, b, g, relu, s));
+            FF_TRY(tune(
+                &cfg, heuristic_cfg(g), g_cfgs, (int)(sizeof g_cfgs / sizeof g_cfgs[0]),
+                [&](int c) { return launch_cfg<LIN>(c, out, in, w, b, g, relu, s); }, g, LIN ? KIND_LIN : KIND_CONV,
+                s));
         else
             cfg = heuristic_cfg(g);
     }
@@ -643,6 +848,7 @@ extern "C" ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, 
     g.in_img = (long long)(L->in.c * in_rows * L->in.w);
     g.out_img = (long long)g.M * g.HWo;
     FF_TRY(check_int(L->out.c * out_rows * L->out.w, "conv output per image"));
+    if (g_conv_x3) return run_x3(out, in, w, b, g, relu, ff_cu_stream(s));
     return run_gemm<false>(out, in, w, b, g, relu, ff_cu_stream(s));
 }
 

@@ -193,6 +193,11 @@ ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, cons
 // uses). Ranks tuning at the same time on one GPU time each other's work too: the choice may be
 // slower than it could be, never different in value (every configuration gives the same bits).
 void ff_gpu_set_tuning(bool on);
+// --precision tf32x3 for the calling thread's convolutions (ff_gpu_conv2d, and the data gradients
+// that run through it): tensor cores with each factor split into two TF32 halves (layers_cuda.cu
+// states the products and the order), their own bits; false: the fp32 FMA chains. Per thread like
+// the tuning switch: the cuda device sets its plan's choice at the start of each op.
+void ff_gpu_set_conv_math(bool tf32x3);
 // Test hook: force configuration `tile` (0 .. ff_gpu_debug_tile_count()-1; 3 is the small-batch
 // linear GEMV path, used where it applies); -1 restores the automatic choice. Tests only:
 // process-wide, set it while no other thread launches kernels.

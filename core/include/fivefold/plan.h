@@ -19,7 +19,11 @@ extern "C" {
 
 typedef enum { FF_DEVICE_CPU, FF_DEVICE_CUDA } ff_device_kind;
 typedef enum { FF_BACKEND_OWN, FF_BACKEND_VENDOR } ff_backend;  // vendor: cuBLAS/cuDNN
-typedef enum { FF_PRECISION_FP32, FF_PRECISION_TF32 } ff_precision;
+// fp32: float32 FMA chains (own kernels) or fp32 math (vendor). tf32: the vendor's TF32 tensor cores.
+// tf32x3: own direct convolutions on tensor cores with each factor split into two TF32 halves
+// (fp32-class accuracy, its own digest class gpu-direct-tf32x3; linear layers stay fp32).
+typedef enum { FF_PRECISION_FP32, FF_PRECISION_TF32, FF_PRECISION_TF32X3 } ff_precision;
+const char *ff_precision_name(ff_precision p);  // "fp32", "tf32", "tf32x3"
 typedef enum { FF_CONV_DIRECT, FF_CONV_WINOGRAD } ff_conv_alg;
 
 const char *ff_device_kind_name(ff_device_kind k);  // "cpu", "cuda"

@@ -35,6 +35,13 @@ extern "C" {
 // mantissa bits, unit roundoff 2^-11, then accumulate in float32): each product w x carries an extra
 // relative error up to (1 + 2^-11)^2 - 1. 0 for float32 products. The dot rules take it as prod_rel.
 #define FF_TOL_TF32_PRODUCT ((1.0 + 0x1p-11) * (1.0 + 0x1p-11) - 1.0)
+// --precision tf32x3 (layers_cuda.cu, k_conv_x3): x = big + small + e with |e| <= 2^-22 |x|, and
+// w x taken as w_small x_big + w_big x_small + w_big x_big; what is left out (w_small x_small, and
+// e times the rest on either side) is below 3 * 2^-22 (1 + 2^-10) |w x|. Each term is then three
+// exact partial products added by the tensor cores, which may truncate instead of rounding:
+// gamma_3K(2u) = gamma_6K(u), so the dot rules take K * FF_TOL_TF32X3_TERMS.
+#define FF_TOL_TF32X3_PRODUCT (3.0 * 0x1p-22 * (1.0 + 0x1p-10))
+#define FF_TOL_TF32X3_TERMS 6
 
 // gamma_k = k u / (1 - k u); +inf when k u >= 1 (no bound).
 double ff_tol_gamma(int64_t k, double u);
