@@ -53,14 +53,14 @@ run() {
         fail "$name: exit $? ($*)"
     }
 }
-# close FILE_A FILE_B: every step's loss within 1e-4 relative, the last accuracy within 1 point.
+# close FILE_A FILE_B [REL]: every step's loss within REL (1e-4) relative, the last accuracy within 1 point.
 close() {
     grep -o 'loss [0-9.eE+-]*' "$1" | awk '{print $2}' >"$T/la"
     grep -o 'loss [0-9.eE+-]*' "$2" | awk '{print $2}' >"$T/lb"
     [ -s "$T/la" ] && [ "$(wc -l <"$T/la")" = "$(wc -l <"$T/lb")" ] || return 1
     paste "$T/la" "$T/lb" | awk -v tol="${3:-1e-4}" '{ d = $1 - $2; if (d < 0) d = -d; r = d / ($2 > 0 ? $2 : 1);
         if (r > worst) worst = r } END { printf "worst relative loss difference %.2e over %d steps", worst, NR;
-        exit !(worst <= 1e-4) }' || return 1
+        exit !(worst <= tol) }' || return 1
     a=$(grep -o 'test accuracy [0-9.]*' "$1" | tail -1 | awk '{print $3}')
     b=$(grep -o 'test accuracy [0-9.]*' "$2" | tail -1 | awk '{print $3}')
     printf ", accuracy %s%% vs %s%%" "$a" "$b"

@@ -569,8 +569,12 @@ enum { TILE_GEMV = 3, N_TILES = 17 };
 #define X3CFG_3 32, 64, 16, 32, 32, 4    // 128 threads
 #define X3CFG_4 128, 128, 64, 32, 16, 3  // 256 threads: AlexNet's wide layers
 #define X3CFG_5 128, 64, 32, 32, 16, 4   // 256 threads
-#define FF_FOR_EACH_X3(X) X(0) X(1) X(2) X(3) X(4) X(5)
-enum { N_X3 = 6 };
+// Shallow stages, small shared memory: more blocks per multiprocessor for short reductions
+// (mnist's conv2, Kd = 288, is bound by its loads' latency, not by the products).
+#define X3CFG_6 64, 64, 32, 32, 16, 3  // 128 threads
+#define X3CFG_7 64, 64, 32, 16, 16, 4  // 256 threads
+#define FF_FOR_EACH_X3(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+enum { N_X3 = 8 };
 
 // Threads (gpu.h, ff_gpu_set_tuning): several threads may launch at once, each on its own device
 // and stream (the loopback transport's simulated ranks share one GPU). The tuning switch and the
@@ -770,7 +774,7 @@ static ff_status tune(int *best, int fallback, const int *cfgs, int ncfgs, Launc
     return FF_OK;
 }
 
-static const int g_x3_cfgs[] = {0, 1, 2, 3, 4, 5};
+static const int g_x3_cfgs[] = {0, 1, 2, 3, 4, 5, 6, 7};
 
 // A conv in --precision tf32x3 (k_conv_x3): the tuned configuration, else 64 x 128 tiles (32 x 128
 // for layers of at most 32 output channels).
