@@ -36,6 +36,8 @@
 #include <atomic>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "fivefold/gpu.h"
 #include "train_rules.cuh"
@@ -342,6 +344,40 @@ __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ pa
             const int k = k0 + ty * WG_TM + i;
             if (k < g.K) pi[(long long)g.K * g.CRS + k] = bacc[i];
         }
+}
+
+// The same per-image partials for layers with few columns (C*R*S below a tile's WG_BN: mnist's
+// conv1, C*R*S = 9), one thread per chain: (image, k, e) for e < CRS, (image, k) for the bias. The
+// tiled kernel gives such a layer one block per image that fills a tenth of its tile and runs its
+// Q positions one stage after the other (43 stages for conv1: about 40 us of latency at batch 64);
+// here every chain runs at once. The bits are the tiled kernel's: acc = fma(dy, x, acc) over q
+// ascending from +0 (a padding tap's x is 0, as the tiled kernel's zero-filled copy), and the
+// bias chain adds the dy values in the same order.
+__global__ void k_conv_wgrad_chain(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x,
+                                   WgradGeom g, long long total) {
+    FF_GRID_STRIDE(t, total) {
+        const int e = (int)(t % (g.CRS + 1));
+        const int k = (int)(t / (g.CRS + 1) % g.K);
+        const long long img = g.img0 + t / ((long long)(g.CRS + 1) * g.K);
+        const float *dyk = dy + (img * g.K + k) * (long long)g.Q;
+        float acc = 0.0f;
+        if (e == g.CRS) {
+            for (int q = 0; q < g.Q; q++) acc = __fadd_rn(acc, dyk[q]);
+            part[img * g.PW + (long long)g.K * g.CRS + k] = acc;
+            continue;
+        }
+        const int RS = g.R * g.S, c = e / RS, r = (e - c * RS) / g.S, s = e - c * RS - r * g.S;
+        const float *xc = x + (img * g.C + c) * (long long)g.H * g.W;
+        int oh = 0, ow = 0;
+#pragma unroll 4
+        for (int q = 0; q < g.Q; q++) {
+            const int ih = oh * g.stride - g.pad + r, iw = ow * g.stride - g.pad + s;
+            const float xv = (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W ? xc[ih * g.W + iw] : 0.0f;
+            acc = __fmaf_rn(dyk[q], xv, acc);
+            if (++ow == g.Wo) ow = 0, oh++;
+        }
+        part[img * g.PW + (long long)k * g.CRS + e] = acc;
+    }
 }
 
 // Group sums of the per-image partials, one thread per (group, element): row g of an element is
@@ -846,13 +882,23 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
     const long long gx = (g.CRS + WG_BN - 1) / WG_BN, gy = (g.K + WG_BM - 1) / WG_BM;
     if (gx > 0x7fffffffLL || gy > 65535)
         return FF_FAIL(FF_ERR_INPUT, "%s weight gradient: grid %lld x %lld too large", L->name, gx, gy);
-    // One block row of images per launch, at most 65535 images each (the grid's z limit); the
-    // partials of an image do not depend on which launch computes them.
-    for (long long i0 = 0; i0 < n; i0 += 65535) {
-        const long long nz = n - i0 < 65535 ? n - i0 : 65535;
-        g.img0 = i0;
-        k_conv_wgrad_part<<<dim3((unsigned)gx, (unsigned)gy, (unsigned)nz), WG_T, 0, st>>>(part, dy, x, g);
-        FF_LAUNCH_CHECK("k_conv_wgrad_part");
+    // Few columns: a thread per chain (k_conv_wgrad_chain, the same bits); FF_WGRAD_TILED=1 (a test
+    // hook) keeps the tiled kernel for every layer.
+    const char *tiled = getenv("FF_WGRAD_TILED");
+    if (g.CRS < WG_BN && !(tiled && !strcmp(tiled, "1"))) {
+        g.img0 = 0;
+        const long long chains = n * g.K * (long long)(g.CRS + 1);
+        k_conv_wgrad_chain<<<train_blocks(chains), FF_TRAIN_THREADS, 0, st>>>(part, dy, x, g, chains);
+        FF_LAUNCH_CHECK("k_conv_wgrad_chain");
+    } else {
+        // One block row of images per launch, at most 65535 images each (the grid's z limit); the
+        // partials of an image do not depend on which launch computes them.
+        for (long long i0 = 0; i0 < n; i0 += 65535) {
+            const long long nz = n - i0 < 65535 ? n - i0 : 65535;
+            g.img0 = i0;
+            k_conv_wgrad_part<<<dim3((unsigned)gx, (unsigned)gy, (unsigned)nz), WG_T, 0, st>>>(part, dy, x, g);
+            FF_LAUNCH_CHECK("k_conv_wgrad_part");
+        }
     }
     const long long ngroups = (n + group - 1) / group, total = ngroups * g.PW;
     k_conv_wgrad_sum<<<train_blocks(total), FF_TRAIN_THREADS, 0, st>>>(dw, db, grad_stride, part, KCRS, g.PW, n, group,
