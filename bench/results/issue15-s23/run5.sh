@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Session 23, GPU call 5 (two H200s): the weight gradient of layers with few columns (mnist's conv1,
+# Session 23, GPU calls 5 and 6 (one H200): the weight gradient of layers with few columns (mnist's conv1,
 # C*R*S = 9) a thread per chain (k_conv_wgrad_chain) instead of one tiled block per image: the
 # unit test (chain = tiled, bit for bit) and a mutant of the kernel (the bias chain skips its first
 # position) shown failing it; the same training run on the commit before (base) and this one, each
 # twice, digests compared (they must be equal), kernel traces of both at batch 64; train_gpu.sh
 # modes; train_bench cuda against PyTorch's graph.
+# Call 5 ran the first version (chains reading global memory: bits equal, 75 us, slower); call 6
+# the block-per-image version staging dy and x in shared memory (the same script).
 # Usage: bash bench/results/issue15-s23/run5.sh OUTDIR   (carry .deps, .ff-source-commit, .data-mid)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
