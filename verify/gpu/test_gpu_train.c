@@ -987,46 +987,6 @@ static void conv_backward_strided_padded(void **state) {
     assert_int_equal(bad_g[0] + bad_g[1] + bad_c + gap + bad_dg + bad_dc + bad_dw, 0);
 }
 
-// Layers with few columns (C*R*S < 32: mnist's conv1, and the 3x3/2 pad-1 layer above) run their
-// weight gradients a thread per chain (k_conv_wgrad_chain); FF_WGRAD_TILED=1 forces the tiled
-// kernel. The per-image partials and so the group rows must be the same bits either way (7
-// images in groups of 3, some dy exactly 0, padding taps on the second layer).
-static void conv_wgrad_chain_equals_tiled(void **state) {
-    (void)state;
-    ff_layer layers[2] = {
-        {.name = "conv1-like", .op = FF_OP_CONV2D, .out_c = 32, .kh = 3, .kw = 3, .stride = 1, .pad = 0},
-        {.name = "conv-3x3/2-pad1", .op = FF_OP_CONV2D, .out_c = 4, .kh = 3, .kw = 3, .stride = 2, .pad = 1},
-    };
-    layers[0].in = (ff_shape){1, 28, 28}, layers[0].out = (ff_shape){32, 26, 26};
-    layers[1].in = (ff_shape){3, 9, 9}, layers[1].out = (ff_shape){4, 5, 5};
-    size_t bad = 0;
-    for (int li = 0; li < 2; li++) {
-        ff_layer *L = &layers[li];
-        L->n_weight = L->out_c * L->in.c * 9, L->n_bias = L->out_c, L->fan_in = L->in.c * 9, L->param_index = 0;
-        const int64_t n = 7, group = 3, ng = 3, nx = n * ff_shape_numel(L->in), ny = n * ff_shape_numel(L->out);
-        const int64_t stride = L->n_weight + L->n_bias;
-        float *x = tu_rand((size_t)nx, 910 + (uint64_t)li, 1.0f), *dy = tu_rand((size_t)ny, 920 + (uint64_t)li, 1.0f);
-        for (int64_t i = 0; i < ny; i += 5) dy[i] = 0.0f;
-        float *gx = tu_dev_from(x, (size_t)nx, F.s), *gdy = tu_dev_from(dy, (size_t)ny, F.s);
-        float *work = tu_dev_from(NULL, (size_t)ff_gpu_conv2d_backward_weights_workspace_floats(L, n), F.s);
-        float *rows[2];
-        for (int v = 0; v < 2; v++) {
-            float *g = tu_dev_from(NULL, (size_t)(ng * stride), F.s);
-            if (v) setenv("FF_WGRAD_TILED", "1", 1);
-            CHECK_OK(ff_gpu_conv2d_backward_weights(g, g + L->n_weight, stride, gdy, gx, L, n, group, work, F.s));
-            unsetenv("FF_WGRAD_TILED");
-            rows[v] = download(g, (size_t)(ng * stride));
-            ff_gpu_free(g);
-        }
-        char what[96];
-        snprintf(what, sizeof what, "%s dw, db: a thread per chain vs tiled", L->name);
-        bad += check_bits(what, rows[0], rows[1], (size_t)(ng * stride));
-        free(rows[0]), free(rows[1]), free(x), free(dy);
-        ff_gpu_free(gx), ff_gpu_free(gdy), ff_gpu_free(work);
-    }
-    assert_int_equal(bad, 0);
-}
-
 // ---------------------------------------------------------------- data gradients via the forward kernels
 
 // One data-gradient case (conv when L is a conv, linear otherwise) on n images: the fast path
@@ -1319,12 +1279,11 @@ int main(void) {
     // FF_TEST_FILTER=PATTERN runs only the matching tests (cmocka's glob), e.g. for a mutant run
     if (getenv("FF_TEST_FILTER")) cmocka_set_test_filter(getenv("FF_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(train_forward_equals_run),      cmocka_unit_test(softmax_xent_bits),
-        cmocka_unit_test(softmax_xent_wide_bits),        cmocka_unit_test(relu_maxpool_backward_bits),
-        cmocka_unit_test(tree_reduce_sgd_gather_bits),   cmocka_unit_test(conv_backward_strided_padded),
-        cmocka_unit_test(conv_wgrad_chain_equals_tiled), cmocka_unit_test(data_gradients_fast_paths),
-        cmocka_unit_test(train_backward_within_bound),   cmocka_unit_test(backward_reduced_bits),
-        cmocka_unit_test(backward_two_pass_bits),
+        cmocka_unit_test(train_forward_equals_run),    cmocka_unit_test(softmax_xent_bits),
+        cmocka_unit_test(softmax_xent_wide_bits),      cmocka_unit_test(relu_maxpool_backward_bits),
+        cmocka_unit_test(tree_reduce_sgd_gather_bits), cmocka_unit_test(conv_backward_strided_padded),
+        cmocka_unit_test(data_gradients_fast_paths),   cmocka_unit_test(train_backward_within_bound),
+        cmocka_unit_test(backward_reduced_bits),       cmocka_unit_test(backward_two_pass_bits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

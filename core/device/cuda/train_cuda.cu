@@ -36,8 +36,6 @@
 #include <atomic>
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "fivefold/gpu.h"
 #include "train_rules.cuh"
@@ -344,49 +342,6 @@ __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ pa
             const int k = k0 + ty * WG_TM + i;
             if (k < g.K) pi[(long long)g.K * g.CRS + k] = bacc[i];
         }
-}
-
-// The same per-image partials for layers with few columns (C*R*S below a tile's WG_BN: mnist's
-// conv1, C*R*S = 9), a block per image and a thread per chain: (k, e) for e < CRS, (k) for the
-// bias. The tiled kernel gives such a layer one block per image that fills a tenth of its tile and
-// runs its Q positions one stage after the other (43 stages for conv1: about 40 us at batch 64).
-// Here the block first copies the image's dy (K x Q) and x (C x H x W) into shared memory with
-// every thread (coalesced), then each chain reads only shared memory (session 23 run 5: chains
-// reading global memory waited on L2 at every position, 75 us). The bits are the tiled kernel's:
-// acc = fma(dy, x, acc) over q ascending from +0 (a padding tap's x is 0, as the tiled kernel's
-// zero-filled copy), and the bias chain adds the dy values in the same order.
-__global__ void k_conv_wgrad_chain(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x,
-                                   WgradGeom g) {
-    extern __shared__ float wsm[];
-    const long long img = g.img0 + blockIdx.x;
-    const int KQ = g.K * g.Q, CHW = g.C * g.H * g.W;
-    float *sdy = wsm, *sx = wsm + KQ;  // [K][Q], [C][H][W]
-    const float *dyi = dy + img * (long long)KQ, *xi = x + img * (long long)CHW;
-    for (int i = threadIdx.x; i < KQ; i += blockDim.x) sdy[i] = dyi[i];
-    for (int i = threadIdx.x; i < CHW; i += blockDim.x) sx[i] = xi[i];
-    __syncthreads();
-    float *pi = part + img * g.PW;
-    for (int t = threadIdx.x; t < g.K * (g.CRS + 1); t += blockDim.x) {
-        const int e = t % (g.CRS + 1), k = t / (g.CRS + 1);
-        const float *dyk = sdy + k * g.Q;
-        float acc = 0.0f;
-        if (e == g.CRS) {
-            for (int q = 0; q < g.Q; q++) acc = __fadd_rn(acc, dyk[q]);
-            pi[(long long)g.K * g.CRS + k] = acc;
-            continue;
-        }
-        const int RS = g.R * g.S, c = e / RS, r = (e - c * RS) / g.S, s = e - c * RS - r * g.S;
-        const float *xc = sx + c * g.H * g.W;
-        int oh = 0, ow = 0;
-#pragma unroll 4
-        for (int q = 0; q < g.Q; q++) {
-            const int ih = oh * g.stride - g.pad + r, iw = ow * g.stride - g.pad + s;
-            const float xv = (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W ? xc[ih * g.W + iw] : 0.0f;
-            acc = __fmaf_rn(dyk[q], xv, acc);
-            if (++ow == g.Wo) ow = 0, oh++;
-        }
-        pi[(long long)k * g.CRS + e] = acc;
-    }
 }
 
 // Group sums of the per-image partials, one thread per (group, element): row g of an element is
@@ -891,31 +846,13 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
     const long long gx = (g.CRS + WG_BN - 1) / WG_BN, gy = (g.K + WG_BM - 1) / WG_BM;
     if (gx > 0x7fffffffLL || gy > 65535)
         return FF_FAIL(FF_ERR_INPUT, "%s weight gradient: grid %lld x %lld too large", L->name, gx, gy);
-    // Few columns: a block per image, a thread per chain (k_conv_wgrad_chain, the same bits) where
-    // the image's dy and x fit in shared memory; FF_WGRAD_TILED=1 (a test hook) keeps the tiled
-    // kernel for every layer.
-    const char *tiled = getenv("FF_WGRAD_TILED");
-    const size_t chain_smem = ((size_t)g.K * g.Q + (size_t)g.C * g.H * g.W) * sizeof(float);
-    if (g.CRS < WG_BN && chain_smem <= 200 * 1024 && !(tiled && !strcmp(tiled, "1"))) {
-        if (chain_smem > 48 * 1024)  // per device, not a stream operation: allowed while capturing
-            FF_CUDA_CHECK(
-                cudaFuncSetAttribute(k_conv_wgrad_chain, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)chain_smem));
-        const int chains = g.K * (g.CRS + 1), threads = chains < 512 ? (chains + 31) / 32 * 32 : 512;
-        for (long long i0 = 0; i0 < n; i0 += 65535) {
-            g.img0 = i0;
-            const unsigned nb = (unsigned)(n - i0 < 65535 ? n - i0 : 65535);
-            k_conv_wgrad_chain<<<nb, threads, chain_smem, st>>>(part, dy, x, g);
-            FF_LAUNCH_CHECK("k_conv_wgrad_chain");
-        }
-    } else {
-        // One block row of images per launch, at most 65535 images each (the grid's z limit); the
-        // partials of an image do not depend on which launch computes them.
-        for (long long i0 = 0; i0 < n; i0 += 65535) {
-            const long long nz = n - i0 < 65535 ? n - i0 : 65535;
-            g.img0 = i0;
-            k_conv_wgrad_part<<<dim3((unsigned)gx, (unsigned)gy, (unsigned)nz), WG_T, 0, st>>>(part, dy, x, g);
-            FF_LAUNCH_CHECK("k_conv_wgrad_part");
-        }
+    // One block row of images per launch, at most 65535 images each (the grid's z limit); the
+    // partials of an image do not depend on which launch computes them.
+    for (long long i0 = 0; i0 < n; i0 += 65535) {
+        const long long nz = n - i0 < 65535 ? n - i0 : 65535;
+        g.img0 = i0;
+        k_conv_wgrad_part<<<dim3((unsigned)gx, (unsigned)gy, (unsigned)nz), WG_T, 0, st>>>(part, dy, x, g);
+        FF_LAUNCH_CHECK("k_conv_wgrad_part");
     }
     const long long ngroups = (n + group - 1) / group, total = ngroups * g.PW;
     k_conv_wgrad_sum<<<train_blocks(total), FF_TRAIN_THREADS, 0, st>>>(dw, db, grad_stride, part, KCRS, g.PW, n, group,
