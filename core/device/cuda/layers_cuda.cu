@@ -561,7 +561,14 @@ __global__ void __launch_bounds__(GV_T)
 #define CFG_14 32, 16, 2, 1, 32, 8  // 256 threads
 #define CFG_15 16, 32, 2, 2, 32, 8  // 128 threads
 #define CFG_16 32, 32, 2, 2, 32, 8  // 256 threads
-enum { TILE_GEMV = 3, N_TILES = 17 };
+// Taller thread tiles for mnist's convs (M = 64 and 32, short reductions): a 4 x 4 thread tile
+// reads 8 floats from shared memory per 16 FMAs, and at 2 LDS.128 per 16 FMAs shared memory, not
+// the FMA pipes, bounds a 64 x 64 block (session 23). 8 x 4 reads 12 per 32, 8 x 8 16 per 64.
+#define CFG_17 64, 64, 8, 4, 16, 4   // 128 threads
+#define CFG_18 64, 64, 8, 8, 16, 4   // 64 threads
+#define CFG_19 32, 64, 8, 4, 32, 4   // 64 threads
+#define CFG_20 64, 128, 8, 8, 16, 2  // 128 threads, two stages: more blocks per multiprocessor
+enum { TILE_GEMV = 3, N_TILES = 21 };
 // --precision tf32x3's conv configurations (k_conv_x3): BM, BN, WM, WN, BK, STAGES.
 #define X3CFG_0 64, 128, 32, 32, 32, 3   // 256 threads
 #define X3CFG_1 64, 64, 32, 32, 32, 4    // 128 threads
@@ -613,7 +620,8 @@ static int sms_count() {
     return g_sms.load(std::memory_order_relaxed);
 }
 
-#define FF_FOR_EACH_CFG(X) X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16)
+#define FF_FOR_EACH_CFG(X) \
+    X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20)
 
 extern "C" ff_status ff_gpu_kernels_init(void) {
     int dev = 0, sms = 0;
@@ -742,7 +750,7 @@ static int heuristic_cfg(const GemmGeom &g) {
     return 2;
 }
 
-static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
 
 // Times every configuration on the real buffers (each writes the same bits) and keeps the fastest;
 // launch(cfg) runs configuration cfg of the kernel `kind`.
