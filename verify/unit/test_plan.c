@@ -185,7 +185,36 @@ static void bad_options_refused(void **state) {
     o.backend = FF_BACKEND_VENDOR;
     assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CPU, &o), FF_ERR_INPUT);
     assert_non_null(strstr(ff_last_error(), "vendor"));
+    // tf32x3: own direct convs on a GPU only, each refusal naming what was expected
+    o = defaults();
+    o.precision = FF_PRECISION_TF32X3, o.conv = FF_CONV_DIRECT;
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CPU, &o), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "tf32x3: the cpu device computes in fp32 only (expected fp32)"));
+    o.backend = FF_BACKEND_VENDOR;
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "(expected --backend own)"));
+    o.backend = FF_BACKEND_OWN, o.conv = FF_CONV_WINOGRAD;
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "(expected --conv direct)"));
     ff_clear_error();
+}
+
+// tf32x3 is its own digest class, never fp32's: a golden's gpu-direct digests must not judge it.
+static void tf32x3_has_its_own_class(void **state) {
+    (void)state;
+    ff_model m;
+    assert_int_equal(ff_model_init(&m, "mnist-cnn"), FF_OK);
+    ff_plan p;
+    ff_plan_options o = defaults();
+    o.conv = FF_CONV_DIRECT;
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
+    assert_string_equal(p.digest_class, "gpu-direct");
+    o.precision = FF_PRECISION_TF32X3;
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
+    assert_string_equal(p.digest_class, "gpu-direct-tf32x3");
+    assert_string_equal(ff_precision_name(p.opt.precision), "tf32x3");
+    assert_string_equal(ff_precision_name(FF_PRECISION_FP32), "fp32");
+    assert_string_equal(ff_precision_name(FF_PRECISION_TF32), "tf32");
 }
 
 // ff_plan_input_rows against brute force: a Winograd band computes whole m-row tiles, tile th =
@@ -275,6 +304,7 @@ int main(void) {
         cmocka_unit_test(cpu_plan_is_direct),
         cmocka_unit_test(mnist_gpu_plan),
         cmocka_unit_test(bad_options_refused),
+        cmocka_unit_test(tf32x3_has_its_own_class),
         cmocka_unit_test(input_rows_are_whole_tiles),
         cmocka_unit_test(mode_device_names_the_class),
         cmocka_unit_test(print_names_every_layer),
