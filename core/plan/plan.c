@@ -54,7 +54,8 @@ ff_status ff_plan_build(ff_plan *out, const ff_model *m, ff_device_kind device, 
     if (o->winograd_m != 2 && o->winograd_m != 4)
         return FF_FAIL(FF_ERR_INPUT, "--winograd-m %d: expected 2 or 4", o->winograd_m);
     if (o->precision == FF_PRECISION_TF32 && o->backend != FF_BACKEND_VENDOR)
-        return FF_FAIL(FF_ERR_INPUT, "--precision tf32 needs --backend vendor: fivefold's own kernels are fp32 only");
+        return FF_FAIL(FF_ERR_INPUT,
+                       "--precision tf32 needs --backend vendor: fivefold's own kernels run fp32 or tf32x3");
     if (device == FF_DEVICE_CPU && o->backend == FF_BACKEND_VENDOR)
         return FF_FAIL(FF_ERR_INPUT, "--backend vendor: the cpu device has no vendor library (expected --backend own)");
     if (o->precision == FF_PRECISION_TF32X3) {

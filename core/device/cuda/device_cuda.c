@@ -206,7 +206,7 @@ static ff_status cuda_setup(cuda_device *c, const ff_model *m, const ff_weights 
     if (p->opt.precision == FF_PRECISION_TF32 && p->opt.backend != FF_BACKEND_VENDOR)
         return FF_FAIL(FF_ERR_INPUT,
                        "--precision tf32 needs --backend vendor: fivefold's own GPU kernels "
-                       "are fp32 only");
+                       "run fp32 or tf32x3");
     const bool vendor = p->opt.backend == FF_BACKEND_VENDOR;
     FF_TRY(ff_gpu_stream_create(&c->main));
     c->stream = c->main;
