@@ -784,24 +784,33 @@ static ff_status tune(int *best, int fallback, const int *cfgs, int ncfgs, Launc
 
 static const int g_x3_cfgs[] = {0, 1, 2, 3, 4, 5, 6, 7};
 
-// A conv in --precision tf32x3 (k_conv_x3): the tuned configuration, else 64 x 128 tiles (32 x 128
-// for layers of at most 32 output channels).
+// The configuration a launch of kernel `kind` uses: the forced one (the test hook; -1 when none
+// applies), else the one tuned for this shape, else, while tuning is on, the fastest of `cfgs` timed
+// on the real buffers, else `fallback`.
+template <typename Launch>
+static ff_status choose_cfg(int *cfg, int forced, int fallback, const int *cfgs, int ncfgs, Launch launch,
+                            const GemmGeom &g, gemm_kind kind, cudaStream_t s) {
+    if (forced >= 0)
+        *cfg = forced;
+    else if ((*cfg = find_tuned(g, kind)) < 0) {
+        if (g_tuning)
+            FF_TRY(tune(cfg, fallback, cfgs, ncfgs, launch, g, kind, s));
+        else
+            *cfg = fallback;
+    }
+    g_last_tile = *cfg;
+    return FF_OK;
+}
+
+// A conv in --precision tf32x3 (k_conv_x3): a forced tile t runs configuration t % N_X3; without a
+// tuned one, 64 x 128 tiles (32 x 128 for layers of at most 32 output channels).
 static ff_status run_x3(float *out, const float *in, const float *w, const float *b, const GemmGeom &g, bool relu,
                         cudaStream_t s) {
+    auto launch = [&](int c) { return launch_x3_cfg(c, out, in, w, b, g, relu, s); };
     int cfg;
-    if (g_force_tile >= 0)
-        cfg = g_force_tile % N_X3;
-    else if ((cfg = find_tuned(g, KIND_CONV_X3)) < 0) {
-        const int fallback = g.M <= 32 ? 2 : 0;
-        if (g_tuning)
-            FF_TRY(tune(
-                &cfg, fallback, g_x3_cfgs, N_X3, [&](int c) { return launch_x3_cfg(c, out, in, w, b, g, relu, s); }, g,
-                KIND_CONV_X3, s));
-        else
-            cfg = fallback;
-    }
-    g_last_tile = cfg;
-    return launch_x3_cfg(cfg, out, in, w, b, g, relu, s);
+    FF_TRY(choose_cfg(&cfg, g_force_tile >= 0 ? g_force_tile % N_X3 : -1, g.M <= 32 ? 2 : 0, g_x3_cfgs, N_X3, launch, g,
+                      KIND_CONV_X3, s));
+    return launch(cfg);
 }
 
 template <bool LIN>
@@ -812,20 +821,12 @@ static ff_status run_gemm(float *out, const float *in, const float *w, const flo
     GemmGeom g;
     memcpy(&g, &g0, sizeof g);
     if (LIN && g.ld == 0) g.ld = g.Kd;
+    auto launch = [&](int c) { return launch_cfg<LIN>(c, out, in, w, b, g, relu, s); };
+    const bool forced = g_force_tile >= 0 && g_force_tile < N_TILES && g_force_tile != TILE_GEMV;
     int cfg;
-    if (g_force_tile >= 0 && g_force_tile < N_TILES && g_force_tile != TILE_GEMV) {
-        cfg = g_force_tile;
-    } else if ((cfg = find_tuned(g, LIN ? KIND_LIN : KIND_CONV)) < 0) {
-        if (g_tuning)
-            FF_TRY(tune(
-                &cfg, heuristic_cfg(g), g_cfgs, (int)(sizeof g_cfgs / sizeof g_cfgs[0]),
-                [&](int c) { return launch_cfg<LIN>(c, out, in, w, b, g, relu, s); }, g, LIN ? KIND_LIN : KIND_CONV,
-                s));
-        else
-            cfg = heuristic_cfg(g);
-    }
-    g_last_tile = cfg;
-    return launch_cfg<LIN>(cfg, out, in, w, b, g, relu, s);
+    FF_TRY(choose_cfg(&cfg, forced ? g_force_tile : -1, heuristic_cfg(g), g_cfgs,
+                      (int)(sizeof g_cfgs / sizeof g_cfgs[0]), launch, g, LIN ? KIND_LIN : KIND_CONV, s));
+    return launch(cfg);
 }
 
 static ff_status check_int(int64_t v, const char *what) {
