@@ -18,6 +18,7 @@
 #include "fivefold/weights.h"
 #include "fivefold/winograd.h"
 #include "gpu_test_util.h"
+#include "ref_conv64.h"
 
 static ff_gpu_stream S;
 
@@ -500,29 +501,6 @@ static void fused_relu_and_fault_rule(void **state) {
     ff_weights_free(&wt);
 }
 
-// conv in float64, and A = |b| + sum |w x| per output (the dot rules' absolute sum).
-static void conv_ref_d(double *ref, double *A, const float *x, const float *w, const float *b, const ff_layer *L,
-                       int64_t n) {
-    const int64_t C = L->in.c, H = L->in.h, W = L->in.w, K = L->out.c, Ho = L->out.h, Wo = L->out.w;
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t k = 0; k < K; k++)
-            for (int64_t oh = 0; oh < Ho; oh++)
-                for (int64_t ow = 0; ow < Wo; ow++) {
-                    double v = b[k], a = fabs((double)b[k]);
-                    for (int64_t c = 0; c < C; c++)
-                        for (int r = 0; r < L->kh; r++)
-                            for (int q = 0; q < L->kw; q++) {
-                                const int64_t ih = oh * L->stride - L->pad + r, iw = ow * L->stride - L->pad + q;
-                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
-                                const double t = (double)w[((k * C + c) * L->kh + r) * L->kw + q] *
-                                                 (double)x[((i * C + c) * H + ih) * W + iw];
-                                v += t, a += fabs(t);
-                            }
-                    const int64_t o = ((i * K + k) * Ho + oh) * Wo + ow;
-                    ref[o] = v, A[o] = a;
-                }
-}
-
 // Values whose bits below TF32's 10 explicit ones are not zero, all of one sign: (1 + 0.75 2^-11)
 // 2^e (e in -2..2) splits into big = 2^e and small = 0.75 2^-11 2^e exactly. A kernel that leaves
 // out a cross product (w_small x_big or w_big x_small) or runs plain TF32 errs by about 2^-11.4 of
@@ -567,7 +545,7 @@ static void conv_tf32x3_within_bound(void **state) {
             float *x = data ? low_bits_values(nin, 1) : tu_rand(nin, 700 + (uint64_t)ci, 1.0f);
             float *w = data ? low_bits_values((size_t)L->n_weight, 2) : wt.w[i];
             float *b = data ? low_bits_values((size_t)L->n_bias, 3) : wt.b[i];
-            conv_ref_d(ref, A, x, w, b, L, n);
+            ff_ref_conv64(ref, A, NULL, x, w, b, L, n);
             float *dx = tu_dev_from(x, nin, S), *dy = tu_dev_from(NULL, nout, S);
             float *dw = tu_dev_from(w, (size_t)L->n_weight, S), *db = tu_dev_from(b, (size_t)L->n_bias, S);
             ff_gpu_set_conv_math(false);

@@ -27,6 +27,7 @@
 #include <cmocka.h>
 
 #include "fivefold/layers_cpu.h"
+#include "ref_conv64.h"
 
 // ------------------------------------------------------------------ helpers
 
@@ -143,33 +144,15 @@ static float *rand_buf(trng *r, int64_t count, float scale) {
 
 // ------------------------------------------------------------------ naive float64 references
 
-// out64 and bound (per element) of a conv over the full tensor: every output visits every tap and
-// tests it for padding. Written directly from the definition, sharing no code with the layer.
+// out64 and bound (per element) of a conv over the full tensor (verify/ref_conv64.h): every output
+// visits every tap and tests it for padding; the bound is gamma of its own term count.
 static void ref_conv(double *out64, double *bound, const float *in, const float *w, const float *b, const ff_layer *L,
                      int64_t n) {
-    const int64_t C = L->in.c, H = L->in.h, W = L->in.w, K = L->out.c, Ho = L->out.h, Wo = L->out.w;
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t k = 0; k < K; k++)
-            for (int64_t oh = 0; oh < Ho; oh++)
-                for (int64_t ow = 0; ow < Wo; ow++) {
-                    double s = b[k], a = fabs((double)b[k]);
-                    int64_t terms = 1;
-                    for (int64_t c = 0; c < C; c++)
-                        for (int64_t r = 0; r < L->kh; r++)
-                            for (int64_t q = 0; q < L->kw; q++) {
-                                int64_t ih = oh * L->stride + r - L->pad;
-                                int64_t iw = ow * L->stride + q - L->pad;
-                                if (ih < 0 || iw < 0 || ih >= H || iw >= W) continue;
-                                double p = (double)w[((k * C + c) * L->kh + r) * L->kw + q] *
-                                           (double)in[((i * C + c) * H + ih) * W + iw];
-                                s += p;
-                                a += fabs(p);
-                                terms++;
-                            }
-                    int64_t o = ((i * K + k) * Ho + oh) * Wo + ow;
-                    out64[o] = s;
-                    bound[o] = gamma_k(terms) * a;
-                }
+    const int64_t count = n * ff_shape_numel(L->out);
+    int64_t *terms = malloc((size_t)count * sizeof(int64_t));
+    ff_ref_conv64(out64, bound, terms, in, w, b, L, n);
+    for (int64_t o = 0; o < count; o++) bound[o] *= gamma_k(terms[o]);
+    free(terms);
 }
 
 static void ref_linear(double *out64, double *bound, const float *in, const float *w, const float *b, int64_t I,
