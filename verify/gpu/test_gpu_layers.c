@@ -520,7 +520,8 @@ static float *low_bits_values(size_t count, uint64_t seed) {
 // signed data and on the low-bits data above, for mnist's two convs and AlexNet's conv1 (stride 4,
 // 11 x 11, Kd = 363: a partial last k-chunk) and conv3 (pad 1, Kd = 2304); the results differ from
 // the fp32 chains (so the tensor cores ran); every tf32x3 tile configuration gives the same bits,
-// and an image computed alone equals the same image in a batch.
+// an image computed alone equals the same image in a batch, and a band of output rows (the rows
+// split's input: the rows it needs) equals those rows of the whole, in every configuration.
 static void conv_tf32x3_within_bound(void **state) {
     (void)state;
     struct {
@@ -571,7 +572,9 @@ static void conv_tf32x3_within_bound(void **state) {
             bad += over;
             if (differ == 0) bad++;  // the fp32 chains ran: the switch did nothing
             // every configuration the same bits; image n-1 alone the same as in the batch
-            for (int tile = 0; tile < 8; tile++) {  // N_X3 (layers_cuda.cu)
+            const int ntiles = ff_gpu_debug_x3_tile_count();
+            assert_true(ntiles >= 2);
+            for (int tile = 0; tile < ntiles; tile++) {
                 ff_gpu_debug_force_tile(tile);
                 assert_int_equal(ff_gpu_fill(dy, NAN, nout, S), FF_OK);
                 assert_int_equal(ff_gpu_conv2d(dy, dx, dw, db, L, false, &rows, n, S), FF_OK);
@@ -586,6 +589,30 @@ static void conv_tf32x3_within_bound(void **state) {
             assert_int_equal(ff_gpu_conv2d(dy, dx + (n - 1) * in1, dw, db, L, false, &rows, 1, S), FF_OK);
             float *y1 = tu_host_from(dy, out1, S);
             bad += tu_check_ulp("tf32x3 last image alone vs in the batch", y1, y + (n - 1) * out1, out1, 0);
+            // a band of output rows from the input rows it needs (the rows split): the whole's rows
+            const ff_range ir = ff_layer_input_rows(L, L->out.h / 4, L->out.h / 2 + 1);
+            const ff_rows band = {ir.lo, ir.hi, L->out.h / 4, L->out.h / 2 + 1};
+            const int64_t C = L->in.c, H = L->in.h, Wd = L->in.w, bi = ir.hi - ir.lo, bo = band.out_hi - band.out_lo;
+            const int64_t Ko = L->out.c, HWo = L->out.h * L->out.w, Wo = L->out.w;
+            float *xb = malloc((size_t)(n * C * bi * Wd) * sizeof(float));
+            for (int64_t im = 0; im < n * C; im++)
+                memcpy(xb + im * bi * Wd, x + (im * H + ir.lo) * Wd, (size_t)(bi * Wd) * sizeof(float));
+            float *dxb = tu_dev_from(xb, (size_t)(n * C * bi * Wd), S);
+            for (int tile = -1; tile < ntiles; tile++) {
+                ff_gpu_debug_force_tile(tile);
+                assert_int_equal(ff_gpu_fill(dy, NAN, nout, S), FF_OK);
+                assert_int_equal(ff_gpu_conv2d(dy, dxb, dw, db, L, false, &band, n, S), FF_OK);
+                float *yb = tu_host_from(dy, (size_t)(n * Ko * bo * Wo), S);
+                for (int64_t ik = 0; ik < n * Ko; ik++) {
+                    char what[96];
+                    snprintf(what, sizeof what, "tf32x3 %s.%s rows %lld..%lld tile %d, image/channel %lld", m.name,
+                             L->name, (long long)band.out_lo, (long long)band.out_hi, tile, (long long)ik);
+                    bad += tu_check_ulp(what, yb + ik * bo * Wo, y + ik * HWo + band.out_lo * Wo, (size_t)(bo * Wo), 0);
+                }
+                free(yb);
+            }
+            ff_gpu_debug_force_tile(-1);
+            ff_gpu_free(dxb), free(xb);
             ff_gpu_set_conv_math(false);
             free(y1), free(y), free(fp32), free(x);
             if (data) free(w), free(b);

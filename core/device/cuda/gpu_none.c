@@ -209,6 +209,9 @@ void ff_gpu_set_tuning(bool on) {
 int ff_gpu_debug_tile_count(void) {
     return 0;
 }
+int ff_gpu_debug_x3_tile_count(void) {
+    return 0;
+}
 int ff_gpu_debug_last_tile(void) {
     return -1;
 }

@@ -812,6 +812,9 @@ static ff_status run_x3(float *out, const float *in, const float *w, const float
                       KIND_CONV_X3, s));
     return launch(cfg);
 }
+extern "C" int ff_gpu_debug_x3_tile_count(void) {
+    return N_X3;
+}
 
 template <bool LIN>
 static ff_status run_gemm(float *out, const float *in, const float *w, const float *b, const GemmGeom &g0, bool relu,

@@ -199,11 +199,13 @@ void ff_gpu_set_tuning(bool on);
 // the tuning switch: the cuda device sets its plan's choice at the start of each op.
 void ff_gpu_set_conv_math(bool tf32x3);
 // Test hook: force configuration `tile` (0 .. ff_gpu_debug_tile_count()-1; 3 is the small-batch
-// linear GEMV path, used where it applies; a tf32x3 conv runs its configuration tile % 8); -1
-// restores the automatic choice. Tests only:
+// linear GEMV path, used where it applies; a tf32x3 conv runs its configuration
+// tile % ff_gpu_debug_x3_tile_count()); -1 restores the automatic choice. Tests only:
 // process-wide, set it while no other thread launches kernels.
 void ff_gpu_debug_force_tile(int tile);
 int ff_gpu_debug_tile_count(void);
+// The number of tf32x3 conv configurations (k_conv_x3's tiles, layers_cuda.cu).
+int ff_gpu_debug_x3_tile_count(void);
 // The configuration of the calling thread's last conv2d/linear launch (for benchmark rows).
 int ff_gpu_debug_last_tile(void);
 
