@@ -1,0 +1,155 @@
+// ff_conv_tiles: every kernel configuration of one convolution timed on the GPU, one per line, and
+// checked to give the automatic choice's bits. For kernel writers: which tile shape a layer wants,
+// and by how much, without the tuner's two-launch guesses or a profiler (the GPU machines have
+// none). Usage: ff_conv_tiles --help.
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fivefold/gpu.h"
+#include "fivefold/model.h"
+#include "fivefold/rng.h"
+#include "fivefold/weights.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: ff_conv_tiles [--model mnist-cnn|alexnet] [--layer NAME] [--batch N] [--iters K]\n"
+            "                     [--precision fp32|tf32x3] [--data-grad]\n"
+            "Times every configuration of the GPU conv kernel for one layer (forced one at a time, --iters\n"
+            "launches each after one untimed, on one stream between two events) and prints microseconds per\n"
+            "call and TFLOP/s, marking the fastest; every configuration's output is compared bit for bit with\n"
+            "the automatic choice's. --data-grad times the conv that the layer's data gradient runs (the\n"
+            "forward conv on dy with flipped weights; stride-1 layers only).\n"
+            "Defaults: --model mnist-cnn --layer conv2 --batch 64 --iters 50 --precision fp32.\n"
+            "Exit status: 0 all configurations agree, 1 a GPU error or a configuration differs, 2 usage.\n");
+}
+
+static int fail(const char *what) {
+    fprintf(stderr, "ff_conv_tiles: %s: %s\n", what, ff_last_error());
+    return 1;
+}
+
+int main(int argc, char **argv) {
+    const char *model = "mnist-cnn", *layer = "conv2", *precision = "fp32";
+    long batch = 64, iters = 50;
+    int data_grad = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--data-grad")) {
+            data_grad = 1;
+        } else if (v && !strcmp(a, "--model")) {
+            model = v, i++;
+        } else if (v && !strcmp(a, "--layer")) {
+            layer = v, i++;
+        } else if (v && !strcmp(a, "--precision")) {
+            precision = v, i++;
+        } else if (v && !strcmp(a, "--batch")) {
+            batch = strtol(v, NULL, 10), i++;
+        } else if (v && !strcmp(a, "--iters")) {
+            iters = strtol(v, NULL, 10), i++;
+        } else {
+            fprintf(stderr, "ff_conv_tiles: unknown or incomplete argument '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+    }
+    const int x3 = !strcmp(precision, "tf32x3");
+    if (!x3 && strcmp(precision, "fp32")) {
+        fprintf(stderr, "ff_conv_tiles: --precision %s: expected fp32 or tf32x3\n", precision);
+        return 2;
+    }
+    if (batch < 1 || batch > 4096 || iters < 1 || iters > 100000) {
+        fprintf(stderr, "ff_conv_tiles: --batch %ld (1..4096) or --iters %ld (1..100000) out of range\n", batch, iters);
+        return 2;
+    }
+    ff_model m;
+    if (ff_model_init(&m, model) != FF_OK) return fail("--model");
+    const int li = ff_model_find_layer(&m, layer);
+    if (li < 0 || m.layers[li].op != FF_OP_CONV2D) {
+        fprintf(stderr, "ff_conv_tiles: %s has no conv layer named '%s'\n", model, layer);
+        return 2;
+    }
+    const ff_layer *L0 = &m.layers[li];
+    if (data_grad && !ff_gpu_conv2d_backward_data_flips(L0)) {
+        fprintf(stderr, "ff_conv_tiles: %s.%s: its data gradient does not run through the forward conv\n", model,
+                layer);
+        return 2;
+    }
+    const ff_layer L = data_grad ? ff_gpu_conv2d_backward_data_layer(L0) : *L0;
+    int ngpu = 0;
+    if (ff_gpu_device_count(&ngpu) != FF_OK || ngpu < 1) return fail("no GPU");
+    if (ff_gpu_select(0) != FF_OK) return fail("ff_gpu_select");
+
+    const size_t nin = (size_t)(batch * L.in.c * L.in.h * L.in.w), nout = (size_t)(batch * L.out.c * L.out.h * L.out.w);
+    const size_t nw = (size_t)(L.out.c * L.in.c * L.kh * L.kw), nb = (size_t)L.out.c;
+    float *h = malloc((nin > nw ? nin : nw) * sizeof(float)), *y0 = malloc(nout * sizeof(float)),
+          *y = malloc(nout * sizeof(float));
+    float *din = NULL, *dout = NULL, *dw = NULL, *db = NULL;
+    ff_gpu_stream s = NULL;
+    ff_gpu_event e0 = NULL, e1 = NULL;
+    if (!h || !y0 || !y) return fail("host memory");
+    if (ff_gpu_stream_create(&s) || ff_gpu_event_create(&e0) || ff_gpu_event_create(&e1) ||
+        ff_gpu_alloc((void **)&din, nin * sizeof(float), "input") ||
+        ff_gpu_alloc((void **)&dout, nout * sizeof(float), "output") ||
+        ff_gpu_alloc((void **)&dw, nw * sizeof(float), "weights") ||
+        ff_gpu_alloc((void **)&db, nb * sizeof(float), "bias"))
+        return fail("device set-up");
+    ff_rng_fill(h, nin, 24, 1, 1.0f);
+    if (ff_gpu_copy_h2d(din, h, nin * sizeof(float), s)) return fail("copy");
+    ff_rng_fill(h, nw, 24, 2, 0.1f);
+    if (ff_gpu_copy_h2d(dw, h, nw * sizeof(float), s)) return fail("copy");
+    ff_rng_fill(h, nb, 24, 3, 0.1f);
+    if (ff_gpu_copy_h2d(db, h, nb * sizeof(float), s)) return fail("copy");
+
+    const ff_rows rows = ff_rows_full(&L);
+    const double flops = 2.0 * (double)nout * (double)(L.in.c * L.kh * L.kw);
+    ff_gpu_set_conv_math(x3);
+    // the automatic choice (tuned on this shape) is the reference for the bits
+    ff_gpu_set_tuning(true);
+    if (ff_gpu_conv2d(dout, din, dw, db, &L, false, &rows, batch, s)) return fail("conv (tuning)");
+    ff_gpu_set_tuning(false);
+    const int tuned = ff_gpu_debug_last_tile();
+    if (ff_gpu_copy_d2h(y0, dout, nout * sizeof(float), s) || ff_gpu_stream_sync(s)) return fail("copy back");
+    printf("%s.%s%s, batch %ld, %s: %.3f GFLOP a call; the tuner picks configuration %d\n", model, layer,
+           data_grad ? " data gradient" : "", batch, precision, flops * 1e-9, tuned);
+    const int ncfg = x3 ? ff_gpu_debug_x3_tile_count() : ff_gpu_debug_tile_count();
+    double best = 1e30;
+    int best_cfg = -1, differ = 0;
+    double *us = calloc((size_t)ncfg, sizeof(double));
+    for (int c = 0; c < ncfg; c++) {
+        ff_gpu_debug_force_tile(c);
+        if (ff_gpu_fill(dout, NAN, nout, s) || ff_gpu_conv2d(dout, din, dw, db, &L, false, &rows, batch, s)) {
+            printf("  config %2d: does not run here (%s)\n", c, ff_last_error());
+            ff_clear_error();
+            us[c] = -1;
+            continue;
+        }
+        const int ran = ff_gpu_debug_last_tile();
+        if (ff_gpu_copy_d2h(y, dout, nout * sizeof(float), s) || ff_gpu_stream_sync(s)) return fail("copy back");
+        const int same = memcmp(y, y0, nout * sizeof(float)) == 0;
+        differ += !same;
+        if (ff_gpu_event_record(e0, s)) return fail("event");
+        for (long it = 0; it < iters; it++)
+            if (ff_gpu_conv2d(dout, din, dw, db, &L, false, &rows, batch, s)) return fail("conv");
+        double sec = 0;
+        if (ff_gpu_event_record(e1, s) || ff_gpu_event_sync(e1) || ff_gpu_event_elapsed(&sec, e0, e1))
+            return fail("timing");
+        us[c] = sec / (double)iters * 1e6;
+        if (ran == c && us[c] < best) best = us[c], best_cfg = c;
+        printf("  config %2d%s: %9.2f us  %6.2f TFLOP/s  %s\n", c, ran == c ? "" : " (ran the fallback)", us[c],
+               flops / (us[c] * 1e-6) * 1e-12, same ? "bits = automatic" : "BITS DIFFER from the automatic choice");
+    }
+    ff_gpu_debug_force_tile(-1);
+    if (best_cfg >= 0)
+        printf("fastest: configuration %d, %.2f us (%.2f TFLOP/s); the tuner's %d: %.2f us\n", best_cfg, best,
+               flops / (best * 1e-6) * 1e-12, tuned, tuned >= 0 && tuned < ncfg ? us[tuned] : NAN);
+    free(us), free(h), free(y0), free(y);
+    ff_gpu_free(din), ff_gpu_free(dout), ff_gpu_free(dw), ff_gpu_free(db);
+    ff_gpu_event_destroy(e0), ff_gpu_event_destroy(e1), ff_gpu_stream_destroy(s);
+    if (differ) fprintf(stderr, "ff_conv_tiles: %d configuration(s) gave other bits\n", differ);
+    return differ ? 1 : 0;
+}
