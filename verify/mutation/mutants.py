@@ -474,7 +474,7 @@ M('effective_args_keeps_repeats', 'bench/train_bench.py',
   ('if flag is None or last[flag] == k for w in ws', 'if True for w in ws'), '^bench_train_bench$')
 # the graph peer resets its CUDA graph before the process group goes (pytorch#115388)
 M('peer_graph_not_released', 'bench/peer_pytorch.py',
-  ('        release_graph()\n', '        pass\n'), '^bench_peer$')
+  ('        release_graph()\n', '        pass\n'), '^bench_peer_GraphTrainTest$')
 
 # ---------------------------------------------------------------- session 16: the backward with its tree
 # ff_device_train_backward_reduced's fallback (the cpu device: the serial step) must run the tree
