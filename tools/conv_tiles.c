@@ -2,7 +2,9 @@
 // checked to give the automatic choice's bits. For kernel writers: which tile shape a layer wants,
 // and by how much, without the tuner's two-launch guesses or a profiler (the GPU machines have
 // none). Usage: ff_conv_tiles --help.
+#include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,11 +20,21 @@ static void usage(FILE *f) {
             "                     [--precision fp32|tf32x3] [--data-grad]\n"
             "Times every configuration of the GPU conv kernel for one layer (forced one at a time, --iters\n"
             "launches each after one untimed, on one stream between two events) and prints microseconds per\n"
-            "call and TFLOP/s, marking the fastest; every configuration's output is compared bit for bit with\n"
+            "call and TFLOP/s, then names the fastest; every configuration's output is compared bit for bit with\n"
             "the automatic choice's. --data-grad times the conv that the layer's data gradient runs (the\n"
             "forward conv on dy with flipped weights; stride-1 layers only).\n"
             "Defaults: --model mnist-cnn --layer conv2 --batch 64 --iters 50 --precision fp32.\n"
             "Exit status: 0 all configurations agree, 1 a GPU error or a configuration differs, 2 usage.\n");
+}
+
+// A whole decimal integer in [lo, hi], or false (the caller names the flag and the text given).
+static bool parse_long(const char *text, long lo, long hi, long *out) {
+    char *end = NULL;
+    errno = 0;
+    const long v = strtol(text, &end, 10);
+    if (errno || end == text || *end || v < lo || v > hi) return false;
+    *out = v;
+    return true;
 }
 
 static int fail(const char *what) {
@@ -47,10 +59,14 @@ int main(int argc, char **argv) {
             layer = v, i++;
         } else if (v && !strcmp(a, "--precision")) {
             precision = v, i++;
-        } else if (v && !strcmp(a, "--batch")) {
-            batch = strtol(v, NULL, 10), i++;
-        } else if (v && !strcmp(a, "--iters")) {
-            iters = strtol(v, NULL, 10), i++;
+        } else if (v && (!strcmp(a, "--batch") || !strcmp(a, "--iters"))) {
+            const bool is_batch = !strcmp(a, "--batch");
+            if (!parse_long(v, 1, is_batch ? 4096 : 100000, is_batch ? &batch : &iters)) {
+                fprintf(stderr, "ff_conv_tiles: %s '%s': expected a whole number in 1..%d\n", a, v,
+                        is_batch ? 4096 : 100000);
+                return 2;
+            }
+            i++;
         } else {
             fprintf(stderr, "ff_conv_tiles: unknown or incomplete argument '%s'\n", a);
             usage(stderr);
@@ -62,12 +78,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ff_conv_tiles: --precision %s: expected fp32 or tf32x3\n", precision);
         return 2;
     }
-    if (batch < 1 || batch > 4096 || iters < 1 || iters > 100000) {
-        fprintf(stderr, "ff_conv_tiles: --batch %ld (1..4096) or --iters %ld (1..100000) out of range\n", batch, iters);
+    ff_model m;
+    if (ff_model_init(&m, model) != FF_OK) {
+        fprintf(stderr, "ff_conv_tiles: --model: %s\n", ff_last_error());
         return 2;
     }
-    ff_model m;
-    if (ff_model_init(&m, model) != FF_OK) return fail("--model");
     const int li = ff_model_find_layer(&m, layer);
     if (li < 0 || m.layers[li].op != FF_OP_CONV2D) {
         fprintf(stderr, "ff_conv_tiles: %s has no conv layer named '%s'\n", model, layer);

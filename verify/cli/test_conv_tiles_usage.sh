@@ -1,0 +1,31 @@
+#!/bin/sh
+# ff_conv_tiles' command line (tools/conv_tiles.c), no GPU needed: --help exits 0; each bad value
+# exits 2 before any GPU work, said once, naming the flag and the value.
+# Usage: test_conv_tiles_usage.sh PATH/TO/ff_conv_tiles
+tool=${1:?usage: test_conv_tiles_usage.sh ff_conv_tiles}
+bad=0
+expect() {  # expect EXIT 'MESSAGE PART' ARGS...
+    want=$1 msg=$2
+    shift 2
+    err=$("$tool" "$@" 2>&1 >/dev/null)
+    rc=$?
+    if [ "$rc" != "$want" ] || ! printf '%s' "$err" | grep -qF -- "$msg"; then
+        echo "FAIL: ff_conv_tiles $*: exit $rc (want $want), stderr: $err"
+        bad=1
+    elif [ "$want" = 2 ] && [ "$(printf '%s\n' "$err" | grep -c "ff_conv_tiles:")" != 1 ]; then
+        echo "FAIL: ff_conv_tiles $*: the error is not said exactly once: $err"
+        bad=1
+    fi
+}
+"$tool" --help | grep -q "^usage: ff_conv_tiles" || { echo "FAIL: --help"; bad=1; }
+expect 2 "--batch 'abc': expected a whole number in 1..4096" --batch abc
+expect 2 "--batch '0': expected a whole number in 1..4096" --batch 0
+expect 2 "--batch '5000'" --batch 5000
+expect 2 "--iters '5x': expected a whole number in 1..100000" --iters 5x
+expect 2 "--precision fp16: expected fp32 or tf32x3" --precision fp16
+expect 2 "unknown model 'nope'" --model nope
+expect 2 "has no conv layer named 'fc6'" --model alexnet --layer fc6
+expect 2 "alexnet.conv1: its data gradient does not run through the forward conv" --model alexnet --layer conv1 --data-grad
+expect 2 "unknown or incomplete argument '--batch'" --batch
+[ $bad = 0 ] && echo "PASS ff_conv_tiles usage errors"
+exit $bad
