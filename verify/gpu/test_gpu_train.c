@@ -357,12 +357,31 @@ static float *gpu_from(const void *host, size_t floats) {
 
 // Each activation train_forward keeps equals ff_device_run of layers 0..l on the same input, bit for
 // bit (the run fuses conv+relu and replays a graph; train_forward does neither).
+static bool fused_pre(int l, int first, int last) {  // act[l + 1], a pre-activation the cuda device skips
+    const ff_op op = F.m.layers[l].op;
+    return (op == FF_OP_CONV2D || op == FF_OP_LINEAR) && l >= first && l < last && F.m.layers[l + 1].op == FF_OP_RELU;
+}
+
 static void train_forward_equals_run(void **state) {
     (void)state;
     CHECK_OK(ff_device_upload(F.gpu, F.gact[0], F.cact[0], act_floats(0)));
+    // the pre-activations of conv/linear + relu are not written (device.h): poisoned, they stay NaN
+    size_t fused = 0, written = 0;
+    for (int l = 0; l < F.last; l++)
+        if (fused_pre(l, 0, F.last)) {
+            CHECK_OK(ff_gpu_fill(F.gact[l + 1], NAN, act_floats(l + 1), F.s));
+            fused++;
+        }
+    CHECK_OK(ff_gpu_stream_sync(F.s));
     CHECK_OK(ff_device_train_forward(F.gpu, F.gact, 0, F.last, N_IMG, GROUP));
     size_t bad = 0;
     for (int l = 0; l <= F.last; l++) {
+        if (fused_pre(l, 0, F.last)) {
+            float *pre = download(F.gact[l + 1], act_floats(l + 1));
+            for (size_t i = 0; i < act_floats(l + 1); i++) written += !isnan(pre[i]);
+            free(pre);
+            continue;
+        }
         const float *out = NULL;
         CHECK_OK(ff_device_run(F.gpu, &out, F.gact[0], N_IMG, 0, l, -1, NULL));
         float *run = download(out, act_floats(l + 1));
@@ -399,7 +418,14 @@ static void train_forward_equals_run(void **state) {
     const int cut = F.last / 2;
     CHECK_OK(ff_device_train_forward(F.gpu, F.gact, 0, cut, N_IMG, GROUP));
     CHECK_OK(ff_device_train_forward(F.gpu, F.gact, cut + 1, F.last, N_IMG, GROUP));
+    printf("  train_forward: %zu conv/linear outputs fused with their relu, %zu of their floats written  %s\n", fused,
+           written, fused == 3 && written == 0 ? "PASS" : "FAIL");
+    bad += fused != 3 || written != 0;  // mnist-cnn: conv1, conv2, fc1
     for (int l = 1; l <= F.last + 1; l++) {
+        if (fused_pre(l - 1, 0, cut) || fused_pre(l - 1, cut + 1, F.last)) {
+            free(whole[l]);
+            continue;
+        }
         float *part = download(F.gact[l], act_floats(l));
         char what[96];
         snprintf(what, sizeof what, "train_forward [0, %d] + [%d, %d]: act[%d]", cut, cut + 1, F.last, l);
@@ -987,6 +1013,58 @@ static void conv_backward_strided_padded(void **state) {
     assert_int_equal(bad_g[0] + bad_g[1] + bad_c + gap + bad_dg + bad_dc + bad_dw, 0);
 }
 
+// ---------------------------------------------------------------- conv weight gradient: two kernels
+
+// The fast conv weight gradient has two kernels for the same chains (train_cuda.cu): a block per
+// image for few columns (mnist's conv1: 9) and the tiles of k_conv_wgrad_part. On layers that take
+// the first (gpu.h ff_gpu_conv2d_backward_weights_per_image), the rows it gives equal the tiled
+// kernel's bit for bit (ff_gpu_debug_force_wgrad_tiled): mnist's conv1, the stride-2 pad-1 layer
+// above, and a 5x5 pad-2 layer; dy with zeros and -0 (a padding tap is fma(dy, +0, acc) in both:
+// -0 + +0 is +0, so a kernel that skipped those taps would keep a -0), x with -0; 13 images in
+// groups of 4, NaN-poisoned workspaces.
+static void conv_wgrad_image_kernel_bits(void **state) {
+    (void)state;
+    ff_layer Ls[3] = {
+        F.m.layers[0],
+        {.name = "conv 3x3/2 pad 1", .op = FF_OP_CONV2D, .out_c = 4, .kh = 3, .kw = 3, .stride = 2, .pad = 1},
+        {.name = "conv 5x5 pad 2", .op = FF_OP_CONV2D, .out_c = 8, .kh = 5, .kw = 5, .stride = 1, .pad = 2}};
+    Ls[1].in = (ff_shape){3, 9, 9}, Ls[1].out = (ff_shape){4, 5, 5};
+    Ls[2].in = (ff_shape){1, 11, 11}, Ls[2].out = (ff_shape){8, 11, 11};
+    const int64_t n = 13, group = 4, ng = (n + group - 1) / group;
+    size_t bad = 0;
+    for (int c = 0; c < 3; c++) {
+        const ff_layer *L = &Ls[c];
+        assert_true(ff_gpu_conv2d_backward_weights_per_image(L, n));
+        const int64_t nw = L->out_c * L->in.c * L->kh * L->kw, stride = nw + L->out_c + 5;
+        const int64_t nx = n * ff_shape_numel(L->in), ny = n * ff_shape_numel(L->out);
+        float *x = tu_rand((size_t)nx, 950 + (uint64_t)c, 1.0f), *dy = tu_rand((size_t)ny, 960 + (uint64_t)c, 1.0f);
+        for (int64_t i = 0; i < ny; i += 5) dy[i] = (i / 5) % 2 ? -0.0f : 0.0f;
+        for (int64_t i = 0; i < ny / n; i++) dy[i] = -0.0f;  // image 0: every term -0
+        for (int64_t i = 3; i < nx; i += 11) x[i] = -0.0f;
+        float *gx = tu_dev_from(x, (size_t)nx, F.s), *gdy = tu_dev_from(dy, (size_t)ny, F.s), *rows[2];
+        for (int v = 0; v < 2; v++) {
+            float *grad = tu_dev_from(NULL, (size_t)(ng * stride), F.s);
+            float *work = tu_dev_from(NULL, (size_t)ff_gpu_conv2d_backward_weights_workspace_floats(L, n), F.s);
+            ff_gpu_debug_force_wgrad_tiled(v == 1);
+            const ff_status st =
+                ff_gpu_conv2d_backward_weights(grad, grad + nw, stride, gdy, gx, L, n, group, work, F.s);
+            ff_gpu_debug_force_wgrad_tiled(false);
+            CHECK_OK(st);
+            rows[v] = tu_host_from(grad, (size_t)(ng * stride), F.s);
+            ff_gpu_free(grad), ff_gpu_free(work);
+        }
+        size_t unwritten = 0;
+        for (int64_t gi = 0; gi < ng; gi++)
+            for (int64_t e = 0; e < nw + L->out_c; e++) unwritten += isnan(rows[0][gi * stride + e]);
+        char what[96];
+        snprintf(what, sizeof what, "conv dw, db %s: per image = tiled", L->name);
+        bad += check_bits(what, rows[0], rows[1], (size_t)(ng * stride)) + unwritten;
+        ff_gpu_free(gx), ff_gpu_free(gdy);
+        free(x), free(dy), free(rows[0]), free(rows[1]);
+    }
+    assert_int_equal(bad, 0);
+}
+
 // ---------------------------------------------------------------- data gradients via the forward kernels
 
 // One data-gradient case (conv when L is a conv, linear otherwise) on n images: the fast path
@@ -1279,11 +1357,12 @@ int main(void) {
     // FF_TEST_FILTER=PATTERN runs only the matching tests (cmocka's glob), e.g. for a mutant run
     if (getenv("FF_TEST_FILTER")) cmocka_set_test_filter(getenv("FF_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(train_forward_equals_run),    cmocka_unit_test(softmax_xent_bits),
-        cmocka_unit_test(softmax_xent_wide_bits),      cmocka_unit_test(relu_maxpool_backward_bits),
-        cmocka_unit_test(tree_reduce_sgd_gather_bits), cmocka_unit_test(conv_backward_strided_padded),
-        cmocka_unit_test(data_gradients_fast_paths),   cmocka_unit_test(train_backward_within_bound),
-        cmocka_unit_test(backward_reduced_bits),       cmocka_unit_test(backward_two_pass_bits),
+        cmocka_unit_test(train_forward_equals_run),     cmocka_unit_test(softmax_xent_bits),
+        cmocka_unit_test(softmax_xent_wide_bits),       cmocka_unit_test(relu_maxpool_backward_bits),
+        cmocka_unit_test(tree_reduce_sgd_gather_bits),  cmocka_unit_test(conv_backward_strided_padded),
+        cmocka_unit_test(conv_wgrad_image_kernel_bits), cmocka_unit_test(data_gradients_fast_paths),
+        cmocka_unit_test(train_backward_within_bound),  cmocka_unit_test(backward_reduced_bits),
+        cmocka_unit_test(backward_two_pass_bits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

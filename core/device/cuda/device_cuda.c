@@ -19,7 +19,8 @@
 // rows get exactly the bits a whole-layer run gives them.
 //
 // Training (device.h "training"): the ops enqueue gpu.h's training kernels on the same stream,
-// all n images per launch; train_forward keeps every activation with the run's kernels, unfused;
+// all n images per launch; train_forward keeps the activations the backward reads, with the run's
+// kernels (a relu fused into the conv/linear before it, as a run fuses them);
 // train_backward ping-pongs its data gradients through two buffers of its own.
 //
 // Threads: a device belongs to one thread at a time, and its ops run on the thread's current GPU
@@ -708,7 +709,8 @@ static ff_status cuda_gather(ff_device *d, float *x, int32_t *labels, const floa
 }
 
 // Layer by layer over all n images at once (the images are independent on the GPU: `group` does
-// not change a bit, so it is not needed), unfused, with the kernels ff_device_run uses: conv
+// not change a bit, so it is not needed), a relu fused into the conv/linear before it (below),
+// with the kernels ff_device_run uses: conv
 // direct (device.c refused the others), the linear layers' own kernels (or the vendor library
 // under --backend vendor, as a run would). A run's fused conv+relu applies the same relu to the
 // same conv output, so every act[l + 1] holds the bits a run up to layer l gives. Flatten: a copy
@@ -765,8 +767,16 @@ static ff_status train_forward(cuda_device *c, float *const *act, int first, int
             return FF_FAIL(
                 FF_ERR_INTERNAL, "train forward: %s at batch %lld needs %lld workspace floats; %lld allocated", L->name,
                 (long long)n, (long long)ff_gpu_linear_workspace_floats(L, n), (long long)c->lin_work_floats);
-        FF_TRY(ff_gpu_layer_forward(act[l + 1], act[l], c->d_w[l], c->d_b[l], L, false, &rows, n, c->d_lin_work,
+        // A conv/linear with a relu after it in the range writes relu(output) straight into the
+        // relu's act[l + 2] (the same bits: the relu of the same values), and act[l + 1] is not
+        // written: the backward reads a conv/linear's input and the relu's output, never the
+        // pre-activation (device.h). Saves the relu's pass over the activation (conv2's at batch
+        // 64: 9.4 MB read and written).
+        const bool fuse =
+            (L->op == FF_OP_CONV2D || L->op == FF_OP_LINEAR) && l < last && m->layers[l + 1].op == FF_OP_RELU;
+        FF_TRY(ff_gpu_layer_forward(act[l + 1 + fuse], act[l], c->d_w[l], c->d_b[l], L, fuse, &rows, n, c->d_lin_work,
                                     c->stream));
+        l += fuse;
     }
     return FF_OK;
 }

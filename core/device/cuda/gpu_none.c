@@ -200,6 +200,9 @@ ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, cons
 void ff_gpu_debug_force_tile(int tile) {
     (void)tile;
 }
+void ff_gpu_debug_force_wgrad_tiled(bool on) {
+    (void)on;
+}
 void ff_gpu_set_conv_math(bool tf32x3) {
     (void)tf32x3;
 }

@@ -628,6 +628,8 @@ static int sms_count() {
 #define FF_FOR_EACH_CFG(X) \
     X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20)
 
+extern "C" ff_status ff_gpu_train_kernels_init(void);  // train_cuda.cu
+
 extern "C" ff_status ff_gpu_kernels_init(void) {
     int dev = 0, sms = 0;
     FF_CUDA_CHECK(cudaGetDevice(&dev));
@@ -646,7 +648,7 @@ extern "C" ff_status ff_gpu_kernels_init(void) {
                                        (int)(GV_SMEM_FLOATS * sizeof(float))));
     FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)(GV_SMEM_FLOATS * sizeof(float))));
-    return FF_OK;
+    return ff_gpu_train_kernels_init();
 }
 
 template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool LIN>

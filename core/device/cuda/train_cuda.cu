@@ -344,6 +344,70 @@ __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ pa
         }
 }
 
+// The same partials for a layer with few columns (C*R*S < WG_BN, e.g. mnist's conv1: 9), where a
+// tile would leave most of its columns idle and walk Q / WG_BQ stages in one block per image (conv1
+// at batch 64: 42 us). Here a block owns one image: its dy (K, Q) and its input with the padding
+// written out as zeros, (C, H + 2 pad, W + 2 pad), are copied into shared memory once; then thread
+// t < K*CRS runs chain (k, e) = (t / CRS, t % CRS) and thread K*CRS + k the bias chain of k, each
+// over q ascending from +0 with every position, a padding tap as fma(dy, +0, acc): the terms, order
+// and start of k_conv_wgrad_part's chains, so the same bits (test_gpu_train's
+// conv_wgrad_image_kernel_bits checks it against the tiled kernel).
+#define WGI_SMEM_MAX (200 * 1024)
+__global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x,
+                                 WgradGeom g, int Hp, int Wp) {
+    extern __shared__ __align__(16) float wgi_sm[];
+    const int KQ = g.K * g.Q, HWp = Hp * Wp;
+    float *dys = wgi_sm;      // (K, Q)
+    float *xs = wgi_sm + KQ;  // (C, Hp, Wp), padding as +0
+    const long long img = g.img0 + blockIdx.x;
+    const float *dyi = dy + img * (long long)KQ;
+    const float *xi = x + img * ((long long)g.C * g.H * g.W);
+    // Every copy in flight at once (cp.async, no register round trip), then one wait.
+    for (int i = threadIdx.x; i < KQ; i += blockDim.x) cp_async4(dys + i, dyi + i, true);
+    for (int i = threadIdx.x; i < g.C * HWp; i += blockDim.x) {
+        const int c = i / HWp, rem = i - c * HWp, h = rem / Wp - g.pad, w = rem - (rem / Wp) * Wp - g.pad;
+        const bool v = (unsigned)h < (unsigned)g.H && (unsigned)w < (unsigned)g.W;
+        cp_async4(xs + i, v ? xi + ((long long)c * g.H + h) * g.W + w : x, v);
+    }
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
+    const int t = threadIdx.x, KE = g.K * g.CRS;
+    float *pi = part + img * g.PW;
+    if (t >= KE) {  // the bias chains (their own warps where K*CRS is a multiple of 32)
+        const int k = t - KE;
+        if (k >= g.K) return;
+        const float *dk = dys + k * g.Q;
+        float acc = 0.0f;
+        for (int q = 0; q < g.Q; q++) acc = __fadd_rn(acc, dk[q]);
+        pi[KE + k] = acc;
+        return;
+    }
+    const int k = t / g.CRS, e = t - k * g.CRS, RS = g.R * g.S;
+    const int c = e / RS, rs = e - c * RS, r = rs / g.S, s = rs - r * g.S;
+    const float *dk = dys + k * g.Q;
+    const float *xc = xs + c * HWp + r * Wp + s;  // tap (r, s) of output (0, 0), in padded coordinates
+    const int Ho = g.Q / g.Wo;
+    float acc = 0.0f;
+    for (int oh = 0; oh < Ho; oh++) {
+        const float *xrow = xc + oh * g.stride * Wp;
+        const float *drow = dk + oh * g.Wo;
+#pragma unroll 4
+        for (int ow = 0; ow < g.Wo; ow++) acc = __fmaf_rn(drow[ow], xrow[ow * g.stride], acc);
+    }
+    pi[(long long)k * g.CRS + e] = acc;
+}
+
+static bool g_force_wgrad_tiled = false;
+extern "C" void ff_gpu_debug_force_wgrad_tiled(bool on) {
+    g_force_wgrad_tiled = on;
+}
+
+extern "C" ff_status ff_gpu_train_kernels_init(void) {
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_conv_wgrad_img, cudaFuncAttributeMaxDynamicSharedMemorySize, WGI_SMEM_MAX));
+    return FF_OK;
+}
+
 // Group sums of the per-image partials, one thread per (group, element): row g of an element is
 // part[i0], then + part[i0 + 1], ..., + part[i1 - 1] (float additions in image order; a one-image
 // group is part[i0] itself). Elements [0, K*CRS) go to dw, [K*CRS, PW) to db.
@@ -828,7 +892,11 @@ static ff_status check_int(int64_t v, const char *what, const ff_layer *L) {
     return FF_OK;
 }
 
-// The GEMM path (work given): per-image partials, then the group sums in image order.
+static ff_status conv_wgrad_tiled(float *part, const float *dy, const float *x, WgradGeom g, const ff_layer *L,
+                                  int64_t n, cudaStream_t st);
+
+// The GEMM path (work given): per-image partials (k_conv_wgrad_img for few columns, else the tiles
+// of k_conv_wgrad_part; the same bits), then the group sums in image order.
 static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
                                  const ff_layer *L, int64_t n, int64_t group, float *part, cudaStream_t st) {
     const ConvGeom cg = conv_geom(L);
@@ -843,6 +911,27 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
     g.CRS = cg.C * cg.R * cg.S;
     const long long KCRS = (long long)g.K * g.CRS;
     g.PW = KCRS + g.K;
+    // Few columns: a block per image (k_conv_wgrad_img), where its threads and shared memory fit.
+    const int Hp = g.H + 2 * g.pad, Wp = g.W + 2 * g.pad;
+    const long long img_threads = ((long long)g.K * (g.CRS + 1) + 31) / 32 * 32;
+    const long long img_smem = ((long long)g.K * g.Q + (long long)g.C * Hp * Wp) * (long long)sizeof(float);
+    static_assert(WG_BN == 32 && WGI_SMEM_MAX == 200 * 1024, "gpu.h ff_gpu_conv2d_backward_weights_per_image");
+    if (!g_force_wgrad_tiled && ff_gpu_conv2d_backward_weights_per_image(L, n)) {
+        g.img0 = 0;
+        k_conv_wgrad_img<<<(unsigned)n, (unsigned)img_threads, (size_t)img_smem, st>>>(part, dy, x, g, Hp, Wp);
+        FF_LAUNCH_CHECK("k_conv_wgrad_img");
+    } else {
+        FF_TRY(conv_wgrad_tiled(part, dy, x, g, L, n, st));
+    }
+    const long long ngroups = (n + group - 1) / group, total = ngroups * g.PW;
+    k_conv_wgrad_sum<<<train_blocks(total), FF_TRAIN_THREADS, 0, st>>>(dw, db, grad_stride, part, KCRS, g.PW, n, group,
+                                                                       total);
+    FF_LAUNCH_CHECK("k_conv_wgrad_sum");
+    return FF_OK;
+}
+
+static ff_status conv_wgrad_tiled(float *part, const float *dy, const float *x, WgradGeom g, const ff_layer *L,
+                                  int64_t n, cudaStream_t st) {
     const long long gx = (g.CRS + WG_BN - 1) / WG_BN, gy = (g.K + WG_BM - 1) / WG_BM;
     if (gx > 0x7fffffffLL || gy > 65535)
         return FF_FAIL(FF_ERR_INPUT, "%s weight gradient: grid %lld x %lld too large", L->name, gx, gy);
@@ -854,10 +943,6 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
         k_conv_wgrad_part<<<dim3((unsigned)gx, (unsigned)gy, (unsigned)nz), WG_T, 0, st>>>(part, dy, x, g);
         FF_LAUNCH_CHECK("k_conv_wgrad_part");
     }
-    const long long ngroups = (n + group - 1) / group, total = ngroups * g.PW;
-    k_conv_wgrad_sum<<<train_blocks(total), FF_TRAIN_THREADS, 0, st>>>(dw, db, grad_stride, part, KCRS, g.PW, n, group,
-                                                                       total);
-    FF_LAUNCH_CHECK("k_conv_wgrad_sum");
     return FF_OK;
 }
 

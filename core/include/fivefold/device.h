@@ -139,7 +139,7 @@ ff_status ff_device_pin_host(ff_device *d, void *p, size_t bytes);
 void ff_device_unpin_host(ff_device *d, void *p);
 
 // ---- training (train.h, docs/ARCHITECTURE.md §9) ----
-// One trainer drives every mode's step through these: train_forward (every activation kept),
+// One trainer drives every mode's step through these: train_forward (the activations the backward reads),
 // softmax_xent on the logits, train_backward (per-micro-batch parameter gradients), the tree
 // reduction of train.h, the SGD update. Gradients come per group of `group` consecutive images
 // (train.h's micro-batches): the sums of one group never mix with another's, so the trainer can
@@ -175,13 +175,14 @@ ff_status ff_device_gather(ff_device *d, float *x, int32_t *labels, const float 
 // made resident with no host copy. Device memory x.
 ff_status ff_device_synth(ff_device *d, float *x, const ff_synth *s, int64_t first, int64_t n);
 
-// Layers [first, last] on n whole images, keeping every output: act[first] (n, layer first's input)
-// is the input, act[l + 1] (n, layers[l].out) receives layer l's output (flatten's is act[l]
-// itself: act[l + 1] may equal act[l]). Every act[l] is device memory of n images at least. The cpu
-// device runs the groups of `group` images on its threads; the bits are those of ff_device_run,
-// and the same whether the layers run in one call or in several consecutive ranges (the trainer's
-// forward bucket by bucket, ARCHITECTURE §9). Layers conv2d, relu, maxpool, flatten, linear only;
-// a conv planned other than direct is refused.
+// Layers [first, last] on n whole images, keeping every output the backward reads: act[first] (n,
+// layer first's input) is the input, act[l + 1] (n, layers[l].out) receives layer l's output
+// (flatten's is act[l] itself: act[l + 1] may equal act[l]), except that a GPU device may leave the
+// output of a conv/linear followed by a relu inside [first, last] unwritten (it writes the relu's
+// output in the same kernel; no backward reads the pre-activation). Every act[l] is device memory of n images at least.
+// The cpu device runs the groups of `group` images on its threads; the bits are those of ff_device_run, and the same
+// whether the layers run in one call or in several consecutive ranges (the trainer's forward bucket by bucket,
+// ARCHITECTURE §9). Layers conv2d, relu, maxpool, flatten, linear only; a conv planned other than direct is refused.
 ff_status ff_device_train_forward(ff_device *d, float *const *act, int first, int last, int64_t n, int64_t group);
 
 // Softmax cross-entropy (layers_cpu_backward.h's formulas): dz (n, classes) receives the gradient

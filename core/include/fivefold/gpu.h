@@ -208,6 +208,10 @@ int ff_gpu_debug_tile_count(void);
 int ff_gpu_debug_x3_tile_count(void);
 // The configuration of the calling thread's last conv2d/linear launch (for benchmark rows).
 int ff_gpu_debug_last_tile(void);
+// Test hook: the conv weight gradient's fast path always takes its tiled kernel (k_conv_wgrad_part)
+// instead of the block-per-image kernel it picks for few columns (train_cuda.cu); the same bits.
+// Tests only, process-wide.
+void ff_gpu_debug_force_wgrad_tiled(bool on);
 
 // ---- training (device.h "training", layers_cpu_backward.h, train.h) ----
 // The backward layers, the loss, the tree reduction and the SGD update, for the cuda device's
@@ -334,6 +338,16 @@ static inline int64_t ff_gpu_linear_backward_data_split_offset(const ff_layer *L
 static inline int64_t ff_gpu_linear_backward_data_workspace_floats(const ff_layer *L, int64_t n) {
     const ff_layer t = ff_gpu_linear_backward_data_layer(L);
     return ff_gpu_linear_backward_data_split_offset(L) + ff_gpu_linear_workspace_floats(&t, n);
+}
+
+// Whether ff_gpu_conv2d_backward_weights' fast path runs its block-per-image kernel (few columns:
+// C*R*S < 32, K*(C*R*S + 1) threads <= 1024, dy and the padded input of one image in 200 KB of
+// shared memory; mnist's conv1) rather than its tiled one. The same bits either way.
+static inline bool ff_gpu_conv2d_backward_weights_per_image(const ff_layer *L, int64_t n) {
+    const int64_t crs = L->in.c * L->kh * L->kw, hp = L->in.h + 2 * L->pad, wp = L->in.w + 2 * L->pad;
+    const int64_t threads = (L->out_c * (crs + 1) + 31) / 32 * 32;
+    const int64_t smem = (L->out_c * L->out.h * L->out.w + L->in.c * hp * wp) * (int64_t)sizeof(float);
+    return crs < 32 && n <= 0x7fffffff && threads <= 1024 && smem <= 200 * 1024;
 }
 
 // dw: rows of (K, C, R, S); db: rows of (K); dy: (n, K, Ho, Wo); x: (n, C, H, W). work: NULL (direct
