@@ -691,7 +691,8 @@ static ff_layer pool_layer(int64_t C, int64_t H, int64_t W, int k, int stride, i
     return L;
 }
 
-// relu and maxpool backward through the gpu.h launchers vs layers_cpu_backward.h, bit for bit.
+// relu and maxpool backward through the gpu.h launchers vs layers_cpu_backward.h, bit for bit; the
+// maxpool fused with the relu below it against the two CPU functions in turn.
 static void relu_maxpool_backward_bits(void **state) {
     (void)state;
     size_t bad = 0;
@@ -728,14 +729,23 @@ static void relu_maxpool_backward_bits(void **state) {
         float *ref = malloc(nin * sizeof(float));
         ff_cpu_maxpool_backward(ref, g, x, L, n);
         float *gx = tu_dev_from(x, nin, F.s), *gg = tu_dev_from(g, nout, F.s), *gd = tu_dev_from(NULL, nin, F.s);
-        CHECK_OK(ff_gpu_maxpool_backward(gd, gg, gx, L, n, F.s));
+        CHECK_OK(ff_gpu_maxpool_backward(gd, gg, gx, L, n, false, F.s));
         float *got = tu_host_from(gd, nin, F.s);
         bad += check_bits(
             t == 0 ? "maxpool backward mnist pool1 (relu2 output)" : "maxpool backward 3x3/2 pad 1 (ties, NaN, -0)",
             got, ref, nin);
+        // fused with the relu below it (x that relu's output): the pool's bits, then the relu's mask
+        float *ref_relu = malloc(nin * sizeof(float));
+        ff_cpu_relu_backward(ref_relu, ref, x, (int64_t)nin);
+        CHECK_OK(ff_gpu_fill(gd, NAN, nin, F.s));
+        CHECK_OK(ff_gpu_maxpool_backward(gd, gg, gx, L, n, true, F.s));
+        float *got_relu = tu_host_from(gd, nin, F.s);
+        bad += check_bits(t == 0 ? "maxpool + relu backward in one pass, mnist pool1"
+                                 : "maxpool + relu backward in one pass, 3x3/2 pad 1",
+                          got_relu, ref_relu, nin);
         ff_gpu_free(gx), ff_gpu_free(gg), ff_gpu_free(gd);
         if (t == 1) free(x);
-        free(g), free(ref), free(got);
+        free(g), free(ref), free(got), free(ref_relu), free(got_relu);
     }
     assert_int_equal(bad, 0);
 }

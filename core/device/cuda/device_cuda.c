@@ -946,8 +946,12 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
     for (int l = hi; l >= lo; l--) {
         const ff_layer *L = &m->layers[l];
         const float *x = act[l], *y = act[l + 1];
-        const bool need_dx = data && l > 0;
-        const int64_t keep_at = pass == BACKWARD_DATA && need_dx ? kept_offset(m, l) : -1;
+        // A maxpool on a relu's output (mnist's pool1 on relu2) passes the gradient back through
+        // both in one kernel: dx is then the relu's (its input's gradient), and the relu is done.
+        const bool pool_relu = data && L->op == FF_OP_MAXPOOL && l - 1 >= lo && m->layers[l - 1].op == FF_OP_RELU;
+        const int dl = l - pool_relu;  // the layer whose input gradient dx is
+        const bool need_dx = data && dl > 0;
+        const int64_t keep_at = pass == BACKWARD_DATA && need_dx ? kept_offset(m, dl) : -1;
         float *dx = !need_dx ? NULL : keep_at >= 0 ? c->d_kept + keep_at * n : c->d_grad[next];
         switch (L->op) {
             case FF_OP_CONV2D:
@@ -980,10 +984,11 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
                 if (need_dx) FF_TRY(ff_gpu_relu_backward(dx, cur, y, n * ff_shape_numel(L->out), c->stream));
                 break;
             case FF_OP_MAXPOOL:
-                if (need_dx) FF_TRY(ff_gpu_maxpool_backward(dx, cur, x, L, n, c->stream));
+                if (need_dx) FF_TRY(ff_gpu_maxpool_backward(dx, cur, x, L, n, pool_relu, c->stream));
                 break;
             default: continue;  // flatten (device.c admits no other op)
         }
+        l -= pool_relu;
         if (!need_dx) continue;
         cur = dx;
         if (keep_at < 0) next ^= 1;  // the ping-pong buffer not holding cur

@@ -262,9 +262,9 @@ ff_status ff_gpu_relu_backward(float *dx, const float *dy, const float *y, int64
     (void)dx, (void)dy, (void)y, (void)count, (void)s;
     return FF_NO_CUDA();
 }
-ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, const ff_layer *L, int64_t n,
+ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, const ff_layer *L, int64_t n, bool relu,
                                   ff_gpu_stream s) {
-    (void)dx, (void)dy, (void)x, (void)L, (void)n, (void)s;
+    (void)dx, (void)dy, (void)x, (void)L, (void)n, (void)relu, (void)s;
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,

@@ -431,8 +431,10 @@ __global__ void k_conv_wgrad_sum(float *__restrict__ dw, float *__restrict__ db,
 // per window writes its R*S elements: 0, except the pick (the CPU's rule) which gets 0 + dy (the
 // CPU's dx = 0; dx[argmax] += dy: the same addition, -0 included). The same bits as k_maxpool_bwd,
 // without each element re-deriving its window.
+// relu: x is a relu's output and dx the gradient of the relu's input (ff_gpu_maxpool_backward):
+// the pick's value passes only where bv > 0, as k_relu_bwd would pass it.
 __global__ void k_maxpool_bwd_tiled(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ x,
-                                    ConvGeom g, long long total) {
+                                    ConvGeom g, long long total, bool relu) {
     const int HoWo = g.Ho * g.Wo;
     FF_GRID_STRIDE(t, total) {
         const long long plane = t / HoWo;
@@ -450,7 +452,7 @@ __global__ void k_maxpool_bwd_tiled(float *__restrict__ dx, const float *__restr
                     bv = v;
                 }
             }
-        const float d = __fadd_rn(0.0f, dy[t]);
+        const float d = relu && !(bv > 0.0f) ? 0.0f : __fadd_rn(0.0f, dy[t]);
         for (int r = 0; r < g.R; r++)
             for (int s2 = 0; s2 < g.S; s2++) {
                 const int at = (oh * g.stride + r) * g.W + ow * g.stride + s2;
@@ -642,7 +644,7 @@ __global__ void k_relu_bwd(float *__restrict__ dx, const float *__restrict__ dy,
 // ascending, padding skipped, a tap wins when greater or NaN): the same additions in the same
 // order from +0, so the same bits, ties and NaNs included.
 __global__ void k_maxpool_bwd(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ x,
-                              ConvGeom g, long long total) {
+                              ConvGeom g, long long total, bool relu) {
     const long long HW = (long long)g.H * g.W;
     FF_GRID_STRIDE(t, total) {
         const long long plane = t / HW;  // one 64-bit division, then 32-bit ones
@@ -677,7 +679,7 @@ __global__ void k_maxpool_bwd(float *__restrict__ dx, const float *__restrict__ 
                 }
                 if (best == me) acc = __fadd_rn(acc, dyp[(long long)oh * g.Wo + ow]);
             }
-        dx[t] = acc;
+        dx[t] = relu && !(xp[me] > 0.0f) ? 0.0f : acc;  // (relu: k_relu_bwd's rule)
     }
 }
 
@@ -915,7 +917,7 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
     const int Hp = g.H + 2 * g.pad, Wp = g.W + 2 * g.pad;
     const long long img_threads = ((long long)g.K * (g.CRS + 1) + 31) / 32 * 32;
     const long long img_smem = ((long long)g.K * g.Q + (long long)g.C * Hp * Wp) * (long long)sizeof(float);
-    static_assert(WG_BN == 32 && WGI_SMEM_MAX == 200 * 1024, "gpu.h ff_gpu_conv2d_backward_weights_per_image");
+    static_assert(WGI_SMEM_MAX == 200 * 1024, "gpu.h ff_gpu_conv2d_backward_weights_per_image");
     if (!g_force_wgrad_tiled && ff_gpu_conv2d_backward_weights_per_image(L, n)) {
         g.img0 = 0;
         k_conv_wgrad_img<<<(unsigned)n, (unsigned)img_threads, (size_t)img_smem, st>>>(part, dy, x, g, Hp, Wp);
@@ -1068,18 +1070,19 @@ extern "C" ff_status ff_gpu_relu_backward(float *dx, const float *dy, const floa
 }
 
 extern "C" ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, const ff_layer *L, int64_t n,
-                                             ff_gpu_stream s) {
+                                             bool relu, ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
     FF_TRY(check_int(L->in.h * L->in.w, "input plane", L));
     const ConvGeom g = conv_geom(L);
     if (g.pad == 0 && g.stride == g.R && g.stride == g.S && g.H == g.Ho * g.R && g.W == g.Wo * g.S) {
         const long long windows = n * (long long)g.C * g.Ho * g.Wo;
-        k_maxpool_bwd_tiled<<<train_blocks(windows), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dx, dy, x, g, windows);
+        k_maxpool_bwd_tiled<<<train_blocks(windows), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dx, dy, x, g, windows,
+                                                                                             relu);
         FF_LAUNCH_CHECK("k_maxpool_bwd_tiled");
         return FF_OK;
     }
     const long long total = n * ff_shape_numel(L->in);
-    k_maxpool_bwd<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dx, dy, x, g, total);
+    k_maxpool_bwd<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dx, dy, x, g, total, relu);
     FF_LAUNCH_CHECK("k_maxpool_bwd");
     return FF_OK;
 }

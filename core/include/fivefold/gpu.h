@@ -384,7 +384,10 @@ ff_status ff_gpu_relu_backward(float *dx, const float *dy, const float *y, int64
 // maximum (NaN wins, the last NaN of a window being its pick, as on the CPU) is this element.
 // Windows that tile the input exactly (stride = window, no padding; mnist's pool) take a faster
 // path with the same bits: one thread per window writes 0 + dy at its pick and 0 elsewhere.
-ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, const ff_layer *L, int64_t n,
+// relu: x is the output of a relu and dx receives the gradient of that relu's input, in one pass:
+// the bits of this backward followed by ff_gpu_relu_backward(dx, dx, x) (each element masked by
+// x > 0), without writing and reading dx twice.
+ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, const ff_layer *L, int64_t n, bool relu,
                                   ff_gpu_stream s);
 // ff_cpu_softmax_xent_backward on the GPU: dz (n, classes); loss (n) or NULL; z (n, classes);
 // labels (n) in [0, classes). One thread per image (the CPU's sequential max and sum).
