@@ -1,7 +1,8 @@
 // ff_conv_tiles: every kernel configuration of one convolution timed on the GPU, one per line, and
-// checked to give the automatic choice's bits. For kernel writers: which tile shape a layer wants,
-// and by how much, without the tuner's two-launch guesses or a profiler (the GPU machines have
-// none). Usage: ff_conv_tiles --help.
+// checked to give the automatic choice's bits; or the layer's weight gradient timed. With
+// --stalls, PC sampling (tools/pc_stalls.c, CUPTI) of the tuner's choice: why its warps wait. For
+// kernel writers: which tile shape a layer wants, by how much, and what bounds it, without the
+// tuner's two-launch guesses or Nsight (the GPU machines have none). Usage: ff_conv_tiles --help.
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -13,18 +14,27 @@
 #include "fivefold/model.h"
 #include "fivefold/rng.h"
 #include "fivefold/weights.h"
+#ifdef FF_HAVE_CUPTI
+#include "pc_stalls.h"
+#endif
 
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ff_conv_tiles [--model mnist-cnn|alexnet] [--layer NAME] [--batch N] [--iters K]\n"
-            "                     [--precision fp32|tf32x3] [--data-grad]\n"
+            "                     [--precision fp32|tf32x3] [--data-grad | --weight-grad] [--stalls]\n"
             "Times every configuration of the GPU conv kernel for one layer (forced one at a time, --iters\n"
             "launches each after one untimed, on one stream between two events) and prints microseconds per\n"
             "call and TFLOP/s, then names the fastest; every configuration's output is compared bit for bit with\n"
             "the automatic choice's. --data-grad times the conv that the layer's data gradient runs (the\n"
-            "forward conv on dy with flipped weights; stride-1 layers only).\n"
+            "forward conv on dy with flipped weights; stride-1 layers only). --weight-grad times the layer's\n"
+            "weight and bias gradient as training runs it (fp32, per-image partials, then the sums over\n"
+            "micro-batches of 8 images) and checks a second run gives the same bits.\n"
+            "--stalls samples the program counters of the tuner's choice (or the weight gradient's kernels)\n"
+            "over min(--iters, 20) launches through CUPTI and prints, per kernel, the share of samples in each\n"
+            "stall reason and the hottest SASS offsets (match them with cuobjdump -sass on libfivefold.so).\n"
             "Defaults: --model mnist-cnn --layer conv2 --batch 64 --iters 50 --precision fp32.\n"
-            "Exit status: 0 all configurations agree, 1 a GPU error or a configuration differs, 2 usage.\n");
+            "Exit status: 0 all configurations agree, 1 a GPU or CUPTI error or a configuration differs,\n"
+            "2 usage.\n");
 }
 
 // A whole decimal integer in [lo, hi], or false (the caller names the flag and the text given).
@@ -37,15 +47,91 @@ static bool parse_long(const char *text, long lo, long hi, long *out) {
     return true;
 }
 
+#define WGRAD_GROUP 8  // training's default micro-batch (fivefold train --microbatch)
+
 static int fail(const char *what) {
     fprintf(stderr, "ff_conv_tiles: %s: %s\n", what, ff_last_error());
     return 1;
 }
 
+// One launch of what is being timed or sampled.
+typedef struct {
+    const ff_layer *L;
+    long batch;
+    float *out, *in, *w, *b, *work;  // the conv: out = conv(in); the weight gradient: rows out, dy in, x w
+    ff_gpu_stream s;
+    bool weight_grad;
+} launch;
+
+static ff_status run_once(const launch *k) {
+    if (k->weight_grad) {
+        const int64_t nw = k->L->out_c * k->L->in.c * k->L->kh * k->L->kw;
+        return ff_gpu_conv2d_backward_weights(k->out, k->out + nw, nw + k->L->out_c, k->in, k->w, k->L, k->batch,
+                                              WGRAD_GROUP, k->work, k->s);
+    }
+    const ff_rows rows = ff_rows_full(k->L);
+    return ff_gpu_conv2d(k->out, k->in, k->w, k->b, k->L, false, &rows, k->batch, k->s);
+}
+
+// --stalls: min(iters, 20) launches under PC sampling, each alone, then the report.
+static int sample_stalls(const launch *k, long iters) {
+#ifdef FF_HAVE_CUPTI
+    pcs_session *pcs = NULL;
+    char err[512] = "";
+    int rc = pcs_open(&pcs, 8, err, sizeof err);
+    for (long it = 0; rc == 0 && it < (iters < 20 ? iters : 20); it++) {
+        rc = pcs_start(pcs, err, sizeof err);
+        if (rc == 0 && (run_once(k) != FF_OK || ff_gpu_stream_sync(k->s) != FF_OK)) {
+            snprintf(err, sizeof err, "launch: %s", ff_last_error());
+            rc = -1;
+        }
+        if (rc == 0) rc = pcs_stop(pcs, err, sizeof err);
+    }
+    if (rc == 0) {
+        printf("\n");
+        pcs_report(pcs, stdout, 12);
+    } else {
+        fprintf(stderr, "ff_conv_tiles: --stalls: %s\n", err);
+    }
+    pcs_close(pcs);
+    return rc ? 1 : 0;
+#else
+    (void)k, (void)iters;
+    return 2;  // (refused at parsing)
+#endif
+}
+
+// --weight-grad: the training fast path timed; a second run must give the first's bits.
+static int time_weight_grad(const launch *k, long iters, ff_gpu_event e0, ff_gpu_event e1, size_t nrows) {
+    const ff_layer *L = k->L;
+    const double flops =
+        2.0 * (double)k->batch * (double)(L->out.h * L->out.w) * (double)L->out_c * (double)(L->in.c * L->kh * L->kw);
+    float *r0 = malloc(nrows * sizeof(float)), *r1 = malloc(nrows * sizeof(float));
+    if (!r0 || !r1) return fail("host memory");
+    if (run_once(k) || ff_gpu_copy_d2h(r0, k->out, nrows * sizeof(float), k->s) || ff_gpu_stream_sync(k->s))
+        return fail("weight gradient");
+    if (ff_gpu_event_record(e0, k->s)) return fail("event");
+    for (long it = 0; it < iters; it++)
+        if (run_once(k)) return fail("weight gradient");
+    double sec = 0;
+    if (ff_gpu_event_record(e1, k->s) || ff_gpu_event_sync(e1) || ff_gpu_event_elapsed(&sec, e0, e1))
+        return fail("timing");
+    if (ff_gpu_copy_d2h(r1, k->out, nrows * sizeof(float), k->s) || ff_gpu_stream_sync(k->s)) return fail("copy back");
+    const int same = memcmp(r0, r1, nrows * sizeof(float)) == 0;
+    const double us = sec / (double)iters * 1e6;
+    printf("%s weight gradient, batch %ld (%s kernel, micro-batches of %d): %.3f GFLOP a call\n", L->name, k->batch,
+           ff_gpu_conv2d_backward_weights_per_image(L, k->batch) ? "block-per-image" : "tiled", WGRAD_GROUP,
+           flops * 1e-9);
+    printf("  %9.2f us  %6.2f TFLOP/s  %s\n", us, flops / (us * 1e-6) * 1e-12,
+           same ? "bits = first run" : "BITS DIFFER between two runs");
+    free(r0), free(r1);
+    return same ? 0 : 1;
+}
+
 int main(int argc, char **argv) {
     const char *model = "mnist-cnn", *layer = "conv2", *precision = "fp32";
     long batch = 64, iters = 50;
-    int data_grad = 0;
+    int data_grad = 0, weight_grad = 0, stalls = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -53,6 +139,10 @@ int main(int argc, char **argv) {
             return 0;
         } else if (!strcmp(a, "--data-grad")) {
             data_grad = 1;
+        } else if (!strcmp(a, "--weight-grad")) {
+            weight_grad = 1;
+        } else if (!strcmp(a, "--stalls")) {
+            stalls = 1;
         } else if (v && !strcmp(a, "--model")) {
             model = v, i++;
         } else if (v && !strcmp(a, "--layer")) {
@@ -73,6 +163,16 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
+    if (data_grad && weight_grad) {
+        fprintf(stderr, "ff_conv_tiles: --data-grad and --weight-grad: expected one of them\n");
+        return 2;
+    }
+#ifndef FF_HAVE_CUPTI
+    if (stalls) {
+        fprintf(stderr, "ff_conv_tiles: --stalls: this build has no CUPTI (the CUDA toolkit's profiling library)\n");
+        return 2;
+    }
+#endif
     const int x3 = !strcmp(precision, "tf32x3");
     if (!x3 && strcmp(precision, "fp32")) {
         fprintf(stderr, "ff_conv_tiles: --precision %s: expected fp32 or tf32x3\n", precision);
@@ -89,6 +189,10 @@ int main(int argc, char **argv) {
         return 2;
     }
     const ff_layer *L0 = &m.layers[li];
+    if (weight_grad && x3) {
+        fprintf(stderr, "ff_conv_tiles: --weight-grad: weight gradients run fp32 only (not --precision tf32x3)\n");
+        return 2;
+    }
     if (data_grad && !ff_gpu_conv2d_backward_data_flips(L0)) {
         fprintf(stderr, "ff_conv_tiles: %s.%s: its data gradient does not run through the forward conv\n", model,
                 layer);
@@ -120,6 +224,25 @@ int main(int argc, char **argv) {
     ff_rng_fill(h, nb, 24, 3, 0.1f);
     if (ff_gpu_copy_h2d(db, h, nb * sizeof(float), s)) return fail("copy");
 
+    if (weight_grad) {  // dy (the output's shape) into dout, x stays in din; gradient rows and the workspace
+        const size_t nrows = (size_t)(((batch + WGRAD_GROUP - 1) / WGRAD_GROUP) * (long)(nw + nb));
+        float *rows_d = NULL, *work = NULL, *hy = malloc(nout * sizeof(float));
+        if (!hy || ff_gpu_alloc((void **)&rows_d, nrows * sizeof(float), "gradient rows") ||
+            ff_gpu_alloc((void **)&work,
+                         (size_t)ff_gpu_conv2d_backward_weights_workspace_floats(&L, batch) * sizeof(float),
+                         "weight-gradient workspace"))
+            return fail("device set-up");
+        ff_rng_fill(hy, nout, 24, 4, 1.0f);
+        if (ff_gpu_copy_h2d(dout, hy, nout * sizeof(float), s)) return fail("copy");
+        const launch k = {
+            .L = &L, .batch = batch, .out = rows_d, .in = dout, .w = din, .work = work, .s = s, .weight_grad = true};
+        int rc = time_weight_grad(&k, iters, e0, e1, nrows);
+        if (rc == 0 && stalls) rc = sample_stalls(&k, iters);
+        ff_gpu_free(rows_d), ff_gpu_free(work), free(hy), free(h), free(y0), free(y);
+        ff_gpu_free(din), ff_gpu_free(dout), ff_gpu_free(dw), ff_gpu_free(db);
+        ff_gpu_event_destroy(e0), ff_gpu_event_destroy(e1), ff_gpu_stream_destroy(s);
+        return rc;
+    }
     const ff_rows rows = ff_rows_full(&L);
     const double flops = 2.0 * (double)nout * (double)(L.in.c * L.kh * L.kw);
     ff_gpu_set_conv_math(x3);
@@ -162,9 +285,16 @@ int main(int argc, char **argv) {
     if (best_cfg >= 0)
         printf("fastest: configuration %d, %.2f us (%.2f TFLOP/s); the tuner's %d: %.2f us\n", best_cfg, best,
                flops / (best * 1e-6) * 1e-12, tuned, tuned >= 0 && tuned < ncfg ? us[tuned] : NAN);
+    int rc = differ ? 1 : 0;
+    if (stalls) {
+        const launch k = {.L = &L, .batch = batch, .out = dout, .in = din, .w = dw, .b = db, .s = s};
+        printf("\nPC samples of the tuner's configuration %d:", tuned);
+        const int src = sample_stalls(&k, iters);
+        if (src) rc = src;
+    }
     free(us), free(h), free(y0), free(y);
     ff_gpu_free(din), ff_gpu_free(dout), ff_gpu_free(dw), ff_gpu_free(db);
     ff_gpu_event_destroy(e0), ff_gpu_event_destroy(e1), ff_gpu_stream_destroy(s);
     if (differ) fprintf(stderr, "ff_conv_tiles: %d configuration(s) gave other bits\n", differ);
-    return differ ? 1 : 0;
+    return rc;
 }

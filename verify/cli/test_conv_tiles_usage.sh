@@ -27,5 +27,7 @@ expect 2 "unknown model 'nope'" --model nope
 expect 2 "has no conv layer named 'fc6'" --model alexnet --layer fc6
 expect 2 "alexnet.conv1: its data gradient does not run through the forward conv" --model alexnet --layer conv1 --data-grad
 expect 2 "unknown or incomplete argument '--batch'" --batch
+expect 2 "--data-grad and --weight-grad: expected one of them" --data-grad --weight-grad
+expect 2 "--weight-grad: weight gradients run fp32 only" --weight-grad --precision tf32x3
 [ $bad = 0 ] && echo "PASS ff_conv_tiles usage errors"
 exit $bad
