@@ -151,9 +151,10 @@ constexpr int gemm_smem_floats() {
     return STAGES * BK * ((BM + 4) + (BN + 4));
 }
 
-template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool LIN>
-// At least 512 threads resident per multiprocessor: caps registers at 128 per thread.
-__global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN / TN)))
+// MINB: blocks that must fit on a multiprocessor at once (the register cap follows); 0: enough for
+// 512 threads (128 registers a thread).
+template <int BM, int BN, int TM, int TN, int BK, int STAGES, int MINB, bool LIN>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), MINB > 0 ? MINB : 512 / ((BM / TM) * (BN / TN)))
     k_gemm(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
            const float *__restrict__ bias, GemmGeom g, int relu) {
     constexpr int T = (BM / TM) * (BN / TN);
@@ -350,8 +351,8 @@ constexpr int x3_smem_floats() {  // rows padded by 8: the fragment reads below 
 }
 
 // A block of (BM / WM) x (BN / WN) warps; a warp owns a WM x WN tile: (WM / 16) x (WN / 8) mma tiles.
-template <int BM, int BN, int WM, int WN, int BK, int STAGES>
-__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32)
+template <int BM, int BN, int WM, int WN, int BK, int STAGES, int MINB>  // MINB: as k_gemm's (0: no cap)
+__global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB > 0 ? MINB : 1)
     k_conv_x3(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
               const float *__restrict__ bias, GemmGeom g, int relu) {
     constexpr int T = (BM / WM) * (BN / WN) * 32;
@@ -545,48 +546,61 @@ __global__ void __launch_bounds__(GV_T)
 }
 
 // ------------------------------------------------------------------ configurations
-// Tile configurations: BM, BN, TM, TN, BK, STAGES. Which one runs changes no value (each thread
+// Tile configurations: BM, BN, TM, TN, BK, STAGES, MINB (k_gemm). Which one runs changes no value (each thread
 // owns whole chains; the tests run every configuration and compare bits), only the speed: big
 // tiles for big batches, small tiles to fill 132 multiprocessors at N = 1.
-#define CFG_0 128, 128, 8, 8, 8, 4   // 256 threads
-#define CFG_1 64, 64, 4, 4, 16, 4    // 256 threads
-#define CFG_2 32, 32, 2, 2, 32, 4    // 256 threads
-#define CFG_4 128, 128, 8, 8, 16, 3  // 256 threads, deeper K stages
-#define CFG_5 96, 128, 6, 8, 16, 3   // 256 threads: conv1's 96 channels without a wasted quarter
-#define CFG_6 64, 128, 8, 8, 16, 4   // 128 threads
-#define CFG_7 32, 64, 4, 4, 32, 4    // 128 threads
-#define CFG_8 16, 32, 2, 2, 32, 4    // 128 threads
-#define CFG_9 32, 32, 4, 4, 32, 4    // 64 threads
-#define CFG_10 16, 16, 1, 1, 32, 4   // 256 threads, one chain each: many warps for N = 1
-#define CFG_11 32, 16, 2, 1, 32, 4   // 256 threads
-#define CFG_12 128, 64, 8, 4, 8, 4   // 256 threads
+#define CFG_0 128, 128, 8, 8, 8, 4, 0   // 256 threads
+#define CFG_1 64, 64, 4, 4, 16, 4, 0    // 256 threads
+#define CFG_2 32, 32, 2, 2, 32, 4, 0    // 256 threads
+#define CFG_4 128, 128, 8, 8, 16, 3, 0  // 256 threads, deeper K stages
+#define CFG_5 96, 128, 6, 8, 16, 3, 0   // 256 threads: conv1's 96 channels without a wasted quarter
+#define CFG_6 64, 128, 8, 8, 16, 4, 0   // 128 threads
+#define CFG_7 32, 64, 4, 4, 32, 4, 0    // 128 threads
+#define CFG_8 16, 32, 2, 2, 32, 4, 0    // 128 threads
+#define CFG_9 32, 32, 4, 4, 32, 4, 0    // 64 threads
+#define CFG_10 16, 16, 1, 1, 32, 4, 0   // 256 threads, one chain each: many warps for N = 1
+#define CFG_11 32, 16, 2, 1, 32, 4, 0   // 256 threads
+#define CFG_12 128, 64, 8, 4, 8, 4, 0   // 256 threads
 // Small tiles with 8 stages: at N = 1 a tile's FMAs take less time than a load from memory, so
 // more tiles must be in flight to cover the latency.
-#define CFG_13 16, 16, 1, 1, 32, 8  // 256 threads
-#define CFG_14 32, 16, 2, 1, 32, 8  // 256 threads
-#define CFG_15 16, 32, 2, 2, 32, 8  // 128 threads
-#define CFG_16 32, 32, 2, 2, 32, 8  // 256 threads
+#define CFG_13 16, 16, 1, 1, 32, 8, 0  // 256 threads
+#define CFG_14 32, 16, 2, 1, 32, 8, 0  // 256 threads
+#define CFG_15 16, 32, 2, 2, 32, 8, 0  // 128 threads
+#define CFG_16 32, 32, 2, 2, 32, 8, 0  // 256 threads
 // Taller thread tiles for mnist's convs (M = 64 and 32, short reductions): a 4 x 4 thread tile
 // reads 8 floats from shared memory per 16 FMAs, and at 2 LDS.128 per 16 FMAs shared memory, not
 // the FMA pipes, bounds a 64 x 64 block (session 23). 8 x 4 reads 12 per 32, 8 x 8 16 per 64.
-#define CFG_17 64, 64, 8, 4, 16, 4   // 128 threads
-#define CFG_18 64, 64, 8, 8, 16, 4   // 64 threads
-#define CFG_19 32, 64, 8, 4, 32, 4   // 64 threads
-#define CFG_20 64, 128, 8, 8, 16, 2  // 128 threads, two stages: more blocks per multiprocessor
-enum { TILE_GEMV = 3, N_TILES = 21 };
-// --precision tf32x3's conv configurations (k_conv_x3): BM, BN, WM, WN, BK, STAGES.
-#define X3CFG_0 64, 128, 32, 32, 32, 3   // 256 threads
-#define X3CFG_1 64, 64, 32, 32, 32, 4    // 128 threads
-#define X3CFG_2 32, 128, 32, 32, 32, 3   // 128 threads: 32 output channels
-#define X3CFG_3 32, 64, 16, 32, 32, 4    // 128 threads
-#define X3CFG_4 128, 128, 64, 32, 16, 3  // 256 threads: AlexNet's wide layers
-#define X3CFG_5 128, 64, 32, 32, 16, 4   // 256 threads
-// Shallow stages, small shared memory: more blocks per multiprocessor for short reductions
-// (mnist's conv2, Kd = 288, is bound by its loads' latency, not by the products).
-#define X3CFG_6 64, 64, 32, 32, 16, 3  // 128 threads
-#define X3CFG_7 64, 64, 32, 16, 16, 4  // 256 threads
-#define FF_FOR_EACH_X3(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-enum { N_X3 = 8 };
+#define CFG_17 64, 64, 8, 4, 16, 4, 0   // 128 threads
+#define CFG_18 64, 64, 8, 8, 16, 4, 0   // 64 threads
+#define CFG_19 32, 64, 8, 4, 32, 4, 0   // 64 threads
+#define CFG_20 64, 128, 8, 8, 16, 2, 0  // 128 threads, two stages: more blocks per multiprocessor
+// Whole waves. At 4 blocks of 128 threads a multiprocessor (127 registers), mnist's conv2 forward
+// at batch 64 (576 tiles of 64 x 64) runs 528 tiles, then 48 on a nearly idle GPU; its data
+// gradient (676 of 32 x 64) 528, then 148. These kernels are issue-bound (PC sampling,
+// bench/results/issue15-s25: each of a scheduler's 4 warps is the one issuing in about a quarter
+// of the samples), so a second, mostly empty wave costs nearly a whole one. 5 or 6 blocks a multiprocessor
+// (registers capped at 96 / 80) take those in one wave; fewer registers may cost some spills,
+// which the tuner weighs.
+#define CFG_21 64, 64, 8, 4, 16, 4, 5  // 128 threads
+#define CFG_22 64, 64, 8, 4, 16, 3, 5  // 128 threads
+#define CFG_23 32, 64, 4, 4, 16, 4, 6  // 128 threads
+enum { TILE_GEMV = 3, N_TILES = 24 };
+// --precision tf32x3's conv configurations (k_conv_x3): BM, BN, WM, WN, BK, STAGES, MINB.
+#define X3CFG_0 64, 128, 32, 32, 32, 3, 0   // 256 threads
+#define X3CFG_1 64, 64, 32, 32, 32, 4, 0    // 128 threads
+#define X3CFG_2 32, 128, 32, 32, 32, 3, 0   // 128 threads: 32 output channels
+#define X3CFG_3 32, 64, 16, 32, 32, 4, 0    // 128 threads
+#define X3CFG_4 128, 128, 64, 32, 16, 3, 0  // 256 threads: AlexNet's wide layers
+#define X3CFG_5 128, 64, 32, 32, 16, 4, 0   // 256 threads
+// Shallow stages, small shared memory: more blocks per multiprocessor for short reductions.
+#define X3CFG_6 64, 64, 32, 32, 16, 3, 0  // 128 threads
+#define X3CFG_7 64, 64, 32, 16, 16, 4, 0  // 256 threads
+// Whole waves, as CFG_21..23: 5 / 6 blocks a multiprocessor for mnist's conv2 forward (576 tiles of
+// 64 x 64 at batch 64) and data gradient (676 of 32 x 64).
+#define X3CFG_8 64, 64, 32, 32, 16, 3, 5  // 128 threads
+#define X3CFG_9 32, 64, 16, 32, 16, 3, 6  // 128 threads
+#define FF_FOR_EACH_X3(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9)
+enum { N_X3 = 10 };
 
 // Threads (gpu.h, ff_gpu_set_tuning): several threads may launch at once, each on its own device
 // and stream (the loopback transport's simulated ranks share one GPU). The tuning switch and the
@@ -613,9 +627,9 @@ extern "C" int ff_gpu_debug_last_tile(void) {
     return g_last_tile;
 }
 
-template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool LIN>
+template <int BM, int BN, int TM, int TN, int BK, int STAGES, int MINB, bool LIN>
 static ff_status set_smem_limit() {
-    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemm<BM, BN, TM, TN, BK, STAGES, LIN>,
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemm<BM, BN, TM, TN, BK, STAGES, MINB, LIN>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     return FF_OK;
 }
@@ -626,7 +640,10 @@ static int sms_count() {
 }
 
 #define FF_FOR_EACH_CFG(X) \
-    X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20)
+    X(0)                   \
+    X(1)                   \
+    X(2)                   \
+    X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
 
 extern "C" ff_status ff_gpu_train_kernels_init(void);  // train_cuda.cu
 
@@ -651,7 +668,7 @@ extern "C" ff_status ff_gpu_kernels_init(void) {
     return ff_gpu_train_kernels_init();
 }
 
-template <int BM, int BN, int TM, int TN, int BK, int STAGES, bool LIN>
+template <int BM, int BN, int TM, int TN, int BK, int STAGES, int MINB, bool LIN>
 static ff_status launch_gemm(float *out, const float *in, const float *w, const float *b, const GemmGeom &g, bool relu,
                              cudaStream_t s) {
     const long long gx = (g.P + BN - 1) / BN;
@@ -665,7 +682,7 @@ static ff_status launch_gemm(float *out, const float *in, const float *w, const 
                        "conv reduction length %d needs %zu bytes of shared memory; "
                        "at most %d supported",
                        g.Kd, smem, 200 * 1024);
-    k_gemm<BM, BN, TM, TN, BK, STAGES, LIN>
+    k_gemm<BM, BN, TM, TN, BK, STAGES, MINB, LIN>
         <<<dim3((unsigned)gx, (unsigned)gy, (unsigned)gz), (BM / TM) * (BN / TN), smem, s>>>(out, in, w, b, g,
                                                                                              relu ? 1 : 0);
     FF_LAUNCH_CHECK("k_gemm");
@@ -684,7 +701,7 @@ static ff_status launch_cfg(int cfg, float *out, const float *in, const float *w
     return FF_FAIL(FF_ERR_INTERNAL, "GEMM configuration %d does not exist", cfg);
 }
 
-template <int BM, int BN, int WM, int WN, int BK, int STAGES>
+template <int BM, int BN, int WM, int WN, int BK, int STAGES, int MINB>
 static ff_status launch_x3(float *out, const float *in, const float *w, const float *b, const GemmGeom &g, bool relu,
                            cudaStream_t s) {
     const long long gx = (g.P + BN - 1) / BN;
@@ -696,7 +713,7 @@ static ff_status launch_x3(float *out, const float *in, const float *w, const fl
     if (smem > 200 * 1024)
         return FF_FAIL(FF_ERR_INPUT, "conv reduction length %d needs %zu bytes of shared memory; at most %d supported",
                        g.Kd, smem, 200 * 1024);
-    k_conv_x3<BM, BN, WM, WN, BK, STAGES>
+    k_conv_x3<BM, BN, WM, WN, BK, STAGES, MINB>
         <<<dim3((unsigned)gx, (unsigned)gy), (BM / WM) * (BN / WN) * 32, smem, s>>>(out, in, w, b, g, relu ? 1 : 0);
     FF_LAUNCH_CHECK("k_conv_x3");
     return FF_OK;
@@ -757,7 +774,7 @@ static int heuristic_cfg(const GemmGeom &g) {
     return 2;
 }
 
-static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
 
 // Times every configuration on the real buffers (each writes the same bits) and keeps the fastest;
 // launch(cfg) runs configuration cfg of the kernel `kind`.
@@ -789,7 +806,7 @@ static ff_status tune(int *best, int fallback, const int *cfgs, int ncfgs, Launc
     return FF_OK;
 }
 
-static const int g_x3_cfgs[] = {0, 1, 2, 3, 4, 5, 6, 7};
+static const int g_x3_cfgs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
 
 // The configuration a launch of kernel `kind` uses: the forced one (the test hook; -1 when none
 // applies), else the one tuned for this shape, else, while tuning is on, the fastest of `cfgs` timed
