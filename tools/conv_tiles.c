@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fivefold/digest.h"
 #include "fivefold/gpu.h"
 #include "fivefold/model.h"
 #include "fivefold/rng.h"
@@ -28,7 +29,8 @@ static void usage(FILE *f) {
             "the automatic choice's. --data-grad times the conv that the layer's data gradient runs (the\n"
             "forward conv on dy with flipped weights; stride-1 layers only). --weight-grad times the layer's\n"
             "weight and bias gradient as training runs it (fp32, per-image partials, then the sums over\n"
-            "micro-batches of 8 images) and checks a second run gives the same bits.\n"
+            "micro-batches of 8 images), checks a second run gives the same bits and prints their FNV-1a digest\n"
+            "(equal across builds with other tile sizes: train_cuda.cu's WG_* give the same bits).\n"
             "--stalls samples the program counters of the tuner's choice (or the weight gradient's kernels)\n"
             "over min(--iters, 20) launches through CUPTI and prints, per kernel, the share of samples in each\n"
             "stall reason and the hottest SASS offsets (match them with cuobjdump -sass on libfivefold.so).\n"
@@ -122,8 +124,9 @@ static int time_weight_grad(const launch *k, long iters, ff_gpu_event e0, ff_gpu
     printf("%s weight gradient, batch %ld (%s kernel, micro-batches of %d): %.3f GFLOP a call\n", L->name, k->batch,
            ff_gpu_conv2d_backward_weights_per_image(L, k->batch) ? "block-per-image" : "tiled", WGRAD_GROUP,
            flops * 1e-9);
-    printf("  %9.2f us  %6.2f TFLOP/s  %s\n", us, flops / (us * 1e-6) * 1e-12,
-           same ? "bits = first run" : "BITS DIFFER between two runs");
+    char hex[32];
+    printf("  %9.2f us  %6.2f TFLOP/s  %s (digest %s)\n", us, flops / (us * 1e-6) * 1e-12,
+           same ? "bits = first run" : "BITS DIFFER between two runs", ff_digest_hex(hex, ff_digest_f32(r1, nrows)));
     free(r0), free(r1);
     return same ? 0 : 1;
 }
