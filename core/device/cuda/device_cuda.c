@@ -911,6 +911,15 @@ static ff_status ensure_ones(cuda_device *c, int64_t n) {
     return FF_OK;
 }
 
+// Whether a linear layer's weight gradient is summed over the groups inside its kernel
+// (ff_gpu_linear_backward_weights_tree) when the backward is reduced: for layers of at least 64 K
+// weights. A small one (mnist's fc2: 1280) gives that kernel a block or two, which walk every image
+// stage after stage (20 us at batch 64, as long as fc1's 576 blocks); its rows and the tree over
+// them take two short launches and give the same bits (test_gpu_train backward_reduced_bits).
+static bool linear_summed_in_kernel(const ff_layer *L) {
+    return L->op == FF_OP_LINEAR && L->out_c * ff_shape_numel(L->in) >= 65536;
+}
+
 // Which part of the backward train_backward runs: all of it, layer by layer (a layer's parameter
 // gradients, then its data gradient); only the data gradients, keeping every parameterized layer's
 // output gradient (device.h ff_device_train_backward_data); or only the parameter gradients of
@@ -971,7 +980,7 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
                     FF_TRY(ff_gpu_linear_vendor_backward(gw, gb, grad_stride, dx, cur, x, c->d_w[l], L, n, group,
                                                          c->d_ones, c->blas, c->stream));
                 } else {
-                    if (params && c->tree_into)  // summed over the groups as they are computed
+                    if (params && c->tree_into && linear_summed_in_kernel(L))  // summed as they are computed
                         FF_TRY(ff_gpu_linear_backward_weights_tree(c->tree_into + (c->d_w[l] - c->d_params), gb,
                                                                    grad_stride, cur, x, L, n, group, c->stream));
                     else if (params)
@@ -1047,7 +1056,7 @@ static ff_status cuda_train_backward_reduced(ff_device *d, float *grad, float *g
     for (int l = 0; l <= last; l++) {
         const ff_layer *L = &m->layers[l];
         if (!c->d_w[l]) continue;
-        const bool summed = fuse && L->op == FF_OP_LINEAR;  // its weights are (its bias is a row per group)
+        const bool summed = fuse && linear_summed_in_kernel(L);  // its weights are (its bias: a row per group)
         const int64_t t_lo[2] = {c->d_w[l] - c->d_params, c->d_b[l] ? c->d_b[l] - c->d_params : 0};
         const int64_t t_len[2] = {summed ? 0 : L->n_weight, c->d_b[l] ? L->n_bias : 0};
         for (int k = 0; k < 2; k++) {
