@@ -87,6 +87,25 @@ static void free_buffer(CUpti_PCSamplingData *b) {
     b->pPcData = NULL;
 }
 
+// not_issued and base_of from the names (each "X_not_issued" pairs with "X"); 0, or -1 out of memory.
+static int classify_reasons(pcs_session *s) {
+    s->not_issued = calloc(s->nreasons ? s->nreasons : 1, 1);
+    s->base_of = calloc(s->nreasons ? s->nreasons : 1, sizeof *s->base_of);
+    if (!s->not_issued || !s->base_of) return -1;
+    for (size_t i = 0; i < s->nreasons; i++) {
+        const char *name = s->reason_name[i], *tail = "_not_issued";
+        const size_t len = strlen(name), tl = strlen(tail);
+        s->base_of[i] = i;
+        if (len <= tl || strcmp(name + len - tl, tail)) continue;
+        for (size_t b = 0; b < s->nreasons; b++)
+            if (b != i && strlen(s->reason_name[b]) == len - tl && !strncmp(s->reason_name[b], name, len - tl)) {
+                s->not_issued[i] = 1, s->base_of[i] = b;
+                break;
+            }
+    }
+    return 0;
+}
+
 int pcs_open(pcs_session **out, unsigned period_log2, char *err, size_t errlen) {
     *out = NULL;
     if (period_log2 < 5 || period_log2 > 31) {
@@ -128,22 +147,9 @@ int pcs_open(pcs_session **out, unsigned period_log2, char *err, size_t errlen) 
                                                 .stallReasonIndex = s->reason_index,
                                                 .stallReasons = s->reason_name};
     PCS_TRY("cuptiPCSamplingGetStallReasons", cuptiPCSamplingGetStallReasons(&rp));
-    s->not_issued = calloc(s->nreasons, 1);
-    s->base_of = calloc(s->nreasons, sizeof *s->base_of);
-    if (!s->not_issued || !s->base_of) {
+    if (classify_reasons(s)) {
         snprintf(err, errlen, "out of host memory for %zu stall reasons", s->nreasons);
         return -1;
-    }
-    for (size_t i = 0; i < s->nreasons; i++) {
-        const char *name = s->reason_name[i], *tail = "_not_issued";
-        const size_t len = strlen(name), tl = strlen(tail);
-        s->base_of[i] = i;
-        if (len <= tl || strcmp(name + len - tl, tail)) continue;
-        for (size_t b = 0; b < s->nreasons; b++)
-            if (b != i && strlen(s->reason_name[b]) == len - tl && !strncmp(s->reason_name[b], name, len - tl)) {
-                s->not_issued[i] = 1, s->base_of[i] = b;
-                break;
-            }
     }
     CUpti_PCSamplingConfigurationInfo info[5];
     memset(info, 0, sizeof info);
@@ -309,8 +315,9 @@ void pcs_report(const pcs_session *s, FILE *f, int top_pcs) {
         kernel_row *k = order[kk];
         if (!k->total) continue;
         char *name = demangled(k->name);
-        fprintf(f, "\nkernel %.160s: %llu samples (%.1f%%)\n  (%.200s)\n", name ? name : k->name,
-                (unsigned long long)k->total, 100.0 * (double)k->total / (double)(all ? all : 1), k->name);
+        fprintf(f, "\nkernel %.160s: %llu samples (%.1f%%)\n", name ? name : k->name, (unsigned long long)k->total,
+                100.0 * (double)k->total / (double)(all ? all : 1));
+        if (name && strcmp(name, k->name)) fprintf(f, "  (%.200s)\n", k->name);  // as cuobjdump -fun takes it
         free(name);
         for (size_t i = 0; i < s->nreasons; i++) r[i] = (ranked){i, s->not_issued[i] ? 0 : k->by_reason[i]};
         qsort(r, s->nreasons, sizeof *r, by_count);
@@ -360,4 +367,26 @@ void pcs_close(pcs_session *s) {
     for (size_t i = 0; s->reason_name && i < s->nreasons; i++) free(s->reason_name[i]);
     free(s->reason_name), free(s->reason_index), free(s->not_issued), free(s->base_of);
     free(s);
+}
+
+pcs_session *pcs_for_test(size_t nreasons, const char *const *names, const uint32_t *hw_index) {
+    pcs_session *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->nreasons = nreasons;
+    s->reason_index = calloc(nreasons, sizeof *s->reason_index);
+    s->reason_name = calloc(nreasons, sizeof *s->reason_name);
+    int oom = !s->reason_index || !s->reason_name;
+    for (size_t i = 0; !oom && i < nreasons; i++) {
+        s->reason_index[i] = hw_index[i];
+        oom = !(s->reason_name[i] = strdup(names[i]));
+    }
+    if (oom || classify_reasons(s)) {
+        pcs_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+void pcs_feed_for_test(pcs_session *s, void *records) {
+    take(s, records);
 }

@@ -12,6 +12,7 @@
 #define FF_TOOLS_PC_STALLS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 typedef struct pcs_session pcs_session;
@@ -31,5 +32,11 @@ void pcs_report(const pcs_session *s, FILE *f, int top_pcs);
 // reason `reason` (a substring, e.g. "long_scoreboard"; NULL: all reasons).
 unsigned long long pcs_samples(const pcs_session *s, const char *name_part, const char *reason);
 void pcs_close(pcs_session *s);
+
+// Tests, no GPU (verify/tools/test_pc_stalls.c): a session with this stall-reason table (names as
+// CUPTI gives them, hw_index their hardware indexes), and records fed to it as cuptiPCSamplingGetData
+// returns them (records: a CUpti_PCSamplingData whose totalNumPcs entries are read, then reset).
+pcs_session *pcs_for_test(size_t nreasons, const char *const *names, const uint32_t *hw_index);
+void pcs_feed_for_test(pcs_session *s, void *records);
 
 #endif
