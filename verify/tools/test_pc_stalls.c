@@ -46,7 +46,6 @@ static void feed(pcs_session *s, const rec *r, int nr) {
     assert_non_null(d.pPcData);
     assert_non_null(st);
     for (int i = 0; i < nr; i++) {
-        d.totalSamples += 0;
         d.pPcData[i].size = sizeof d.pPcData[i];
         d.pPcData[i].functionName = (char *)r[i].fn;
         d.pPcData[i].pcOffset = r[i].pc;

@@ -639,11 +639,11 @@ static int sms_count() {
     return g_sms.load(std::memory_order_relaxed);
 }
 
+// clang-format off
 #define FF_FOR_EACH_CFG(X) \
-    X(0)                   \
-    X(1)                   \
-    X(2)                   \
-    X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
+    X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) \
+    X(20) X(21) X(22) X(23)
+// clang-format on
 
 extern "C" ff_status ff_gpu_train_kernels_init(void);  // train_cuda.cu
 

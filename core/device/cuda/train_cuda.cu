@@ -347,7 +347,7 @@ __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ pa
         }
 }
 
-// The same partials for a layer with few columns (C*R*S < WG_BN, e.g. mnist's conv1: 9), where a
+// The same partials for a layer with few columns (C*R*S < 32, gpu.h; mnist's conv1: 9), where a
 // tile would leave most of its columns idle and walk Q / WG_BQ stages in one block per image (conv1
 // at batch 64: 42 us). Here a block owns one image: its dy (K, Q) and its input with the padding
 // written out as zeros, (C, H + 2 pad, W + 2 pad), are copied into shared memory once; then thread
@@ -355,7 +355,6 @@ __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ pa
 // over q ascending from +0 with every position, a padding tap as fma(dy, +0, acc): the terms, order
 // and start of k_conv_wgrad_part's chains, so the same bits (test_gpu_train's
 // conv_wgrad_image_kernel_bits checks it against the tiled kernel).
-#define WGI_SMEM_MAX (200 * 1024)
 __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x,
                                  WgradGeom g, int Hp, int Wp) {
     extern __shared__ __align__(16) float wgi_sm[];
@@ -407,7 +406,8 @@ extern "C" void ff_gpu_debug_force_wgrad_tiled(bool on) {
 }
 
 extern "C" ff_status ff_gpu_train_kernels_init(void) {
-    FF_CUDA_CHECK(cudaFuncSetAttribute(k_conv_wgrad_img, cudaFuncAttributeMaxDynamicSharedMemorySize, WGI_SMEM_MAX));
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_conv_wgrad_img, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       FF_GPU_WGRAD_IMAGE_SMEM_MAX));
     return FF_OK;
 }
 
@@ -917,13 +917,11 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
     const long long KCRS = (long long)g.K * g.CRS;
     g.PW = KCRS + g.K;
     // Few columns: a block per image (k_conv_wgrad_img), where its threads and shared memory fit.
-    const int Hp = g.H + 2 * g.pad, Wp = g.W + 2 * g.pad;
-    const long long img_threads = ((long long)g.K * (g.CRS + 1) + 31) / 32 * 32;
-    const long long img_smem = ((long long)g.K * g.Q + (long long)g.C * Hp * Wp) * (long long)sizeof(float);
-    static_assert(WGI_SMEM_MAX == 200 * 1024, "gpu.h ff_gpu_conv2d_backward_weights_per_image");
     if (!g_force_wgrad_tiled && ff_gpu_conv2d_backward_weights_per_image(L, n)) {
         g.img0 = 0;
-        k_conv_wgrad_img<<<(unsigned)n, (unsigned)img_threads, (size_t)img_smem, st>>>(part, dy, x, g, Hp, Wp);
+        k_conv_wgrad_img<<<(unsigned)n, (unsigned)ff_gpu_conv2d_wgrad_image_threads(L),
+                           (size_t)ff_gpu_conv2d_wgrad_image_smem(L), st>>>(part, dy, x, g, g.H + 2 * g.pad,
+                                                                            g.W + 2 * g.pad);
         FF_LAUNCH_CHECK("k_conv_wgrad_img");
     } else {
         FF_TRY(conv_wgrad_tiled(part, dy, x, g, L, n, st));

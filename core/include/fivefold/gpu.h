@@ -340,14 +340,23 @@ static inline int64_t ff_gpu_linear_backward_data_workspace_floats(const ff_laye
     return ff_gpu_linear_backward_data_split_offset(L) + ff_gpu_linear_workspace_floats(&t, n);
 }
 
-// Whether ff_gpu_conv2d_backward_weights' fast path runs its block-per-image kernel (few columns:
-// C*R*S < 32, K*(C*R*S + 1) threads <= 1024, dy and the padded input of one image in 200 KB of
-// shared memory; mnist's conv1) rather than its tiled one. The same bits either way.
+// The block-per-image weight-gradient kernel's launch for layer L: a thread per (k, c, r, s)
+// chain and one per bias, in whole warps; shared memory for one image's dy (K, Ho*Wo) and its
+// zero-padded input (C, H + 2 pad, W + 2 pad).
+#define FF_GPU_WGRAD_IMAGE_SMEM_MAX (200 * 1024)
+static inline int64_t ff_gpu_conv2d_wgrad_image_threads(const ff_layer *L) {
+    return (L->out_c * (L->in.c * L->kh * L->kw + 1) + 31) / 32 * 32;
+}
+static inline int64_t ff_gpu_conv2d_wgrad_image_smem(const ff_layer *L) {
+    const int64_t hp = L->in.h + 2 * L->pad, wp = L->in.w + 2 * L->pad;
+    return (L->out_c * L->out.h * L->out.w + L->in.c * hp * wp) * (int64_t)sizeof(float);
+}
+// Whether ff_gpu_conv2d_backward_weights' fast path runs that kernel (few columns: C*R*S < 32, at
+// most 1024 threads, at most FF_GPU_WGRAD_IMAGE_SMEM_MAX bytes; mnist's conv1) rather than its
+// tiled one. The same bits either way.
 static inline bool ff_gpu_conv2d_backward_weights_per_image(const ff_layer *L, int64_t n) {
-    const int64_t crs = L->in.c * L->kh * L->kw, hp = L->in.h + 2 * L->pad, wp = L->in.w + 2 * L->pad;
-    const int64_t threads = (L->out_c * (crs + 1) + 31) / 32 * 32;
-    const int64_t smem = (L->out_c * L->out.h * L->out.w + L->in.c * hp * wp) * (int64_t)sizeof(float);
-    return crs < 32 && n <= 0x7fffffff && threads <= 1024 && smem <= 200 * 1024;
+    return L->in.c * L->kh * L->kw < 32 && n <= 0x7fffffff && ff_gpu_conv2d_wgrad_image_threads(L) <= 1024 &&
+           ff_gpu_conv2d_wgrad_image_smem(L) <= FF_GPU_WGRAD_IMAGE_SMEM_MAX;
 }
 
 // dw: rows of (K, C, R, S); db: rows of (K); dy: (n, K, Ho, Wo); x: (n, C, H, W). work: NULL (direct
