@@ -1075,6 +1075,45 @@ static void conv_wgrad_image_kernel_bits(void **state) {
     assert_int_equal(bad, 0);
 }
 
+// ---------------------------------------------------------------- linear weight gradient in the tree
+
+// ff_gpu_linear_backward_weights_tree (the groups summed in the tree as the kernel computes them,
+// on a binary counter of partial sums in shared memory) against the rows of
+// ff_gpu_linear_backward_weights followed by ff_gpu_tree_reduce, bit for bit, at every group count
+// that shapes the tree differently up to 33 and at 64 and 100 (the tree in place past 32 rows; 7
+// levels): a layer of 40 x 100 (partial tiles), groups of 11 (a group spans two stages of 8
+// images) with a short last one, dy with zeros and -0 (skipped terms), x with -0; NaN-poisoned
+// outputs. backward_reduced_bits covers mnist's fc1 through the device.
+static void linear_tree_kernel_bits(void **state) {
+    (void)state;
+    const int64_t O = 40, I = 100, group = 11, stride = O * I + O;
+    ff_layer L = {.name = "linear 100 -> 40", .op = FF_OP_LINEAR, .out_c = O};
+    L.in = (ff_shape){I, 1, 1}, L.out = (ff_shape){O, 1, 1};
+    const int counts[] = {1, 2, 3, 5, 7, 8, 9, 13, 16, 17, 31, 32, 33, 64, 100};
+    size_t bad = 0;
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        const int64_t ng = counts[c], n = ng * group - (ng > 1 ? 4 : 0);  // a short last group from 2 on
+        float *x = tu_rand((size_t)(n * I), 970 + c, 1.0f), *dy = tu_rand((size_t)(n * O), 990 + c, 1.0f);
+        for (int64_t i = 0; i < n * O; i += 7) dy[i] = (i / 7) % 2 ? -0.0f : 0.0f;
+        for (int64_t i = 5; i < n * I; i += 13) x[i] = -0.0f;
+        float *gx = tu_dev_from(x, (size_t)(n * I), F.s), *gdy = tu_dev_from(dy, (size_t)(n * O), F.s);
+        float *gw = tu_dev_from(NULL, (size_t)(O * I), F.s), *gb = tu_dev_from(NULL, (size_t)(ng * O), F.s);
+        float *rows = tu_dev_from(NULL, (size_t)(ng * stride), F.s), *sum = tu_dev_from(NULL, (size_t)(O * I), F.s);
+        CHECK_OK(ff_gpu_linear_backward_weights_tree(gw, gb, O, gdy, gx, &L, n, group, F.s));
+        CHECK_OK(ff_gpu_linear_backward_weights(rows, rows + O * I, stride, gdy, gx, &L, n, group, F.s));
+        CHECK_OK(ff_gpu_tree_reduce(sum, rows, ng, stride, O * I, F.s));
+        float *a = tu_host_from(gw, (size_t)(O * I), F.s), *b = tu_host_from(sum, (size_t)(O * I), F.s);
+        size_t unwritten = 0;
+        for (int64_t e = 0; e < O * I; e++) unwritten += isnan(a[e]);
+        char what[96];
+        snprintf(what, sizeof what, "linear dw in the tree, %lld groups: = rows + tree", (long long)ng);
+        bad += check_bits(what, a, b, (size_t)(O * I)) + unwritten;
+        ff_gpu_free(gx), ff_gpu_free(gdy), ff_gpu_free(gw), ff_gpu_free(gb), ff_gpu_free(rows), ff_gpu_free(sum);
+        free(x), free(dy), free(a), free(b);
+    }
+    assert_int_equal(bad, 0);
+}
+
 // ---------------------------------------------------------------- data gradients via the forward kernels
 
 // One data-gradient case (conv when L is a conv, linear otherwise) on n images: the fast path
@@ -1370,9 +1409,9 @@ int main(void) {
         cmocka_unit_test(train_forward_equals_run),     cmocka_unit_test(softmax_xent_bits),
         cmocka_unit_test(softmax_xent_wide_bits),       cmocka_unit_test(relu_maxpool_backward_bits),
         cmocka_unit_test(tree_reduce_sgd_gather_bits),  cmocka_unit_test(conv_backward_strided_padded),
-        cmocka_unit_test(conv_wgrad_image_kernel_bits), cmocka_unit_test(data_gradients_fast_paths),
-        cmocka_unit_test(train_backward_within_bound),  cmocka_unit_test(backward_reduced_bits),
-        cmocka_unit_test(backward_two_pass_bits),
+        cmocka_unit_test(conv_wgrad_image_kernel_bits), cmocka_unit_test(linear_tree_kernel_bits),
+        cmocka_unit_test(data_gradients_fast_paths),    cmocka_unit_test(train_backward_within_bound),
+        cmocka_unit_test(backward_reduced_bits),        cmocka_unit_test(backward_two_pass_bits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

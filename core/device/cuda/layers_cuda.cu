@@ -452,6 +452,165 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB > 0 ? MINB : 
         }
 }
 
+// tf32x3, taps from staged rows (3 x 3, stride 1): the bits of k_conv_x3, far fewer instructions
+// per product. k_conv_x3 splits every fragment element in every warp that reads it (a split is
+// several instructions, and a 3 x 3 conv's gathered tile holds each input element nine times), so
+// its loop issued more splits and address arithmetic than mma (PC sampling,
+// bench/results/issue15-s25). Here a block computes BM output channels x BN consecutive output
+// pixels of one image; a stage is 8 input channels (72 taps: 9 k-chunks of 8, whole chunks of the
+// same ascending sequence k_conv_x3 runs): their weights and the input rows the tile's pixels
+// reach (zero-padded, NR rows of WP = W + 2 pad) are copied raw by cp.async a stage ahead, then
+// split once per block into (big, small) pairs in shared memory. A B fragment element (k, pixel)
+// is then the pair at tap[k] + pos[pixel] of the staged rows: no gather, no split in the mma loop.
+// Same operands, same k-chunks, same three mma in the same order: the same bits (tests compare
+// every configuration bit for bit).
+#define XR_CS 8              // input channels a stage
+#define XR_KS (XR_CS * 9)    // taps a stage: 72 = 9 k-chunks
+#define XR_AKP (XR_KS + 12)  // pairs a staged weight row: 84 = 4 (mod 16), conflict-free fragment reads
+struct XRowsGeom {           // the staged rows of a launch (launch_x3_rows)
+    int NR, WP, XS4, tiles;  // rows, padded width, staged elements rounded up to 4, tiles per image
+};
+template <int BM>
+static size_t x3_rows_smem_bytes(const XRowsGeom &r) {
+    return (size_t)(2 * BM * XR_KS + 2 * r.XS4) * sizeof(float) + (size_t)(BM * XR_AKP + r.XS4) * sizeof(uint2) +
+           XR_KS * sizeof(int);
+}
+__device__ __forceinline__ uint2 split_pair(float x) {
+    uint2 p;
+    split_tf32(x, p.x, p.y);
+    return p;
+}
+template <int BM, int NW, int NI, int MINB>
+__global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
+    k_conv_x3_rows(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
+                   const float *__restrict__ bias, GemmGeom g, XRowsGeom r, int relu, int w16) {
+    constexpr int T = NW * 32, MI = BM / 16, BN = NW * NI * 8;
+    static_assert(BM % 16 == 0, "mma tiles");
+    extern __shared__ __align__(16) float smem[];
+    float *wraw = smem;                        // [2][BM][XR_KS] raw weights
+    float *xraw = wraw + 2 * BM * XR_KS;       // [2][XS4] raw input rows: [XR_CS][NR][WP]
+    uint2 *wsp = (uint2 *)(xraw + 2 * r.XS4);  // [BM][XR_AKP] split weights
+    uint2 *xsp = wsp + BM * XR_AKP;            // [XS4] split input rows
+    int *tap = (int *)(xsp + r.XS4);           // [XR_KS] offsets of the taps in the staged rows
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane >> 2, tq = lane & 3;
+    const int img = blockIdx.x / r.tiles, q0 = (blockIdx.x % r.tiles) * BN, m0 = blockIdx.y * BM;
+    const int C = g.Kd / 9, XS = XR_CS * r.NR * r.WP;
+    const int ih_lo = g.out_lo + q0 / g.Wo - g.pad;  // absolute input row of staged row 0 (stride 1)
+    const float *in_img = in + (long long)img * g.in_img;
+    for (int k = tid; k < XR_KS; k += T) {
+        const int cl = k / 9, rr = (k % 9) / 3, ss = k % 3;
+        tap[k] = cl * r.NR * r.WP + rr * r.WP + ss;
+    }
+    auto issue = [&](int st, int buf) {
+        const int k0 = st * XR_KS, c0 = st * XR_CS;
+        float *wr = wraw + buf * BM * XR_KS;
+        if (w16) {  // rows of Kd % 4 == 0 floats, 16-byte aligned: a quad is wholly in or past Kd
+            for (int e = tid; e < BM * XR_KS / 4; e += T) {
+                const int m = e / (XR_KS / 4), k = (e % (XR_KS / 4)) * 4;
+                const bool v = m0 + m < g.M && k0 + k < g.Kd;
+                cp_async16(wr + 4 * e, v ? w + (long long)(m0 + m) * g.Kd + k0 + k : w, v);
+            }
+        } else {
+            for (int e = tid; e < BM * XR_KS; e += T) {
+                const int m = e / XR_KS, k = e % XR_KS;
+                const bool v = m0 + m < g.M && k0 + k < g.Kd;
+                cp_async4(wr + e, v ? w + (long long)(m0 + m) * g.Kd + k0 + k : w, v);
+            }
+        }
+        float *xr = xraw + buf * r.XS4;
+        for (int row = warp; row < XR_CS * r.NR; row += NW) {  // a warp a staged row
+            const int cl = row / r.NR, ih = ih_lo + row % r.NR, c = c0 + cl;
+            const bool rv = c < C && (unsigned)ih < (unsigned)g.H && (unsigned)(ih - g.in_lo) < (unsigned)g.in_rows;
+            const float *src = in_img + (long long)c * g.in_rows * g.W + (long long)(ih - g.in_lo) * g.W - g.pad;
+            for (int col = lane; col < r.WP; col += 32) {
+                const bool v = rv && (unsigned)(col - g.pad) < (unsigned)g.W;
+                cp_async4(xr + row * r.WP + col, v ? src + col : in, v);
+            }
+        }
+    };
+
+    // pos[ni]: where this lane's B column (pixel q0 + wn0 + ni * 8 + gq) starts in the staged rows
+    const int wn0 = warp * NI * 8;
+    int pos[NI];
+#pragma unroll
+    for (int ni = 0; ni < NI; ni++) {
+        const int q = q0 + wn0 + ni * 8 + gq;
+        pos[ni] = q < g.HWo ? (q / g.Wo - q0 / g.Wo) * r.WP + q % g.Wo : 0;  // past the image: any staged pair
+    }
+    float acc[MI][NI][4];
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++) {
+        const int m = m0 + mi * 16 + gq;
+        const float b0 = bias && m < g.M ? bias[m] : 0.0f, b8 = bias && m + 8 < g.M ? bias[m + 8] : 0.0f;
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++) acc[mi][ni][0] = acc[mi][ni][1] = b0, acc[mi][ni][2] = acc[mi][ni][3] = b8;
+    }
+
+    const int nst = (C + XR_CS - 1) / XR_CS;
+    issue(0, 0);
+    cp_async_commit();
+    for (int t = 0; t < nst; t++) {
+        if (t + 1 < nst) issue(t + 1, (t + 1) & 1);  // its buffer's last reader was split(t - 1)
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();  // stage t has landed; every warp is done with the split pairs of t - 1
+        {
+            const float *wr = wraw + (t & 1) * BM * XR_KS, *xr = xraw + (t & 1) * r.XS4;
+            for (int e = tid; e < BM * XR_KS; e += T) wsp[(e / XR_KS) * XR_AKP + e % XR_KS] = split_pair(wr[e]);
+            for (int e = tid; e < XS; e += T) xsp[e] = split_pair(xr[e]);
+        }
+        __syncthreads();
+        const int k0 = t * XR_KS;
+#pragma unroll
+        for (int j = 0; j < 9; j++) {
+            if (k0 + 8 * j >= g.Kd) break;  // a chunk past Kd is never added (k_conv_x3's rule)
+            const int o0 = tap[8 * j + tq], o1 = tap[8 * j + tq + 4];
+            uint32_t ab[MI][4], al[MI][4], bb[NI][2], bl[NI][2];
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+                const uint2 *a = wsp + (mi * 16 + gq) * XR_AKP + 8 * j + tq;
+                const uint2 v0 = a[0], v1 = a[8 * XR_AKP], v2 = a[4], v3 = a[8 * XR_AKP + 4];
+                ab[mi][0] = v0.x, al[mi][0] = v0.y;  // (row gq,     k tq)
+                ab[mi][1] = v1.x, al[mi][1] = v1.y;  // (row gq + 8, k tq)
+                ab[mi][2] = v2.x, al[mi][2] = v2.y;  // (row gq,     k tq + 4)
+                ab[mi][3] = v3.x, al[mi][3] = v3.y;  // (row gq + 8, k tq + 4)
+            }
+#pragma unroll
+            for (int ni = 0; ni < NI; ni++) {
+                const uint2 v0 = xsp[o0 + pos[ni]], v1 = xsp[o1 + pos[ni]];
+                bb[ni][0] = v0.x, bl[ni][0] = v0.y;  // (k tq,     column gq)
+                bb[ni][1] = v1.x, bl[ni][1] = v1.y;  // (k tq + 4, column gq)
+            }
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                for (int ni = 0; ni < NI; ni++) {
+                    mma_tf32(acc[mi][ni], al[mi], bb[ni]);
+                    mma_tf32(acc[mi][ni], ab[mi], bl[ni]);
+                    mma_tf32(acc[mi][ni], ab[mi], bb[ni]);
+                }
+        }
+    }
+    cp_async_wait<0>();
+
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int m = m0 + mi * 16 + gq + h * 8;
+            if (m >= g.M) continue;
+#pragma unroll
+            for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+                for (int qq = 0; qq < 2; qq++) {
+                    const int q = q0 + wn0 + ni * 8 + 2 * tq + qq;
+                    if (q >= g.HWo) continue;
+                    const float v = acc[mi][ni][h * 2 + qq];
+                    out[(long long)img * g.out_img + (long long)m * g.HWo + q] = relu ? relu_f(v) : v;
+                }
+        }
+}
+
 // ------------------------------------------------------------------ small-batch linear (GEMV)
 #define GV_KT 128  // reduction columns per stage
 #define GV_ST 6    // stages in flight (weights stream from HBM: keep many bytes in flight)
@@ -600,7 +759,16 @@ enum { TILE_GEMV = 3, N_TILES = 24 };
 #define X3CFG_8 64, 64, 32, 32, 16, 3, 5  // 128 threads
 #define X3CFG_9 32, 64, 16, 32, 16, 3, 6  // 128 threads
 #define FF_FOR_EACH_X3(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9)
-enum { N_X3 = 10 };
+// Taps from staged rows (k_conv_x3_rows; 3 x 3 stride-1 convs only, configuration 0 elsewhere):
+// BM, warps, n-tiles of 8 a warp, MINB. Configuration 10 + i is XRCFG_i.
+#define XRCFG_0 64, 6, 3, 0  // 192 threads, 144 pixels: a quarter of a 24 x 24 image
+#define XRCFG_1 64, 4, 3, 0  // 128 threads, 96 pixels
+#define XRCFG_2 64, 4, 4, 0  // 128 threads, 128 pixels
+#define XRCFG_3 32, 4, 4, 0  // 128 threads, 128 pixels: 32 output channels
+#define XRCFG_4 32, 6, 3, 0  // 192 threads, 144 pixels
+#define XRCFG_5 32, 8, 2, 0  // 256 threads, 128 pixels
+#define FF_FOR_EACH_XR(X) X(0) X(1) X(2) X(3) X(4) X(5)
+enum { N_X3_TILED = 10, N_X3 = 16 };
 
 // Threads (gpu.h, ff_gpu_set_tuning): several threads may launch at once, each on its own device
 // and stream (the loopback transport's simulated ranks share one GPU). The tuning switch and the
@@ -661,6 +829,11 @@ extern "C" ff_status ff_gpu_kernels_init(void) {
     FF_CUDA_CHECK(cudaFuncSetAttribute(k_conv_x3<X3CFG_##i>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     FF_FOR_EACH_X3(FF_SET_LIMIT_X3)
 #undef FF_SET_LIMIT_X3
+#define FF_SET_LIMIT_XR(i) \
+    FF_CUDA_CHECK(         \
+        cudaFuncSetAttribute(k_conv_x3_rows<XRCFG_##i>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    FF_FOR_EACH_XR(FF_SET_LIMIT_XR)
+#undef FF_SET_LIMIT_XR
     FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)(GV_SMEM_FLOATS * sizeof(float))));
     FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -719,12 +892,44 @@ static ff_status launch_x3(float *out, const float *in, const float *w, const fl
     return FF_OK;
 }
 
+// k_conv_x3_rows applies to 3 x 3 stride-1 convs (one problem) whose staged rows fit.
+static bool x3_rows_apply(const GemmGeom &g) {
+    return g.R == 3 && g.S == 3 && g.stride == 1 && g.batch <= 1 && g.Kd % 9 == 0 && g.Wo > 0 && g.HWo % g.Wo == 0;
+}
+template <int BM, int NW, int NI, int MINB>
+static ff_status launch_x3_rows(float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
+                                bool relu, cudaStream_t s) {
+    constexpr int BN = NW * NI * 8;
+    if (!x3_rows_apply(g)) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);
+    const int out_rows = g.HWo / g.Wo;
+    XRowsGeom r;
+    r.NR = ((BN - 1) / g.Wo + 2 < out_rows ? (BN - 1) / g.Wo + 2 : out_rows) + 2;  // pixels' rows + R - 1
+    r.WP = g.W + 2 * g.pad;
+    r.XS4 = (XR_CS * r.NR * r.WP + 3) / 4 * 4;
+    r.tiles = (g.HWo + BN - 1) / BN;
+    const long long nimg = g.P / g.HWo, gx = nimg * r.tiles;
+    const int gy = (g.M + BM - 1) / BM;
+    const size_t smem = x3_rows_smem_bytes<BM>(r);
+    if (smem > 200 * 1024) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);  // rows too wide to stage
+    if (gx > 0x7fffffffLL || gy > 65535)
+        return FF_FAIL(FF_ERR_INPUT, "conv grid %lld x %d too large (M=%d, P=%lld)", gx, gy, g.M, g.P);
+    const int w16 = g.Kd % 4 == 0 && ((uintptr_t)w & 15) == 0;
+    k_conv_x3_rows<BM, NW, NI, MINB>
+        <<<dim3((unsigned)gx, (unsigned)gy), NW * 32, smem, s>>>(out, in, w, b, g, r, relu ? 1 : 0, w16);
+    FF_LAUNCH_CHECK("k_conv_x3_rows");
+    return FF_OK;
+}
+
 static ff_status launch_x3_cfg(int cfg, float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
                                bool relu, cudaStream_t s) {
     switch (cfg) {
 #define FF_CASE(i) \
     case i: return launch_x3<X3CFG_##i>(out, in, w, b, g, relu, s);
         FF_FOR_EACH_X3(FF_CASE)
+#undef FF_CASE
+#define FF_CASE(i) \
+    case N_X3_TILED + i: return launch_x3_rows<XRCFG_##i>(out, in, w, b, g, relu, s);
+        FF_FOR_EACH_XR(FF_CASE)
 #undef FF_CASE
     }
     return FF_FAIL(FF_ERR_INTERNAL, "tf32x3 conv configuration %d does not exist", cfg);
@@ -806,7 +1011,7 @@ static ff_status tune(int *best, int fallback, const int *cfgs, int ncfgs, Launc
     return FF_OK;
 }
 
-static const int g_x3_cfgs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9};
+static const int g_x3_cfgs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
 // The configuration a launch of kernel `kind` uses: the forced one (the test hook; -1 when none
 // applies), else the one tuned for this shape, else, while tuning is on, the fastest of `cfgs` timed

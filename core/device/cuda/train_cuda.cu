@@ -405,12 +405,6 @@ extern "C" void ff_gpu_debug_force_wgrad_tiled(bool on) {
     g_force_wgrad_tiled = on;
 }
 
-extern "C" ff_status ff_gpu_train_kernels_init(void) {
-    FF_CUDA_CHECK(cudaFuncSetAttribute(k_conv_wgrad_img, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       FF_GPU_WGRAD_IMAGE_SMEM_MAX));
-    return FF_OK;
-}
-
 // Group sums of the per-image partials, one thread per (group, element): row g of an element is
 // part[i0], then + part[i0 + 1], ..., + part[i1 - 1] (float additions in image order; a one-image
 // group is part[i0] itself). Elements [0, K*CRS) go to dw, [K*CRS, PW) to db.
@@ -540,75 +534,113 @@ __global__ void k_linear_bwd_weights(float *__restrict__ dw, long long grad_stri
 // process: ff_device_train_backward_reduced; the bias keeps its small rows), where k_linear_bwd_weights writes a row
 // per group for the tree to read back (at batch 256, 32 rows of fc1's 1.2 M floats: 150 MB each
 // way). Each group's chain is k_linear_bwd_weights' (images ascending, zero dy skipped); the tree
-// runs as the groups finish, on a stack of partial sums: a new group's sum is pushed, the top two
-// are added (older + newer) while they cover equally many groups, and at the end the stack is
-// folded from the top (older + newer). Those are the fixed tree's additions in its order, for any
-// group count (every subtree of size 2^k is complete once its last group is; the tree's leftover
-// subtrees at the right end are joined right to left, as the fold does).
-#define LW_STACK 11  // partial sums a stack holds at most: one per bit of the group count
-static_assert(FF_GPU_TREE_MAX_GROUPS < (1 << LW_STACK), "the stack holds one partial sum per bit of the group count");
+// runs as the groups finish, on a binary counter of partial sums: level i holds the sum of 2^i
+// groups while bit i of the count of groups done is set (the higher levels the older). A finished
+// group's sum is added to the full levels from 0 up, older + newer, and the lowest free level
+// takes the result; at the end the levels set in the group count are folded from the lowest up
+// (older + newer). Those are the fixed tree's additions in its order, for any group count (every
+// subtree of size 2^k is complete once its last group is; the leftover subtrees at the right end
+// are joined right to left, as the fold does).
+//
 // A block computes a tile of LT_J rows x LT_I inputs for every group; each thread keeps 2 x 4 of
-// them. Images stream through shared memory LT_S at a time, so x is read once per row tile (where
-// one thread per (input, four rows) of k_linear_bwd_weights reads it once per four rows and group).
+// them. Images stream through shared memory LT_S at a time (a stage never straddles two groups),
+// two stages of them: the next stage's loads are in flight in registers while this one's FMAs run,
+// and one barrier a stage suffices (the buffer written after the FMAs was last read a stage
+// before). The levels live in dynamic shared memory, [level][element][thread] (a thread's own
+// words: no conflicts), as many as the group count has bits. (They were a per-thread array indexed
+// at run time, which put them in local memory: 400 bytes a thread, fc1's 28.5 us at batch 64; as
+// registers, the unrolled levels took 80 to 160 of them and spilled.)
 #define LT_J 32
 #define LT_I 64
 #define LT_S 8
-#define LT_T 256  // threads: 16 row pairs x 16 input quads
+#define LT_T 256                             // threads: 16 row pairs x 16 input quads
+static int tree_levels(long long ngroups) {  // bits of the group count
+    int b = 0;
+    while ((1LL << b) <= ngroups) b++;
+    return b;
+}
+static size_t tree_level_bytes(int levels) {
+    return (size_t)levels * 8 * LT_T * sizeof(float);
+}
 __global__ void __launch_bounds__(LT_T)
     k_linear_bwd_weights_tree(float *__restrict__ dw, const float *__restrict__ dy, const float *__restrict__ x,
                               long long O, long long I, long long n, long long group) {
-    __shared__ __align__(16) float xs[LT_S][LT_I];
-    __shared__ float ds[LT_S][LT_J];
+    __shared__ __align__(16) float xs[2][LT_S][LT_I];
+    __shared__ float ds[2][LT_S][LT_J];
+    extern __shared__ float lv[];  // [levels][8][LT_T]
     const int tid = threadIdx.x, ti = tid % 16, tj = tid / 16;
     const long long i0 = (long long)blockIdx.x * LT_I, j0 = (long long)blockIdx.y * LT_J;
-    float st[LW_STACK][8];
-    int cnt[LW_STACK], top = 0;
-    for (long long g0 = 0; g0 < n; g0 += group) {
-        const long long g1 = min(n, g0 + group);
-        float acc[8];
+    static_assert(LT_S * LT_I == 2 * LT_T && LT_S * LT_J == LT_T, "a thread copies two x and one dy a stage");
+    float px[2], pd;  // the next stage's elements this thread copies
+    auto fetch = [&](long long s0, int ns) {
 #pragma unroll
-        for (int e = 0; e < 8; e++) acc[e] = 0.0f;
-        for (long long s0 = g0; s0 < g1; s0 += LT_S) {
-            const int ns = (int)min((long long)LT_S, g1 - s0);
-            __syncthreads();  // the last stage is no longer read
-            for (int e = tid; e < LT_S * LT_I; e += LT_T) {
-                const int ss = e / LT_I, ii = e % LT_I;
-                xs[ss][ii] = ss < ns && i0 + ii < I ? x[(s0 + ss) * I + i0 + ii] : 0.0f;
-            }
-            for (int e = tid; e < LT_S * LT_J; e += LT_T) {
-                const int ss = e / LT_J, jj = e % LT_J;
-                ds[ss][jj] = ss < ns && j0 + jj < O ? dy[(s0 + ss) * O + j0 + jj] : 0.0f;
-            }
-            __syncthreads();
-            for (int ss = 0; ss < ns; ss++) {  // images ascending, zero dy skipped (the rows' chains)
-                const float4 xv = *(const float4 *)&xs[ss][ti * 4];
-                const float xq[4] = {xv.x, xv.y, xv.z, xv.w};
+        for (int h = 0; h < 2; h++) {
+            const int e = tid + h * LT_T, ss = e / LT_I, ii = e % LT_I;
+            px[h] = ss < ns && i0 + ii < I ? x[(s0 + ss) * I + i0 + ii] : 0.0f;
+        }
+        const int ss = tid / LT_J, jj = tid % LT_J;
+        pd = ss < ns && j0 + jj < O ? dy[(s0 + ss) * O + j0 + jj] : 0.0f;
+    };
+    auto put = [&](int buf) {
 #pragma unroll
-                for (int jj = 0; jj < 2; jj++) {
-                    const float a = ds[ss][tj * 2 + jj];
-                    if (a != 0.0f)
+        for (int h = 0; h < 2; h++) {
+            const int e = tid + h * LT_T;
+            xs[buf][e / LT_I][e % LT_I] = px[h];
+        }
+        ds[buf][tid / LT_J][tid % LT_J] = pd;
+    };
+    float acc[8];
 #pragma unroll
-                        for (int q = 0; q < 4; q++) acc[jj * 4 + q] = fmaf(a, xq[q], acc[jj * 4 + q]);
-                }
+    for (int e = 0; e < 8; e++) acc[e] = 0.0f;
+    unsigned done = 0;  // groups summed so far
+    long long s0 = 0, g1 = min(n, group);
+    int ns = (int)min((long long)LT_S, g1), buf = 0;
+    fetch(s0, ns);
+    put(0);
+    __syncthreads();
+    while (true) {
+        // the next stage: the rest of this group, or the next group's first
+        const bool group_ends = s0 + ns == g1;
+        const long long s1 = s0 + ns, g1n = group_ends ? min(n, g1 + group) : g1;
+        const int ns1 = s1 < n ? (int)min((long long)LT_S, g1n - s1) : 0;
+        if (ns1 > 0) fetch(s1, ns1);
+        for (int ss = 0; ss < ns; ss++) {  // images ascending, zero dy skipped (the rows' chains)
+            const float4 xv = *(const float4 *)&xs[buf][ss][ti * 4];
+            const float xq[4] = {xv.x, xv.y, xv.z, xv.w};
+#pragma unroll
+            for (int jj = 0; jj < 2; jj++) {
+                const float a = ds[buf][ss][tj * 2 + jj];
+                if (a != 0.0f)
+#pragma unroll
+                    for (int q = 0; q < 4; q++) acc[jj * 4 + q] = fmaf(a, xq[q], acc[jj * 4 + q]);
             }
         }
-        // push the group's sums; add the top two (older + newer) while they cover as many groups
+        if (group_ends) {
+            const int t = __ffs(~done) - 1;  // the lowest free level
+            for (int i = 0; i < t; i++)
 #pragma unroll
-        for (int e = 0; e < 8; e++) st[top][e] = acc[e];
-        cnt[top++] = 1;
-        while (top >= 2 && cnt[top - 1] == cnt[top - 2]) {
+                for (int e = 0; e < 8; e++) acc[e] = __fadd_rn(lv[(i * 8 + e) * LT_T + tid], acc[e]);
 #pragma unroll
-            for (int e = 0; e < 8; e++) st[top - 2][e] = __fadd_rn(st[top - 2][e], st[top - 1][e]);
-            cnt[top - 2] *= 2;
-            top--;
+            for (int e = 0; e < 8; e++) lv[(t * 8 + e) * LT_T + tid] = acc[e], acc[e] = 0.0f;
+            done++;
         }
+        if (ns1 == 0) break;
+        put(buf ^ 1);
+        __syncthreads();
+        buf ^= 1, s0 = s1, g1 = g1n, ns = ns1;
     }
+    // the fold, from the lowest level set up: older + newer
     float v[8];
+    bool first = true;
+    for (int i = 0; (done >> i) != 0; i++) {
+        if (!((done >> i) & 1)) continue;
 #pragma unroll
-    for (int e = 0; e < 8; e++) v[e] = st[top - 1][e];
-    for (int k = top - 2; k >= 0; k--)  // the fold: older + newer, from the top
-#pragma unroll
-        for (int e = 0; e < 8; e++) v[e] = __fadd_rn(st[k][e], v[e]);
+        for (int e = 0; e < 8; e++) {
+            const float l = lv[(i * 8 + e) * LT_T + tid];
+            v[e] = first ? l : __fadd_rn(l, v[e]);
+        }
+        first = false;
+    }
 #pragma unroll
     for (int jj = 0; jj < 2; jj++)
 #pragma unroll
@@ -617,6 +649,14 @@ __global__ void __launch_bounds__(LT_T)
             if (j < O && i < I) dw[j * I + i] = v[jj * 4 + q];
         }
 }
+extern "C" ff_status ff_gpu_train_kernels_init(void) {
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_linear_bwd_weights_tree, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)tree_level_bytes(tree_levels(FF_GPU_TREE_MAX_GROUPS))));
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_conv_wgrad_img, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       FF_GPU_WGRAD_IMAGE_SMEM_MAX));
+    return FF_OK;
+}
+
 // One thread per dx element (n, i): j ascending, zero dy skipped; w reads coalesced across i.
 __global__ void k_linear_bwd_data(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ w,
                                   long long O, long long I, long long total) {
@@ -1026,8 +1066,9 @@ extern "C" ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, i
     if (gx > 0x7fffffffLL || gy > 65535 || (n + group - 1) / group > FF_GPU_TREE_MAX_GROUPS)
         return FF_FAIL(FF_ERR_INPUT, "linear weight gradient of %s in one pass: %lld inputs, %lld outputs, %lld groups",
                        L->name, I, O, (long long)((n + group - 1) / group));
-    k_linear_bwd_weights_tree<<<dim3((unsigned)gx, (unsigned)gy), LT_T, 0, ff_cu_stream(s)>>>(dw, dy, x, O, I, n,
-                                                                                              group);
+    const long long ng = (n + group - 1) / group;
+    k_linear_bwd_weights_tree<<<dim3((unsigned)gx, (unsigned)gy), LT_T, tree_level_bytes(tree_levels(ng)),
+                                ff_cu_stream(s)>>>(dw, dy, x, O, I, n, group);
     FF_LAUNCH_CHECK("k_linear_bwd_weights_tree");
     return linear_bias_rows(db, grad_stride, dy, O, n, group, s);
 }
