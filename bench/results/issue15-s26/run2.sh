@@ -13,7 +13,8 @@ cd "$here/../../.."
 . bench/device_run.sh
 dr_begin run2 "${1:?usage: run2.sh OUTDIR}"
 exp=/tmp/exp
-rm -rf $exp && mkdir -p $exp && git ls-files -z | xargs -0 cp --parents -t $exp && (cd $exp && patch -p1 -s < "$here/presplit-experiment.patch") || exit 1
+rm -rf $exp && mkdir -p $exp && tar --exclude=./build-gpu --exclude=./build --exclude=./.deps --exclude=./.data-mid -cf - . | tar -xf - -C $exp &&
+    (cd $exp && patch -p1 -s < "$here/presplit-experiment.patch") || exit 1
 dr_build $exp ff_conv_tiles test_gpu_layers || exit 1
 el built
 timeout 200 $exp/build-gpu/verify/gpu/test_gpu_layers > "$out/test_gpu_layers-exp.log" 2>&1
