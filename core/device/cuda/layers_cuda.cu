@@ -421,14 +421,22 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB > 0 ? MINB : 
                 split_tf32(b[0], bb[ni][0], bl[ni][0]);       // (k tq,     column gq)
                 split_tf32(b[4 * BP], bb[ni][1], bl[ni][1]);  // (k tq + 4, column gq)
             }
+            // Each accumulator's three products in their order, but product by product over all
+            // the tiles: MI * NI independent mma between two that depend on each other (the asm
+            // is volatile, so the compiler keeps this order; tile by tile, each mma waited for
+            // the one before it).
 #pragma unroll
             for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-                for (int ni = 0; ni < NI; ni++) {
-                    mma_tf32(acc[mi][ni], al[mi], bb[ni]);
-                    mma_tf32(acc[mi][ni], ab[mi], bl[ni]);
-                    mma_tf32(acc[mi][ni], ab[mi], bb[ni]);
-                }
+                for (int ni = 0; ni < NI; ni++) mma_tf32(acc[mi][ni], al[mi], bb[ni]);
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                for (int ni = 0; ni < NI; ni++) mma_tf32(acc[mi][ni], ab[mi], bl[ni]);
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                for (int ni = 0; ni < NI; ni++) mma_tf32(acc[mi][ni], ab[mi], bb[ni]);
         }
     }
     cp_async_wait<0>();
@@ -580,18 +588,15 @@ __global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
     issue(0, 0);
     cp_async_commit();
     for (int t = 0; t < nst; t++) {
-        if (PW && PX) {
-            // nothing to split: stage t landed, every warp done with stage t - 1's buffer, which
-            // then receives stage t + 1 while stage t's mma run
-            cp_async_wait<0>();
-            __syncthreads();
-            if (t + 1 < nst) issue(t + 1, (t + 1) & 1);
-            cp_async_commit();
-        } else {
-            if (t + 1 < nst) issue(t + 1, (t + 1) & 1);  // its raw buffer's last reader was split(t - 1)
-            cp_async_commit();
-            cp_async_wait<1>();
-            __syncthreads();  // stage t has landed; every warp is done with the split pairs of t - 1
+        // Stage t has landed and every warp is done with stage t - 1 (its mma and its split), so
+        // stage t + 1 goes into t - 1's buffers while stage t is split and multiplied. (Issued
+        // before this barrier, a stage of split weights (PW) overwrote pairs other warps were
+        // still multiplying: configuration 22 gave other bits in run 2.)
+        cp_async_wait<0>();
+        __syncthreads();
+        if (t + 1 < nst) issue(t + 1, (t + 1) & 1);
+        cp_async_commit();
+        if (!PW || !PX) {
             if (!PW) {
                 const float *wr = wraw + (t & 1) * BM * XR_KS;
                 for (int e = tid; e < BM * XR_KS; e += T) wsp[(e / XR_KS) * XR_AKP + e % XR_KS] = split_pair(wr[e]);
@@ -624,14 +629,22 @@ __global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
                 bb[ni][0] = v0.x, bl[ni][0] = v0.y;  // (k tq,     column gq)
                 bb[ni][1] = v1.x, bl[ni][1] = v1.y;  // (k tq + 4, column gq)
             }
+            // Each accumulator's three products in their order, but product by product over all
+            // the tiles: MI * NI independent mma between two that depend on each other (the asm
+            // is volatile, so the compiler keeps this order; tile by tile, each mma waited for
+            // the one before it).
 #pragma unroll
             for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-                for (int ni = 0; ni < NI; ni++) {
-                    mma_tf32(acc[mi][ni], al[mi], bb[ni]);
-                    mma_tf32(acc[mi][ni], ab[mi], bl[ni]);
-                    mma_tf32(acc[mi][ni], ab[mi], bb[ni]);
-                }
+                for (int ni = 0; ni < NI; ni++) mma_tf32(acc[mi][ni], al[mi], bb[ni]);
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                for (int ni = 0; ni < NI; ni++) mma_tf32(acc[mi][ni], ab[mi], bl[ni]);
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                for (int ni = 0; ni < NI; ni++) mma_tf32(acc[mi][ni], ab[mi], bb[ni]);
         }
     }
     cp_async_wait<0>();
