@@ -421,22 +421,14 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB > 0 ? MINB : 
                 split_tf32(b[0], bb[ni][0], bl[ni][0]);       // (k tq,     column gq)
                 split_tf32(b[4 * BP], bb[ni][1], bl[ni][1]);  // (k tq + 4, column gq)
             }
-            // Each accumulator's three products in their order, but product by product over all
-            // the tiles: MI * NI independent mma between two that depend on each other (the asm
-            // is volatile, so the compiler keeps this order; tile by tile, each mma waited for
-            // the one before it).
 #pragma unroll
             for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-                for (int ni = 0; ni < NI; ni++) mma_tf32(acc[mi][ni], al[mi], bb[ni]);
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                for (int ni = 0; ni < NI; ni++) mma_tf32(acc[mi][ni], ab[mi], bl[ni]);
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                for (int ni = 0; ni < NI; ni++) mma_tf32(acc[mi][ni], ab[mi], bb[ni]);
+                for (int ni = 0; ni < NI; ni++) {
+                    mma_tf32(acc[mi][ni], al[mi], bb[ni]);
+                    mma_tf32(acc[mi][ni], ab[mi], bl[ni]);
+                    mma_tf32(acc[mi][ni], ab[mi], bb[ni]);
+                }
         }
     }
     cp_async_wait<0>();
@@ -478,91 +470,61 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB > 0 ? MINB : 
 struct XRowsGeom {           // the staged rows of a launch (launch_x3_rows)
     int NR, WP, XS4, tiles;  // rows, padded width, staged elements rounded up to 4, tiles per image
 };
-// PW: the weights come split, (big, small) pairs (n, Kd) in wpairs; PX: the input too, pairs laid
-// out as `in`. Then the pairs are copied as they are (double-buffered) and nothing is split here.
-template <int BM, bool PW, bool PX>
+template <int BM>
 static size_t x3_rows_smem_bytes(const XRowsGeom &r) {
-    const size_t wb = PW ? 2 * (size_t)BM * XR_AKP * sizeof(uint2)
-                         : 2 * (size_t)BM * XR_KS * sizeof(float) + (size_t)BM * XR_AKP * sizeof(uint2);
-    const size_t xb =
-        PX ? 2 * (size_t)r.XS4 * sizeof(uint2) : 2 * (size_t)r.XS4 * sizeof(float) + r.XS4 * sizeof(uint2);
-    return wb + xb + XR_KS * sizeof(int);
+    return (size_t)(2 * BM * XR_KS + 2 * r.XS4) * sizeof(float) + (size_t)(BM * XR_AKP + r.XS4) * sizeof(uint2) +
+           XR_KS * sizeof(int);
 }
 __device__ __forceinline__ uint2 split_pair(float x) {
     uint2 p;
     split_tf32(x, p.x, p.y);
     return p;
 }
-__device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool valid) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    int src_size = valid ? 8 : 0;
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(s), "l"(gmem), "r"(src_size));
-}
-template <int BM, int NW, int NI, int MINB, bool PW, bool PX>
+template <int BM, int NW, int NI, int MINB>
 __global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
     k_conv_x3_rows(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
-                   const float *__restrict__ bias, const uint2 *__restrict__ wpairs, const uint2 *__restrict__ xpairs,
-                   GemmGeom g, XRowsGeom r, int relu, int w16) {
+                   const float *__restrict__ bias, GemmGeom g, XRowsGeom r, int relu, int w16) {
     constexpr int T = NW * 32, MI = BM / 16, BN = NW * NI * 8;
     static_assert(BM % 16 == 0, "mma tiles");
     extern __shared__ __align__(16) float smem[];
-    // PW: wsp [2][BM][XR_AKP] pairs; else wraw [2][BM][XR_KS] floats, then wsp [BM][XR_AKP] pairs.
-    // PX: xsp [2][XS4] pairs; else xraw [2][XS4] floats ([XR_CS][NR][WP]), then xsp [XS4] pairs.
-    char *sp = (char *)smem;
-    float *wraw = (float *)sp;
-    if (!PW) sp += 2 * BM * XR_KS * sizeof(float);
-    uint2 *wsp = (uint2 *)sp;
-    sp += (PW ? 2 : 1) * BM * XR_AKP * sizeof(uint2);
-    float *xraw = (float *)sp;
-    if (!PX) sp += 2 * r.XS4 * sizeof(float);
-    uint2 *xsp = (uint2 *)sp;
-    sp += (PX ? 2 : 1) * r.XS4 * sizeof(uint2);
-    int *tap = (int *)sp;  // [XR_KS] offsets of the taps in the staged rows
+    float *wraw = smem;                        // [2][BM][XR_KS] raw weights
+    float *xraw = wraw + 2 * BM * XR_KS;       // [2][XS4] raw input rows: [XR_CS][NR][WP]
+    uint2 *wsp = (uint2 *)(xraw + 2 * r.XS4);  // [BM][XR_AKP] split weights
+    uint2 *xsp = wsp + BM * XR_AKP;            // [XS4] split input rows
+    int *tap = (int *)(xsp + r.XS4);           // [XR_KS] offsets of the taps in the staged rows
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane >> 2, tq = lane & 3;
     const int img = blockIdx.x / r.tiles, q0 = (blockIdx.x % r.tiles) * BN, m0 = blockIdx.y * BM;
     const int C = g.Kd / 9, XS = XR_CS * r.NR * r.WP;
     const int ih_lo = g.out_lo + q0 / g.Wo - g.pad;  // absolute input row of staged row 0 (stride 1)
+    const float *in_img = in + (long long)img * g.in_img;
     for (int k = tid; k < XR_KS; k += T) {
         const int cl = k / 9, rr = (k % 9) / 3, ss = k % 3;
         tap[k] = cl * r.NR * r.WP + rr * r.WP + ss;
     }
     auto issue = [&](int st, int buf) {
         const int k0 = st * XR_KS, c0 = st * XR_CS;
-        if (PW) {  // Kd even (launch_x3_rows): two pairs are wholly in or past Kd
-            uint2 *wd = wsp + buf * BM * XR_AKP;
-            for (int e = tid; e < BM * XR_KS / 2; e += T) {
-                const int m = e / (XR_KS / 2), k = (e % (XR_KS / 2)) * 2;
+        float *wr = wraw + buf * BM * XR_KS;
+        if (w16) {  // rows of Kd % 4 == 0 floats, 16-byte aligned: a quad is wholly in or past Kd
+            for (int e = tid; e < BM * XR_KS / 4; e += T) {
+                const int m = e / (XR_KS / 4), k = (e % (XR_KS / 4)) * 4;
                 const bool v = m0 + m < g.M && k0 + k < g.Kd;
-                cp_async16((float *)(wd + m * XR_AKP + k),
-                           (const float *)(v ? wpairs + (long long)(m0 + m) * g.Kd + k0 + k : wpairs), v);
+                cp_async16(wr + 4 * e, v ? w + (long long)(m0 + m) * g.Kd + k0 + k : w, v);
             }
         } else {
-            float *wr = wraw + buf * BM * XR_KS;
-            if (w16) {  // rows of Kd % 4 == 0 floats, 16-byte aligned: a quad is wholly in or past Kd
-                for (int e = tid; e < BM * XR_KS / 4; e += T) {
-                    const int m = e / (XR_KS / 4), k = (e % (XR_KS / 4)) * 4;
-                    const bool v = m0 + m < g.M && k0 + k < g.Kd;
-                    cp_async16(wr + 4 * e, v ? w + (long long)(m0 + m) * g.Kd + k0 + k : w, v);
-                }
-            } else {
-                for (int e = tid; e < BM * XR_KS; e += T) {
-                    const int m = e / XR_KS, k = e % XR_KS;
-                    const bool v = m0 + m < g.M && k0 + k < g.Kd;
-                    cp_async4(wr + e, v ? w + (long long)(m0 + m) * g.Kd + k0 + k : w, v);
-                }
+            for (int e = tid; e < BM * XR_KS; e += T) {
+                const int m = e / XR_KS, k = e % XR_KS;
+                const bool v = m0 + m < g.M && k0 + k < g.Kd;
+                cp_async4(wr + e, v ? w + (long long)(m0 + m) * g.Kd + k0 + k : w, v);
             }
         }
+        float *xr = xraw + buf * r.XS4;
         for (int row = warp; row < XR_CS * r.NR; row += NW) {  // a warp a staged row
             const int cl = row / r.NR, ih = ih_lo + row % r.NR, c = c0 + cl;
             const bool rv = c < C && (unsigned)ih < (unsigned)g.H && (unsigned)(ih - g.in_lo) < (unsigned)g.in_rows;
-            const long long off =
-                (long long)img * g.in_img + (long long)c * g.in_rows * g.W + (long long)(ih - g.in_lo) * g.W - g.pad;
+            const float *src = in_img + (long long)c * g.in_rows * g.W + (long long)(ih - g.in_lo) * g.W - g.pad;
             for (int col = lane; col < r.WP; col += 32) {
                 const bool v = rv && (unsigned)(col - g.pad) < (unsigned)g.W;
-                if (PX)
-                    cp_async8(xsp + buf * r.XS4 + row * r.WP + col, v ? xpairs + off + col : xpairs, v);
-                else
-                    cp_async4(xraw + buf * r.XS4 + row * r.WP + col, v ? in + off + col : in, v);
+                cp_async4(xr + row * r.WP + col, v ? src + col : in, v);
             }
         }
     };
@@ -588,26 +550,16 @@ __global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
     issue(0, 0);
     cp_async_commit();
     for (int t = 0; t < nst; t++) {
-        // Stage t has landed and every warp is done with stage t - 1 (its mma and its split), so
-        // stage t + 1 goes into t - 1's buffers while stage t is split and multiplied. (Issued
-        // before this barrier, a stage of split weights (PW) overwrote pairs other warps were
-        // still multiplying: configuration 22 gave other bits in run 2.)
-        cp_async_wait<0>();
-        __syncthreads();
-        if (t + 1 < nst) issue(t + 1, (t + 1) & 1);
+        if (t + 1 < nst) issue(t + 1, (t + 1) & 1);  // its buffer's last reader was split(t - 1)
         cp_async_commit();
-        if (!PW || !PX) {
-            if (!PW) {
-                const float *wr = wraw + (t & 1) * BM * XR_KS;
-                for (int e = tid; e < BM * XR_KS; e += T) wsp[(e / XR_KS) * XR_AKP + e % XR_KS] = split_pair(wr[e]);
-            }
-            if (!PX) {
-                const float *xr = xraw + (t & 1) * r.XS4;
-                for (int e = tid; e < XS; e += T) xsp[e] = split_pair(xr[e]);
-            }
-            __syncthreads();
+        cp_async_wait<1>();
+        __syncthreads();  // stage t has landed; every warp is done with the split pairs of t - 1
+        {
+            const float *wr = wraw + (t & 1) * BM * XR_KS, *xr = xraw + (t & 1) * r.XS4;
+            for (int e = tid; e < BM * XR_KS; e += T) wsp[(e / XR_KS) * XR_AKP + e % XR_KS] = split_pair(wr[e]);
+            for (int e = tid; e < XS; e += T) xsp[e] = split_pair(xr[e]);
         }
-        const uint2 *ws = wsp + (PW ? (t & 1) * BM * XR_AKP : 0), *xs = xsp + (PX ? (t & 1) * r.XS4 : 0);
+        __syncthreads();
         const int k0 = t * XR_KS;
 #pragma unroll
         for (int j = 0; j < 9; j++) {
@@ -616,7 +568,7 @@ __global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
             uint32_t ab[MI][4], al[MI][4], bb[NI][2], bl[NI][2];
 #pragma unroll
             for (int mi = 0; mi < MI; mi++) {
-                const uint2 *a = ws + (mi * 16 + gq) * XR_AKP + 8 * j + tq;
+                const uint2 *a = wsp + (mi * 16 + gq) * XR_AKP + 8 * j + tq;
                 const uint2 v0 = a[0], v1 = a[8 * XR_AKP], v2 = a[4], v3 = a[8 * XR_AKP + 4];
                 ab[mi][0] = v0.x, al[mi][0] = v0.y;  // (row gq,     k tq)
                 ab[mi][1] = v1.x, al[mi][1] = v1.y;  // (row gq + 8, k tq)
@@ -625,26 +577,18 @@ __global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
             }
 #pragma unroll
             for (int ni = 0; ni < NI; ni++) {
-                const uint2 v0 = xs[o0 + pos[ni]], v1 = xs[o1 + pos[ni]];
+                const uint2 v0 = xsp[o0 + pos[ni]], v1 = xsp[o1 + pos[ni]];
                 bb[ni][0] = v0.x, bl[ni][0] = v0.y;  // (k tq,     column gq)
                 bb[ni][1] = v1.x, bl[ni][1] = v1.y;  // (k tq + 4, column gq)
             }
-            // Each accumulator's three products in their order, but product by product over all
-            // the tiles: MI * NI independent mma between two that depend on each other (the asm
-            // is volatile, so the compiler keeps this order; tile by tile, each mma waited for
-            // the one before it).
 #pragma unroll
             for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-                for (int ni = 0; ni < NI; ni++) mma_tf32(acc[mi][ni], al[mi], bb[ni]);
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                for (int ni = 0; ni < NI; ni++) mma_tf32(acc[mi][ni], ab[mi], bl[ni]);
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                for (int ni = 0; ni < NI; ni++) mma_tf32(acc[mi][ni], ab[mi], bb[ni]);
+                for (int ni = 0; ni < NI; ni++) {
+                    mma_tf32(acc[mi][ni], al[mi], bb[ni]);
+                    mma_tf32(acc[mi][ni], ab[mi], bl[ni]);
+                    mma_tf32(acc[mi][ni], ab[mi], bb[ni]);
+                }
         }
     }
     cp_async_wait<0>();
@@ -665,13 +609,6 @@ __global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
                     out[(long long)img * g.out_img + (long long)m * g.HWo + q] = relu ? relu_f(v) : v;
                 }
         }
-}
-
-// (big, small) pairs of count floats (split_tf32's halves), for k_conv_x3_rows' PW and PX.
-__global__ void k_split_pairs(uint2 *__restrict__ out, const float *__restrict__ in, long long count) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
-         i += (long long)gridDim.x * blockDim.x)
-        out[i] = split_pair(in[i]);
 }
 
 // ------------------------------------------------------------------ small-batch linear (GEMV)
@@ -806,7 +743,12 @@ __global__ void __launch_bounds__(GV_T)
 #define CFG_21 64, 64, 8, 4, 16, 4, 5  // 128 threads
 #define CFG_22 64, 64, 8, 4, 16, 3, 5  // 128 threads
 #define CFG_23 32, 64, 4, 4, 16, 4, 6  // 128 threads
-enum { TILE_GEMV = 3, N_TILES = 24 };
+// Deep k tiles for long, thin reductions: mnist's fc1 at batch 64 (8 split-K chunks of 1152 terms,
+// 128 outputs x 64 images) runs 128 blocks of 16 x 32, one a multiprocessor, and with 32-term
+// stages waits on its copies about 36 times (21 us for 0.15 GFLOP); 128-term stages wait 9 times.
+#define CFG_24 16, 32, 2, 2, 128, 3, 0  // 128 threads
+#define CFG_25 16, 16, 1, 1, 128, 3, 0  // 256 threads
+enum { TILE_GEMV = 3, N_TILES = 26 };
 // --precision tf32x3's conv configurations (k_conv_x3): BM, BN, WM, WN, BK, STAGES, MINB.
 #define X3CFG_0 64, 128, 32, 32, 32, 3, 0   // 256 threads
 #define X3CFG_1 64, 64, 32, 32, 32, 4, 0    // 128 threads
@@ -823,24 +765,15 @@ enum { TILE_GEMV = 3, N_TILES = 24 };
 #define X3CFG_9 32, 64, 16, 32, 16, 3, 6  // 128 threads
 #define FF_FOR_EACH_X3(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9)
 // Taps from staged rows (k_conv_x3_rows; 3 x 3 stride-1 convs only, configuration 0 elsewhere):
-// BM, warps, n-tiles of 8 a warp, MINB, PW, PX (the weights / the input given as split pairs; a
-// launch without them runs configuration 0). Configuration 10 + i is XRCFG_i.
-#define XRCFG_0 64, 6, 3, 0, false, false  // 192 threads, 144 pixels: a quarter of a 24 x 24 image
-#define XRCFG_1 64, 4, 3, 0, false, false  // 128 threads, 96 pixels
-#define XRCFG_2 64, 4, 4, 0, false, false  // 128 threads, 128 pixels
-#define XRCFG_3 32, 4, 4, 0, false, false  // 128 threads, 128 pixels: 32 output channels
-#define XRCFG_4 32, 6, 3, 0, false, false  // 192 threads, 144 pixels
-#define XRCFG_5 32, 8, 2, 0, false, false  // 256 threads, 128 pixels
-#define XRCFG_6 64, 6, 3, 0, true, true
-#define XRCFG_7 64, 8, 3, 0, true, true   // 256 threads, 192 pixels
-#define XRCFG_8 64, 12, 3, 0, true, true  // 384 threads, 288 pixels: half a 24 x 24 image
-#define XRCFG_9 32, 4, 4, 0, true, true
-#define XRCFG_10 32, 8, 4, 0, true, true  // 256 threads, 256 pixels
-#define XRCFG_11 32, 6, 3, 0, true, true
-#define XRCFG_12 64, 6, 3, 0, true, false
-#define XRCFG_13 32, 4, 4, 0, true, false
-#define FF_FOR_EACH_XR(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
-enum { N_X3_TILED = 10, N_X3 = 24 };
+// BM, warps, n-tiles of 8 a warp, MINB. Configuration 10 + i is XRCFG_i.
+#define XRCFG_0 64, 6, 3, 0  // 192 threads, 144 pixels: a quarter of a 24 x 24 image
+#define XRCFG_1 64, 4, 3, 0  // 128 threads, 96 pixels
+#define XRCFG_2 64, 4, 4, 0  // 128 threads, 128 pixels
+#define XRCFG_3 32, 4, 4, 0  // 128 threads, 128 pixels: 32 output channels
+#define XRCFG_4 32, 6, 3, 0  // 192 threads, 144 pixels
+#define XRCFG_5 32, 8, 2, 0  // 256 threads, 128 pixels
+#define FF_FOR_EACH_XR(X) X(0) X(1) X(2) X(3) X(4) X(5)
+enum { N_X3_TILED = 10, N_X3 = 16 };
 
 // Threads (gpu.h, ff_gpu_set_tuning): several threads may launch at once, each on its own device
 // and stream (the loopback transport's simulated ranks share one GPU). The tuning switch and the
@@ -882,7 +815,7 @@ static int sms_count() {
 // clang-format off
 #define FF_FOR_EACH_CFG(X) \
     X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) \
-    X(20) X(21) X(22) X(23)
+    X(20) X(21) X(22) X(23) X(24) X(25)
 // clang-format on
 
 extern "C" ff_status ff_gpu_train_kernels_init(void);  // train_cuda.cu
@@ -965,18 +898,14 @@ static ff_status launch_x3(float *out, const float *in, const float *w, const fl
 }
 
 // k_conv_x3_rows applies to 3 x 3 stride-1 convs (one problem) whose staged rows fit.
-struct X3Pairs {  // the split weights and input of a tf32x3 conv where its caller has them, else NULL
-    const uint2 *w, *x;
-};
 static bool x3_rows_apply(const GemmGeom &g) {
     return g.R == 3 && g.S == 3 && g.stride == 1 && g.batch <= 1 && g.Kd % 9 == 0 && g.Wo > 0 && g.HWo % g.Wo == 0;
 }
-template <int BM, int NW, int NI, int MINB, bool PW, bool PX>
-static ff_status launch_x3_rows(float *out, const float *in, const float *w, const float *b, const X3Pairs &pairs,
-                                const GemmGeom &g, bool relu, cudaStream_t s) {
+template <int BM, int NW, int NI, int MINB>
+static ff_status launch_x3_rows(float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
+                                bool relu, cudaStream_t s) {
     constexpr int BN = NW * NI * 8;
-    if (!x3_rows_apply(g) || (PW && (!pairs.w || g.Kd % 2)) || (PX && !pairs.x))
-        return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);
+    if (!x3_rows_apply(g)) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);
     const int out_rows = g.HWo / g.Wo;
     XRowsGeom r;
     r.NR = ((BN - 1) / g.Wo + 2 < out_rows ? (BN - 1) / g.Wo + 2 : out_rows) + 2;  // pixels' rows + R - 1
@@ -985,26 +914,26 @@ static ff_status launch_x3_rows(float *out, const float *in, const float *w, con
     r.tiles = (g.HWo + BN - 1) / BN;
     const long long nimg = g.P / g.HWo, gx = nimg * r.tiles;
     const int gy = (g.M + BM - 1) / BM;
-    const size_t smem = x3_rows_smem_bytes<BM, PW, PX>(r);
+    const size_t smem = x3_rows_smem_bytes<BM>(r);
     if (smem > 200 * 1024) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);  // rows too wide to stage
     if (gx > 0x7fffffffLL || gy > 65535)
         return FF_FAIL(FF_ERR_INPUT, "conv grid %lld x %d too large (M=%d, P=%lld)", gx, gy, g.M, g.P);
     const int w16 = g.Kd % 4 == 0 && ((uintptr_t)w & 15) == 0;
-    k_conv_x3_rows<BM, NW, NI, MINB, PW, PX><<<dim3((unsigned)gx, (unsigned)gy), NW * 32, smem, s>>>(
-        out, in, w, b, pairs.w, pairs.x, g, r, relu ? 1 : 0, w16);
+    k_conv_x3_rows<BM, NW, NI, MINB>
+        <<<dim3((unsigned)gx, (unsigned)gy), NW * 32, smem, s>>>(out, in, w, b, g, r, relu ? 1 : 0, w16);
     FF_LAUNCH_CHECK("k_conv_x3_rows");
     return FF_OK;
 }
 
-static ff_status launch_x3_cfg(int cfg, float *out, const float *in, const float *w, const float *b,
-                               const X3Pairs &pairs, const GemmGeom &g, bool relu, cudaStream_t s) {
+static ff_status launch_x3_cfg(int cfg, float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
+                               bool relu, cudaStream_t s) {
     switch (cfg) {
 #define FF_CASE(i) \
     case i: return launch_x3<X3CFG_##i>(out, in, w, b, g, relu, s);
         FF_FOR_EACH_X3(FF_CASE)
 #undef FF_CASE
 #define FF_CASE(i) \
-    case N_X3_TILED + i: return launch_x3_rows<XRCFG_##i>(out, in, w, b, pairs, g, relu, s);
+    case N_X3_TILED + i: return launch_x3_rows<XRCFG_##i>(out, in, w, b, g, relu, s);
         FF_FOR_EACH_XR(FF_CASE)
 #undef FF_CASE
     }
@@ -1055,7 +984,7 @@ static int heuristic_cfg(const GemmGeom &g) {
     return 2;
 }
 
-static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
+static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25};
 
 // Times every configuration on the real buffers (each writes the same bits) and keeps the fastest;
 // launch(cfg) runs configuration cfg of the kernel `kind`.
@@ -1087,7 +1016,7 @@ static ff_status tune(int *best, int fallback, const int *cfgs, int ncfgs, Launc
     return FF_OK;
 }
 
-static const int g_x3_cfgs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
+static const int g_x3_cfgs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
 
 // The configuration a launch of kernel `kind` uses: the forced one (the test hook; -1 when none
 // applies), else the one tuned for this shape, else, while tuning is on, the fastest of `cfgs` timed
@@ -1109,9 +1038,9 @@ static ff_status choose_cfg(int *cfg, int forced, int fallback, const int *cfgs,
 
 // A conv in --precision tf32x3 (k_conv_x3): a forced tile t runs configuration t % N_X3; without a
 // tuned one, 64 x 128 tiles (32 x 128 for layers of at most 32 output channels).
-static ff_status run_x3(float *out, const float *in, const float *w, const float *b, const X3Pairs &pairs,
-                        const GemmGeom &g, bool relu, cudaStream_t s) {
-    auto launch = [&](int c) { return launch_x3_cfg(c, out, in, w, b, pairs, g, relu, s); };
+static ff_status run_x3(float *out, const float *in, const float *w, const float *b, const GemmGeom &g, bool relu,
+                        cudaStream_t s) {
+    auto launch = [&](int c) { return launch_x3_cfg(c, out, in, w, b, g, relu, s); };
     int cfg;
     FF_TRY(choose_cfg(&cfg, g_force_tile >= 0 ? g_force_tile % N_X3 : -1, g.M <= 32 ? 2 : 0, g_x3_cfgs, N_X3, launch, g,
                       KIND_CONV_X3, s));
@@ -1169,7 +1098,7 @@ extern "C" ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, 
     g.in_img = (long long)(L->in.c * in_rows * L->in.w);
     g.out_img = (long long)g.M * g.HWo;
     FF_TRY(check_int(L->out.c * out_rows * L->out.w, "conv output per image"));
-    if (g_conv_x3) return run_x3(out, in, w, b, X3Pairs{nullptr, nullptr}, g, relu, ff_cu_stream(s));
+    if (g_conv_x3) return run_x3(out, in, w, b, g, relu, ff_cu_stream(s));
     return run_gemm<false>(out, in, w, b, g, relu, ff_cu_stream(s));
 }
 
