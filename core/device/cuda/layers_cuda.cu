@@ -772,8 +772,12 @@ enum { TILE_GEMV = 3, N_TILES = 26 };
 #define XRCFG_3 32, 4, 4, 0  // 128 threads, 128 pixels: 32 output channels
 #define XRCFG_4 32, 6, 3, 0  // 192 threads, 144 pixels
 #define XRCFG_5 32, 8, 2, 0  // 256 threads, 128 pixels
-#define FF_FOR_EACH_XR(X) X(0) X(1) X(2) X(3) X(4) X(5)
-enum { N_X3_TILED = 10, N_X3 = 16 };
+// More pixels a block split its weights for (they are split once a block and stage):
+#define XRCFG_6 64, 8, 3, 0   // 256 threads, 192 pixels
+#define XRCFG_7 64, 12, 3, 0  // 384 threads, 288 pixels: half a 24 x 24 image
+#define XRCFG_8 32, 12, 3, 0  // 384 threads, 288 pixels
+#define FF_FOR_EACH_XR(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8)
+enum { N_X3_TILED = 10, N_X3 = 19 };
 
 // Threads (gpu.h, ff_gpu_set_tuning): several threads may launch at once, each on its own device
 // and stream (the loopback transport's simulated ranks share one GPU). The tuning switch and the
@@ -1016,7 +1020,7 @@ static ff_status tune(int *best, int fallback, const int *cfgs, int ncfgs, Launc
     return FF_OK;
 }
 
-static const int g_x3_cfgs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
+static const int g_x3_cfgs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
 
 // The configuration a launch of kernel `kind` uses: the forced one (the test hook; -1 when none
 // applies), else the one tuned for this shape, else, while tuning is on, the fastest of `cfgs` timed
