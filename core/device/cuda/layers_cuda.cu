@@ -743,12 +743,7 @@ __global__ void __launch_bounds__(GV_T)
 #define CFG_21 64, 64, 8, 4, 16, 4, 5  // 128 threads
 #define CFG_22 64, 64, 8, 4, 16, 3, 5  // 128 threads
 #define CFG_23 32, 64, 4, 4, 16, 4, 6  // 128 threads
-// Deep k tiles for long, thin reductions: mnist's fc1 at batch 64 (8 split-K chunks of 1152 terms,
-// 128 outputs x 64 images) runs 128 blocks of 16 x 32, one a multiprocessor, and with 32-term
-// stages waits on its copies about 36 times (21 us for 0.15 GFLOP); 128-term stages wait 9 times.
-#define CFG_24 16, 32, 2, 2, 128, 3, 0  // 128 threads
-#define CFG_25 16, 16, 1, 1, 128, 3, 0  // 256 threads
-enum { TILE_GEMV = 3, N_TILES = 26 };
+enum { TILE_GEMV = 3, N_TILES = 24 };
 // --precision tf32x3's conv configurations (k_conv_x3): BM, BN, WM, WN, BK, STAGES, MINB.
 #define X3CFG_0 64, 128, 32, 32, 32, 3, 0   // 256 threads
 #define X3CFG_1 64, 64, 32, 32, 32, 4, 0    // 128 threads
@@ -819,7 +814,7 @@ static int sms_count() {
 // clang-format off
 #define FF_FOR_EACH_CFG(X) \
     X(0) X(1) X(2) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) \
-    X(20) X(21) X(22) X(23) X(24) X(25)
+    X(20) X(21) X(22) X(23)
 // clang-format on
 
 extern "C" ff_status ff_gpu_train_kernels_init(void);  // train_cuda.cu
@@ -988,7 +983,7 @@ static int heuristic_cfg(const GemmGeom &g) {
     return 2;
 }
 
-static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25};
+static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
 
 // Times every configuration on the real buffers (each writes the same bits) and keeps the fastest;
 // launch(cfg) runs configuration cfg of the kernel `kind`.
