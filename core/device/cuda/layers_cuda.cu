@@ -345,6 +345,55 @@ __device__ __forceinline__ void mma_tf32(float *c, const uint32_t *a, const uint
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
+// The accumulators of a warp's MI x NI mma tiles (rows m0 + mi * 16 + gq and + 8) start at their
+// rows' bias, or at +0 without one.
+template <int MI, int NI>
+__device__ __forceinline__ void x3_acc_init(float (&acc)[MI][NI][4], const float *bias, int m0, int M, int gq) {
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++) {
+        const int m = m0 + mi * 16 + gq;
+        const float b0 = bias && m < M ? bias[m] : 0.0f, b8 = bias && m + 8 < M ? bias[m + 8] : 0.0f;
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++) acc[mi][ni][0] = acc[mi][ni][1] = b0, acc[mi][ni][2] = acc[mi][ni][3] = b8;
+    }
+}
+// One k-chunk of 8: each accumulator's three exact TF32 products, the smallest first (w_small
+// x_big, w_big x_small, w_big x_big), the order that makes tf32x3's bits.
+template <int MI, int NI>
+__device__ __forceinline__ void x3_mma_chunk(float (&acc)[MI][NI][4], uint32_t (&ab)[MI][4], uint32_t (&al)[MI][4],
+                                             uint32_t (&bb)[NI][2], uint32_t (&bl)[NI][2]) {
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int ni = 0; ni < NI; ni++) {
+            mma_tf32(acc[mi][ni], al[mi], bb[ni]);
+            mma_tf32(acc[mi][ni], ab[mi], bl[ni]);
+            mma_tf32(acc[mi][ni], ab[mi], bb[ni]);
+        }
+}
+// The epilogue: acc[mi][ni][h * 2 + q] is output row m0 + mi * 16 + gq + 8 h and the warp's column
+// ni * 8 + 2 tq + q; col(c) gives column c's offset in out (image and pixel), or -1 past the end.
+template <int MI, int NI, typename Col>
+__device__ __forceinline__ void x3_store(float *__restrict__ out, const float (&acc)[MI][NI][4], int m0,
+                                         const GemmGeom &g, int gq, int tq, int relu, Col col) {
+#pragma unroll
+    for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int m = m0 + mi * 16 + gq + h * 8;
+            if (m >= g.M) continue;
+#pragma unroll
+            for (int ni = 0; ni < NI; ni++)
+#pragma unroll
+                for (int q = 0; q < 2; q++) {
+                    const long long off = col(ni * 8 + 2 * tq + q);
+                    if (off < 0) continue;
+                    const float v = acc[mi][ni][h * 2 + q];
+                    out[off + (long long)m * g.HWo] = relu ? relu_f(v) : v;
+                }
+        }
+}
+
 template <int BM, int BN, int BK, int STAGES>
 constexpr int x3_smem_floats() {  // rows padded by 8: the fragment reads below hit 32 banks
     return STAGES * BK * ((BM + 8) + (BN + 8));
@@ -376,13 +425,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB > 0 ? MINB : 
     const int wm0 = (warp % (BM / WM)) * WM, wn0 = (warp / (BM / WM)) * WN;
     // acc[mi][ni]: rows wm0 + mi*16 + gq (+8 for [2], [3]), columns wn0 + ni*8 + 2 tq (+1 for [1], [3]).
     float acc[MI][NI][4];
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++) {
-        const int m = m0 + wm0 + mi * 16 + gq;
-        const float b0 = bias && m < g.M ? bias[m] : 0.0f, b8 = bias && m + 8 < g.M ? bias[m + 8] : 0.0f;
-#pragma unroll
-        for (int ni = 0; ni < NI; ni++) acc[mi][ni][0] = acc[mi][ni][1] = b0, acc[mi][ni][2] = acc[mi][ni][3] = b8;
-    }
+    x3_acc_init(acc, bias, m0 + wm0, g.M, gq);
 
     const int ntiles = (g.Kd + BK - 1) / BK;
 #pragma unroll
@@ -421,35 +464,16 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB > 0 ? MINB : 
                 split_tf32(b[0], bb[ni][0], bl[ni][0]);       // (k tq,     column gq)
                 split_tf32(b[4 * BP], bb[ni][1], bl[ni][1]);  // (k tq + 4, column gq)
             }
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                for (int ni = 0; ni < NI; ni++) {
-                    mma_tf32(acc[mi][ni], al[mi], bb[ni]);
-                    mma_tf32(acc[mi][ni], ab[mi], bl[ni]);
-                    mma_tf32(acc[mi][ni], ab[mi], bb[ni]);
-                }
+            x3_mma_chunk(acc, ab, al, bb, bl);
         }
     }
     cp_async_wait<0>();
-
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int m = m0 + wm0 + mi * 16 + gq + h * 8;
-            if (m >= g.M) continue;
-#pragma unroll
-            for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-                for (int q = 0; q < 2; q++) {
-                    const long long p = p0 + wn0 + ni * 8 + 2 * tq + q;
-                    if (p >= g.P) continue;
-                    const long long img = p / g.HWo, pix = p - img * g.HWo;
-                    const float v = acc[mi][ni][h * 2 + q];
-                    out[img * g.out_img + (long long)m * g.HWo + pix] = relu ? relu_f(v) : v;
-                }
-        }
+    x3_store(out, acc, m0 + wm0, g, gq, tq, relu, [&](int c) -> long long {
+        const long long p = p0 + wn0 + c;
+        if (p >= g.P) return -1;
+        const long long img = p / g.HWo;
+        return img * g.out_img + (p - img * g.HWo);
+    });
 }
 
 // tf32x3, taps from staged rows (3 x 3, stride 1): the bits of k_conv_x3, far fewer instructions
@@ -538,13 +562,7 @@ __global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
         pos[ni] = q < g.HWo ? (q / g.Wo - q0 / g.Wo) * r.WP + q % g.Wo : 0;  // past the image: any staged pair
     }
     float acc[MI][NI][4];
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++) {
-        const int m = m0 + mi * 16 + gq;
-        const float b0 = bias && m < g.M ? bias[m] : 0.0f, b8 = bias && m + 8 < g.M ? bias[m + 8] : 0.0f;
-#pragma unroll
-        for (int ni = 0; ni < NI; ni++) acc[mi][ni][0] = acc[mi][ni][1] = b0, acc[mi][ni][2] = acc[mi][ni][3] = b8;
-    }
+    x3_acc_init(acc, bias, m0, g.M, gq);
 
     const int nst = (C + XR_CS - 1) / XR_CS;
     issue(0, 0);
@@ -581,34 +599,14 @@ __global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
                 bb[ni][0] = v0.x, bl[ni][0] = v0.y;  // (k tq,     column gq)
                 bb[ni][1] = v1.x, bl[ni][1] = v1.y;  // (k tq + 4, column gq)
             }
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                for (int ni = 0; ni < NI; ni++) {
-                    mma_tf32(acc[mi][ni], al[mi], bb[ni]);
-                    mma_tf32(acc[mi][ni], ab[mi], bl[ni]);
-                    mma_tf32(acc[mi][ni], ab[mi], bb[ni]);
-                }
+            x3_mma_chunk(acc, ab, al, bb, bl);
         }
     }
     cp_async_wait<0>();
-
-#pragma unroll
-    for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int m = m0 + mi * 16 + gq + h * 8;
-            if (m >= g.M) continue;
-#pragma unroll
-            for (int ni = 0; ni < NI; ni++)
-#pragma unroll
-                for (int qq = 0; qq < 2; qq++) {
-                    const int q = q0 + wn0 + ni * 8 + 2 * tq + qq;
-                    if (q >= g.HWo) continue;
-                    const float v = acc[mi][ni][h * 2 + qq];
-                    out[(long long)img * g.out_img + (long long)m * g.HWo + q] = relu ? relu_f(v) : v;
-                }
-        }
+    x3_store(out, acc, m0, g, gq, tq, relu, [&](int c) -> long long {
+        const int q = q0 + wn0 + c;
+        return q < g.HWo ? (long long)img * g.out_img + q : -1;
+    });
 }
 
 // ------------------------------------------------------------------ small-batch linear (GEMV)
