@@ -1038,9 +1038,12 @@ static ff_status choose_cfg(int *cfg, int forced, int fallback, const int *cfgs,
 static ff_status run_x3(float *out, const float *in, const float *w, const float *b, const GemmGeom &g, bool relu,
                         cudaStream_t s) {
     auto launch = [&](int c) { return launch_x3_cfg(c, out, in, w, b, g, relu, s); };
+    // The tuner times k_conv_x3_rows' configurations only where that kernel applies (elsewhere each
+    // would run configuration 0 again); a forced one still falls back to it (the tests force all).
+    const int ncfgs = x3_rows_apply(g) ? N_X3 : N_X3_TILED;
     int cfg;
-    FF_TRY(choose_cfg(&cfg, g_force_tile >= 0 ? g_force_tile % N_X3 : -1, g.M <= 32 ? 2 : 0, g_x3_cfgs, N_X3, launch, g,
-                      KIND_CONV_X3, s));
+    FF_TRY(choose_cfg(&cfg, g_force_tile >= 0 ? g_force_tile % N_X3 : -1, g.M <= 32 ? 2 : 0, g_x3_cfgs, ncfgs, launch,
+                      g, KIND_CONV_X3, s));
     return launch(cfg);
 }
 extern "C" int ff_gpu_debug_x3_tile_count(void) {
