@@ -371,29 +371,42 @@ __device__ __forceinline__ void x3_mma_chunk(float (&acc)[MI][NI][4], uint32_t (
             mma_tf32(acc[mi][ni], ab[mi], bb[ni]);
         }
 }
-// The epilogue: acc[mi][ni][h * 2 + q] is output row m0 + mi * 16 + gq + 8 h and the warp's column
-// ni * 8 + 2 tq + q; col(c) gives column c's offset in out (image and pixel), or -1 past the end.
-template <int MI, int NI, typename Col>
-__device__ __forceinline__ void x3_store(float *__restrict__ out, const float (&acc)[MI][NI][4], int m0,
-                                         const GemmGeom &g, int gq, int tq, int relu, Col col) {
+// The epilogue, through shared memory: acc[mi][ni][h * 2 + q] is block row wm0 + mi * 16 + gq + 8 h
+// and block column wn0 + ni * 8 + 2 tq + q; the block's BM x BN outputs are first written to tile
+// ([BM][BN + 8] floats: the staging memory, free once every warp is past its loop), then each
+// output row goes out as consecutive 4-byte stores (a warp's store one 128-byte run; written from
+// the registers, a warp's store touched 8 rows at every other column, and the stores' register
+// waits were 10 % of k_conv_x3_rows' samples, bench/results/issue15-s26 run 7). col(c) gives block
+// column c's offset in out (image and pixel), or -1 past the end; rows from m0 (the block's). The
+// same values, only the store order differs.
+#define X3_TILE_PAD 8
+template <int BM, int BN>
+constexpr int x3_tile_floats() {
+    return BM * (BN + X3_TILE_PAD);
+}
+template <int BM, int BN, int T, int MI, int NI, typename Col>
+__device__ __forceinline__ void x3_store(float *__restrict__ out, float *tile, const float (&acc)[MI][NI][4], int m0,
+                                         int wm0, int wn0, const GemmGeom &g, int gq, int tq, int relu, Col col) {
+    constexpr int TP = BN + X3_TILE_PAD;
+    __syncthreads();  // every warp is done with the staged operands
 #pragma unroll
     for (int mi = 0; mi < MI; mi++)
 #pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int m = m0 + mi * 16 + gq + h * 8;
-            if (m >= g.M) continue;
+        for (int h = 0; h < 2; h++)
 #pragma unroll
             for (int ni = 0; ni < NI; ni++)
 #pragma unroll
-                for (int q = 0; q < 2; q++) {
-                    const long long off = col(ni * 8 + 2 * tq + q);
-                    if (off < 0) continue;
-                    const float v = acc[mi][ni][h * 2 + q];
-                    out[off + (long long)m * g.HWo] = relu ? relu_f(v) : v;
-                }
-        }
+                for (int q = 0; q < 2; q++)
+                    tile[(wm0 + mi * 16 + gq + h * 8) * TP + wn0 + ni * 8 + 2 * tq + q] = acc[mi][ni][h * 2 + q];
+    __syncthreads();
+    for (int e = threadIdx.x; e < BM * BN; e += T) {
+        const int ml = e / BN, c = e - ml * BN, m = m0 + ml;
+        const long long off = col(c);
+        if (m >= g.M || off < 0) continue;
+        const float v = tile[ml * TP + c];
+        out[off + (long long)m * g.HWo] = relu ? relu_f(v) : v;
+    }
 }
-
 template <int BM, int BN, int BK, int STAGES>
 constexpr int x3_smem_floats() {  // rows padded by 8: the fragment reads below hit 32 banks
     return STAGES * BK * ((BM + 8) + (BN + 8));
@@ -468,8 +481,8 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB > 0 ? MINB : 
         }
     }
     cp_async_wait<0>();
-    x3_store(out, acc, m0 + wm0, g, gq, tq, relu, [&](int c) -> long long {
-        const long long p = p0 + wn0 + c;
+    x3_store<BM, BN, T>(out, smem, acc, m0, wm0, wn0, g, gq, tq, relu, [&](int c) -> long long {
+        const long long p = p0 + c;
         if (p >= g.P) return -1;
         const long long img = p / g.HWo;
         return img * g.out_img + (p - img * g.HWo);
@@ -494,10 +507,12 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB > 0 ? MINB : 
 struct XRowsGeom {           // the staged rows of a launch (launch_x3_rows)
     int NR, WP, XS4, tiles;  // rows, padded width, staged elements rounded up to 4, tiles per image
 };
-template <int BM>
+template <int BM, int BN>
 static size_t x3_rows_smem_bytes(const XRowsGeom &r) {
-    return (size_t)(2 * BM * XR_KS + 2 * r.XS4) * sizeof(float) + (size_t)(BM * XR_AKP + r.XS4) * sizeof(uint2) +
-           XR_KS * sizeof(int);
+    const size_t staged = (size_t)(2 * BM * XR_KS + 2 * r.XS4) * sizeof(float) +
+                          (size_t)(BM * XR_AKP + r.XS4) * sizeof(uint2) + XR_KS * sizeof(int);
+    const size_t tile = (size_t)x3_tile_floats<BM, BN>() * sizeof(float);  // the epilogue's
+    return staged > tile ? staged : tile;
 }
 __device__ __forceinline__ uint2 split_pair(float x) {
     uint2 p;
@@ -603,8 +618,8 @@ __global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
         }
     }
     cp_async_wait<0>();
-    x3_store(out, acc, m0, g, gq, tq, relu, [&](int c) -> long long {
-        const int q = q0 + wn0 + c;
+    x3_store<BM, BN, T>(out, smem, acc, m0, 0, wn0, g, gq, tq, relu, [&](int c) -> long long {
+        const int q = q0 + c;
         return q < g.HWo ? (long long)img * g.out_img + q : -1;
     });
 }
@@ -884,7 +899,8 @@ static ff_status launch_x3(float *out, const float *in, const float *w, const fl
     if (g.batch > 1) return FF_FAIL(FF_ERR_INTERNAL, "k_conv_x3 runs one problem (batch %d)", g.batch);
     if (gx > 0x7fffffffLL || gy > 65535)
         return FF_FAIL(FF_ERR_INPUT, "conv grid %lld x %d too large (M=%d, P=%lld)", gx, gy, g.M, g.P);
-    const size_t smem = x3_smem_floats<BM, BN, BK, STAGES>() * sizeof(float) + (size_t)g.Kd * sizeof(int);
+    size_t smem = x3_smem_floats<BM, BN, BK, STAGES>() * sizeof(float) + (size_t)g.Kd * sizeof(int);
+    if (smem < x3_tile_floats<BM, BN>() * sizeof(float)) smem = x3_tile_floats<BM, BN>() * sizeof(float);  // epilogue
     if (smem > 200 * 1024)
         return FF_FAIL(FF_ERR_INPUT, "conv reduction length %d needs %zu bytes of shared memory; at most %d supported",
                        g.Kd, smem, 200 * 1024);
@@ -911,7 +927,7 @@ static ff_status launch_x3_rows(float *out, const float *in, const float *w, con
     r.tiles = (g.HWo + BN - 1) / BN;
     const long long nimg = g.P / g.HWo, gx = nimg * r.tiles;
     const int gy = (g.M + BM - 1) / BM;
-    const size_t smem = x3_rows_smem_bytes<BM>(r);
+    const size_t smem = x3_rows_smem_bytes<BM, BN>(r);
     if (smem > 200 * 1024) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);  // rows too wide to stage
     if (gx > 0x7fffffffLL || gy > 65535)
         return FF_FAIL(FF_ERR_INPUT, "conv grid %lld x %d too large (M=%d, P=%lld)", gx, gy, g.M, g.P);
