@@ -28,9 +28,10 @@ static void usage(FILE *f) {
             "call and TFLOP/s, then names the fastest; every configuration's output is compared bit for bit with\n"
             "the automatic choice's. --data-grad times the conv that the layer's data gradient runs (the\n"
             "forward conv on dy with flipped weights; stride-1 layers only). --weight-grad times the layer's\n"
-            "weight and bias gradient as training runs it (fp32, per-image partials, then the sums over\n"
-            "micro-batches of 8 images), checks a second run gives the same bits and prints their FNV-1a digest\n"
-            "(equal across builds with other tile sizes: train_cuda.cu's WG_* give the same bits).\n"
+            "weight and bias gradient as training runs it (per-image partials, then the sums over micro-batches\n"
+            "of 8 images), checks a second run gives the same bits and prints their FNV-1a digest (equal across\n"
+            "builds with other tile sizes: train_cuda.cu's WG_* give the same bits); with tf32x3, each of its\n"
+            "tensor-core configurations too, each compared bit for bit with the automatic choice.\n"
             "--stalls samples the program counters of the tuner's choice (or the weight gradient's kernels)\n"
             "over min(--iters, 20) launches through CUPTI and prints, per kernel, the share of samples in each\n"
             "stall reason and the hottest SASS offsets (match them with cuobjdump -sass on libfivefold.so).\n"
@@ -104,7 +105,9 @@ static int sample_stalls(const launch *k, long iters) {
 }
 
 // --weight-grad: the training fast path timed; a second run must give the first's bits.
-static int time_weight_grad(const launch *k, long iters, ff_gpu_event e0, ff_gpu_event e1, size_t nrows) {
+// ref: the automatic choice's rows to compare with (NULL: none); label: what runs.
+static int time_weight_grad(const launch *k, long iters, ff_gpu_event e0, ff_gpu_event e1, size_t nrows, float *keep,
+                            const float *ref, const char *label) {
     const ff_layer *L = k->L;
     const double flops =
         2.0 * (double)k->batch * (double)(L->out.h * L->out.w) * (double)L->out_c * (double)(L->in.c * L->kh * L->kw);
@@ -120,15 +123,20 @@ static int time_weight_grad(const launch *k, long iters, ff_gpu_event e0, ff_gpu
         return fail("timing");
     if (ff_gpu_copy_d2h(r1, k->out, nrows * sizeof(float), k->s) || ff_gpu_stream_sync(k->s)) return fail("copy back");
     const int same = memcmp(r0, r1, nrows * sizeof(float)) == 0;
+    const int as_auto = !ref || memcmp(r1, ref, nrows * sizeof(float)) == 0;
     const double us = sec / (double)iters * 1e6;
-    printf("%s weight gradient, batch %ld (%s kernel, micro-batches of %d): %.3f GFLOP a call\n", L->name, k->batch,
-           ff_gpu_conv2d_backward_weights_per_image(L, k->batch) ? "block-per-image" : "tiled", WGRAD_GROUP,
-           flops * 1e-9);
+    printf("%s weight gradient, batch %ld (%s, micro-batches of %d): %.3f GFLOP a call\n", L->name, k->batch, label,
+           WGRAD_GROUP, flops * 1e-9);
     char hex[32];
-    printf("  %9.2f us  %6.2f TFLOP/s  %s (digest %s)\n", us, flops / (us * 1e-6) * 1e-12,
-           same ? "bits = first run" : "BITS DIFFER between two runs", ff_digest_hex(hex, ff_digest_f32(r1, nrows)));
+    printf("  %9.2f us  %6.2f TFLOP/s  %s%s (digest %s)\n", us, flops / (us * 1e-6) * 1e-12,
+           same ? "bits = first run" : "BITS DIFFER between two runs",
+           !ref      ? ""
+           : as_auto ? ", = automatic"
+                     : ", BITS DIFFER from the automatic choice",
+           ff_digest_hex(hex, ff_digest_f32(r1, nrows)));
+    if (keep) memcpy(keep, r1, nrows * sizeof(float));
     free(r0), free(r1);
-    return same ? 0 : 1;
+    return same && as_auto ? 0 : 1;
 }
 
 int main(int argc, char **argv) {
@@ -192,10 +200,6 @@ int main(int argc, char **argv) {
         return 2;
     }
     const ff_layer *L0 = &m.layers[li];
-    if (weight_grad && x3) {
-        fprintf(stderr, "ff_conv_tiles: --weight-grad: weight gradients run fp32 only (not --precision tf32x3)\n");
-        return 2;
-    }
     if (data_grad && !ff_gpu_conv2d_backward_data_flips(L0)) {
         fprintf(stderr, "ff_conv_tiles: %s.%s: its data gradient does not run through the forward conv\n", model,
                 layer);
@@ -239,7 +243,20 @@ int main(int argc, char **argv) {
         if (ff_gpu_copy_h2d(dout, hy, nout * sizeof(float), s)) return fail("copy");
         const launch k = {
             .L = &L, .batch = batch, .out = rows_d, .in = dout, .w = din, .work = work, .s = s, .weight_grad = true};
-        int rc = time_weight_grad(&k, iters, e0, e1, nrows);
+        ff_gpu_set_conv_math(x3);
+        float *autorows = malloc(nrows * sizeof(float));
+        if (!autorows) return fail("host memory");
+        const char *kind =
+            ff_gpu_conv2d_backward_weights_per_image(&L, batch) ? "block-per-image kernel" : "tiled kernel";
+        int rc = time_weight_grad(&k, iters, e0, e1, nrows, autorows, NULL, x3 ? "tf32x3, automatic" : kind);
+        for (int cfg = 0; x3 && cfg < ff_gpu_debug_wgrad_x3_count(); cfg++) {
+            char label[64];
+            snprintf(label, sizeof label, "tf32x3, configuration %d", cfg);
+            ff_gpu_debug_force_wgrad_x3(cfg);
+            rc |= time_weight_grad(&k, iters, e0, e1, nrows, NULL, autorows, label);
+            ff_gpu_debug_force_wgrad_x3(-1);
+        }
+        free(autorows);
         if (rc == 0 && stalls) rc = sample_stalls(&k, iters);
         ff_gpu_free(rows_d), ff_gpu_free(work), free(hy), free(h), free(y0), free(y);
         ff_gpu_free(din), ff_gpu_free(dout), ff_gpu_free(dw), ff_gpu_free(db);

@@ -59,6 +59,21 @@ static inline float *tu_rand(size_t count, uint64_t tensor_id, float scale) {
     return x;
 }
 
+// Values whose bits below TF32's 10 explicit ones are not zero, all of one sign: (1 + 0.75 2^-11)
+// 2^e (e in -2..2) splits into big = 2^e and small = 0.75 2^-11 2^e exactly. A kernel that leaves
+// out a cross product (w_small x_big or w_big x_small) or runs plain TF32 errs by about 2^-11.4 of
+// every output, far above the tf32x3 bound; the right one errs by about 2^-22.
+static inline float *tu_low_bits(size_t count, uint64_t seed) {
+    float *v = malloc(count * sizeof(float));
+    if (!v) abort();
+    uint64_t st = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (size_t k = 0; k < count; k++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        v[k] = ldexpf(1.0f + 0.75f * 0x1p-11f, (int)(st >> 61) % 5 - 2);
+    }
+    return v;
+}
+
 static inline float *tu_abs(const float *x, size_t count) {
     float *a = malloc(count * sizeof(float));
     if (!a) abort();

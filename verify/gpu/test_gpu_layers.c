@@ -501,20 +501,6 @@ static void fused_relu_and_fault_rule(void **state) {
     ff_weights_free(&wt);
 }
 
-// Values whose bits below TF32's 10 explicit ones are not zero, all of one sign: (1 + 0.75 2^-11)
-// 2^e (e in -2..2) splits into big = 2^e and small = 0.75 2^-11 2^e exactly. A kernel that leaves
-// out a cross product (w_small x_big or w_big x_small) or runs plain TF32 errs by about 2^-11.4 of
-// every output, far above the tf32x3 bound; the right one errs by about 2^-22.
-static float *low_bits_values(size_t count, uint64_t seed) {
-    float *v = malloc(count * sizeof(float));
-    uint64_t st = seed * 0x9e3779b97f4a7c15ull + 1;
-    for (size_t k = 0; k < count; k++) {
-        st = st * 6364136223846793005ull + 1442695040888963407ull;
-        v[k] = ldexpf(1.0f + 0.75f * 0x1p-11f, (int)(st >> 61) % 5 - 2);
-    }
-    return v;
-}
-
 // --precision tf32x3 (k_conv_x3): every output within the derived bound (tolerance.h,
 // FF_TOL_TF32X3_PRODUCT with K * FF_TOL_TF32X3_TERMS additions) of the float64 conv, on random
 // signed data and on the low-bits data above, for mnist's two convs and AlexNet's conv1 (stride 4,
@@ -543,9 +529,9 @@ static void conv_tf32x3_within_bound(void **state) {
         const ff_rows rows = ff_rows_full(L);
         double *ref = malloc(nout * sizeof(double)), *A = malloc(nout * sizeof(double));
         for (int data = 0; data < 2; data++) {
-            float *x = data ? low_bits_values(nin, 1) : tu_rand(nin, 700 + (uint64_t)ci, 1.0f);
-            float *w = data ? low_bits_values((size_t)L->n_weight, 2) : wt.w[i];
-            float *b = data ? low_bits_values((size_t)L->n_bias, 3) : wt.b[i];
+            float *x = data ? tu_low_bits(nin, 1) : tu_rand(nin, 700 + (uint64_t)ci, 1.0f);
+            float *w = data ? tu_low_bits((size_t)L->n_weight, 2) : wt.w[i];
+            float *b = data ? tu_low_bits((size_t)L->n_bias, 3) : wt.b[i];
             ff_ref_conv64(ref, A, NULL, x, w, b, L, n);
             float *dx = tu_dev_from(x, nin, S), *dy = tu_dev_from(NULL, nout, S);
             float *dw = tu_dev_from(w, (size_t)L->n_weight, S), *db = tu_dev_from(b, (size_t)L->n_bias, S);

@@ -1075,6 +1075,113 @@ static void conv_wgrad_image_kernel_bits(void **state) {
     assert_int_equal(bad, 0);
 }
 
+// ---------------------------------------------------------------- conv weight gradient, tf32x3
+
+// One ff_gpu_conv2d_backward_weights call into NaN-poisoned rows (ng groups of `stride` floats),
+// under the given conv math and tf32x3 configuration (-1: automatic); the rows back on the host.
+static float *wgrad_rows(const ff_layer *L, const float *gdy, const float *gx, int64_t n, int64_t group, int64_t stride,
+                         bool x3, int config) {
+    const int64_t ng = (n + group - 1) / group, nw = L->out_c * L->in.c * L->kh * L->kw;
+    float *grad = tu_dev_from(NULL, (size_t)(ng * stride), F.s);
+    float *work = tu_dev_from(NULL, (size_t)ff_gpu_conv2d_backward_weights_workspace_floats(L, n), F.s);
+    ff_gpu_set_conv_math(x3);
+    ff_gpu_debug_force_wgrad_x3(config);
+    const ff_status st = ff_gpu_conv2d_backward_weights(grad, grad + nw, stride, gdy, gx, L, n, group, work, F.s);
+    ff_gpu_debug_force_wgrad_x3(-1);
+    ff_gpu_set_conv_math(false);
+    CHECK_OK(st);
+    float *rows = tu_host_from(grad, (size_t)(ng * stride), F.s);
+    ff_gpu_free(grad), ff_gpu_free(work);
+    return rows;
+}
+
+// --precision tf32x3: the stride-1 conv weight gradient's per-image partials on tensor cores
+// (train_cuda.cu k_conv_wgrad_x3), summed in image order per group as in fp32. Per group, against
+// the float64 reference: dw within the tf32x3 dot bound (each term FF_TOL_TF32X3_PRODUCT, a chain
+// of Q * FF_TOL_TF32X3_TERMS tensor-core additions, then the group's image additions), db bit for
+// bit the fp32 path's (its chains stay fp32); dw differs from the fp32 path's (the tensor cores
+// ran); every configuration gives the same bits; the last image alone gives the partial it gives
+// in the batch; nothing outside a row is written. Layers: mnist's conv2 (6 images in groups of
+// 4); 3x3 pad 1 with 70 output channels (two row tiles, the second partial) on 13 x 13 (Q = 169:
+// 4-byte dy copies, stages that start mid-row, a partial last chunk); 5x5 pad 2 whose 200 columns
+// split mid-channel into two column tiles. Random signed data, and tu_low_bits data, on which a
+// kernel that left out a cross product or ran plain TF32 errs by about 2^-11.4 (far over).
+static void conv_wgrad_tf32x3_within_bound(void **state) {
+    (void)state;
+    const int c2 = ff_model_find_layer(&F.m, "conv2");
+    assert_true(c2 >= 0);
+    ff_layer Ls[3] = {
+        F.m.layers[c2],
+        {.name = "conv 3x3 pad 1, 70 channels",
+         .op = FF_OP_CONV2D,
+         .out_c = 70,
+         .kh = 3,
+         .kw = 3,
+         .stride = 1,
+         .pad = 1},
+        {.name = "conv 5x5 pad 2", .op = FF_OP_CONV2D, .out_c = 16, .kh = 5, .kw = 5, .stride = 1, .pad = 2}};
+    Ls[1].in = (ff_shape){5, 13, 13}, Ls[1].out = (ff_shape){70, 13, 13};
+    Ls[2].in = (ff_shape){8, 11, 11}, Ls[2].out = (ff_shape){16, 11, 11};
+    const int64_t n = 6, group = 4, ng = (n + group - 1) / group;
+    const int ncfg = ff_gpu_debug_wgrad_x3_count();
+    assert_true(ncfg >= 2);
+    size_t bad = 0;
+    for (int c = 0; c < 3; c++)
+        for (int data = 0; data < 2; data++) {
+            const ff_layer *L = &Ls[c];
+            const int64_t nw = L->out_c * L->in.c * L->kh * L->kw, nb = L->out_c, stride = nw + nb + 3;
+            const int64_t in1 = ff_shape_numel(L->in), out1 = ff_shape_numel(L->out), Q = L->out.h * L->out.w;
+            float *x = data ? tu_low_bits((size_t)(n * in1), 970 + (uint64_t)c)
+                            : tu_rand((size_t)(n * in1), 970 + (uint64_t)c, 1.0f);
+            float *dy = data ? tu_low_bits((size_t)(n * out1), 980 + (uint64_t)c)
+                             : tu_rand((size_t)(n * out1), 980 + (uint64_t)c, 1.0f);
+            float *gx = tu_dev_from(x, (size_t)(n * in1), F.s), *gdy = tu_dev_from(dy, (size_t)(n * out1), F.s);
+            float *fp32 = wgrad_rows(L, gdy, gx, n, group, stride, false, -1);
+            float *x3 = wgrad_rows(L, gdy, gx, n, group, stride, true, -1);
+            double *g = dalloc((size_t)(n * out1)), *ga = dalloc((size_t)(n * out1));
+            for (int64_t i = 0; i < n * out1; i++) g[i] = dy[i], ga[i] = fabs(dy[i]);
+            double *ref = dalloc((size_t)(nw + nb)), *A = dalloc((size_t)(nw + nb)), *bnd = dalloc((size_t)(nw + nb));
+            size_t over = 0, differ = 0, db_differ = 0, unwritten = 0;
+            double worst = 0;
+            for (int64_t gi = 0; gi < ng; gi++) {
+                const int64_t i0 = gi * group, i1 = i0 + group < n ? i0 + group : n;
+                conv_weights_d(ref, ref + nw, g, x, L, i0, i1, false);
+                conv_weights_d(A, A + nw, ga, x, L, i0, i1, true);
+                const double P = FF_TOL_TF32X3_PRODUCT, gm = gam(Q * FF_TOL_TF32X3_TERMS + (i1 - i0));
+                for (int64_t e = 0; e < nw; e++) bnd[e] = A[e] * (P + gm * (1 + P));
+                for (int64_t e = nw; e < nw + nb; e++) bnd[e] = 0;  // db: compared bit for bit below
+                widen(bnd, nw, Q * FF_TOL_TF32X3_TERMS + (i1 - i0));
+                const float *r3 = x3 + gi * stride, *rf = fp32 + gi * stride;
+                over += count_outside(r3, ref, bnd, nw, &worst);
+                for (int64_t e = 0; e < nw; e++) differ += memcmp(&r3[e], &rf[e], sizeof(float)) != 0;
+                db_differ += memcmp(r3 + nw, rf + nw, (size_t)nb * sizeof(float)) != 0;
+                for (int64_t e = 0; e < stride; e++) unwritten += (e < nw + nb) == isnan(r3[e]);
+            }
+            printf(
+                "  tf32x3 conv dw %-28s %s data: %zu over the bound (worst %.1f%%), %zu of %lld differ from "
+                "fp32, db %s fp32's  %s\n",
+                L->name, data ? "low-bits" : "random  ", over, 100 * worst, differ, (long long)(ng * nw),
+                db_differ ? "NOT" : "=", over || !differ || db_differ || unwritten ? "FAIL" : "PASS");
+            bad += over + (differ == 0) + db_differ + unwritten;
+            for (int cfg = 0; cfg < ncfg; cfg++) {
+                float *rc = wgrad_rows(L, gdy, gx, n, group, stride, true, cfg);
+                char what[96];
+                snprintf(what, sizeof what, "tf32x3 conv dw %s configuration %d = automatic", L->name, cfg);
+                bad += check_bits(what, rc, x3, (size_t)(ng * stride));
+                free(rc);
+            }
+            // the last image alone: its partial (a group of one) as in the batch
+            float *each = wgrad_rows(L, gdy, gx, n, 1, stride, true, -1);
+            float *alone = wgrad_rows(L, gdy + (n - 1) * out1, gx + (n - 1) * in1, 1, 1, stride, true, -1);
+            bad += check_bits("tf32x3 conv dw: last image alone = in the batch", alone, each + (n - 1) * stride,
+                              (size_t)stride);
+            free(each), free(alone);
+            ff_gpu_free(gx), ff_gpu_free(gdy);
+            free(x), free(dy), free(fp32), free(x3), free(g), free(ga), free(ref), free(A), free(bnd);
+        }
+    assert_int_equal(bad, 0);
+}
+
 // ---------------------------------------------------------------- linear weight gradient in the tree
 
 // ff_gpu_linear_backward_weights_tree (the groups summed in the tree as the kernel computes them,
@@ -1409,9 +1516,10 @@ int main(void) {
         cmocka_unit_test(train_forward_equals_run),     cmocka_unit_test(softmax_xent_bits),
         cmocka_unit_test(softmax_xent_wide_bits),       cmocka_unit_test(relu_maxpool_backward_bits),
         cmocka_unit_test(tree_reduce_sgd_gather_bits),  cmocka_unit_test(conv_backward_strided_padded),
-        cmocka_unit_test(conv_wgrad_image_kernel_bits), cmocka_unit_test(linear_tree_kernel_bits),
-        cmocka_unit_test(data_gradients_fast_paths),    cmocka_unit_test(train_backward_within_bound),
-        cmocka_unit_test(backward_reduced_bits),        cmocka_unit_test(backward_two_pass_bits),
+        cmocka_unit_test(conv_wgrad_image_kernel_bits), cmocka_unit_test(conv_wgrad_tf32x3_within_bound),
+        cmocka_unit_test(linear_tree_kernel_bits),      cmocka_unit_test(data_gradients_fast_paths),
+        cmocka_unit_test(train_backward_within_bound),  cmocka_unit_test(backward_reduced_bits),
+        cmocka_unit_test(backward_two_pass_bits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -206,6 +206,15 @@ void ff_gpu_debug_force_wgrad_tiled(bool on) {
 void ff_gpu_set_conv_math(bool tf32x3) {
     (void)tf32x3;
 }
+bool ff_gpu_conv_math_tf32x3(void) {
+    return false;
+}
+void ff_gpu_debug_force_wgrad_x3(int config) {
+    (void)config;
+}
+int ff_gpu_debug_wgrad_x3_count(void) {
+    return 0;
+}
 void ff_gpu_set_tuning(bool on) {
     (void)on;
 }

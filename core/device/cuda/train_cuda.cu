@@ -38,6 +38,7 @@
 #include <stdint.h>
 
 #include "fivefold/gpu.h"
+#include "tf32x3.cuh"
 #include "train_rules.cuh"
 #include "gpu_check.cuh"
 
@@ -400,6 +401,158 @@ __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restri
     pi[(long long)k * g.CRS + e] = acc;
 }
 
+// ------------------------------------------------------------------ conv2d weight gradient, tf32x3
+// --precision tf32x3 (tf32x3.cuh): k_conv_wgrad_part's per-image partials on tensor cores, for
+// stride-1 convs. Per image the GEMM part[k][e] = sum over q of dy[k, q] X[q][e] runs as mma
+// m16n8k8 tiles with k the row (A = dy), e = (c, r, s) the column (B = X) and the positions q the
+// reduction, in chunks of 8 positions ascending from +0 (the last one zero-padded, never a chunk
+// past Q), each chunk's three products in x3_mma_chunk's order. A block owns one image, WX_BM rows
+// of k and BN columns of e; a stage is WX_QS positions: their dy rows and the input rows they
+// reach (zero-padded: NR rows of WP = W + 2 pad for each of the CB channels the block's columns
+// touch) are copied raw by cp.async a stage ahead, then split once per block into (big, small)
+// pairs. B's element (q, e) is the pair at pos[q] + tap[e] of the staged rows: k_conv_x3_rows'
+// staging with the roles of pixel and tap swapped. An element's value depends only on its dy row,
+// its X column and the chunk sequence, so every configuration, column tile and batch gives the
+// same bits. The bias partials keep k_conv_wgrad_part's fp32 chains (+0, then dy[k, q] added for q
+// ascending, every position), run on each stage's raw dy by the first WX_BM threads of the blocks
+// of column tile 0 while the others split: the bias bits are the fp32 path's.
+#define WX_BM 64
+#define WX_QS 48            // positions a stage: 6 chunks of 8
+#define WX_QSP (WX_QS + 4)  // pairs a staged dy row: 52 = 4 (mod 16), conflict-free A fragment reads
+#define WX_NI 3             // column tiles of 8 a warp
+struct WgradX3Geom {        // the staging of a launch (conv_wgrad_x3)
+    int NR, WP, XS4, CB;    // staged rows a channel, padded width, staged x floats (a multiple of 4), channels
+    int etiles;             // column tiles an image
+};
+__device__ __forceinline__ void cp_async16(float *smem, const float *gmem, bool valid) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    const int src_size = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(src_size));
+}
+template <int BN>
+static size_t wgrad_x3_smem_bytes(const WgradX3Geom &r) {
+    const size_t staged = (size_t)(2 * WX_BM * WX_QS + 2 * r.XS4) * sizeof(float) +
+                          (size_t)(WX_BM * WX_QSP + r.XS4) * sizeof(uint2) + WX_QS * sizeof(int);
+    const size_t tile = (size_t)x3_tile_floats<WX_BM, BN>() * sizeof(float);  // the epilogue's
+    return staged > tile ? staged : tile;
+}
+// MI: mma row tiles a warp (16 rows each); WMW warps along k, NWN along e (a warp WX_NI column tiles).
+template <int MI, int WMW, int NWN>
+__global__ void __launch_bounds__(WMW *NWN * 32)
+    k_conv_wgrad_x3(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x, WgradGeom g,
+                    WgradX3Geom r, int dy16) {
+    constexpr int NI = WX_NI, T = WMW * NWN * 32, BN = NWN * NI * 8;
+    static_assert(MI * 16 * WMW == WX_BM && T >= WX_BM, "the warps cover the block's rows; a bias thread a row");
+    extern __shared__ __align__(16) float smem[];
+    float *draw = smem;                        // [2][WX_BM][WX_QS] raw dy
+    float *xraw = draw + 2 * WX_BM * WX_QS;    // [2][XS4] raw input rows: [CB][NR][WP]
+    uint2 *dsp = (uint2 *)(xraw + 2 * r.XS4);  // [WX_BM][WX_QSP] split dy
+    uint2 *xsp = dsp + WX_BM * WX_QSP;         // [XS4] split input rows
+    int *pos = (int *)(xsp + r.XS4);           // [WX_QS] where position q0s + qq starts in the staged rows
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gq = lane >> 2, tq = lane & 3;
+    const long long img = g.img0 + blockIdx.x / r.etiles;
+    const int e0 = (int)(blockIdx.x % r.etiles) * BN, k0 = blockIdx.y * WX_BM;
+    const int RS = g.R * g.S, c_lo = e0 / RS, XS = r.CB * r.NR * r.WP;
+    const long long HW = (long long)g.H * g.W;
+    const float *dyi = dy + img * g.K * (long long)g.Q;
+    const float *xi = x + img * g.C * HW;
+    const int wm0 = (warp % WMW) * MI * 16, wn0 = (warp / WMW) * NI * 8;
+    int tap[NI];  // where this lane's B column e0 + wn0 + ni * 8 + gq starts in a stage's rows
+#pragma unroll
+    for (int ni = 0; ni < NI; ni++) {
+        const int e = e0 + wn0 + ni * 8 + gq;
+        const int c = e / RS, rs = e - c * RS, rr = rs / g.S, ss = rs - rr * g.S;
+        tap[ni] = e < g.CRS ? (c - c_lo) * r.NR * r.WP + rr * r.WP + ss : 0;  // past CRS: any staged pair
+    }
+    auto issue = [&](int st, int buf) {
+        const int q0s = st * WX_QS;
+        float *dr = draw + buf * WX_BM * WX_QS;
+        if (dy16) {  // Q % 4 == 0, dy 16-byte aligned: a quad is wholly in or past Q
+            for (int e = tid; e < WX_BM * WX_QS / 4; e += T) {
+                const int m = e / (WX_QS / 4), qq = (e % (WX_QS / 4)) * 4;
+                const bool v = k0 + m < g.K && q0s + qq < g.Q;
+                cp_async16(dr + 4 * e, v ? dyi + (long long)(k0 + m) * g.Q + q0s + qq : dy, v);
+            }
+        } else {
+            for (int e = tid; e < WX_BM * WX_QS; e += T) {
+                const int m = e / WX_QS, qq = e % WX_QS;
+                const bool v = k0 + m < g.K && q0s + qq < g.Q;
+                cp_async4(dr + e, v ? dyi + (long long)(k0 + m) * g.Q + q0s + qq : dy, v);
+            }
+        }
+        float *xr = xraw + buf * r.XS4;
+        const int ih_lo = q0s / g.Wo - g.pad;                     // the input row of staged row 0 (stride 1)
+        for (int row = warp; row < r.CB * r.NR; row += T / 32) {  // a warp a staged row
+            const int cl = row / r.NR, ih = ih_lo + row % r.NR, c = c_lo + cl;
+            const bool rv = c < g.C && (unsigned)ih < (unsigned)g.H;
+            const float *src = xi + (long long)c * HW + (long long)ih * g.W - g.pad;
+            for (int col = lane; col < r.WP; col += 32) {
+                const bool v = rv && (unsigned)(col - g.pad) < (unsigned)g.W;
+                cp_async4(xr + row * r.WP + col, v ? src + col : x, v);
+            }
+        }
+    };
+
+    float acc[MI][NI][4];
+    x3_acc_init(acc, (const float *)nullptr, 0, 0, gq);  // +0
+    const bool bias_lane = blockIdx.x % r.etiles == 0 && tid < WX_BM;
+    float bacc = 0.0f;
+    const int nst = (g.Q + WX_QS - 1) / WX_QS;
+    issue(0, 0);
+    cp_async_commit();
+    for (int t = 0; t < nst; t++) {
+        if (t + 1 < nst) issue(t + 1, (t + 1) & 1);  // its buffer's last readers were split(t - 1) and the bias
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();  // stage t has landed; every warp is done with the split pairs of t - 1
+        const int q0s = t * WX_QS;
+        {
+            const float *dr = draw + (t & 1) * WX_BM * WX_QS, *xr = xraw + (t & 1) * r.XS4;
+            for (int e = tid; e < WX_BM * WX_QS; e += T) dsp[(e / WX_QS) * WX_QSP + e % WX_QS] = split_pair(dr[e]);
+            for (int e = tid; e < XS; e += T) xsp[e] = split_pair(xr[e]);
+            for (int qq = tid; qq < WX_QS; qq += T) {
+                const int q = q0s + qq;  // past Q: a zero-filled row (the host stages every row a stage spans)
+                pos[qq] = (q / g.Wo - q0s / g.Wo) * r.WP + q % g.Wo;
+            }
+            if (bias_lane) {
+                const int qr = min(WX_QS, g.Q - q0s);
+                for (int qq = 0; qq < qr; qq++) bacc = __fadd_rn(bacc, dr[tid * WX_QS + qq]);
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int j = 0; j < WX_QS / 8; j++) {
+            if (q0s + 8 * j >= g.Q) break;  // a chunk past Q is never added
+            const int p0 = pos[8 * j + tq], p1 = pos[8 * j + tq + 4];
+            uint32_t ab[MI][4], al[MI][4], bb[NI][2], bl[NI][2];
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+                const uint2 *a = dsp + (wm0 + mi * 16 + gq) * WX_QSP + 8 * j + tq;
+                const uint2 v0 = a[0], v1 = a[8 * WX_QSP], v2 = a[4], v3 = a[8 * WX_QSP + 4];
+                ab[mi][0] = v0.x, al[mi][0] = v0.y;  // (row gq,     q tq)
+                ab[mi][1] = v1.x, al[mi][1] = v1.y;  // (row gq + 8, q tq)
+                ab[mi][2] = v2.x, al[mi][2] = v2.y;  // (row gq,     q tq + 4)
+                ab[mi][3] = v3.x, al[mi][3] = v3.y;  // (row gq + 8, q tq + 4)
+            }
+#pragma unroll
+            for (int ni = 0; ni < NI; ni++) {
+                const uint2 v0 = xsp[p0 + tap[ni]], v1 = xsp[p1 + tap[ni]];
+                bb[ni][0] = v0.x, bl[ni][0] = v0.y;  // (q tq,     column gq)
+                bb[ni][1] = v1.x, bl[ni][1] = v1.y;  // (q tq + 4, column gq)
+            }
+            x3_mma_chunk(acc, ab, al, bb, bl);
+        }
+    }
+    cp_async_wait<0>();
+    float *pi = part + img * g.PW;
+    x3_store<WX_BM, BN, T>(pi, smem, acc, k0, wm0, wn0, g.K, g.CRS, gq, tq, 0,
+                           [&](int c) -> long long { return e0 + c < g.CRS ? e0 + c : -1; });
+    if (bias_lane && k0 + tid < g.K) pi[(long long)g.K * g.CRS + k0 + tid] = bacc;
+}
+#define WX_CFG_0 4, 1, 6  // 6 warps, each 64 rows x 24 columns (block 64 x 144)
+#define WX_CFG_1 2, 2, 6  // 12 warps, each 32 x 24 (block 64 x 144)
+#define WX_CFGS 2
+
 static bool g_force_wgrad_tiled = false;
 extern "C" void ff_gpu_debug_force_wgrad_tiled(bool on) {
     g_force_wgrad_tiled = on;
@@ -654,6 +807,10 @@ extern "C" ff_status ff_gpu_train_kernels_init(void) {
                                        (int)tree_level_bytes(tree_levels(FF_GPU_TREE_MAX_GROUPS))));
     FF_CUDA_CHECK(cudaFuncSetAttribute(k_conv_wgrad_img, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        FF_GPU_WGRAD_IMAGE_SMEM_MAX));
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_conv_wgrad_x3<WX_CFG_0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       FF_GPU_WGRAD_X3_SMEM_MAX));
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_conv_wgrad_x3<WX_CFG_1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       FF_GPU_WGRAD_X3_SMEM_MAX));
     return FF_OK;
 }
 
@@ -939,6 +1096,9 @@ static ff_status check_int(int64_t v, const char *what, const ff_layer *L) {
 
 static ff_status conv_wgrad_tiled(float *part, const float *dy, const float *x, WgradGeom g, const ff_layer *L,
                                   int64_t n, cudaStream_t st);
+static ff_status conv_wgrad_x3(bool *ran, float *part, const float *dy, const float *x, WgradGeom g, const ff_layer *L,
+                               int64_t n, cudaStream_t st);
+static int multiprocessors();
 
 // The GEMM path (work given): per-image partials (k_conv_wgrad_img for few columns, else the tiles
 // of k_conv_wgrad_part; the same bits), then the group sums in image order.
@@ -956,8 +1116,12 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
     g.CRS = cg.C * cg.R * cg.S;
     const long long KCRS = (long long)g.K * g.CRS;
     g.PW = KCRS + g.K;
+    // tf32x3 where k_conv_wgrad_x3 applies (stride 1, 32 columns or more), else the fp32 chains.
+    bool x3 = false;
+    if (ff_gpu_conv_math_tf32x3()) FF_TRY(conv_wgrad_x3(&x3, part, dy, x, g, L, n, st));
     // Few columns: a block per image (k_conv_wgrad_img), where its threads and shared memory fit.
-    if (!g_force_wgrad_tiled && ff_gpu_conv2d_backward_weights_per_image(L, n)) {
+    if (x3) {
+    } else if (!g_force_wgrad_tiled && ff_gpu_conv2d_backward_weights_per_image(L, n)) {
         g.img0 = 0;
         k_conv_wgrad_img<<<(unsigned)n, (unsigned)ff_gpu_conv2d_wgrad_image_threads(L),
                            (size_t)ff_gpu_conv2d_wgrad_image_smem(L), st>>>(part, dy, x, g, g.H + 2 * g.pad,
@@ -986,6 +1150,68 @@ static ff_status conv_wgrad_tiled(float *part, const float *dy, const float *x, 
         k_conv_wgrad_part<<<dim3((unsigned)gx, (unsigned)gy, (unsigned)nz), WG_T, 0, st>>>(part, dy, x, g);
         FF_LAUNCH_CHECK("k_conv_wgrad_part");
     }
+    return FF_OK;
+}
+
+static int g_force_wgrad_x3 = -1;
+extern "C" void ff_gpu_debug_force_wgrad_x3(int config) {
+    g_force_wgrad_x3 = config;
+}
+extern "C" int ff_gpu_debug_wgrad_x3_count(void) {
+    return WX_CFGS;
+}
+template <int MI, int WMW, int NWN>
+static ff_status launch_wgrad_x3(float *part, const float *dy, const float *x, const WgradGeom &g, const WgradX3Geom &r,
+                                 long long nimg, int dy16, cudaStream_t st) {
+    constexpr int T = WMW * NWN * 32, BN = NWN * WX_NI * 8;
+    const size_t smem = wgrad_x3_smem_bytes<BN>(r);
+    const long long gx = nimg * r.etiles, gy = (g.K + WX_BM - 1) / WX_BM;
+    if (gx > 0x7fffffffLL || gy > 65535)
+        return FF_FAIL(FF_ERR_INPUT, "tf32x3 weight gradient: grid %lld x %lld too large", gx, gy);
+    k_conv_wgrad_x3<MI, WMW, NWN><<<dim3((unsigned)gx, (unsigned)gy), T, smem, st>>>(part, dy, x, g, r, dy16);
+    FF_LAUNCH_CHECK("k_conv_wgrad_x3");
+    return FF_OK;
+}
+// The staging of k_conv_wgrad_x3 for a layer: the channels a column tile of BN touches, and the
+// input rows a stage of WX_QS positions reaches (every stage's, the last one's positions past Q
+// included, so that their B elements are zero-filled rows).
+static WgradX3Geom wgrad_x3_geom(const WgradGeom &g, int BN) {
+    WgradX3Geom r;
+    const int RS = g.R * g.S;
+    r.etiles = (g.CRS + BN - 1) / BN;
+    r.CB = 0;
+    for (int t = 0; t < r.etiles; t++) {
+        const int e0 = t * BN, e1 = (e0 + BN < g.CRS ? e0 + BN : g.CRS) - 1, cb = e1 / RS - e0 / RS + 1;
+        r.CB = cb > r.CB ? cb : r.CB;
+    }
+    r.NR = 0;
+    for (int q0 = 0; q0 < g.Q; q0 += WX_QS) {
+        const int rows = (q0 + WX_QS - 1) / g.Wo - q0 / g.Wo + 1;
+        r.NR = rows > r.NR ? rows : r.NR;
+    }
+    r.NR += g.R - 1;
+    r.WP = g.W + 2 * g.pad;
+    r.XS4 = (r.CB * r.NR * r.WP + 3) / 4 * 4;
+    return r;
+}
+// *ran: whether the kernel applies (stride 1, at least 32 columns, the staging fits); when it
+// does not, the caller runs the fp32 chains.
+static ff_status conv_wgrad_x3(bool *ran, float *part, const float *dy, const float *x, WgradGeom g, const ff_layer *L,
+                               int64_t n, cudaStream_t st) {
+    *ran = false;
+    if (g.stride != 1 || g.CRS < 32) return FF_OK;
+    constexpr int BN = 6 * WX_NI * 8;  // both configurations' column tile
+    const WgradX3Geom r = wgrad_x3_geom(g, BN);
+    if (wgrad_x3_smem_bytes<BN>(r) > FF_GPU_WGRAD_X3_SMEM_MAX) return FF_OK;
+    FF_TRY(check_int((long long)r.CB * r.NR * r.WP, "tf32x3 staged rows", L));
+    const int dy16 = g.Q % 4 == 0 && ((uintptr_t)dy & 15) == 0;
+    // 12 warps (32 rows each) where one block per image and column tile would leave most
+    // multiprocessors with a single block, else 6 (64 rows each: fewer fragment reads a product)
+    const int cfg = g_force_wgrad_x3 >= 0 ? g_force_wgrad_x3 % WX_CFGS : n * r.etiles < 2 * multiprocessors() ? 1 : 0;
+    g.img0 = 0;
+    FF_TRY(cfg == 0 ? launch_wgrad_x3<WX_CFG_0>(part, dy, x, g, r, n, dy16, st)
+                    : launch_wgrad_x3<WX_CFG_1>(part, dy, x, g, r, n, dy16, st));
+    *ran = true;
     return FF_OK;
 }
 

@@ -198,6 +198,9 @@ void ff_gpu_set_tuning(bool on);
 // states the products and the order), their own bits; false: the fp32 FMA chains. Per thread like
 // the tuning switch: the cuda device sets its plan's choice at the start of each op.
 void ff_gpu_set_conv_math(bool tf32x3);
+// The calling thread's setting (true: tf32x3). The conv weight gradient reads it too: under
+// tf32x3 a stride-1 conv's per-image partials run on tensor cores (train_cuda.cu k_conv_wgrad_x3).
+bool ff_gpu_conv_math_tf32x3(void);
 // Test hook: force configuration `tile` (0 .. ff_gpu_debug_tile_count()-1; 3 is the small-batch
 // linear GEMV path, used where it applies; a tf32x3 conv runs its configuration
 // tile % ff_gpu_debug_x3_tile_count()); -1 restores the automatic choice. Tests only:
@@ -212,6 +215,11 @@ int ff_gpu_debug_last_tile(void);
 // instead of the block-per-image kernel it picks for few columns (train_cuda.cu); the same bits.
 // Tests only, process-wide.
 void ff_gpu_debug_force_wgrad_tiled(bool on);
+// Test hook: the tf32x3 conv weight gradient runs configuration `config` (0 ..
+// ff_gpu_debug_wgrad_x3_count()-1; every one gives the same bits), -1 the automatic choice.
+// Tests only, process-wide.
+void ff_gpu_debug_force_wgrad_x3(int config);
+int ff_gpu_debug_wgrad_x3_count(void);
 
 // ---- training (device.h "training", layers_cpu_backward.h, train.h) ----
 // The backward layers, the loss, the tree reduction and the SGD update, for the cuda device's
@@ -344,6 +352,7 @@ static inline int64_t ff_gpu_linear_backward_data_workspace_floats(const ff_laye
 // chain and one per bias, in whole warps; shared memory for one image's dy (K, Ho*Wo) and its
 // zero-padded input (C, H + 2 pad, W + 2 pad).
 #define FF_GPU_WGRAD_IMAGE_SMEM_MAX (200 * 1024)
+#define FF_GPU_WGRAD_X3_SMEM_MAX (200 * 1024)  // the tf32x3 weight gradient's staging (train_cuda.cu)
 static inline int64_t ff_gpu_conv2d_wgrad_image_threads(const ff_layer *L) {
     return (L->out_c * (L->in.c * L->kh * L->kw + 1) + 31) / 32 * 32;
 }
