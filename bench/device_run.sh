@@ -35,7 +35,7 @@ dr_build() {
     local src=$1 log
     shift
     log="$out/build-$(basename "$(cd "$src" && pwd)").log"
-    cmake -S "$src" -B "$src/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
+    cmake -S "$src" -B "$src/build-gpu" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a \
         -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" -DFF_SOURCE_COMMIT="$(cat .ff-source-commit 2>/dev/null)" > "$log" 2>&1 &&
         cmake --build "$src/build-gpu" -j "$(($(nproc) / 2 + 1))" --target "$@" >> "$log" 2>&1 ||
         { echo "build of $src failed:"; grep -E "error|FAILED" "$log" | head -20; return 1; }

@@ -526,6 +526,179 @@ __global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
     });
 }
 
+// tf32x3 on Hopper's warpgroup MMA (tf32x3.cuh; sm_90a builds, FF_HAVE_WGMMA): k_conv_x3_rows'
+// staging and bits, with the roles of the operands swapped so that the input's taps come from
+// registers. D[pixel][channel] = sum over taps of X[pixel][tap] W[channel][tap]: a warpgroup owns MT
+// tiles of 64 consecutive pixels of one image and the block's NT output channels; A (the pixels'
+// taps, split into TF32 pairs) is read from the staged rows at tap + pos as k_conv_x3_rows reads
+// its B; B (the stage's weights) is split once per block into two tiles (big, small) in wgmma's
+// core-matrix layout, one k-chunk of NT x 8 after the other. Each k-chunk: the three products of
+// every tile issued asynchronously (x_big w_small, x_small w_big, x_big w_big), the next chunk's A
+// read while they run (two register sets; wait_group 1 frees the older). The same operands, start
+// (the bias), k-chunks and product order as k_conv_x3: the same bits, which test_gpu_layers checks
+// configuration by configuration. The epilogue goes through shared memory, channel-major, so
+// that each channel's pixels leave in whole rows.
+template <int NT>
+static constexpr size_t x3_wg_bt_floats() {  // the B tiles: [big, small][9 k-chunks][NT * 8]
+    return 2 * 9 * NT * 8;
+}
+template <int NT, int BMP>
+static size_t x3_wg_smem_bytes(const XRowsGeom &r) {
+    const size_t staged = (x3_wg_bt_floats<NT>() + 2 * NT * XR_KS + 2 * r.XS4) * sizeof(float) +
+                          (size_t)r.XS4 * sizeof(uint2) + XR_KS * sizeof(int);
+    const size_t tile = (size_t)NT * (BMP + 4) * sizeof(float);  // the epilogue's [NT][BMP + 4]
+    return staged > tile ? staged : tile;
+}
+template <int NT, int MT, int WG>
+__global__ void __launch_bounds__(WG * 128)
+    k_conv_x3_wg(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
+                 const float *__restrict__ bias, GemmGeom g, XRowsGeom r, int relu, int w16) {
+    constexpr int T = WG * 128, BMP = WG * MT * 64, ND = NT / 2;  // threads, pixels a block, accumulators a tile
+    extern __shared__ __align__(128) float wg_smem[];             // (its own name: the others are 16-byte aligned)
+    float *smem = wg_smem;
+    float *bt = smem;                          // [2][9][NT * 8]: the stage's split weights
+    float *wraw = bt + x3_wg_bt_floats<NT>();  // [2][NT][XR_KS] raw weights
+    float *xraw = wraw + 2 * NT * XR_KS;       // [2][XS4] raw input rows: [XR_CS][NR][WP]
+    uint2 *xsp = (uint2 *)(xraw + 2 * r.XS4);  // [XS4] split input rows
+    int *tap = (int *)(xsp + r.XS4);           // [XR_KS] offsets of the taps in the staged rows
+    const int tid = threadIdx.x, grp = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, gq = lane >> 2, tq = lane & 3;
+    const int img = blockIdx.x / r.tiles, q0 = (blockIdx.x % r.tiles) * BMP, m0 = blockIdx.y * NT;
+    const int C = g.Kd / 9, XS = XR_CS * r.NR * r.WP;
+    const int ih_lo = g.out_lo + q0 / g.Wo - g.pad;  // absolute input row of staged row 0 (stride 1)
+    const float *in_img = in + (long long)img * g.in_img;
+    for (int k = tid; k < XR_KS; k += T) {
+        const int cl = k / 9, rr = (k % 9) / 3, ss = k % 3;
+        tap[k] = cl * r.NR * r.WP + rr * r.WP + ss;
+    }
+    auto issue = [&](int st, int buf) {  // k_conv_x3_rows' copies, NT weight rows
+        const int k0 = st * XR_KS, c0 = st * XR_CS;
+        float *wr = wraw + buf * NT * XR_KS;
+        if (w16) {
+            for (int e = tid; e < NT * XR_KS / 4; e += T) {
+                const int m = e / (XR_KS / 4), k = (e % (XR_KS / 4)) * 4;
+                const bool v = m0 + m < g.M && k0 + k < g.Kd;
+                cp_async16(wr + 4 * e, v ? w + (long long)(m0 + m) * g.Kd + k0 + k : w, v);
+            }
+        } else {
+            for (int e = tid; e < NT * XR_KS; e += T) {
+                const int m = e / XR_KS, k = e % XR_KS;
+                const bool v = m0 + m < g.M && k0 + k < g.Kd;
+                cp_async4(wr + e, v ? w + (long long)(m0 + m) * g.Kd + k0 + k : w, v);
+            }
+        }
+        float *xr = xraw + buf * r.XS4;
+        for (int row = tid / 32; row < XR_CS * r.NR; row += T / 32) {  // a warp a staged row
+            const int cl = row / r.NR, ih = ih_lo + row % r.NR, c = c0 + cl;
+            const bool rv = c < C && (unsigned)ih < (unsigned)g.H && (unsigned)(ih - g.in_lo) < (unsigned)g.in_rows;
+            const float *src = in_img + (long long)c * g.in_rows * g.W + (long long)(ih - g.in_lo) * g.W - g.pad;
+            for (int col = lane; col < r.WP; col += 32) {
+                const bool v = rv && (unsigned)(col - g.pad) < (unsigned)g.W;
+                cp_async4(xr + row * r.WP + col, v ? src + col : in, v);
+            }
+        }
+    };
+
+    // pos[mt][h]: where pixel q0 + (grp MT + mt) 64 + 16 warp + gq + 8 h starts in the staged rows
+    int pos[MT][2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int q = q0 + (grp * MT + mt) * 64 + warp * 16 + gq + 8 * h;
+            pos[mt][h] = q < g.HWo ? (q / g.Wo - q0 / g.Wo) * r.WP + q % g.Wo : 0;  // past the image: any pair
+        }
+    // tile mt: rows (pixels) 16 warp + gq (+ 8), columns (channels) 8 j + 2 tq (+ 1). The bias through
+    // __ldg: with plain loads into the accumulators ptxas serialized every wgmma (C7515).
+    float d[MT][ND];
+#pragma unroll
+    for (int j = 0; j < NT / 8; j++) {
+        const int m = m0 + 8 * j + 2 * tq;
+        const float b0 = bias && m < g.M ? __ldg(bias + m) : 0.0f,
+                    b1 = bias && m + 1 < g.M ? __ldg(bias + m + 1) : 0.0f;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) d[mt][4 * j] = d[mt][4 * j + 2] = b0, d[mt][4 * j + 1] = d[mt][4 * j + 3] = b1;
+    }
+    uint32_t ab[2][MT][4], al[2][MT][4];  // A of two k-chunks: the one in flight and the next
+    auto read_a = [&](int set, int j) {
+        const int o0 = tap[8 * j + tq], o1 = tap[8 * j + tq + 4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            const uint2 v0 = xsp[o0 + pos[mt][0]], v1 = xsp[o0 + pos[mt][1]], v2 = xsp[o1 + pos[mt][0]],
+                        v3 = xsp[o1 + pos[mt][1]];
+            ab[set][mt][0] = v0.x, al[set][mt][0] = v0.y;  // (pixel gq,     k tq)
+            ab[set][mt][1] = v1.x, al[set][mt][1] = v1.y;  // (pixel gq + 8, k tq)
+            ab[set][mt][2] = v2.x, al[set][mt][2] = v2.y;  // (pixel gq,     k tq + 4)
+            ab[set][mt][3] = v3.x, al[set][mt][3] = v3.y;  // (pixel gq + 8, k tq + 4)
+        }
+    };
+
+    const int nst = (C + XR_CS - 1) / XR_CS;
+    issue(0, 0);
+    cp_async_commit();
+    for (int t = 0; t < nst; t++) {
+        if (t + 1 < nst) issue(t + 1, (t + 1) & 1);  // its buffer's last reader was split(t - 1)
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();  // stage t has landed; every warpgroup's products of t - 1 are done
+        {
+            const float *wr = wraw + (t & 1) * NT * XR_KS, *xr = xraw + (t & 1) * r.XS4;
+            for (int e = tid; e < NT * XR_KS; e += T) {
+                const int n = e / XR_KS, kk = e - n * XR_KS, at = (kk >> 3) * NT * 8 + wg_b_index(n, kk & 7);
+                uint32_t hi, lo;
+                split_tf32(wr[e], hi, lo);
+                bt[at] = __uint_as_float(hi), bt[9 * NT * 8 + at] = __uint_as_float(lo);
+            }
+            for (int e = tid; e < XS; e += T) xsp[e] = split_pair(xr[e]);
+        }
+        fence_proxy_async();  // the B tiles, written by st.shared, are read by wgmma's async proxy
+        __syncthreads();
+        const int k0 = t * XR_KS, chunks = min(9, (g.Kd - k0 + 7) / 8);  // a chunk past Kd is never added
+        read_a(0, 0);
+#pragma unroll
+        for (int j = 0; j < 9; j++) {
+            if (j >= chunks) break;
+            const int set = j & 1;
+            const uint64_t big = wg_desc(bt + j * NT * 8), small = wg_desc(bt + (9 + j) * NT * 8);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
+            wg_fence();
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                wgmma_tf32<NT>(d[mt], ab[set][mt], small);  // x_big w_small
+                wgmma_tf32<NT>(d[mt], al[set][mt], big);    // x_small w_big
+                wgmma_tf32<NT>(d[mt], ab[set][mt], big);    // x_big w_big
+            }
+            wg_commit();
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
+            wg_wait<1>();  // chunk j - 1 is done: its register set is free for chunk j + 1
+            if (j + 1 < chunks) read_a(set ^ 1, j + 1);
+        }
+        wg_wait<0>();
+    }
+    cp_async_wait<0>();
+    __syncthreads();             // every warpgroup is done with the staged operands
+    constexpr int TP = BMP + 4;  // = 4 (mod 32): a warp's tile writes hit 32 banks
+    float *tile = smem;          // [NT][TP], channel-major
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < NT / 8; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int q = 0; q < 2; q++)
+                    tile[(8 * j + 2 * tq + q) * TP + (grp * MT + mt) * 64 + warp * 16 + gq + 8 * h] =
+                        d[mt][4 * j + 2 * h + q];
+    __syncthreads();
+    for (int e = tid; e < NT * BMP; e += T) {
+        const int n = e / BMP, c = e - n * BMP, m = m0 + n, q = q0 + c;
+        if (m >= g.M || q >= g.HWo) continue;
+        const float v = tile[n * TP + c];
+        out[(long long)img * g.out_img + (long long)m * g.HWo + q] = relu ? relu_f(v) : v;
+    }
+}
+
 // ------------------------------------------------------------------ small-batch linear (GEMV)
 #define GV_KT 128  // reduction columns per stage
 #define GV_ST 6    // stages in flight (weights stream from HBM: keep many bytes in flight)
@@ -687,7 +860,20 @@ enum { TILE_GEMV = 3, N_TILES = 24 };
 #define XRCFG_7 64, 12, 3, 0  // 384 threads, 288 pixels: half a 24 x 24 image
 #define XRCFG_8 32, 12, 3, 0  // 384 threads, 288 pixels
 #define FF_FOR_EACH_XR(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8)
-enum { N_X3_TILED = 10, N_X3 = 19 };
+// The same staging on the warpgroup MMA (k_conv_x3_wg; sm_90a builds): NT output channels, MT tiles
+// of 64 pixels a warpgroup, WG warpgroups. Configuration 19 + i is WGCFG_i.
+#define WGCFG_0 64, 1, 3  // 384 threads, 192 pixels
+#define WGCFG_1 64, 3, 1  // 128 threads, 192 pixels
+#define WGCFG_2 64, 2, 2  // 256 threads, 256 pixels
+#define WGCFG_3 64, 1, 2  // 256 threads, 128 pixels
+#define WGCFG_4 32, 2, 2  // 256 threads, 256 pixels: 32 output channels
+#define WGCFG_5 32, 1, 3  // 384 threads, 192 pixels
+#define FF_FOR_EACH_WG(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#ifdef FF_HAVE_WGMMA
+enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3 = 25 };
+#else
+enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3 = 19 };
+#endif
 
 // Threads (gpu.h, ff_gpu_set_tuning): several threads may launch at once, each on its own device
 // and stream (the loopback transport's simulated ranks share one GPU). The tuning switch and the
@@ -756,6 +942,13 @@ extern "C" ff_status ff_gpu_kernels_init(void) {
         cudaFuncSetAttribute(k_conv_x3_rows<XRCFG_##i>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     FF_FOR_EACH_XR(FF_SET_LIMIT_XR)
 #undef FF_SET_LIMIT_XR
+#ifdef FF_HAVE_WGMMA
+#define FF_SET_LIMIT_WG(i) \
+    FF_CUDA_CHECK(         \
+        cudaFuncSetAttribute(k_conv_x3_wg<WGCFG_##i>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    FF_FOR_EACH_WG(FF_SET_LIMIT_WG)
+#undef FF_SET_LIMIT_WG
+#endif
     FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)(GV_SMEM_FLOATS * sizeof(float))));
     FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -819,17 +1012,22 @@ static ff_status launch_x3(float *out, const float *in, const float *w, const fl
 static bool x3_rows_apply(const GemmGeom &g) {
     return g.R == 3 && g.S == 3 && g.stride == 1 && g.batch <= 1 && g.Kd % 9 == 0 && g.Wo > 0 && g.HWo % g.Wo == 0;
 }
-template <int BM, int NW, int NI, int MINB>
-static ff_status launch_x3_rows(float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
-                                bool relu, cudaStream_t s) {
-    constexpr int BN = NW * NI * 8;
-    if (!x3_rows_apply(g)) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);
+// The rows a tile of BN consecutive pixels reaches (k_conv_x3_rows, k_conv_x3_wg).
+static XRowsGeom x3_rows_geom(const GemmGeom &g, int BN) {
     const int out_rows = g.HWo / g.Wo;
     XRowsGeom r;
     r.NR = ((BN - 1) / g.Wo + 2 < out_rows ? (BN - 1) / g.Wo + 2 : out_rows) + 2;  // pixels' rows + R - 1
     r.WP = g.W + 2 * g.pad;
     r.XS4 = (XR_CS * r.NR * r.WP + 3) / 4 * 4;
     r.tiles = (g.HWo + BN - 1) / BN;
+    return r;
+}
+template <int BM, int NW, int NI, int MINB>
+static ff_status launch_x3_rows(float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
+                                bool relu, cudaStream_t s) {
+    constexpr int BN = NW * NI * 8;
+    if (!x3_rows_apply(g)) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);
+    const XRowsGeom r = x3_rows_geom(g, BN);
     const long long nimg = g.P / g.HWo, gx = nimg * r.tiles;
     const int gy = (g.M + BM - 1) / BM;
     const size_t smem = x3_rows_smem_bytes<BM, BN>(r);
@@ -843,6 +1041,27 @@ static ff_status launch_x3_rows(float *out, const float *in, const float *w, con
     return FF_OK;
 }
 
+#ifdef FF_HAVE_WGMMA
+template <int NT, int MT, int WG>
+static ff_status launch_x3_wg(float *out, const float *in, const float *w, const float *b, const GemmGeom &g, bool relu,
+                              cudaStream_t s) {
+    constexpr int BMP = WG * MT * 64;
+    if (!x3_rows_apply(g)) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);
+    const XRowsGeom r = x3_rows_geom(g, BMP);
+    const long long nimg = g.P / g.HWo, gx = nimg * r.tiles;
+    const int gy = (g.M + NT - 1) / NT;
+    const size_t smem = x3_wg_smem_bytes<NT, BMP>(r);
+    if (smem > 200 * 1024) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);  // rows too wide to stage
+    if (gx > 0x7fffffffLL || gy > 65535)
+        return FF_FAIL(FF_ERR_INPUT, "conv grid %lld x %d too large (M=%d, P=%lld)", gx, gy, g.M, g.P);
+    const int w16 = g.Kd % 4 == 0 && ((uintptr_t)w & 15) == 0;
+    k_conv_x3_wg<NT, MT, WG>
+        <<<dim3((unsigned)gx, (unsigned)gy), WG * 128, smem, s>>>(out, in, w, b, g, r, relu ? 1 : 0, w16);
+    FF_LAUNCH_CHECK("k_conv_x3_wg");
+    return FF_OK;
+}
+#endif
+
 static ff_status launch_x3_cfg(int cfg, float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
                                bool relu, cudaStream_t s) {
     switch (cfg) {
@@ -854,6 +1073,12 @@ static ff_status launch_x3_cfg(int cfg, float *out, const float *in, const float
     case N_X3_TILED + i: return launch_x3_rows<XRCFG_##i>(out, in, w, b, g, relu, s);
         FF_FOR_EACH_XR(FF_CASE)
 #undef FF_CASE
+#ifdef FF_HAVE_WGMMA
+#define FF_CASE(i) \
+    case N_X3_ROWS + i: return launch_x3_wg<WGCFG_##i>(out, in, w, b, g, relu, s);
+        FF_FOR_EACH_WG(FF_CASE)
+#undef FF_CASE
+#endif
     }
     return FF_FAIL(FF_ERR_INTERNAL, "tf32x3 conv configuration %d does not exist", cfg);
 }
@@ -934,7 +1159,8 @@ static ff_status tune(int *best, int fallback, const int *cfgs, int ncfgs, Launc
     return FF_OK;
 }
 
-static const int g_x3_cfgs[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18};
+static const int g_x3_cfgs[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12,
+                                13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24};
 
 // The configuration a launch of kernel `kind` uses: the forced one (the test hook; -1 when none
 // applies), else the one tuned for this shape, else, while tuning is on, the fastest of `cfgs` timed

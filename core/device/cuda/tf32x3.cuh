@@ -105,3 +105,93 @@ __device__ __forceinline__ uint2 split_pair(float x) {
     split_tf32(x, p.x, p.y);
     return p;
 }
+
+// ------------------------------------------------------------------ Hopper's warpgroup MMA (sm_90a)
+// wgmma.mma_async m64nNk8 tf32 with A (64 x 8) from registers and B (N x 8, K-major) from shared
+// memory through a descriptor: a warpgroup (4 warps, 128 threads) adds A B^T to its 64 x N
+// accumulators. A's registers per thread are mma.sync m16n8k8's for the warp's 16 rows (warp w of
+// the group: rows 16 w + gq and + 8, k tq and tq + 4); the accumulators are m16n8k8's C fragment
+// for each n-tile of 8 (d[4 j] and d[4 j + 1]: row gq, columns 8 j + 2 tq and + 1; d[4 j + 2..3]:
+// row gq + 8). The three products of tf32x3 run as A = x, B = w in the order x_big w_small,
+// x_small w_big, x_big w_big: the bits of x3_mma_chunk's mma.sync order, element for element
+// (bench/results/issue15-s27/wgmma_probe.cu: 0 of 4096 sums over 576 terms differ, and plain TF32
+// neither) at three times the products a second (488 against 162 TFLOP/s of TF32 on an H200).
+// B's layout, no swizzle: core matrices of 8 rows (n) x 16 bytes (4 k), the next one along k
+// WG_LBO bytes on, the next along n WG_SBO bytes on (a k-chunk of N columns: N * 32 bytes).
+#define WG_LBO 128
+#define WG_SBO 256
+__device__ __forceinline__ int wg_b_index(int n, int k) {  // float index of B(n, k) in a k-chunk
+    return (n >> 3) * (WG_SBO / 4) + (k >> 2) * (WG_LBO / 4) + (n & 7) * 4 + (k & 3);
+}
+__device__ __forceinline__ uint64_t wg_desc(const float *smem) {
+    const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
+    return (uint64_t)((a >> 4) & 0x3fff) | (uint64_t)((WG_LBO >> 4) & 0x3fff) << 16 |
+           (uint64_t)((WG_SBO >> 4) & 0x3fff) << 32;
+}
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define FF_WG_ASM 1
+#endif
+__device__ __forceinline__ void wg_fence() {
+#ifdef FF_WG_ASM
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wg_commit() {
+#ifdef FF_WG_ASM
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+#ifdef FF_WG_ASM
+    asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+#endif
+}
+// Keeps the compiler from moving other instructions' reads or writes of the accumulators across
+// this point (wgmma reads and writes them asynchronously; ptxas serializes the MMAs otherwise).
+template <int N>
+__device__ __forceinline__ void wg_fence_operands(float (&d)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+// Shared-memory writes of the generic proxy (st.shared) made visible to wgmma's async proxy.
+__device__ __forceinline__ void fence_proxy_async() {
+#ifdef FF_WG_ASM
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void wgmma_tf32(float (&d)[N / 2], const uint32_t (&a)[4], uint64_t desc);
+template <>
+__device__ __forceinline__ void wgmma_tf32<64>(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+#ifdef FF_WG_ASM
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,"
+        "%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),
+          "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),
+          "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+#else
+    (void)d, (void)a, (void)desc;
+    __trap();  // built without sm_90a: the host never launches this (FF_HAVE_WGMMA)
+#endif
+}
+template <>
+__device__ __forceinline__ void wgmma_tf32<32>(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
+#ifdef FF_WG_ASM
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+        "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1;\n}\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),
+          "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc));
+#else
+    (void)d, (void)a, (void)desc;
+    __trap();
+#endif
+}
