@@ -549,9 +549,188 @@ __global__ void __launch_bounds__(WMW *NWN * 32)
                            [&](int c) -> long long { return e0 + c < g.CRS ? e0 + c : -1; });
     if (bias_lane && k0 + tid < g.K) pi[(long long)g.K * g.CRS + k0 + tid] = bacc;
 }
+// The same partials on Hopper's warpgroup MMA (tf32x3.cuh; sm_90a builds, FF_HAVE_WGMMA), with the
+// operands' roles swapped: D[e][k] = sum over q of X[q][e] dy[k, q]. A warpgroup owns MT tiles of
+// 64 columns e (the GEMM's rows here) and the block's WX_BM output channels; A (the taps, q the
+// reduction) is read from the staged input pairs at pos[q] + tap[e] into registers, B (dy: WX_BM
+// channels x 8 positions a k-chunk, K-major as dy's rows lie) is split once per block into two
+// tiles (big, small) in wgmma's core-matrix layout. Each k-chunk's three products (x_big dy_small,
+// x_small dy_big, x_big dy_big) are k_conv_wgrad_x3's (dy_small x_big, dy_big x_small, dy_big
+// x_big) in the same order, from +0 over the same chunks: the same bits (the probe,
+// bench/results/issue15-s27/wgmma_probe.cu; test_gpu_train compares every configuration). The
+// bias partials: k_conv_wgrad_x3's fp32 chains. The epilogue goes through shared memory,
+// channel-major, so that each channel's columns leave in whole rows.
+template <int BE>
+static size_t wgrad_x3wg_smem_bytes(const WgradX3Geom &r) {
+    const size_t staged = (size_t)(2 * (WX_QS / 8) * WX_BM * 8 + 2 * WX_BM * WX_QS + 2 * r.XS4) * sizeof(float) +
+                          (size_t)r.XS4 * sizeof(uint2) + WX_QS * sizeof(int);
+    const size_t tile = (size_t)WX_BM * (BE + 4) * sizeof(float);
+    return staged > tile ? staged : tile;
+}
+template <int MT, int WG>
+__global__ void __launch_bounds__(WG * 128)
+    k_conv_wgrad_x3wg(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x, WgradGeom g,
+                      WgradX3Geom r, int dy16) {
+    constexpr int T = WG * 128, BE = WG * MT * 64, NT = WX_BM, NCH = WX_QS / 8;
+    extern __shared__ __align__(128) float wx_smem[];  // (its own name: the others are 16-byte aligned)
+    float *bt = wx_smem;                               // [2][NCH][NT * 8]: the stage's split dy
+    float *draw = bt + 2 * NCH * NT * 8;               // [2][NT][WX_QS] raw dy
+    float *xraw = draw + 2 * NT * WX_QS;               // [2][XS4] raw input rows: [CB][NR][WP]
+    uint2 *xsp = (uint2 *)(xraw + 2 * r.XS4);          // [XS4] split input rows
+    int *pos = (int *)(xsp + r.XS4);                   // [WX_QS] where position q0s + qq starts in the rows
+    const int tid = threadIdx.x, grp = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, gq = lane >> 2, tq = lane & 3;
+    const long long img = g.img0 + blockIdx.x / r.etiles;
+    const int e0 = (int)(blockIdx.x % r.etiles) * BE, k0 = blockIdx.y * NT;
+    const int RS = g.R * g.S, c_lo = e0 / RS, XS = r.CB * r.NR * r.WP;
+    const long long HW = (long long)g.H * g.W;
+    const float *dyi = dy + img * g.K * (long long)g.Q;
+    const float *xi = x + img * g.C * HW;
+    int tp[MT][2];  // where rows e0 + (grp MT + mt) 64 + 16 warp + gq (+ 8) start in a stage's rows
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int e = e0 + (grp * MT + mt) * 64 + warp * 16 + gq + 8 * h;
+            const int c = e / RS, rs = e - c * RS, rr = rs / g.S, ss = rs - rr * g.S;
+            tp[mt][h] = e < g.CRS ? (c - c_lo) * r.NR * r.WP + rr * r.WP + ss : 0;  // past CRS: any pair
+        }
+    auto issue = [&](int st, int buf) {  // k_conv_wgrad_x3's copies
+        const int q0s = st * WX_QS;
+        float *dr = draw + buf * NT * WX_QS;
+        if (dy16) {
+            for (int e = tid; e < NT * WX_QS / 4; e += T) {
+                const int m = e / (WX_QS / 4), qq = (e % (WX_QS / 4)) * 4;
+                const bool v = k0 + m < g.K && q0s + qq < g.Q;
+                cp_async16(dr + 4 * e, v ? dyi + (long long)(k0 + m) * g.Q + q0s + qq : dy, v);
+            }
+        } else {
+            for (int e = tid; e < NT * WX_QS; e += T) {
+                const int m = e / WX_QS, qq = e % WX_QS;
+                const bool v = k0 + m < g.K && q0s + qq < g.Q;
+                cp_async4(dr + e, v ? dyi + (long long)(k0 + m) * g.Q + q0s + qq : dy, v);
+            }
+        }
+        float *xr = xraw + buf * r.XS4;
+        const int ih_lo = q0s / g.Wo - g.pad;
+        for (int row = tid / 32; row < r.CB * r.NR; row += T / 32) {
+            const int cl = row / r.NR, ih = ih_lo + row % r.NR, c = c_lo + cl;
+            const bool rv = c < g.C && (unsigned)ih < (unsigned)g.H;
+            const float *src = xi + (long long)c * HW + (long long)ih * g.W - g.pad;
+            for (int col = lane; col < r.WP; col += 32) {
+                const bool v = rv && (unsigned)(col - g.pad) < (unsigned)g.W;
+                cp_async4(xr + row * r.WP + col, v ? src + col : x, v);
+            }
+        }
+    };
+    float d[MT][NT / 2];
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int i = 0; i < NT / 2; i++) d[mt][i] = 0.0f;
+    uint32_t ab[2][MT][4], al[2][MT][4];
+    auto read_a = [&](int set, int j) {
+        const int p0 = pos[8 * j + tq], p1 = pos[8 * j + tq + 4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) {
+            const uint2 v0 = xsp[p0 + tp[mt][0]], v1 = xsp[p0 + tp[mt][1]], v2 = xsp[p1 + tp[mt][0]],
+                        v3 = xsp[p1 + tp[mt][1]];
+            ab[set][mt][0] = v0.x, al[set][mt][0] = v0.y;  // (row gq,     q tq)
+            ab[set][mt][1] = v1.x, al[set][mt][1] = v1.y;  // (row gq + 8, q tq)
+            ab[set][mt][2] = v2.x, al[set][mt][2] = v2.y;  // (row gq,     q tq + 4)
+            ab[set][mt][3] = v3.x, al[set][mt][3] = v3.y;  // (row gq + 8, q tq + 4)
+        }
+    };
+    const bool bias_lane = blockIdx.x % r.etiles == 0 && tid < NT;
+    float bacc = 0.0f;
+    const int nst = (g.Q + WX_QS - 1) / WX_QS;
+    issue(0, 0);
+    cp_async_commit();
+    for (int t = 0; t < nst; t++) {
+        if (t + 1 < nst) issue(t + 1, (t + 1) & 1);  // its buffer's last readers were split(t - 1) and the bias
+        cp_async_commit();
+        cp_async_wait<1>();
+        __syncthreads();  // stage t has landed; every warpgroup's products of t - 1 are done
+        const int q0s = t * WX_QS;
+        {
+            const float *dr = draw + (t & 1) * NT * WX_QS, *xr = xraw + (t & 1) * r.XS4;
+            for (int e = tid; e < NT * WX_QS; e += T) {
+                const int n = e / WX_QS, qq = e - n * WX_QS, at = (qq >> 3) * NT * 8 + wg_b_index(n, qq & 7);
+                uint32_t hi, lo;
+                split_tf32(dr[e], hi, lo);
+                bt[at] = __uint_as_float(hi), bt[NCH * NT * 8 + at] = __uint_as_float(lo);
+            }
+            for (int e = tid; e < XS; e += T) xsp[e] = split_pair(xr[e]);
+            for (int qq = tid; qq < WX_QS; qq += T) {
+                const int q = q0s + qq;
+                pos[qq] = (q / g.Wo - q0s / g.Wo) * r.WP + q % g.Wo;
+            }
+            if (bias_lane) {
+                const int qr = min(WX_QS, g.Q - q0s);
+                for (int qq = 0; qq < qr; qq++) bacc = __fadd_rn(bacc, dr[tid * WX_QS + qq]);
+            }
+        }
+        fence_proxy_async();  // the dy tiles, written by st.shared, are read by wgmma's async proxy
+        __syncthreads();
+        const int chunks = min(NCH, (g.Q - q0s + 7) / 8);  // a chunk past Q is never added
+        read_a(0, 0);
+#pragma unroll
+        for (int j = 0; j < NCH; j++) {
+            if (j >= chunks) break;
+            const int set = j & 1;
+            const uint64_t big = wg_desc(bt + j * NT * 8), small = wg_desc(bt + (NCH + j) * NT * 8);
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
+            wg_fence();
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                wgmma_tf32<NT>(d[mt], ab[set][mt], small);  // x_big dy_small
+                wgmma_tf32<NT>(d[mt], al[set][mt], big);    // x_small dy_big
+                wgmma_tf32<NT>(d[mt], ab[set][mt], big);    // x_big dy_big
+            }
+            wg_commit();
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
+            wg_wait<1>();  // chunk j - 1 is done: its register set is free for chunk j + 1
+            if (j + 1 < chunks) read_a(set ^ 1, j + 1);
+        }
+        wg_wait<0>();
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // every warpgroup is done with the staged operands
+    constexpr int TP = BE + 4;
+    float *tile = wx_smem;  // [NT][TP], channel-major
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < NT / 8; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int q = 0; q < 2; q++)
+                    tile[(8 * j + 2 * tq + q) * TP + (grp * MT + mt) * 64 + warp * 16 + gq + 8 * h] =
+                        d[mt][4 * j + 2 * h + q];
+    __syncthreads();
+    float *pi = part + img * g.PW;
+    for (int e = tid; e < NT * BE; e += T) {
+        const int n = e / BE, c = e - n * BE;
+        if (k0 + n < g.K && e0 + c < g.CRS) pi[(long long)(k0 + n) * g.CRS + e0 + c] = tile[n * TP + c];
+    }
+    if (bias_lane && k0 + tid < g.K) pi[(long long)g.K * g.CRS + k0 + tid] = bacc;
+}
+// Configurations 2.. : MT, WG (a block 64 WG MT columns e).
+#define WXG_CFG_0 1, 3    // 384 threads, 192 columns
+#define WXG_CFG_1 1, 5    // 640 threads, 320 columns
+#define WXG_CFG_2 1, 2    // 256 threads, 128 columns
+#define WXG_CFG_3 2, 3    // 384 threads, 384 columns
 #define WX_CFG_0 4, 1, 6  // 6 warps, each 64 rows x 24 columns (block 64 x 144)
 #define WX_CFG_1 2, 2, 6  // 12 warps, each 32 x 24 (block 64 x 144)
+#ifdef FF_HAVE_WGMMA
+#define WX_CFGS 6
+#else
 #define WX_CFGS 2
+#endif
 
 static bool g_force_wgrad_tiled = false;
 extern "C" void ff_gpu_debug_force_wgrad_tiled(bool on) {
@@ -811,6 +990,16 @@ extern "C" ff_status ff_gpu_train_kernels_init(void) {
                                        FF_GPU_WGRAD_X3_SMEM_MAX));
     FF_CUDA_CHECK(cudaFuncSetAttribute(k_conv_wgrad_x3<WX_CFG_1>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        FF_GPU_WGRAD_X3_SMEM_MAX));
+#ifdef FF_HAVE_WGMMA
+#define FF_SET_WXG(c)                                                                                     \
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_conv_wgrad_x3wg<c>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
+                                       FF_GPU_WGRAD_X3_SMEM_MAX));
+    FF_SET_WXG(WXG_CFG_0)
+    FF_SET_WXG(WXG_CFG_1)
+    FF_SET_WXG(WXG_CFG_2)
+    FF_SET_WXG(WXG_CFG_3)
+#undef FF_SET_WXG
+#endif
     return FF_OK;
 }
 
@@ -1172,6 +1361,24 @@ static ff_status launch_wgrad_x3(float *part, const float *dy, const float *x, c
     FF_LAUNCH_CHECK("k_conv_wgrad_x3");
     return FF_OK;
 }
+#ifdef FF_HAVE_WGMMA
+static WgradX3Geom wgrad_x3_geom(const WgradGeom &g, int BN);
+template <int MT, int WG>
+static ff_status launch_wgrad_x3wg(bool *ran, float *part, const float *dy, const float *x, const WgradGeom &g,
+                                   long long nimg, int dy16, cudaStream_t st) {
+    constexpr int BE = WG * MT * 64;
+    const WgradX3Geom r = wgrad_x3_geom(g, BE);
+    const size_t smem = wgrad_x3wg_smem_bytes<BE>(r);
+    if (smem > FF_GPU_WGRAD_X3_SMEM_MAX) return FF_OK;  // *ran stays false: the caller falls back
+    const long long gx = nimg * r.etiles, gy = (g.K + WX_BM - 1) / WX_BM;
+    if (gx > 0x7fffffffLL || gy > 65535)
+        return FF_FAIL(FF_ERR_INPUT, "tf32x3 weight gradient: grid %lld x %lld too large", gx, gy);
+    k_conv_wgrad_x3wg<MT, WG><<<dim3((unsigned)gx, (unsigned)gy), WG * 128, smem, st>>>(part, dy, x, g, r, dy16);
+    FF_LAUNCH_CHECK("k_conv_wgrad_x3wg");
+    *ran = true;
+    return FF_OK;
+}
+#endif
 // The staging of k_conv_wgrad_x3 for a layer: the channels a column tile of BN touches, and the
 // input rows a stage of WX_QS positions reaches (every stage's, the last one's positions past Q
 // included, so that their B elements are zero-filled rows).
@@ -1207,10 +1414,23 @@ static ff_status conv_wgrad_x3(bool *ran, float *part, const float *dy, const fl
     const int dy16 = g.Q % 4 == 0 && ((uintptr_t)dy & 15) == 0;
     // 12 warps (32 rows each) where one block per image and column tile would leave most
     // multiprocessors with a single block, else 6 (64 rows each: fewer fragment reads a product)
-    const int cfg = g_force_wgrad_x3 >= 0 ? g_force_wgrad_x3 % WX_CFGS : n * r.etiles < 2 * multiprocessors() ? 1 : 0;
+    int cfg = g_force_wgrad_x3 >= 0 ? g_force_wgrad_x3 % WX_CFGS : n * r.etiles < 2 * multiprocessors() ? 1 : 0;
+#ifdef FF_HAVE_WGMMA
+    if (g_force_wgrad_x3 < 0) cfg = 2;  // the warpgroup MMA (configurations 2..5 the same bits)
+#endif
     g.img0 = 0;
-    FF_TRY(cfg == 0 ? launch_wgrad_x3<WX_CFG_0>(part, dy, x, g, r, n, dy16, st)
-                    : launch_wgrad_x3<WX_CFG_1>(part, dy, x, g, r, n, dy16, st));
+    switch (cfg) {
+#ifdef FF_HAVE_WGMMA
+        case 2: FF_TRY(launch_wgrad_x3wg<WXG_CFG_0>(ran, part, dy, x, g, n, dy16, st)); break;
+        case 3: FF_TRY(launch_wgrad_x3wg<WXG_CFG_1>(ran, part, dy, x, g, n, dy16, st)); break;
+        case 4: FF_TRY(launch_wgrad_x3wg<WXG_CFG_2>(ran, part, dy, x, g, n, dy16, st)); break;
+        case 5: FF_TRY(launch_wgrad_x3wg<WXG_CFG_3>(ran, part, dy, x, g, n, dy16, st)); break;
+#endif
+        default: break;
+    }
+    if (*ran) return FF_OK;  // (a warpgroup configuration whose staging does not fit falls back below)
+    FF_TRY(cfg == 1 ? launch_wgrad_x3<WX_CFG_1>(part, dy, x, g, r, n, dy16, st)
+                    : launch_wgrad_x3<WX_CFG_0>(part, dy, x, g, r, n, dy16, st));
     *ran = true;
     return FF_OK;
 }
