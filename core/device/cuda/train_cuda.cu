@@ -1414,9 +1414,13 @@ static ff_status conv_wgrad_x3(bool *ran, float *part, const float *dy, const fl
     const int dy16 = g.Q % 4 == 0 && ((uintptr_t)dy & 15) == 0;
     // 12 warps (32 rows each) where one block per image and column tile would leave most
     // multiprocessors with a single block, else 6 (64 rows each: fewer fragment reads a product)
+    // Measured on an H200 (bench/results/issue15-s27 run 4, mnist's conv2): at batch 64 the 12-warp
+    // mma.sync configuration (77 us; the warpgroup ones 79 to 104), at batch 256 the warpgroup MMA
+    // with one 320-column tile an image (186 us; 251 the best mma.sync one). Every one gives the
+    // same bits: the rule changes only the time.
     int cfg = g_force_wgrad_x3 >= 0 ? g_force_wgrad_x3 % WX_CFGS : n * r.etiles < 2 * multiprocessors() ? 1 : 0;
 #ifdef FF_HAVE_WGMMA
-    if (g_force_wgrad_x3 < 0) cfg = 2;  // the warpgroup MMA (configurations 2..5 the same bits)
+    if (g_force_wgrad_x3 < 0 && 2 * n >= 3 * (long long)multiprocessors()) cfg = 3;
 #endif
     g.img0 = 0;
     switch (cfg) {
