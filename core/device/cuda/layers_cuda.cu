@@ -549,7 +549,8 @@ static size_t x3_wg_smem_bytes(const XRowsGeom &r) {
     const size_t tile = (size_t)NT * (BMP + 4) * sizeof(float);  // the epilogue's [NT][BMP + 4]
     return staged > tile ? staged : tile;
 }
-template <int NT, int MT, int WG>
+// PD: k-chunks whose A is in registers at once (2: the one in flight and the next; 3: two ahead).
+template <int NT, int MT, int WG, int PD>
 __global__ void __launch_bounds__(WG * 128)
     k_conv_x3_wg(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
                  const float *__restrict__ bias, GemmGeom g, XRowsGeom r, int relu, int w16) {
@@ -618,7 +619,8 @@ __global__ void __launch_bounds__(WG * 128)
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) d[mt][4 * j] = d[mt][4 * j + 2] = b0, d[mt][4 * j + 1] = d[mt][4 * j + 3] = b1;
     }
-    uint32_t ab[2][MT][4], al[2][MT][4];  // A of two k-chunks: the one in flight and the next
+    static_assert(PD == 2 || PD == 3, "A register sets");
+    uint32_t ab[PD][MT][4], al[PD][MT][4];  // A of PD k-chunks: the one in flight and the next PD - 1
     auto read_a = [&](int set, int j) {
         const int o0 = tap[8 * j + tq], o1 = tap[8 * j + tq + 4];
 #pragma unroll
@@ -654,10 +656,11 @@ __global__ void __launch_bounds__(WG * 128)
         __syncthreads();
         const int k0 = t * XR_KS, chunks = min(9, (g.Kd - k0 + 7) / 8);  // a chunk past Kd is never added
         read_a(0, 0);
+        if (PD == 3 && chunks > 1) read_a(1, 1);
 #pragma unroll
         for (int j = 0; j < 9; j++) {
             if (j >= chunks) break;
-            const int set = j & 1;
+            const int set = j % PD;
             const uint64_t big = wg_desc(bt + j * NT * 8), small = wg_desc(bt + (9 + j) * NT * 8);
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
@@ -671,10 +674,12 @@ __global__ void __launch_bounds__(WG * 128)
             wg_commit();
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
-            wg_wait<1>();  // chunk j - 1 is done: its register set is free for chunk j + 1
-            if (j + 1 < chunks) read_a(set ^ 1, j + 1);
+            wg_wait<1>();  // chunk j - 1 is done: its register set is free for chunk j + PD - 1
+            if (j + PD - 1 < chunks) read_a((j + PD - 1) % PD, j + PD - 1);
         }
         wg_wait<0>();
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
     }
     cp_async_wait<0>();
     __syncthreads();             // every warpgroup is done with the staged operands
@@ -862,15 +867,18 @@ enum { TILE_GEMV = 3, N_TILES = 24 };
 #define FF_FOR_EACH_XR(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8)
 // The same staging on the warpgroup MMA (k_conv_x3_wg; sm_90a builds): NT output channels, MT tiles
 // of 64 pixels a warpgroup, WG warpgroups. Configuration 19 + i is WGCFG_i.
-#define WGCFG_0 64, 1, 3  // 384 threads, 192 pixels
-#define WGCFG_1 64, 3, 1  // 128 threads, 192 pixels
-#define WGCFG_2 64, 2, 2  // 256 threads, 256 pixels
-#define WGCFG_3 64, 1, 2  // 256 threads, 128 pixels
-#define WGCFG_4 32, 2, 2  // 256 threads, 256 pixels: 32 output channels
-#define WGCFG_5 32, 1, 3  // 384 threads, 192 pixels
-#define FF_FOR_EACH_WG(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define WGCFG_0 64, 1, 3, 2  // 384 threads, 192 pixels
+#define WGCFG_1 64, 3, 1, 2  // 128 threads, 192 pixels
+#define WGCFG_2 64, 2, 2, 2  // 256 threads, 256 pixels
+#define WGCFG_3 64, 1, 2, 2  // 256 threads, 128 pixels
+#define WGCFG_4 32, 2, 2, 2  // 256 threads, 256 pixels: 32 output channels
+#define WGCFG_5 32, 1, 3, 2  // 384 threads, 192 pixels
+// A read two k-chunks ahead (PC sampling of 0 and 4 showed 29 % short_scoreboard waits, run 4):
+#define WGCFG_6 64, 1, 3, 3
+#define WGCFG_7 32, 2, 2, 3
+#define FF_FOR_EACH_WG(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 #ifdef FF_HAVE_WGMMA
-enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3 = 25 };
+enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3 = 27 };
 #else
 enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3 = 19 };
 #endif
@@ -1042,7 +1050,7 @@ static ff_status launch_x3_rows(float *out, const float *in, const float *w, con
 }
 
 #ifdef FF_HAVE_WGMMA
-template <int NT, int MT, int WG>
+template <int NT, int MT, int WG, int PD>
 static ff_status launch_x3_wg(float *out, const float *in, const float *w, const float *b, const GemmGeom &g, bool relu,
                               cudaStream_t s) {
     constexpr int BMP = WG * MT * 64;
@@ -1055,7 +1063,7 @@ static ff_status launch_x3_wg(float *out, const float *in, const float *w, const
     if (gx > 0x7fffffffLL || gy > 65535)
         return FF_FAIL(FF_ERR_INPUT, "conv grid %lld x %d too large (M=%d, P=%lld)", gx, gy, g.M, g.P);
     const int w16 = g.Kd % 4 == 0 && ((uintptr_t)w & 15) == 0;
-    k_conv_x3_wg<NT, MT, WG>
+    k_conv_x3_wg<NT, MT, WG, PD>
         <<<dim3((unsigned)gx, (unsigned)gy), WG * 128, smem, s>>>(out, in, w, b, g, r, relu ? 1 : 0, w16);
     FF_LAUNCH_CHECK("k_conv_x3_wg");
     return FF_OK;
@@ -1159,8 +1167,8 @@ static ff_status tune(int *best, int fallback, const int *cfgs, int ncfgs, Launc
     return FF_OK;
 }
 
-static const int g_x3_cfgs[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12,
-                                13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24};
+static const int g_x3_cfgs[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13,
+                                14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26};
 
 // The configuration a launch of kernel `kind` uses: the forced one (the test hook; -1 when none
 // applies), else the one tuned for this shape, else, while tuning is on, the fastest of `cfgs` timed
