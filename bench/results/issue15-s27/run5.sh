@@ -6,7 +6,7 @@
 #     tf32x3 (digests a6481d10 / 99d4ce06 must stay)
 #  b. ff_conv_tiles tf32x3 forward / data gradient / weight gradient at b64 and b256
 #  c. trace b64 tf32x3; train_bench tf32x3 and fp32 against the CUDA-graph peer
-# Usage: bash bench/results/issue15-s27/run5.sh OUTDIR SAFE   (carry .deps with .deps/safe.tar = git archive SAFE,
+# Usage: bash bench/results/issue15-s27/run5.sh OUTDIR SAFE   (carry .deps with .deps/safe.tar.xz = git archive SAFE without bench/results and golden/data, xz,
 #        .ff-source-commit, .data-mid)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -15,7 +15,7 @@ cd "$here/../../.."
 dr_begin run5 "${1:?usage: run5.sh OUTDIR SAFE}"
 safe=${2:?usage: run5.sh OUTDIR SAFE}
 export DATA="$PWD/.data-mid/fashion-mnist"
-rm -rf /tmp/safe && mkdir -p /tmp/safe && tar -xf .deps/safe.tar -C /tmp/safe || echo "no .deps/safe.tar: SAFE not built"
+rm -rf /tmp/safe && mkdir -p /tmp/safe && tar -xJf .deps/safe.tar.xz -C /tmp/safe || echo "no .deps/safe.tar.xz: SAFE not built"
 dr_build . fivefold test_gpu_layers test_gpu_train ff_conv_tiles ff_kernel_trace & p1=$!
 [ -f /tmp/safe/CMakeLists.txt ] && { dr_build /tmp/safe fivefold & p2=$!; }
 wait $p1 || exit 1
