@@ -20,7 +20,9 @@
 //     length the bound uses; verify/gpu/test_gpu_train.c checks it against float64):
 //       conv2d weights/bias (workspace given): a tiled GEMM per image (k_conv_wgrad_part: chain
 //         over the output positions q ascending, every term), then the per-image partials summed
-//         in image order per group (k_conv_wgrad_sum).
+//         in image order per group (k_conv_wgrad_sum). Under --precision tf32x3 a stride-1 conv's
+//         weight partials are tf32x3 sums instead (k_conv_wgrad_x3 / k_conv_wgrad_x3wg: chunks of
+//         8 positions ascending, tf32x3.cuh's products), the bias partials the same fp32 chains.
 //       conv2d data (stride 1, square kernel, pad <= kh-1, workspace given): the FORWARD conv
 //         kernel (layers_cuda.cu, gpu.h's conv order) on dy with the flipped, transposed weights
 //         (k_conv_flip), so the chain runs k ascending, then r, s DESCENDING.
