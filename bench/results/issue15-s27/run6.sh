@@ -4,7 +4,8 @@
 #  a. test_gpu_layers: 29 tf32x3 configurations the automatic choice's bits
 #  b. ff_conv_tiles tf32x3 forward / data gradient at b64 and b256
 #  c. train_gpu.sh tf32x3 (a6481d10 / 99d4ce06 must stay); train_bench tf32x3 against the graph peer
-# Usage: bash bench/results/issue15-s27/run6.sh OUTDIR   (carry .deps, .ff-source-commit, .data-mid)
+# The kernel change was reverted after this run (slower); it is overlap-split.patch, against the
+# commit after it. Usage: bash bench/results/issue15-s27/run6.sh OUTDIR   (carry .deps, .ff-source-commit, .data-mid)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../.."

@@ -542,30 +542,26 @@ template <int NT>
 static constexpr size_t x3_wg_bt_floats() {  // the B tiles: [big, small][9 k-chunks][NT * 8]
     return 2 * 9 * NT * 8;
 }
-template <int NT, int BMP, int OV>
+template <int NT, int BMP>
 static size_t x3_wg_smem_bytes(const XRowsGeom &r) {
-    const size_t nb = OV ? 2 : 1;  // split buffers
-    const size_t staged = (nb * x3_wg_bt_floats<NT>() + 2 * NT * XR_KS + 2 * r.XS4) * sizeof(float) +
-                          nb * r.XS4 * sizeof(uint2) + XR_KS * sizeof(int);
+    const size_t staged = (x3_wg_bt_floats<NT>() + 2 * NT * XR_KS + 2 * r.XS4) * sizeof(float) +
+                          (size_t)r.XS4 * sizeof(uint2) + XR_KS * sizeof(int);
     const size_t tile = (size_t)NT * (BMP + 4) * sizeof(float);  // the epilogue's [NT][BMP + 4]
     return staged > tile ? staged : tile;
 }
 // PD: k-chunks whose A is in registers at once (2: the one in flight and the next; 3: two ahead).
-// OV: the split of stage t + 1 overlaps stage t's products (two split buffers; the raw copies two
-// stages ahead), in slices between the k-chunks, instead of a phase of its own between barriers.
-template <int NT, int MT, int WG, int PD, int OV>
+template <int NT, int MT, int WG, int PD>
 __global__ void __launch_bounds__(WG * 128)
     k_conv_x3_wg(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
                  const float *__restrict__ bias, GemmGeom g, XRowsGeom r, int relu, int w16) {
     constexpr int T = WG * 128, BMP = WG * MT * 64, ND = NT / 2;  // threads, pixels a block, accumulators a tile
     extern __shared__ __align__(128) float wg_smem[];             // (its own name: the others are 16-byte aligned)
     float *smem = wg_smem;
-    constexpr int NB = OV ? 2 : 1, BTS = (int)x3_wg_bt_floats<NT>();
-    float *bt = smem;                          // [NB][2][9][NT * 8]: a stage's split weights
-    float *wraw = bt + NB * BTS;               // [2][NT][XR_KS] raw weights
+    float *bt = smem;                          // [2][9][NT * 8]: the stage's split weights
+    float *wraw = bt + x3_wg_bt_floats<NT>();  // [2][NT][XR_KS] raw weights
     float *xraw = wraw + 2 * NT * XR_KS;       // [2][XS4] raw input rows: [XR_CS][NR][WP]
-    uint2 *xsp = (uint2 *)(xraw + 2 * r.XS4);  // [NB][XS4] split input rows
-    int *tap = (int *)(xsp + NB * r.XS4);      // [XR_KS] offsets of the taps in the staged rows
+    uint2 *xsp = (uint2 *)(xraw + 2 * r.XS4);  // [XS4] split input rows
+    int *tap = (int *)(xsp + r.XS4);           // [XR_KS] offsets of the taps in the staged rows
     const int tid = threadIdx.x, grp = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, gq = lane >> 2, tq = lane & 3;
     const int img = blockIdx.x / r.tiles, q0 = (blockIdx.x % r.tiles) * BMP, m0 = blockIdx.y * NT;
     const int C = g.Kd / 9, XS = XR_CS * r.NR * r.WP;
@@ -625,7 +621,7 @@ __global__ void __launch_bounds__(WG * 128)
     }
     static_assert(PD == 2 || PD == 3, "A register sets");
     uint32_t ab[PD][MT][4], al[PD][MT][4];  // A of PD k-chunks: the one in flight and the next PD - 1
-    auto read_a = [&](int set, int j, const uint2 *xsp) {
+    auto read_a = [&](int set, int j) {
         const int o0 = tap[8 * j + tq], o1 = tap[8 * j + tq + 4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) {
@@ -639,122 +635,51 @@ __global__ void __launch_bounds__(WG * 128)
     };
 
     const int nst = (C + XR_CS - 1) / XR_CS;
-    if constexpr (OV) {
-        // The split of stage t (raw buffer t & 1) into split buffer sb, this thread's elements
-        // tid + i T for i in [i0, i1): the weights first, then the rows.
-        const int TOT = NT * XR_KS + XS, PER = (TOT + T - 1) / T;
-        auto split_part = [&](int t, int sb, int i0, int i1) {
-            const float *wr = wraw + (t & 1) * NT * XR_KS, *xr = xraw + (t & 1) * r.XS4;
-            float *b = bt + sb * BTS;
-            uint2 *xs = xsp + sb * r.XS4;
-            for (int i = i0; i < i1; i++) {
-                const int e = tid + i * T;
-                if (e >= TOT) break;
-                if (e < NT * XR_KS) {
-                    const int n = e / XR_KS, kk = e - n * XR_KS, at = (kk >> 3) * NT * 8 + wg_b_index(n, kk & 7);
-                    uint32_t hi, lo;
-                    split_tf32(wr[e], hi, lo);
-                    b[at] = __uint_as_float(hi), b[9 * NT * 8 + at] = __uint_as_float(lo);
-                } else {
-                    xs[e - NT * XR_KS] = split_pair(xr[e - NT * XR_KS]);
-                }
-            }
-        };
-        issue(0, 0);
-        cp_async_commit();
-        if (nst > 1) issue(1, 1);
+    issue(0, 0);
+    cp_async_commit();
+    for (int t = 0; t < nst; t++) {
+        if (t + 1 < nst) issue(t + 1, (t + 1) & 1);  // its buffer's last reader was split(t - 1)
         cp_async_commit();
         cp_async_wait<1>();
-        __syncthreads();  // stage 0 has landed
-        split_part(0, 0, 0, PER);
-        fence_proxy_async();
+        __syncthreads();  // stage t has landed; every warpgroup's products of t - 1 are done
+        {
+            const float *wr = wraw + (t & 1) * NT * XR_KS, *xr = xraw + (t & 1) * r.XS4;
+            for (int e = tid; e < NT * XR_KS; e += T) {
+                const int n = e / XR_KS, kk = e - n * XR_KS, at = (kk >> 3) * NT * 8 + wg_b_index(n, kk & 7);
+                uint32_t hi, lo;
+                split_tf32(wr[e], hi, lo);
+                bt[at] = __uint_as_float(hi), bt[9 * NT * 8 + at] = __uint_as_float(lo);
+            }
+            for (int e = tid; e < XS; e += T) xsp[e] = split_pair(xr[e]);
+        }
+        fence_proxy_async();  // the B tiles, written by st.shared, are read by wgmma's async proxy
         __syncthreads();
-        for (int t = 0; t < nst; t++) {
-            const int sb = t & 1, k0 = t * XR_KS, chunks = min(9, (g.Kd - k0 + 7) / 8);
-            const uint2 *xs = xsp + sb * r.XS4;
-            read_a(0, 0, xs);
-            if (PD == 3 && chunks > 1) read_a(1, 1, xs);
+        const int k0 = t * XR_KS, chunks = min(9, (g.Kd - k0 + 7) / 8);  // a chunk past Kd is never added
+        read_a(0, 0);
+        if (PD == 3 && chunks > 1) read_a(1, 1);
 #pragma unroll
-            for (int j = 0; j < 9; j++) {
-                if (j >= chunks) break;
-                const int set = j % PD;
-                const uint64_t big = wg_desc(bt + sb * BTS + j * NT * 8),
-                               small = wg_desc(bt + sb * BTS + (9 + j) * NT * 8);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
-                wg_fence();
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    wgmma_tf32<NT>(d[mt], ab[set][mt], small);  // x_big w_small
-                    wgmma_tf32<NT>(d[mt], al[set][mt], big);    // x_small w_big
-                    wgmma_tf32<NT>(d[mt], ab[set][mt], big);    // x_big w_big
-                }
-                wg_commit();
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
-                if (j == 0) {
-                    cp_async_wait<0>();
-                    __syncthreads();                       // stage t + 1 has landed everywhere
-                    if (t + 2 < nst) issue(t + 2, t & 1);  // stage t's raw buffer (split(t) is done)
-                    cp_async_commit();
-                }
-                if (t + 1 < nst) split_part(t + 1, sb ^ 1, j * PER / chunks, (j + 1) * PER / chunks);
-                wg_wait<1>();  // chunk j - 1 is done: its register set is free for chunk j + PD - 1
-                if (j + PD - 1 < chunks) read_a((j + PD - 1) % PD, j + PD - 1, xs);
-            }
-            wg_wait<0>();
+        for (int j = 0; j < 9; j++) {
+            if (j >= chunks) break;
+            const int set = j % PD;
+            const uint64_t big = wg_desc(bt + j * NT * 8), small = wg_desc(bt + (9 + j) * NT * 8);
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
-            fence_proxy_async();  // stage t + 1's weight tiles, for the async proxy
-            __syncthreads();      // its split is complete; every warpgroup is done with buffer sb
-        }
-    } else {
-        issue(0, 0);
-        cp_async_commit();
-        for (int t = 0; t < nst; t++) {
-            if (t + 1 < nst) issue(t + 1, (t + 1) & 1);  // its buffer's last reader was split(t - 1)
-            cp_async_commit();
-            cp_async_wait<1>();
-            __syncthreads();  // stage t has landed; every warpgroup's products of t - 1 are done
-            {
-                const float *wr = wraw + (t & 1) * NT * XR_KS, *xr = xraw + (t & 1) * r.XS4;
-                for (int e = tid; e < NT * XR_KS; e += T) {
-                    const int n = e / XR_KS, kk = e - n * XR_KS, at = (kk >> 3) * NT * 8 + wg_b_index(n, kk & 7);
-                    uint32_t hi, lo;
-                    split_tf32(wr[e], hi, lo);
-                    bt[at] = __uint_as_float(hi), bt[9 * NT * 8 + at] = __uint_as_float(lo);
-                }
-                for (int e = tid; e < XS; e += T) xsp[e] = split_pair(xr[e]);
+            wg_fence();
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                wgmma_tf32<NT>(d[mt], ab[set][mt], small);  // x_big w_small
+                wgmma_tf32<NT>(d[mt], al[set][mt], big);    // x_small w_big
+                wgmma_tf32<NT>(d[mt], ab[set][mt], big);    // x_big w_big
             }
-            fence_proxy_async();  // the B tiles, written by st.shared, are read by wgmma's async proxy
-            __syncthreads();
-            const int k0 = t * XR_KS, chunks = min(9, (g.Kd - k0 + 7) / 8);  // a chunk past Kd is never added
-            read_a(0, 0, xsp);
-            if (PD == 3 && chunks > 1) read_a(1, 1, xsp);
-#pragma unroll
-            for (int j = 0; j < 9; j++) {
-                if (j >= chunks) break;
-                const int set = j % PD;
-                const uint64_t big = wg_desc(bt + j * NT * 8), small = wg_desc(bt + (9 + j) * NT * 8);
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
-                wg_fence();
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) {
-                    wgmma_tf32<NT>(d[mt], ab[set][mt], small);  // x_big w_small
-                    wgmma_tf32<NT>(d[mt], al[set][mt], big);    // x_small w_big
-                    wgmma_tf32<NT>(d[mt], ab[set][mt], big);    // x_big w_big
-                }
-                wg_commit();
-#pragma unroll
-                for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
-                wg_wait<1>();  // chunk j - 1 is done: its register set is free for chunk j + PD - 1
-                if (j + PD - 1 < chunks) read_a((j + PD - 1) % PD, j + PD - 1, xsp);
-            }
-            wg_wait<0>();
+            wg_commit();
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
+            wg_wait<1>();  // chunk j - 1 is done: its register set is free for chunk j + PD - 1
+            if (j + PD - 1 < chunks) read_a((j + PD - 1) % PD, j + PD - 1);
         }
+        wg_wait<0>();
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
     }
     cp_async_wait<0>();
     __syncthreads();             // every warpgroup is done with the staged operands
@@ -942,21 +867,18 @@ enum { TILE_GEMV = 3, N_TILES = 24 };
 #define FF_FOR_EACH_XR(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8)
 // The same staging on the warpgroup MMA (k_conv_x3_wg; sm_90a builds): NT output channels, MT tiles
 // of 64 pixels a warpgroup, WG warpgroups. Configuration 19 + i is WGCFG_i.
-#define WGCFG_0 64, 1, 3, 2, 0  // 384 threads, 192 pixels
-#define WGCFG_1 64, 3, 1, 2, 0  // 128 threads, 192 pixels
-#define WGCFG_2 64, 2, 2, 2, 0  // 256 threads, 256 pixels
-#define WGCFG_3 64, 1, 2, 2, 0  // 256 threads, 128 pixels
-#define WGCFG_4 32, 2, 2, 2, 0  // 256 threads, 256 pixels: 32 output channels
-#define WGCFG_5 32, 1, 3, 2, 0  // 384 threads, 192 pixels
+#define WGCFG_0 64, 1, 3, 2  // 384 threads, 192 pixels
+#define WGCFG_1 64, 3, 1, 2  // 128 threads, 192 pixels
+#define WGCFG_2 64, 2, 2, 2  // 256 threads, 256 pixels
+#define WGCFG_3 64, 1, 2, 2  // 256 threads, 128 pixels
+#define WGCFG_4 32, 2, 2, 2  // 256 threads, 256 pixels: 32 output channels
+#define WGCFG_5 32, 1, 3, 2  // 384 threads, 192 pixels
 // A read two k-chunks ahead (PC sampling of 0 and 4 showed 29 % short_scoreboard waits, run 4):
-#define WGCFG_6 64, 1, 3, 3, 0
-#define WGCFG_7 32, 2, 2, 3, 0
-// The split of the next stage overlapping this stage's products (the split was most of those waits):
-#define WGCFG_8 64, 1, 3, 2, 1
-#define WGCFG_9 32, 2, 2, 3, 1
-#define FF_FOR_EACH_WG(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9)
+#define WGCFG_6 64, 1, 3, 3
+#define WGCFG_7 32, 2, 2, 3
+#define FF_FOR_EACH_WG(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 #ifdef FF_HAVE_WGMMA
-enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3 = 29 };
+enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3 = 27 };
 #else
 enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3 = 19 };
 #endif
@@ -1128,7 +1050,7 @@ static ff_status launch_x3_rows(float *out, const float *in, const float *w, con
 }
 
 #ifdef FF_HAVE_WGMMA
-template <int NT, int MT, int WG, int PD, int OV>
+template <int NT, int MT, int WG, int PD>
 static ff_status launch_x3_wg(float *out, const float *in, const float *w, const float *b, const GemmGeom &g, bool relu,
                               cudaStream_t s) {
     constexpr int BMP = WG * MT * 64;
@@ -1136,12 +1058,12 @@ static ff_status launch_x3_wg(float *out, const float *in, const float *w, const
     const XRowsGeom r = x3_rows_geom(g, BMP);
     const long long nimg = g.P / g.HWo, gx = nimg * r.tiles;
     const int gy = (g.M + NT - 1) / NT;
-    const size_t smem = x3_wg_smem_bytes<NT, BMP, OV>(r);
+    const size_t smem = x3_wg_smem_bytes<NT, BMP>(r);
     if (smem > 200 * 1024) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);  // rows too wide to stage
     if (gx > 0x7fffffffLL || gy > 65535)
         return FF_FAIL(FF_ERR_INPUT, "conv grid %lld x %d too large (M=%d, P=%lld)", gx, gy, g.M, g.P);
     const int w16 = g.Kd % 4 == 0 && ((uintptr_t)w & 15) == 0;
-    k_conv_x3_wg<NT, MT, WG, PD, OV>
+    k_conv_x3_wg<NT, MT, WG, PD>
         <<<dim3((unsigned)gx, (unsigned)gy), WG * 128, smem, s>>>(out, in, w, b, g, r, relu ? 1 : 0, w16);
     FF_LAUNCH_CHECK("k_conv_x3_wg");
     return FF_OK;
@@ -1245,8 +1167,8 @@ static ff_status tune(int *best, int fallback, const int *cfgs, int ncfgs, Launc
     return FF_OK;
 }
 
-static const int g_x3_cfgs[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14,
-                                15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28};
+static const int g_x3_cfgs[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13,
+                                14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26};
 
 // The configuration a launch of kernel `kind` uses: the forced one (the test hook; -1 when none
 // applies), else the one tuned for this shape, else, while tuning is on, the fastest of `cfgs` timed
