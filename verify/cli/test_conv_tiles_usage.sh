@@ -28,6 +28,8 @@ expect 2 "has no conv layer named 'fc6'" --model alexnet --layer fc6
 expect 2 "alexnet.conv1: its data gradient does not run through the forward conv" --model alexnet --layer conv1 --data-grad
 expect 2 "unknown or incomplete argument '--batch'" --batch
 expect 2 "--data-grad and --weight-grad: expected one of them" --data-grad --weight-grad
-expect 2 "--weight-grad: weight gradients run fp32 only" --weight-grad --precision tf32x3
+# tf32x3 weight gradients are timed too (since session 27): not a usage error (exit 1 without a GPU)
+"$tool" --weight-grad --precision tf32x3 --iters 1 >/dev/null 2>&1
+[ $? != 2 ] || { echo "FAIL: --weight-grad --precision tf32x3 refused as a usage error"; bad=1; }
 [ $bad = 0 ] && echo "PASS ff_conv_tiles usage errors"
 exit $bad
