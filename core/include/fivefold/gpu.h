@@ -238,6 +238,10 @@ int ff_gpu_debug_wgrad_x3_count(void);
 //                     part[i][k]       = +0; acc = acc + dy[i,k,q]   (float additions)
 //                   then per group g of images i0 .. i1-1: row g = ((part[i0] + part[i0+1]) + ...)
 //                   + part[i1-1] (float additions in image order; a one-image group is part[i0]).
+//                   Under --precision tf32x3 (ff_gpu_set_conv_math) a stride-1 conv's part[i][k,c,r,s]
+//                   is instead a tf32x3 sum (tf32x3.cuh: +0, then chunks of 8 positions q ascending,
+//                   the last zero-padded, each chunk's three TF32 products on tensor cores); part[i][k]
+//                   and the group sums stay as above.
 //   conv2d weights, direct: dw[g][k,c,r,s] = +0; for image i of group g ascending, for p = (oh, ow)
 //                   ascending, skipping padding taps and terms whose dy is exactly 0 (the CPU's
 //                   skips): acc = fma(dy[i,k,p], x[i,c,oh*st-pad+r,ow*st-pad+s], acc).
