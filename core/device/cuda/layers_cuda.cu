@@ -34,26 +34,8 @@
 #include "fivefold/linear_split.h"
 #include "fivefold/winograd.h"
 #include "gpu_check.cuh"
+#include "stage.cuh"
 #include "tf32x3.cuh"
-
-// ------------------------------------------------------------------ cp.async helpers
-__device__ __forceinline__ void cp_async4(float *smem, const float *gmem, bool valid) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    int src_size = valid ? 4 : 0;  // 0: nothing is read, the 4 bytes are zero-filled
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(gmem), "r"(src_size));
-}
-__device__ __forceinline__ void cp_async16(float *smem, const float *gmem, bool valid) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(smem);
-    int src_size = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_size));
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 // ------------------------------------------------------------------ implicit GEMM (conv, linear)
 struct GemmGeom {
@@ -442,32 +424,10 @@ __global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
         const int cl = k / 9, rr = (k % 9) / 3, ss = k % 3;
         tap[k] = cl * r.NR * r.WP + rr * r.WP + ss;
     }
-    auto issue = [&](int st, int buf) {
-        const int k0 = st * XR_KS, c0 = st * XR_CS;
-        float *wr = wraw + buf * BM * XR_KS;
-        if (w16) {  // rows of Kd % 4 == 0 floats, 16-byte aligned: a quad is wholly in or past Kd
-            for (int e = tid; e < BM * XR_KS / 4; e += T) {
-                const int m = e / (XR_KS / 4), k = (e % (XR_KS / 4)) * 4;
-                const bool v = m0 + m < g.M && k0 + k < g.Kd;
-                cp_async16(wr + 4 * e, v ? w + (long long)(m0 + m) * g.Kd + k0 + k : w, v);
-            }
-        } else {
-            for (int e = tid; e < BM * XR_KS; e += T) {
-                const int m = e / XR_KS, k = e % XR_KS;
-                const bool v = m0 + m < g.M && k0 + k < g.Kd;
-                cp_async4(wr + e, v ? w + (long long)(m0 + m) * g.Kd + k0 + k : w, v);
-            }
-        }
-        float *xr = xraw + buf * r.XS4;
-        for (int row = warp; row < XR_CS * r.NR; row += NW) {  // a warp a staged row
-            const int cl = row / r.NR, ih = ih_lo + row % r.NR, c = c0 + cl;
-            const bool rv = c < C && (unsigned)ih < (unsigned)g.H && (unsigned)(ih - g.in_lo) < (unsigned)g.in_rows;
-            const float *src = in_img + (long long)c * g.in_rows * g.W + (long long)(ih - g.in_lo) * g.W - g.pad;
-            for (int col = lane; col < r.WP; col += 32) {
-                const bool v = rv && (unsigned)(col - g.pad) < (unsigned)g.W;
-                cp_async4(xr + row * r.WP + col, v ? src + col : in, v);
-            }
-        }
+    auto issue = [&](int st, int buf) {  // rows of Kd % 4 == 0 floats, 16-byte aligned (w16): whole quads
+        stage_tile<BM, XR_KS, T>(wraw + buf * BM * XR_KS, w, w, g.Kd, m0, g.M, st * XR_KS, g.Kd, w16, tid);
+        stage_padded_rows(xraw + buf * r.XS4, in_img, in, XR_CS, r.NR, r.WP, st * XR_CS, C, ih_lo, g.H, g.W, g.pad,
+                          g.in_lo, g.in_rows, (long long)g.in_rows * g.W, warp, NW, lane);
     };
 
     // pos[ni]: where this lane's B column (pixel q0 + wn0 + ni * 8 + gq) starts in the staged rows
@@ -502,20 +462,10 @@ __global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
             const int o0 = tap[8 * j + tq], o1 = tap[8 * j + tq + 4];
             uint32_t ab[MI][4], al[MI][4], bb[NI][2], bl[NI][2];
 #pragma unroll
-            for (int mi = 0; mi < MI; mi++) {
-                const uint2 *a = wsp + (mi * 16 + gq) * XR_AKP + 8 * j + tq;
-                const uint2 v0 = a[0], v1 = a[8 * XR_AKP], v2 = a[4], v3 = a[8 * XR_AKP + 4];
-                ab[mi][0] = v0.x, al[mi][0] = v0.y;  // (row gq,     k tq)
-                ab[mi][1] = v1.x, al[mi][1] = v1.y;  // (row gq + 8, k tq)
-                ab[mi][2] = v2.x, al[mi][2] = v2.y;  // (row gq,     k tq + 4)
-                ab[mi][3] = v3.x, al[mi][3] = v3.y;  // (row gq + 8, k tq + 4)
-            }
+            for (int mi = 0; mi < MI; mi++)
+                x3_a_rows(ab[mi], al[mi], wsp + (mi * 16 + gq) * XR_AKP + 8 * j + tq, XR_AKP);
 #pragma unroll
-            for (int ni = 0; ni < NI; ni++) {
-                const uint2 v0 = xsp[o0 + pos[ni]], v1 = xsp[o1 + pos[ni]];
-                bb[ni][0] = v0.x, bl[ni][0] = v0.y;  // (k tq,     column gq)
-                bb[ni][1] = v1.x, bl[ni][1] = v1.y;  // (k tq + 4, column gq)
-            }
+            for (int ni = 0; ni < NI; ni++) x3_b_taps(bb[ni], bl[ni], xsp, o0, o1, pos[ni]);
             x3_mma_chunk(acc, ab, al, bb, bl);
         }
     }
@@ -572,31 +522,9 @@ __global__ void __launch_bounds__(WG * 128)
         tap[k] = cl * r.NR * r.WP + rr * r.WP + ss;
     }
     auto issue = [&](int st, int buf) {  // k_conv_x3_rows' copies, NT weight rows
-        const int k0 = st * XR_KS, c0 = st * XR_CS;
-        float *wr = wraw + buf * NT * XR_KS;
-        if (w16) {
-            for (int e = tid; e < NT * XR_KS / 4; e += T) {
-                const int m = e / (XR_KS / 4), k = (e % (XR_KS / 4)) * 4;
-                const bool v = m0 + m < g.M && k0 + k < g.Kd;
-                cp_async16(wr + 4 * e, v ? w + (long long)(m0 + m) * g.Kd + k0 + k : w, v);
-            }
-        } else {
-            for (int e = tid; e < NT * XR_KS; e += T) {
-                const int m = e / XR_KS, k = e % XR_KS;
-                const bool v = m0 + m < g.M && k0 + k < g.Kd;
-                cp_async4(wr + e, v ? w + (long long)(m0 + m) * g.Kd + k0 + k : w, v);
-            }
-        }
-        float *xr = xraw + buf * r.XS4;
-        for (int row = tid / 32; row < XR_CS * r.NR; row += T / 32) {  // a warp a staged row
-            const int cl = row / r.NR, ih = ih_lo + row % r.NR, c = c0 + cl;
-            const bool rv = c < C && (unsigned)ih < (unsigned)g.H && (unsigned)(ih - g.in_lo) < (unsigned)g.in_rows;
-            const float *src = in_img + (long long)c * g.in_rows * g.W + (long long)(ih - g.in_lo) * g.W - g.pad;
-            for (int col = lane; col < r.WP; col += 32) {
-                const bool v = rv && (unsigned)(col - g.pad) < (unsigned)g.W;
-                cp_async4(xr + row * r.WP + col, v ? src + col : in, v);
-            }
-        }
+        stage_tile<NT, XR_KS, T>(wraw + buf * NT * XR_KS, w, w, g.Kd, m0, g.M, st * XR_KS, g.Kd, w16, tid);
+        stage_padded_rows(xraw + buf * r.XS4, in_img, in, XR_CS, r.NR, r.WP, st * XR_CS, C, ih_lo, g.H, g.W, g.pad,
+                          g.in_lo, g.in_rows, (long long)g.in_rows * g.W, tid / 32, T / 32, lane);
     };
 
     // pos[mt][h]: where pixel q0 + (grp MT + mt) 64 + 16 warp + gq + 8 h starts in the staged rows
@@ -624,14 +552,7 @@ __global__ void __launch_bounds__(WG * 128)
     auto read_a = [&](int set, int j) {
         const int o0 = tap[8 * j + tq], o1 = tap[8 * j + tq + 4];
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-            const uint2 v0 = xsp[o0 + pos[mt][0]], v1 = xsp[o0 + pos[mt][1]], v2 = xsp[o1 + pos[mt][0]],
-                        v3 = xsp[o1 + pos[mt][1]];
-            ab[set][mt][0] = v0.x, al[set][mt][0] = v0.y;  // (pixel gq,     k tq)
-            ab[set][mt][1] = v1.x, al[set][mt][1] = v1.y;  // (pixel gq + 8, k tq)
-            ab[set][mt][2] = v2.x, al[set][mt][2] = v2.y;  // (pixel gq,     k tq + 4)
-            ab[set][mt][3] = v3.x, al[set][mt][3] = v3.y;  // (pixel gq + 8, k tq + 4)
-        }
+        for (int mt = 0; mt < MT; mt++) x3_a_taps(ab[set][mt], al[set][mt], xsp, o0, o1, pos[mt][0], pos[mt][1]);
     };
 
     const int nst = (C + XR_CS - 1) / XR_CS;
@@ -644,12 +565,7 @@ __global__ void __launch_bounds__(WG * 128)
         __syncthreads();  // stage t has landed; every warpgroup's products of t - 1 are done
         {
             const float *wr = wraw + (t & 1) * NT * XR_KS, *xr = xraw + (t & 1) * r.XS4;
-            for (int e = tid; e < NT * XR_KS; e += T) {
-                const int n = e / XR_KS, kk = e - n * XR_KS, at = (kk >> 3) * NT * 8 + wg_b_index(n, kk & 7);
-                uint32_t hi, lo;
-                split_tf32(wr[e], hi, lo);
-                bt[at] = __uint_as_float(hi), bt[9 * NT * 8 + at] = __uint_as_float(lo);
-            }
+            wg_split_b<NT, XR_KS, T>(bt, wr, tid);
             for (int e = tid; e < XS; e += T) xsp[e] = split_pair(xr[e]);
         }
         fence_proxy_async();  // the B tiles, written by st.shared, are read by wgmma's async proxy
@@ -661,40 +577,17 @@ __global__ void __launch_bounds__(WG * 128)
         for (int j = 0; j < 9; j++) {
             if (j >= chunks) break;
             const int set = j % PD;
-            const uint64_t big = wg_desc(bt + j * NT * 8), small = wg_desc(bt + (9 + j) * NT * 8);
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
-            wg_fence();
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                wgmma_tf32<NT>(d[mt], ab[set][mt], small);  // x_big w_small
-                wgmma_tf32<NT>(d[mt], al[set][mt], big);    // x_small w_big
-                wgmma_tf32<NT>(d[mt], ab[set][mt], big);    // x_big w_big
-            }
-            wg_commit();
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
+            wg_x3_chunk<NT>(d, ab[set], al[set], wg_desc(bt + j * NT * 8), wg_desc(bt + (9 + j) * NT * 8));
             wg_wait<1>();  // chunk j - 1 is done: its register set is free for chunk j + PD - 1
             if (j + PD - 1 < chunks) read_a((j + PD - 1) % PD, j + PD - 1);
         }
-        wg_wait<0>();
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
+        wg_drain<NT>(d);
     }
     cp_async_wait<0>();
     __syncthreads();             // every warpgroup is done with the staged operands
     constexpr int TP = BMP + 4;  // = 4 (mod 32): a warp's tile writes hit 32 banks
     float *tile = smem;          // [NT][TP], channel-major
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int j = 0; j < NT / 8; j++)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-#pragma unroll
-                for (int q = 0; q < 2; q++)
-                    tile[(8 * j + 2 * tq + q) * TP + (grp * MT + mt) * 64 + warp * 16 + gq + 8 * h] =
-                        d[mt][4 * j + 2 * h + q];
+    wg_tile_transposed<NT>(tile, TP, d, grp * MT * 64 + warp * 16, gq, tq);
     __syncthreads();
     for (int e = tid; e < NT * BMP; e += T) {
         const int n = e / BMP, c = e - n * BMP, m = m0 + n, q = q0 + c;
@@ -1030,21 +923,38 @@ static XRowsGeom x3_rows_geom(const GemmGeom &g, int BN) {
     r.tiles = (g.HWo + BN - 1) / BN;
     return r;
 }
+// The launch of a staged-rows kernel (k_conv_x3_rows, k_conv_x3_wg) of BN pixels x BM channels a
+// block, smem_of its shared memory: *fits false where the kernel does not apply (not 3 x 3 stride
+// 1, or rows too wide to stage; the caller runs configuration 0), else its rows, grid and bytes.
+static ff_status x3_rows_launch(bool *fits, XRowsGeom *r, dim3 *grid, size_t *smem, const GemmGeom &g, int BN, int BM,
+                                size_t (*smem_of)(const XRowsGeom &)) {
+    *fits = false;
+    if (!x3_rows_apply(g)) return FF_OK;
+    *r = x3_rows_geom(g, BN);
+    *smem = smem_of(*r);
+    if (*smem > 200 * 1024) return FF_OK;
+    const long long gx = g.P / g.HWo * r->tiles;
+    const int gy = (g.M + BM - 1) / BM;
+    if (gx > 0x7fffffffLL || gy > 65535)
+        return FF_FAIL(FF_ERR_INPUT, "conv grid %lld x %d too large (M=%d, P=%lld)", gx, gy, g.M, g.P);
+    *grid = dim3((unsigned)gx, (unsigned)gy);
+    *fits = true;
+    return FF_OK;
+}
+// Whether the weight rows may be copied in 16-byte quads (rows of Kd % 4 == 0 floats, aligned).
+static int x3_w16(const GemmGeom &g, const float *w) {
+    return g.Kd % 4 == 0 && ((uintptr_t)w & 15) == 0;
+}
 template <int BM, int NW, int NI, int MINB>
 static ff_status launch_x3_rows(float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
                                 bool relu, cudaStream_t s) {
-    constexpr int BN = NW * NI * 8;
-    if (!x3_rows_apply(g)) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);
-    const XRowsGeom r = x3_rows_geom(g, BN);
-    const long long nimg = g.P / g.HWo, gx = nimg * r.tiles;
-    const int gy = (g.M + BM - 1) / BM;
-    const size_t smem = x3_rows_smem_bytes<BM, BN>(r);
-    if (smem > 200 * 1024) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);  // rows too wide to stage
-    if (gx > 0x7fffffffLL || gy > 65535)
-        return FF_FAIL(FF_ERR_INPUT, "conv grid %lld x %d too large (M=%d, P=%lld)", gx, gy, g.M, g.P);
-    const int w16 = g.Kd % 4 == 0 && ((uintptr_t)w & 15) == 0;
-    k_conv_x3_rows<BM, NW, NI, MINB>
-        <<<dim3((unsigned)gx, (unsigned)gy), NW * 32, smem, s>>>(out, in, w, b, g, r, relu ? 1 : 0, w16);
+    bool fits;
+    XRowsGeom r;
+    dim3 grid;
+    size_t smem;
+    FF_TRY(x3_rows_launch(&fits, &r, &grid, &smem, g, NW * NI * 8, BM, x3_rows_smem_bytes<BM, NW * NI * 8>));
+    if (!fits) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);
+    k_conv_x3_rows<BM, NW, NI, MINB><<<grid, NW * 32, smem, s>>>(out, in, w, b, g, r, relu ? 1 : 0, x3_w16(g, w));
     FF_LAUNCH_CHECK("k_conv_x3_rows");
     return FF_OK;
 }
@@ -1053,18 +963,13 @@ static ff_status launch_x3_rows(float *out, const float *in, const float *w, con
 template <int NT, int MT, int WG, int PD>
 static ff_status launch_x3_wg(float *out, const float *in, const float *w, const float *b, const GemmGeom &g, bool relu,
                               cudaStream_t s) {
-    constexpr int BMP = WG * MT * 64;
-    if (!x3_rows_apply(g)) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);
-    const XRowsGeom r = x3_rows_geom(g, BMP);
-    const long long nimg = g.P / g.HWo, gx = nimg * r.tiles;
-    const int gy = (g.M + NT - 1) / NT;
-    const size_t smem = x3_wg_smem_bytes<NT, BMP>(r);
-    if (smem > 200 * 1024) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);  // rows too wide to stage
-    if (gx > 0x7fffffffLL || gy > 65535)
-        return FF_FAIL(FF_ERR_INPUT, "conv grid %lld x %d too large (M=%d, P=%lld)", gx, gy, g.M, g.P);
-    const int w16 = g.Kd % 4 == 0 && ((uintptr_t)w & 15) == 0;
-    k_conv_x3_wg<NT, MT, WG, PD>
-        <<<dim3((unsigned)gx, (unsigned)gy), WG * 128, smem, s>>>(out, in, w, b, g, r, relu ? 1 : 0, w16);
+    bool fits;
+    XRowsGeom r;
+    dim3 grid;
+    size_t smem;
+    FF_TRY(x3_rows_launch(&fits, &r, &grid, &smem, g, WG * MT * 64, NT, x3_wg_smem_bytes<NT, WG * MT * 64>));
+    if (!fits) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);
+    k_conv_x3_wg<NT, MT, WG, PD><<<grid, WG * 128, smem, s>>>(out, in, w, b, g, r, relu ? 1 : 0, x3_w16(g, w));
     FF_LAUNCH_CHECK("k_conv_x3_wg");
     return FF_OK;
 }

@@ -105,6 +105,32 @@ __device__ __forceinline__ uint2 split_pair(float x) {
     split_tf32(x, p.x, p.y);
     return p;
 }
+// Fragment registers from (big, small) pairs in shared memory: the big halves to b, the small to l.
+// A's four: (row gq, k tq), (row gq + 8, k tq), (row gq, k tq + 4), (row gq + 8, k tq + 4) (mma.sync
+// m16n8k8's and wgmma's A alike); B's two: (k tq, column gq), (k tq + 4, column gq).
+template <int N>
+__device__ __forceinline__ void x3_pairs(uint32_t (&b)[N], uint32_t (&l)[N], const uint2 (&p)[N]) {
+#pragma unroll
+    for (int i = 0; i < N; i++) b[i] = p[i].x, l[i] = p[i].y;
+}
+// A from a row-major matrix of pairs, S pairs a row; a points at (row gq, k tq).
+__device__ __forceinline__ void x3_a_rows(uint32_t (&b)[4], uint32_t (&l)[4], const uint2 *a, int S) {
+    const uint2 p[4] = {a[0], a[8 * S], a[4], a[8 * S + 4]};
+    x3_pairs(b, l, p);
+}
+// A gathered from staged rows: element (row, k) is rows[k offset + row offset]; r0, r1 the offsets
+// of rows gq and gq + 8, k0, k1 those of k tq and tq + 4.
+__device__ __forceinline__ void x3_a_taps(uint32_t (&b)[4], uint32_t (&l)[4], const uint2 *rows, int k0, int k1, int r0,
+                                          int r1) {
+    const uint2 p[4] = {rows[k0 + r0], rows[k0 + r1], rows[k1 + r0], rows[k1 + r1]};
+    x3_pairs(b, l, p);
+}
+// B gathered the same way: c the offset of column gq.
+__device__ __forceinline__ void x3_b_taps(uint32_t (&b)[2], uint32_t (&l)[2], const uint2 *rows, int k0, int k1,
+                                          int c) {
+    const uint2 p[2] = {rows[k0 + c], rows[k1 + c]};
+    x3_pairs(b, l, p);
+}
 
 // ------------------------------------------------------------------ Hopper's warpgroup MMA (sm_90a)
 // wgmma.mma_async m64nNk8 tf32 with A (64 x 8) from registers and B (N x 8, K-major) from shared
@@ -122,6 +148,19 @@ __device__ __forceinline__ uint2 split_pair(float x) {
 #define WG_SBO 256
 __device__ __forceinline__ int wg_b_index(int n, int k) {  // float index of B(n, k) in a k-chunk
     return (n >> 3) * (WG_SBO / 4) + (k >> 2) * (WG_LBO / 4) + (n & 7) * 4 + (k & 3);
+}
+// A row-major N x COLS block of raw B values (B's rows, k along them) split into the B tiles of
+// COLS / 8 k-chunks: big halves at bt[chunk][N * 8] in that layout, small halves COLS * N floats
+// further (T threads, this one tid).
+template <int N, int COLS, int T>
+__device__ __forceinline__ void wg_split_b(float *bt, const float *raw, int tid) {
+    static_assert(COLS % 8 == 0, "whole k-chunks");
+    for (int e = tid; e < N * COLS; e += T) {
+        const int n = e / COLS, k = e - n * COLS, at = (k >> 3) * N * 8 + wg_b_index(n, k & 7);
+        uint32_t hi, lo;
+        split_tf32(raw[e], hi, lo);
+        bt[at] = __uint_as_float(hi), bt[COLS * N + at] = __uint_as_float(lo);
+    }
 }
 __device__ __forceinline__ uint64_t wg_desc(const float *smem) {
     const uint32_t a = (uint32_t)__cvta_generic_to_shared(smem);
@@ -194,4 +233,47 @@ __device__ __forceinline__ void wgmma_tf32<32>(float (&d)[16], const uint32_t (&
     (void)d, (void)a, (void)desc;
     __trap();
 #endif
+}
+// One k-chunk's three tf32x3 products for each of a warpgroup's MT tiles, A = x and B = w in the
+// order x_big w_small, x_small w_big, x_big w_big (x3_mma_chunk's bits), issued asynchronously as
+// one committed group; big, small: the chunk's B tiles.
+template <int N, int MT>
+__device__ __forceinline__ void wg_x3_chunk(float (&d)[MT][N / 2], const uint32_t (&ab)[MT][4],
+                                            const uint32_t (&al)[MT][4], uint64_t big, uint64_t small) {
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
+    wg_fence();
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        wgmma_tf32<N>(d[mt], ab[mt], small);  // x_big w_small
+        wgmma_tf32<N>(d[mt], al[mt], big);    // x_small w_big
+        wgmma_tf32<N>(d[mt], ab[mt], big);    // x_big w_big
+    }
+    wg_commit();
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
+}
+// Every product issued so far done, the accumulators readable again.
+template <int N, int MT>
+__device__ __forceinline__ void wg_drain(float (&d)[MT][N / 2]) {
+    wg_wait<0>();
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
+}
+// A warpgroup's MT tiles into a shared-memory tile transposed (the GEMM's columns as its rows, TP
+// floats apart): the accumulator of row r0 + 64 mt + gq (+ 8) and column 8 j + 2 tq (+ 1) goes to
+// tile[column * TP + row]; r0 = the warpgroup's first row + 16 warp. Then each column (an output
+// channel) leaves in whole rows.
+template <int N, int MT>
+__device__ __forceinline__ void wg_tile_transposed(float *tile, int TP, const float (&d)[MT][N / 2], int r0, int gq,
+                                                   int tq) {
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int j = 0; j < N / 8; j++)
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int q = 0; q < 2; q++)
+                    tile[(8 * j + 2 * tq + q) * TP + r0 + 64 * mt + gq + 8 * h] = d[mt][4 * j + 2 * h + q];
 }

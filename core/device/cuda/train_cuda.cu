@@ -40,6 +40,7 @@
 #include <stdint.h>
 
 #include "fivefold/gpu.h"
+#include "stage.cuh"
 #include "tf32x3.cuh"
 #include "train_rules.cuh"
 #include "gpu_check.cuh"
@@ -189,19 +190,6 @@ __global__ void k_conv_bwd_data(float *__restrict__ dx, const float *__restrict_
 #define WG_T ((WG_BM / WG_TM) * (WG_BN / WG_TN))  // 128 threads
 #define WG_AP (WG_BM + 4)                         // padded rows (16-byte aligned float4 reads)
 #define WG_BP (WG_BN + 4)
-
-__device__ __forceinline__ void cp_async4(float *smem, const float *gmem, bool valid) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    const int src_size = valid ? 4 : 0;  // 0: nothing is read, the 4 bytes are zero-filled
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(gmem), "r"(src_size));
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 struct WgradGeom {
     int C, H, W, K, R, S, Wo, stride, pad;
@@ -426,10 +414,23 @@ struct WgradX3Geom {        // the staging of a launch (conv_wgrad_x3)
     int NR, WP, XS4, CB;    // staged rows a channel, padded width, staged x floats (a multiple of 4), channels
     int etiles;             // column tiles an image
 };
-__device__ __forceinline__ void cp_async16(float *smem, const float *gmem, bool valid) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
-    const int src_size = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(gmem), "r"(src_size));
+// What both tf32x3 weight-gradient kernels do with a stage besides splitting dy (its raw rows dr,
+// [rows][WX_QS]): the staged input rows split into pairs (xr -> xsp, XS of them), where each of its
+// WX_QS positions starts in those rows (pos; past Q: a zero-filled row, the host stages every row a
+// stage spans), and, on the bias lanes (thread tid < rows of column tile 0), the fp32 bias chain:
+// +0, then dy[k, q] added for q ascending, k_conv_wgrad_part's bits.
+__device__ __forceinline__ void wx_stage_rows(uint2 *xsp, int *pos, float &bacc, const float *xr, const float *dr,
+                                              int XS, int q0s, const WgradGeom &g, const WgradX3Geom &r, bool bias_lane,
+                                              int tid, int T) {
+    for (int e = tid; e < XS; e += T) xsp[e] = split_pair(xr[e]);
+    for (int qq = tid; qq < WX_QS; qq += T) {
+        const int q = q0s + qq;
+        pos[qq] = (q / g.Wo - q0s / g.Wo) * r.WP + q % g.Wo;
+    }
+    if (bias_lane) {
+        const int qr = min(WX_QS, g.Q - q0s);
+        for (int qq = 0; qq < qr; qq++) bacc = __fadd_rn(bacc, dr[tid * WX_QS + qq]);
+    }
 }
 template <int BN>
 static size_t wgrad_x3_smem_bytes(const WgradX3Geom &r) {
@@ -466,33 +467,11 @@ __global__ void __launch_bounds__(WMW *NWN * 32)
         const int c = e / RS, rs = e - c * RS, rr = rs / g.S, ss = rs - rr * g.S;
         tap[ni] = e < g.CRS ? (c - c_lo) * r.NR * r.WP + rr * r.WP + ss : 0;  // past CRS: any staged pair
     }
-    auto issue = [&](int st, int buf) {
-        const int q0s = st * WX_QS;
-        float *dr = draw + buf * WX_BM * WX_QS;
-        if (dy16) {  // Q % 4 == 0, dy 16-byte aligned: a quad is wholly in or past Q
-            for (int e = tid; e < WX_BM * WX_QS / 4; e += T) {
-                const int m = e / (WX_QS / 4), qq = (e % (WX_QS / 4)) * 4;
-                const bool v = k0 + m < g.K && q0s + qq < g.Q;
-                cp_async16(dr + 4 * e, v ? dyi + (long long)(k0 + m) * g.Q + q0s + qq : dy, v);
-            }
-        } else {
-            for (int e = tid; e < WX_BM * WX_QS; e += T) {
-                const int m = e / WX_QS, qq = e % WX_QS;
-                const bool v = k0 + m < g.K && q0s + qq < g.Q;
-                cp_async4(dr + e, v ? dyi + (long long)(k0 + m) * g.Q + q0s + qq : dy, v);
-            }
-        }
-        float *xr = xraw + buf * r.XS4;
-        const int ih_lo = q0s / g.Wo - g.pad;                     // the input row of staged row 0 (stride 1)
-        for (int row = warp; row < r.CB * r.NR; row += T / 32) {  // a warp a staged row
-            const int cl = row / r.NR, ih = ih_lo + row % r.NR, c = c_lo + cl;
-            const bool rv = c < g.C && (unsigned)ih < (unsigned)g.H;
-            const float *src = xi + (long long)c * HW + (long long)ih * g.W - g.pad;
-            for (int col = lane; col < r.WP; col += 32) {
-                const bool v = rv && (unsigned)(col - g.pad) < (unsigned)g.W;
-                cp_async4(xr + row * r.WP + col, v ? src + col : x, v);
-            }
-        }
+    auto issue = [&](int st, int buf) {  // dy16: Q % 4 == 0, dy 16-byte aligned: whole quads
+        const int q0s = st * WX_QS;      // stride 1: staged row 0 is input row q0s / Wo - pad
+        stage_tile<WX_BM, WX_QS, T>(draw + buf * WX_BM * WX_QS, dyi, dy, g.Q, k0, g.K, q0s, g.Q, dy16, tid);
+        stage_padded_rows(xraw + buf * r.XS4, xi, x, r.CB, r.NR, r.WP, c_lo, g.C, q0s / g.Wo - g.pad, g.H, g.W, g.pad,
+                          0, g.H, HW, warp, T / 32, lane);
     };
 
     float acc[MI][NI][4];
@@ -511,15 +490,7 @@ __global__ void __launch_bounds__(WMW *NWN * 32)
         {
             const float *dr = draw + (t & 1) * WX_BM * WX_QS, *xr = xraw + (t & 1) * r.XS4;
             for (int e = tid; e < WX_BM * WX_QS; e += T) dsp[(e / WX_QS) * WX_QSP + e % WX_QS] = split_pair(dr[e]);
-            for (int e = tid; e < XS; e += T) xsp[e] = split_pair(xr[e]);
-            for (int qq = tid; qq < WX_QS; qq += T) {
-                const int q = q0s + qq;  // past Q: a zero-filled row (the host stages every row a stage spans)
-                pos[qq] = (q / g.Wo - q0s / g.Wo) * r.WP + q % g.Wo;
-            }
-            if (bias_lane) {
-                const int qr = min(WX_QS, g.Q - q0s);
-                for (int qq = 0; qq < qr; qq++) bacc = __fadd_rn(bacc, dr[tid * WX_QS + qq]);
-            }
+            wx_stage_rows(xsp, pos, bacc, xr, dr, XS, q0s, g, r, bias_lane, tid, T);
         }
         __syncthreads();
 #pragma unroll
@@ -528,20 +499,10 @@ __global__ void __launch_bounds__(WMW *NWN * 32)
             const int p0 = pos[8 * j + tq], p1 = pos[8 * j + tq + 4];
             uint32_t ab[MI][4], al[MI][4], bb[NI][2], bl[NI][2];
 #pragma unroll
-            for (int mi = 0; mi < MI; mi++) {
-                const uint2 *a = dsp + (wm0 + mi * 16 + gq) * WX_QSP + 8 * j + tq;
-                const uint2 v0 = a[0], v1 = a[8 * WX_QSP], v2 = a[4], v3 = a[8 * WX_QSP + 4];
-                ab[mi][0] = v0.x, al[mi][0] = v0.y;  // (row gq,     q tq)
-                ab[mi][1] = v1.x, al[mi][1] = v1.y;  // (row gq + 8, q tq)
-                ab[mi][2] = v2.x, al[mi][2] = v2.y;  // (row gq,     q tq + 4)
-                ab[mi][3] = v3.x, al[mi][3] = v3.y;  // (row gq + 8, q tq + 4)
-            }
+            for (int mi = 0; mi < MI; mi++)
+                x3_a_rows(ab[mi], al[mi], dsp + (wm0 + mi * 16 + gq) * WX_QSP + 8 * j + tq, WX_QSP);
 #pragma unroll
-            for (int ni = 0; ni < NI; ni++) {
-                const uint2 v0 = xsp[p0 + tap[ni]], v1 = xsp[p1 + tap[ni]];
-                bb[ni][0] = v0.x, bl[ni][0] = v0.y;  // (q tq,     column gq)
-                bb[ni][1] = v1.x, bl[ni][1] = v1.y;  // (q tq + 4, column gq)
-            }
+            for (int ni = 0; ni < NI; ni++) x3_b_taps(bb[ni], bl[ni], xsp, p0, p1, tap[ni]);
             x3_mma_chunk(acc, ab, al, bb, bl);
         }
     }
@@ -598,31 +559,9 @@ __global__ void __launch_bounds__(WG * 128)
         }
     auto issue = [&](int st, int buf) {  // k_conv_wgrad_x3's copies
         const int q0s = st * WX_QS;
-        float *dr = draw + buf * NT * WX_QS;
-        if (dy16) {
-            for (int e = tid; e < NT * WX_QS / 4; e += T) {
-                const int m = e / (WX_QS / 4), qq = (e % (WX_QS / 4)) * 4;
-                const bool v = k0 + m < g.K && q0s + qq < g.Q;
-                cp_async16(dr + 4 * e, v ? dyi + (long long)(k0 + m) * g.Q + q0s + qq : dy, v);
-            }
-        } else {
-            for (int e = tid; e < NT * WX_QS; e += T) {
-                const int m = e / WX_QS, qq = e % WX_QS;
-                const bool v = k0 + m < g.K && q0s + qq < g.Q;
-                cp_async4(dr + e, v ? dyi + (long long)(k0 + m) * g.Q + q0s + qq : dy, v);
-            }
-        }
-        float *xr = xraw + buf * r.XS4;
-        const int ih_lo = q0s / g.Wo - g.pad;
-        for (int row = tid / 32; row < r.CB * r.NR; row += T / 32) {
-            const int cl = row / r.NR, ih = ih_lo + row % r.NR, c = c_lo + cl;
-            const bool rv = c < g.C && (unsigned)ih < (unsigned)g.H;
-            const float *src = xi + (long long)c * HW + (long long)ih * g.W - g.pad;
-            for (int col = lane; col < r.WP; col += 32) {
-                const bool v = rv && (unsigned)(col - g.pad) < (unsigned)g.W;
-                cp_async4(xr + row * r.WP + col, v ? src + col : x, v);
-            }
-        }
+        stage_tile<NT, WX_QS, T>(draw + buf * NT * WX_QS, dyi, dy, g.Q, k0, g.K, q0s, g.Q, dy16, tid);
+        stage_padded_rows(xraw + buf * r.XS4, xi, x, r.CB, r.NR, r.WP, c_lo, g.C, q0s / g.Wo - g.pad, g.H, g.W, g.pad,
+                          0, g.H, HW, tid / 32, T / 32, lane);
     };
     float d[MT][NT / 2];
 #pragma unroll
@@ -633,14 +572,7 @@ __global__ void __launch_bounds__(WG * 128)
     auto read_a = [&](int set, int j) {
         const int p0 = pos[8 * j + tq], p1 = pos[8 * j + tq + 4];
 #pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-            const uint2 v0 = xsp[p0 + tp[mt][0]], v1 = xsp[p0 + tp[mt][1]], v2 = xsp[p1 + tp[mt][0]],
-                        v3 = xsp[p1 + tp[mt][1]];
-            ab[set][mt][0] = v0.x, al[set][mt][0] = v0.y;  // (row gq,     q tq)
-            ab[set][mt][1] = v1.x, al[set][mt][1] = v1.y;  // (row gq + 8, q tq)
-            ab[set][mt][2] = v2.x, al[set][mt][2] = v2.y;  // (row gq,     q tq + 4)
-            ab[set][mt][3] = v3.x, al[set][mt][3] = v3.y;  // (row gq + 8, q tq + 4)
-        }
+        for (int mt = 0; mt < MT; mt++) x3_a_taps(ab[set][mt], al[set][mt], xsp, p0, p1, tp[mt][0], tp[mt][1]);
     };
     const bool bias_lane = blockIdx.x % r.etiles == 0 && tid < NT;
     float bacc = 0.0f;
@@ -655,21 +587,8 @@ __global__ void __launch_bounds__(WG * 128)
         const int q0s = t * WX_QS;
         {
             const float *dr = draw + (t & 1) * NT * WX_QS, *xr = xraw + (t & 1) * r.XS4;
-            for (int e = tid; e < NT * WX_QS; e += T) {
-                const int n = e / WX_QS, qq = e - n * WX_QS, at = (qq >> 3) * NT * 8 + wg_b_index(n, qq & 7);
-                uint32_t hi, lo;
-                split_tf32(dr[e], hi, lo);
-                bt[at] = __uint_as_float(hi), bt[NCH * NT * 8 + at] = __uint_as_float(lo);
-            }
-            for (int e = tid; e < XS; e += T) xsp[e] = split_pair(xr[e]);
-            for (int qq = tid; qq < WX_QS; qq += T) {
-                const int q = q0s + qq;
-                pos[qq] = (q / g.Wo - q0s / g.Wo) * r.WP + q % g.Wo;
-            }
-            if (bias_lane) {
-                const int qr = min(WX_QS, g.Q - q0s);
-                for (int qq = 0; qq < qr; qq++) bacc = __fadd_rn(bacc, dr[tid * WX_QS + qq]);
-            }
+            wg_split_b<NT, WX_QS, T>(bt, dr, tid);
+            wx_stage_rows(xsp, pos, bacc, xr, dr, XS, q0s, g, r, bias_lane, tid, T);
         }
         fence_proxy_async();  // the dy tiles, written by st.shared, are read by wgmma's async proxy
         __syncthreads();
@@ -679,40 +598,17 @@ __global__ void __launch_bounds__(WG * 128)
         for (int j = 0; j < NCH; j++) {
             if (j >= chunks) break;
             const int set = j & 1;
-            const uint64_t big = wg_desc(bt + j * NT * 8), small = wg_desc(bt + (NCH + j) * NT * 8);
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
-            wg_fence();
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) {
-                wgmma_tf32<NT>(d[mt], ab[set][mt], small);  // x_big dy_small
-                wgmma_tf32<NT>(d[mt], al[set][mt], big);    // x_small dy_big
-                wgmma_tf32<NT>(d[mt], ab[set][mt], big);    // x_big dy_big
-            }
-            wg_commit();
-#pragma unroll
-            for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
+            wg_x3_chunk<NT>(d, ab[set], al[set], wg_desc(bt + j * NT * 8), wg_desc(bt + (NCH + j) * NT * 8));
             wg_wait<1>();  // chunk j - 1 is done: its register set is free for chunk j + 1
             if (j + 1 < chunks) read_a(set ^ 1, j + 1);
         }
-        wg_wait<0>();
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) wg_fence_operands(d[mt]);
+        wg_drain<NT>(d);
     }
     cp_async_wait<0>();
     __syncthreads();  // every warpgroup is done with the staged operands
     constexpr int TP = BE + 4;
     float *tile = wx_smem;  // [NT][TP], channel-major
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int j = 0; j < NT / 8; j++)
-#pragma unroll
-            for (int h = 0; h < 2; h++)
-#pragma unroll
-                for (int q = 0; q < 2; q++)
-                    tile[(8 * j + 2 * tq + q) * TP + (grp * MT + mt) * 64 + warp * 16 + gq + 8 * h] =
-                        d[mt][4 * j + 2 * h + q];
+    wg_tile_transposed<NT>(tile, TP, d, grp * MT * 64 + warp * 16, gq, tq);
     __syncthreads();
     float *pi = part + img * g.PW;
     for (int e = tid; e < NT * BE; e += T) {
@@ -1351,36 +1247,6 @@ extern "C" void ff_gpu_debug_force_wgrad_x3(int config) {
 extern "C" int ff_gpu_debug_wgrad_x3_count(void) {
     return WX_CFGS;
 }
-template <int MI, int WMW, int NWN>
-static ff_status launch_wgrad_x3(float *part, const float *dy, const float *x, const WgradGeom &g, const WgradX3Geom &r,
-                                 long long nimg, int dy16, cudaStream_t st) {
-    constexpr int T = WMW * NWN * 32, BN = NWN * WX_NI * 8;
-    const size_t smem = wgrad_x3_smem_bytes<BN>(r);
-    const long long gx = nimg * r.etiles, gy = (g.K + WX_BM - 1) / WX_BM;
-    if (gx > 0x7fffffffLL || gy > 65535)
-        return FF_FAIL(FF_ERR_INPUT, "tf32x3 weight gradient: grid %lld x %lld too large", gx, gy);
-    k_conv_wgrad_x3<MI, WMW, NWN><<<dim3((unsigned)gx, (unsigned)gy), T, smem, st>>>(part, dy, x, g, r, dy16);
-    FF_LAUNCH_CHECK("k_conv_wgrad_x3");
-    return FF_OK;
-}
-#ifdef FF_HAVE_WGMMA
-static WgradX3Geom wgrad_x3_geom(const WgradGeom &g, int BN);
-template <int MT, int WG>
-static ff_status launch_wgrad_x3wg(bool *ran, float *part, const float *dy, const float *x, const WgradGeom &g,
-                                   long long nimg, int dy16, cudaStream_t st) {
-    constexpr int BE = WG * MT * 64;
-    const WgradX3Geom r = wgrad_x3_geom(g, BE);
-    const size_t smem = wgrad_x3wg_smem_bytes<BE>(r);
-    if (smem > FF_GPU_WGRAD_X3_SMEM_MAX) return FF_OK;  // *ran stays false: the caller falls back
-    const long long gx = nimg * r.etiles, gy = (g.K + WX_BM - 1) / WX_BM;
-    if (gx > 0x7fffffffLL || gy > 65535)
-        return FF_FAIL(FF_ERR_INPUT, "tf32x3 weight gradient: grid %lld x %lld too large", gx, gy);
-    k_conv_wgrad_x3wg<MT, WG><<<dim3((unsigned)gx, (unsigned)gy), WG * 128, smem, st>>>(part, dy, x, g, r, dy16);
-    FF_LAUNCH_CHECK("k_conv_wgrad_x3wg");
-    *ran = true;
-    return FF_OK;
-}
-#endif
 // The staging of k_conv_wgrad_x3 for a layer: the channels a column tile of BN touches, and the
 // input rows a stage of WX_QS positions reaches (every stage's, the last one's positions past Q
 // included, so that their B elements are zero-filled rows).
@@ -1403,41 +1269,82 @@ static WgradX3Geom wgrad_x3_geom(const WgradGeom &g, int BN) {
     r.XS4 = (r.CB * r.NR * r.WP + 3) / 4 * 4;
     return r;
 }
-// *ran: whether the kernel applies (stride 1, at least 32 columns, the staging fits); when it
-// does not, the caller runs the fp32 chains.
+// A tf32x3 weight-gradient launch of smem bytes with staging r: *fits false where the staging does
+// not fit (the caller falls back), else its grid (an image's column tiles, then the rows in tiles
+// of WX_BM).
+static ff_status wgrad_x3_launch(bool *fits, dim3 *grid, const WgradGeom &g, const WgradX3Geom &r, size_t smem,
+                                 long long nimg, const ff_layer *L) {
+    *fits = false;
+    FF_TRY(check_int((long long)r.CB * r.NR * r.WP, "tf32x3 staged rows", L));
+    if (smem > FF_GPU_WGRAD_X3_SMEM_MAX) return FF_OK;
+    const long long gx = nimg * r.etiles, gy = (g.K + WX_BM - 1) / WX_BM;
+    if (gx > 0x7fffffffLL || gy > 65535)
+        return FF_FAIL(FF_ERR_INPUT, "%s tf32x3 weight gradient: grid %lld x %lld too large", L->name, gx, gy);
+    *grid = dim3((unsigned)gx, (unsigned)gy);
+    *fits = true;
+    return FF_OK;
+}
+template <int MI, int WMW, int NWN>
+static ff_status launch_wgrad_x3(bool *ran, float *part, const float *dy, const float *x, const WgradGeom &g,
+                                 long long nimg, int dy16, const ff_layer *L, cudaStream_t st) {
+    constexpr int BN = NWN * WX_NI * 8;
+    const WgradX3Geom r = wgrad_x3_geom(g, BN);
+    const size_t smem = wgrad_x3_smem_bytes<BN>(r);
+    dim3 grid;
+    FF_TRY(wgrad_x3_launch(ran, &grid, g, r, smem, nimg, L));
+    if (!*ran) return FF_OK;
+    k_conv_wgrad_x3<MI, WMW, NWN><<<grid, WMW * NWN * 32, smem, st>>>(part, dy, x, g, r, dy16);
+    FF_LAUNCH_CHECK("k_conv_wgrad_x3");
+    return FF_OK;
+}
+#ifdef FF_HAVE_WGMMA
+template <int MT, int WG>
+static ff_status launch_wgrad_x3wg(bool *ran, float *part, const float *dy, const float *x, const WgradGeom &g,
+                                   long long nimg, int dy16, const ff_layer *L, cudaStream_t st) {
+    constexpr int BE = WG * MT * 64;
+    const WgradX3Geom r = wgrad_x3_geom(g, BE);
+    const size_t smem = wgrad_x3wg_smem_bytes<BE>(r);
+    dim3 grid;
+    FF_TRY(wgrad_x3_launch(ran, &grid, g, r, smem, nimg, L));
+    if (!*ran) return FF_OK;
+    k_conv_wgrad_x3wg<MT, WG><<<grid, WG * 128, smem, st>>>(part, dy, x, g, r, dy16);
+    FF_LAUNCH_CHECK("k_conv_wgrad_x3wg");
+    return FF_OK;
+}
+#endif
+// *ran: whether a tf32x3 kernel applies (stride 1, at least 32 columns, the staging fits); when
+// none does, the caller runs the fp32 chains.
 static ff_status conv_wgrad_x3(bool *ran, float *part, const float *dy, const float *x, WgradGeom g, const ff_layer *L,
                                int64_t n, cudaStream_t st) {
     *ran = false;
     if (g.stride != 1 || g.CRS < 32) return FF_OK;
-    constexpr int BN = 6 * WX_NI * 8;  // both configurations' column tile
-    const WgradX3Geom r = wgrad_x3_geom(g, BN);
-    if (wgrad_x3_smem_bytes<BN>(r) > FF_GPU_WGRAD_X3_SMEM_MAX) return FF_OK;
-    FF_TRY(check_int((long long)r.CB * r.NR * r.WP, "tf32x3 staged rows", L));
     const int dy16 = g.Q % 4 == 0 && ((uintptr_t)dy & 15) == 0;
-    // 12 warps (32 rows each) where one block per image and column tile would leave most
-    // multiprocessors with a single block, else 6 (64 rows each: fewer fragment reads a product)
-    // Measured on an H200 (bench/results/issue15-s27 run 4, mnist's conv2): at batch 64 the 12-warp
-    // mma.sync configuration (77 us; the warpgroup ones 79 to 104), at batch 256 the warpgroup MMA
-    // with one 320-column tile an image (186 us; 251 the best mma.sync one). Every one gives the
-    // same bits: the rule changes only the time.
-    int cfg = g_force_wgrad_x3 >= 0 ? g_force_wgrad_x3 % WX_CFGS : n * r.etiles < 2 * multiprocessors() ? 1 : 0;
-#ifdef FF_HAVE_WGMMA
-    if (g_force_wgrad_x3 < 0 && 2 * n >= 3 * (long long)multiprocessors()) cfg = 3;
-#endif
     g.img0 = 0;
-    switch (cfg) {
+    // Every configuration gives the same bits: the choice changes only the time. A rule from times
+    // measured on an H200 (bench/results/issue15-s27 run 4, mnist's conv2): mma.sync with 12 warps
+    // (32 rows each) where one block per image and 144-column tile would leave most
+    // multiprocessors with a single block (batch 64: 77 us; the warpgroup ones 79 to 104), else 6
+    // warps (64 rows each: fewer fragment reads a product); the warpgroup MMA with one 320-column
+    // tile an image once the batch gives 1.5 blocks a multiprocessor (batch 256: 186 us; 251 the
+    // best mma.sync one).
+    const long long etiles = (g.CRS + 143) / 144;
+    int cfg = n * etiles < 2 * multiprocessors() ? 1 : 0;
 #ifdef FF_HAVE_WGMMA
-        case 2: FF_TRY(launch_wgrad_x3wg<WXG_CFG_0>(ran, part, dy, x, g, n, dy16, st)); break;
-        case 3: FF_TRY(launch_wgrad_x3wg<WXG_CFG_1>(ran, part, dy, x, g, n, dy16, st)); break;
-        case 4: FF_TRY(launch_wgrad_x3wg<WXG_CFG_2>(ran, part, dy, x, g, n, dy16, st)); break;
-        case 5: FF_TRY(launch_wgrad_x3wg<WXG_CFG_3>(ran, part, dy, x, g, n, dy16, st)); break;
+    if (2 * n >= 3 * (long long)multiprocessors()) cfg = 3;
+#endif
+    if (g_force_wgrad_x3 >= 0) cfg = g_force_wgrad_x3 % WX_CFGS;
+    switch (cfg) {
+        case 1: FF_TRY(launch_wgrad_x3<WX_CFG_1>(ran, part, dy, x, g, n, dy16, L, st)); break;
+#ifdef FF_HAVE_WGMMA
+        case 2: FF_TRY(launch_wgrad_x3wg<WXG_CFG_0>(ran, part, dy, x, g, n, dy16, L, st)); break;
+        case 3: FF_TRY(launch_wgrad_x3wg<WXG_CFG_1>(ran, part, dy, x, g, n, dy16, L, st)); break;
+        case 4: FF_TRY(launch_wgrad_x3wg<WXG_CFG_2>(ran, part, dy, x, g, n, dy16, L, st)); break;
+        case 5: FF_TRY(launch_wgrad_x3wg<WXG_CFG_3>(ran, part, dy, x, g, n, dy16, L, st)); break;
 #endif
         default: break;
     }
-    if (*ran) return FF_OK;  // (a warpgroup configuration whose staging does not fit falls back below)
-    FF_TRY(cfg == 1 ? launch_wgrad_x3<WX_CFG_1>(part, dy, x, g, r, n, dy16, st)
-                    : launch_wgrad_x3<WX_CFG_0>(part, dy, x, g, r, n, dy16, st));
-    *ran = true;
+    // configuration 0, chosen or where the chosen one's staging does not fit
+    if (!*ran) FF_TRY(launch_wgrad_x3<WX_CFG_0>(ran, part, dy, x, g, n, dy16, L, st));
     return FF_OK;
 }
 
