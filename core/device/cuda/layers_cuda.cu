@@ -499,6 +499,78 @@ static size_t x3_wg_smem_bytes(const XRowsGeom &r) {
     const size_t tile = (size_t)NT * (BMP + 4) * sizeof(float);  // the epilogue's [NT][BMP + 4]
     return staged > tile ? staged : tile;
 }
+// The pieces of a warpgroup-MMA conv that do not depend on how a stage reached shared memory
+// (k_conv_x3_wg splits it there, k_conv_x3_wgp copies it pre-split).
+// pos[mt][h]: where pixel q0 + (grp MT + mt) 64 + 16 warp + gq + 8 h starts in the staged rows.
+template <int MT>
+__device__ __forceinline__ void wg_pixel_pos(int (&pos)[MT][2], const GemmGeom &g, const XRowsGeom &r, int q0, int grp,
+                                             int warp, int gq) {
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int q = q0 + (grp * MT + mt) * 64 + warp * 16 + gq + 8 * h;
+            pos[mt][h] = q < g.HWo ? (q / g.Wo - q0 / g.Wo) * r.WP + q % g.Wo : 0;  // past the image: any pair
+        }
+}
+// tile mt: rows (pixels) 16 warp + gq (+ 8), columns (channels) 8 j + 2 tq (+ 1) start at their
+// channel's bias, through __ldg: with plain loads into the accumulators ptxas serialized every
+// wgmma (C7515).
+template <int NT, int MT>
+__device__ __forceinline__ void wg_bias_init(float (&d)[MT][NT / 2], const float *bias, int m0, int M, int tq) {
+#pragma unroll
+    for (int j = 0; j < NT / 8; j++) {
+        const int m = m0 + 8 * j + 2 * tq;
+        const float b0 = bias && m < M ? __ldg(bias + m) : 0.0f, b1 = bias && m + 1 < M ? __ldg(bias + m + 1) : 0.0f;
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) d[mt][4 * j] = d[mt][4 * j + 2] = b0, d[mt][4 * j + 1] = d[mt][4 * j + 3] = b1;
+    }
+}
+// One stage's k-chunks (chunks of the 9: a chunk past Kd is never added): the three products of
+// every tile issued asynchronously, A (the pixels' taps from the staged pairs xsp) of the next
+// PD - 1 chunks read while they run (PD register sets; wait_group 1 frees the oldest); bt: the
+// stage's B tiles ([big, small][9][NT * 8]). Returns with every product done.
+template <int NT, int MT, int PD>
+__device__ __forceinline__ void wg_stage_products(float (&d)[MT][NT / 2], const uint2 *xsp, const float *bt,
+                                                  const int *tap, const int (&pos)[MT][2], int chunks, int tq) {
+    static_assert(PD == 2 || PD == 3, "A register sets");
+    uint32_t ab[PD][MT][4], al[PD][MT][4];  // A of PD k-chunks: the one in flight and the next PD - 1
+    auto read_a = [&](int set, int j) {
+        const int o0 = tap[8 * j + tq], o1 = tap[8 * j + tq + 4];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++) x3_a_taps(ab[set][mt], al[set][mt], xsp, o0, o1, pos[mt][0], pos[mt][1]);
+    };
+    read_a(0, 0);
+    if (PD == 3 && chunks > 1) read_a(1, 1);
+#pragma unroll
+    for (int j = 0; j < 9; j++) {
+        if (j >= chunks) break;
+        const int set = j % PD;
+        wg_x3_chunk<NT>(d, ab[set], al[set], wg_desc(bt + j * NT * 8), wg_desc(bt + (9 + j) * NT * 8));
+        wg_wait<1>();  // chunk j - 1 is done: its register set is free for chunk j + PD - 1
+        if (j + PD - 1 < chunks) read_a((j + PD - 1) % PD, j + PD - 1);
+    }
+    wg_drain<NT>(d);
+}
+// The epilogue through shared memory (smem, free once every warpgroup is past its loop),
+// channel-major, so that each channel's pixels leave in whole rows.
+template <int NT, int MT, int WG>
+__device__ __forceinline__ void wg_store_channels(float *__restrict__ out, float *smem, const float (&d)[MT][NT / 2],
+                                                  const GemmGeom &g, int img, int q0, int m0, int relu, int grp,
+                                                  int warp, int gq, int tq) {
+    constexpr int T = WG * 128, BMP = WG * MT * 64;
+    __syncthreads();             // every warpgroup is done with the staged operands
+    constexpr int TP = BMP + 4;  // = 4 (mod 32): a warp's tile writes hit 32 banks
+    float *tile = smem;          // [NT][TP], channel-major
+    wg_tile_transposed<NT>(tile, TP, d, grp * MT * 64 + warp * 16, gq, tq);
+    __syncthreads();
+    for (int e = threadIdx.x; e < NT * BMP; e += T) {
+        const int n = e / BMP, c = e - n * BMP, m = m0 + n, q = q0 + c;
+        if (m >= g.M || q >= g.HWo) continue;
+        const float v = tile[n * TP + c];
+        out[(long long)img * g.out_img + (long long)m * g.HWo + q] = relu ? relu_f(v) : v;
+    }
+}
 // PD: k-chunks whose A is in registers at once (2: the one in flight and the next; 3: two ahead).
 template <int NT, int MT, int WG, int PD>
 __global__ void __launch_bounds__(WG * 128)
@@ -527,34 +599,10 @@ __global__ void __launch_bounds__(WG * 128)
                           g.in_lo, g.in_rows, (long long)g.in_rows * g.W, tid / 32, T / 32, lane);
     };
 
-    // pos[mt][h]: where pixel q0 + (grp MT + mt) 64 + 16 warp + gq + 8 h starts in the staged rows
     int pos[MT][2];
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const int q = q0 + (grp * MT + mt) * 64 + warp * 16 + gq + 8 * h;
-            pos[mt][h] = q < g.HWo ? (q / g.Wo - q0 / g.Wo) * r.WP + q % g.Wo : 0;  // past the image: any pair
-        }
-    // tile mt: rows (pixels) 16 warp + gq (+ 8), columns (channels) 8 j + 2 tq (+ 1). The bias through
-    // __ldg: with plain loads into the accumulators ptxas serialized every wgmma (C7515).
+    wg_pixel_pos(pos, g, r, q0, grp, warp, gq);
     float d[MT][ND];
-#pragma unroll
-    for (int j = 0; j < NT / 8; j++) {
-        const int m = m0 + 8 * j + 2 * tq;
-        const float b0 = bias && m < g.M ? __ldg(bias + m) : 0.0f,
-                    b1 = bias && m + 1 < g.M ? __ldg(bias + m + 1) : 0.0f;
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) d[mt][4 * j] = d[mt][4 * j + 2] = b0, d[mt][4 * j + 1] = d[mt][4 * j + 3] = b1;
-    }
-    static_assert(PD == 2 || PD == 3, "A register sets");
-    uint32_t ab[PD][MT][4], al[PD][MT][4];  // A of PD k-chunks: the one in flight and the next PD - 1
-    auto read_a = [&](int set, int j) {
-        const int o0 = tap[8 * j + tq], o1 = tap[8 * j + tq + 4];
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) x3_a_taps(ab[set][mt], al[set][mt], xsp, o0, o1, pos[mt][0], pos[mt][1]);
-    };
-
+    wg_bias_init<NT>(d, bias, m0, g.M, tq);
     const int nst = (C + XR_CS - 1) / XR_CS;
     issue(0, 0);
     cp_async_commit();
@@ -570,31 +618,91 @@ __global__ void __launch_bounds__(WG * 128)
         }
         fence_proxy_async();  // the B tiles, written by st.shared, are read by wgmma's async proxy
         __syncthreads();
-        const int k0 = t * XR_KS, chunks = min(9, (g.Kd - k0 + 7) / 8);  // a chunk past Kd is never added
-        read_a(0, 0);
-        if (PD == 3 && chunks > 1) read_a(1, 1);
-#pragma unroll
-        for (int j = 0; j < 9; j++) {
-            if (j >= chunks) break;
-            const int set = j % PD;
-            wg_x3_chunk<NT>(d, ab[set], al[set], wg_desc(bt + j * NT * 8), wg_desc(bt + (9 + j) * NT * 8));
-            wg_wait<1>();  // chunk j - 1 is done: its register set is free for chunk j + PD - 1
-            if (j + PD - 1 < chunks) read_a((j + PD - 1) % PD, j + PD - 1);
-        }
-        wg_drain<NT>(d);
+        wg_stage_products<NT, MT, PD>(d, xsp, bt, tap, pos, min(9, (g.Kd - t * XR_KS + 7) / 8), tq);
     }
     cp_async_wait<0>();
-    __syncthreads();             // every warpgroup is done with the staged operands
-    constexpr int TP = BMP + 4;  // = 4 (mod 32): a warp's tile writes hit 32 banks
-    float *tile = smem;          // [NT][TP], channel-major
-    wg_tile_transposed<NT>(tile, TP, d, grp * MT * 64 + warp * 16, gq, tq);
-    __syncthreads();
-    for (int e = tid; e < NT * BMP; e += T) {
-        const int n = e / BMP, c = e - n * BMP, m = m0 + n, q = q0 + c;
-        if (m >= g.M || q >= g.HWo) continue;
-        const float v = tile[n * TP + c];
-        out[(long long)img * g.out_img + (long long)m * g.HWo + q] = relu ? relu_f(v) : v;
+    wg_store_channels<NT, MT, WG>(out, smem, d, g, img, q0, m0, relu, grp, warp, gq, tq);
+}
+
+// k_conv_x3_wg with its operands split before it runs (k_conv_x3_wgp): every block of
+// k_conv_x3_wg splits its stage's weights and input rows between two barriers while the tensor
+// cores idle (PC sampling, bench/results/issue15-s27: 30 % short-scoreboard and 31 % wait stalls
+// there), and the same element is split again by every block whose rows reach it. Here
+// k_split_pairs splits the input once into (big, small) pairs and k_split_wtiles the weights once
+// into the B tiles of every (channel block, stage), and a stage is copied into shared memory
+// as it is read: no split, no raw buffers, one barrier a stage, the copy of stage t + 1 in flight
+// while t's products run. The same pairs, products and order: k_conv_x3_wg's bits.
+__global__ void k_split_pairs(uint2 *__restrict__ out, const float *__restrict__ in, long long count) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
+         i += (long long)gridDim.x * blockDim.x)
+        out[i] = split_pair(in[i]);
+}
+// out: for channel block mb (NT rows of w) and stage t (XR_KS columns), [big, small][9][NT * 8] at
+// (mb nst + t) 2 x3_wg_bt_floats<NT>() / 2 floats: wg_split_b's tiles of rows mb NT.. and columns
+// t XR_KS.., +0 past M or Kd (as stage_tile's zero fill).
+__global__ void k_split_wtiles(float *__restrict__ out, const float *__restrict__ w, int M, int Kd, int NT, int nst,
+                               long long count) {
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < count;
+         e += (long long)gridDim.x * blockDim.x) {
+        const int k = (int)(e % 8), n = (int)(e / 8 % NT), j = (int)(e / (8 * NT) % 9);
+        const long long ts = e / (72 * NT);  // mb nst + t
+        const int t = (int)(ts % nst), m = (int)(ts / nst) * NT + n, kk = t * XR_KS + 8 * j + k;
+        uint32_t hi = 0, lo = 0;
+        if (m < M && kk < Kd) split_tf32(w[(long long)m * Kd + kk], hi, lo);
+        const long long at = ts * 144 * NT + j * NT * 8 + wg_b_index(n, k);
+        out[at] = __uint_as_float(hi), out[at + 72 * NT] = __uint_as_float(lo);
     }
+}
+template <int NT, int BMP>
+static size_t x3_wgp_smem_bytes(const XRowsGeom &r) {
+    const size_t staged =
+        2 * x3_wg_bt_floats<NT>() * sizeof(float) + 2 * (size_t)r.XS4 * sizeof(uint2) + XR_KS * sizeof(int);
+    const size_t tile = (size_t)NT * (BMP + 4) * sizeof(float);  // the epilogue's [NT][BMP + 4]
+    return staged > tile ? staged : tile;
+}
+// inp: the input's pairs (k_split_pairs, the input's layout); wt: k_split_wtiles' tiles.
+template <int NT, int MT, int WG, int PD>
+__global__ void __launch_bounds__(WG * 128)
+    k_conv_x3_wgp(float *__restrict__ out, const uint2 *__restrict__ inp, const float *__restrict__ wt,
+                  const float *__restrict__ bias, GemmGeom g, XRowsGeom r, int relu) {
+    constexpr int T = WG * 128, BMP = WG * MT * 64, BT = x3_wg_bt_floats<NT>();
+    extern __shared__ __align__(128) float wg_smem[];
+    float *smem = wg_smem;
+    float *bt = smem;                     // [2][BT]: the stages' B tiles
+    uint2 *xsp = (uint2 *)(bt + 2 * BT);  // [2][XS4] pairs of the input rows: [XR_CS][NR][WP]
+    int *tap = (int *)(xsp + 2 * r.XS4);  // [XR_KS] offsets of the taps in the staged rows
+    const int tid = threadIdx.x, grp = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, gq = lane >> 2, tq = lane & 3;
+    const int img = blockIdx.x / r.tiles, q0 = (blockIdx.x % r.tiles) * BMP, m0 = blockIdx.y * NT;
+    const int C = g.Kd / 9, nst = (C + XR_CS - 1) / XR_CS;
+    const int ih_lo = g.out_lo + q0 / g.Wo - g.pad;  // absolute input row of staged row 0 (stride 1)
+    const uint2 *in_img = inp + (long long)img * g.in_img;
+    const float *wt_blk = wt + (long long)blockIdx.y * nst * BT;
+    for (int k = tid; k < XR_KS; k += T) {
+        const int cl = k / 9, rr = (k % 9) / 3, ss = k % 3;
+        tap[k] = cl * r.NR * r.WP + rr * r.WP + ss;
+    }
+    auto issue = [&](int st, int buf) {
+        const float *src = wt_blk + (long long)st * BT;
+        for (int e = tid; e < BT / 4; e += T) cp_async16(bt + buf * BT + 4 * e, src + 4 * e, true);
+        stage_padded_rows(xsp + buf * r.XS4, in_img, inp, XR_CS, r.NR, r.WP, st * XR_CS, C, ih_lo, g.H, g.W, g.pad,
+                          g.in_lo, g.in_rows, (long long)g.in_rows * g.W, tid / 32, T / 32, lane);
+    };
+    int pos[MT][2];
+    wg_pixel_pos(pos, g, r, q0, grp, warp, gq);
+    float d[MT][NT / 2];
+    wg_bias_init<NT>(d, bias, m0, g.M, tq);
+    issue(0, 0);
+    cp_async_commit();
+    for (int t = 0; t < nst; t++) {
+        cp_async_wait<0>();
+        fence_proxy_async();  // this thread's copies of stage t (generic proxy) before wgmma reads them
+        __syncthreads();      // stage t is everyone's; every warpgroup is done with stage t - 1's buffer
+        if (t + 1 < nst) issue(t + 1, (t + 1) & 1);
+        cp_async_commit();
+        wg_stage_products<NT, MT, PD>(d, xsp + (t & 1) * r.XS4, bt + (t & 1) * BT, tap, pos,
+                                      min(9, (g.Kd - t * XR_KS + 7) / 8), tq);
+    }
+    wg_store_channels<NT, MT, WG>(out, smem, d, g, img, q0, m0, relu, grp, warp, gq, tq);
 }
 
 // ------------------------------------------------------------------ small-batch linear (GEMV)
@@ -770,8 +878,17 @@ enum { TILE_GEMV = 3, N_TILES = 24 };
 #define WGCFG_6 64, 1, 3, 3
 #define WGCFG_7 32, 2, 2, 3
 #define FF_FOR_EACH_WG(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+// k_conv_x3_wgp (operands split before the conv): configuration 27 + i is WPCFG_i. Without the raw
+// buffers a block needs less shared memory, so smaller blocks fit more to a multiprocessor.
+#define WPCFG_0 64, 1, 3, 2  // 384 threads, 192 pixels
+#define WPCFG_1 64, 1, 2, 2  // 256 threads, 128 pixels
+#define WPCFG_2 64, 1, 1, 2  // 128 threads, 64 pixels
+#define WPCFG_3 32, 2, 2, 2  // 256 threads, 256 pixels: 32 output channels
+#define WPCFG_4 32, 1, 3, 2  // 384 threads, 192 pixels
+#define WPCFG_5 32, 1, 2, 2  // 256 threads, 128 pixels
+#define FF_FOR_EACH_WP(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #ifdef FF_HAVE_WGMMA
-enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3 = 27 };
+enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3_WG = 27, N_X3 = 33 };
 #else
 enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3 = 19 };
 #endif
@@ -849,6 +966,11 @@ extern "C" ff_status ff_gpu_kernels_init(void) {
         cudaFuncSetAttribute(k_conv_x3_wg<WGCFG_##i>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
     FF_FOR_EACH_WG(FF_SET_LIMIT_WG)
 #undef FF_SET_LIMIT_WG
+#define FF_SET_LIMIT_WP(i) \
+    FF_CUDA_CHECK(         \
+        cudaFuncSetAttribute(k_conv_x3_wgp<WPCFG_##i>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    FF_FOR_EACH_WP(FF_SET_LIMIT_WP)
+#undef FF_SET_LIMIT_WP
 #endif
     FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)(GV_SMEM_FLOATS * sizeof(float))));
@@ -973,6 +1095,58 @@ static ff_status launch_x3_wg(float *out, const float *in, const float *w, const
     FF_LAUNCH_CHECK("k_conv_x3_wg");
     return FF_OK;
 }
+
+static unsigned grid_for(long long count, int threads);
+
+// Scratch for the pre-split operands of k_conv_x3_wgp, per thread (the loopback transport's ranks
+// launch from their own threads, each on its own stream; one thread's launches are ordered on its
+// stream). Grown only outside a capture, and never freed while the process runs: a graph captured
+// earlier keeps the pointer it recorded, so growing makes a new buffer and keeps the old one.
+struct split_scratch {
+    void *p[16];
+    size_t bytes[16];
+    int n;
+};
+static thread_local split_scratch g_split;
+static ff_status split_scratch_get(void **p, size_t bytes, cudaStream_t s) {
+    if (g_split.n > 0 && g_split.bytes[g_split.n - 1] >= bytes) {
+        *p = g_split.p[g_split.n - 1];
+        return FF_OK;
+    }
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    FF_CUDA_CHECK(cudaStreamIsCapturing(s, &cs));
+    if (cs != cudaStreamCaptureStatusNone)
+        return FF_FAIL(FF_ERR_INTERNAL, "pre-split conv scratch of %zu bytes first needed inside a capture", bytes);
+    if (g_split.n == 16) return FF_FAIL(FF_ERR_INTERNAL, "pre-split conv scratch grown 16 times");
+    FF_CUDA_CHECK(cudaMalloc(p, bytes));
+    g_split.p[g_split.n] = *p, g_split.bytes[g_split.n] = bytes, g_split.n++;
+    return FF_OK;
+}
+
+template <int NT, int MT, int WG, int PD>
+static ff_status launch_x3_wgp(float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
+                               bool relu, cudaStream_t s) {
+    bool fits;
+    XRowsGeom r;
+    dim3 grid;
+    size_t smem;
+    FF_TRY(x3_rows_launch(&fits, &r, &grid, &smem, g, WG * MT * 64, NT, x3_wgp_smem_bytes<NT, WG * MT * 64>));
+    if (!fits) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);
+    const int nst = (g.Kd / 9 + XR_CS - 1) / XR_CS;
+    const long long pairs = g.P / g.HWo * g.in_img, wt_floats = (long long)grid.y * nst * x3_wg_bt_floats<NT>();
+    const long long pair_floats = (2 * pairs + 3) / 4 * 4;  // the tiles 16-byte aligned after the pairs
+    void *scratch;
+    FF_TRY(split_scratch_get(&scratch, (size_t)(pair_floats + wt_floats) * sizeof(float), s));
+    uint2 *inp = (uint2 *)scratch;
+    float *wt = (float *)scratch + pair_floats;
+    k_split_pairs<<<grid_for(pairs, 256), 256, 0, s>>>(inp, in, pairs);
+    FF_LAUNCH_CHECK("k_split_pairs");
+    k_split_wtiles<<<grid_for(wt_floats / 2, 256), 256, 0, s>>>(wt, w, g.M, g.Kd, NT, nst, wt_floats / 2);
+    FF_LAUNCH_CHECK("k_split_wtiles");
+    k_conv_x3_wgp<NT, MT, WG, PD><<<grid, WG * 128, smem, s>>>(out, inp, wt, b, g, r, relu ? 1 : 0);
+    FF_LAUNCH_CHECK("k_conv_x3_wgp");
+    return FF_OK;
+}
 #endif
 
 static ff_status launch_x3_cfg(int cfg, float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
@@ -990,6 +1164,10 @@ static ff_status launch_x3_cfg(int cfg, float *out, const float *in, const float
 #define FF_CASE(i) \
     case N_X3_ROWS + i: return launch_x3_wg<WGCFG_##i>(out, in, w, b, g, relu, s);
         FF_FOR_EACH_WG(FF_CASE)
+#undef FF_CASE
+#define FF_CASE(i) \
+    case N_X3_WG + i: return launch_x3_wgp<WPCFG_##i>(out, in, w, b, g, relu, s);
+        FF_FOR_EACH_WP(FF_CASE)
 #undef FF_CASE
 #endif
     }
@@ -1072,8 +1250,8 @@ static ff_status tune(int *best, int fallback, const int *cfgs, int ncfgs, Launc
     return FF_OK;
 }
 
-static const int g_x3_cfgs[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13,
-                                14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26};
+static const int g_x3_cfgs[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
+                                17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
 
 // The configuration a launch of kernel `kind` uses: the forced one (the test hook; -1 when none
 // applies), else the one tuned for this shape, else, while tuning is on, the fastest of `cfgs` timed

@@ -9,6 +9,18 @@ __device__ __forceinline__ void cp_async4(float *smem, const float *gmem, bool v
     const int src_size = valid ? 4 : 0;  // 0: nothing is read, the 4 bytes are zero-filled
     asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(sa), "l"(gmem), "r"(src_size));
 }
+__device__ __forceinline__ void cp_async8(void *smem, const void *gmem, bool valid) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
+    const int src_size = valid ? 8 : 0;
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(sa), "l"(gmem), "r"(src_size));
+}
+// One element of a staged row: a float (4 bytes) or a pre-split TF32 pair (uint2, 8 bytes).
+__device__ __forceinline__ void cp_async_elem(float *smem, const float *gmem, bool valid) {
+    cp_async4(smem, gmem, valid);
+}
+__device__ __forceinline__ void cp_async_elem(uint2 *smem, const uint2 *gmem, bool valid) {
+    cp_async8(smem, gmem, valid);
+}
 __device__ __forceinline__ void cp_async16(float *smem, const float *gmem, bool valid) {
     const unsigned sa = (unsigned)__cvta_generic_to_shared(smem);
     const int src_size = valid ? 16 : 0;
@@ -48,17 +60,19 @@ __device__ __forceinline__ void stage_tile(float *dst, const float *src, const f
 // The input rows a stage reaches, zero-padded, a warp a row: dst[(cl NR + rr) WP + col] =
 // x[c0 + cl][ih_lo + rr][col - pad] for cl < CS channels, rr < NR rows, col < WP = W + 2 pad; +0
 // for channels past C, rows outside [0, H) or outside the band held ([in_lo, in_lo + in_rows):
-// x_img holds those rows, chan floats apart), and the padding columns.
-__device__ __forceinline__ void stage_padded_rows(float *dst, const float *x_img, const float *none, int CS, int NR,
-                                                  int WP, int c0, int C, int ih_lo, int H, int W, int pad, int in_lo,
-                                                  int in_rows, long long chan, int warp, int nwarps, int lane) {
+// x_img holds those rows, chan elements apart), and the padding columns. E: float (the raw input)
+// or uint2 (its pre-split TF32 pairs, k_split_pairs: a zero pair is +0's split).
+template <typename E>
+__device__ __forceinline__ void stage_padded_rows(E *dst, const E *x_img, const E *none, int CS, int NR, int WP, int c0,
+                                                  int C, int ih_lo, int H, int W, int pad, int in_lo, int in_rows,
+                                                  long long chan, int warp, int nwarps, int lane) {
     for (int row = warp; row < CS * NR; row += nwarps) {
         const int cl = row / NR, ih = ih_lo + row % NR, c = c0 + cl;
         const bool rv = c < C && (unsigned)ih < (unsigned)H && (unsigned)(ih - in_lo) < (unsigned)in_rows;
-        const float *src = x_img + (long long)c * chan + (long long)(ih - in_lo) * W - pad;
+        const E *src = x_img + (long long)c * chan + (long long)(ih - in_lo) * W - pad;
         for (int col = lane; col < WP; col += 32) {
             const bool v = rv && (unsigned)(col - pad) < (unsigned)W;
-            cp_async4(dst + row * WP + col, v ? src + col : none, v);
+            cp_async_elem(dst + row * WP + col, v ? src + col : none, v);
         }
     }
 }
