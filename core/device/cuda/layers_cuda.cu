@@ -653,24 +653,25 @@ __global__ void k_split_wtiles(float *__restrict__ out, const float *__restrict_
         out[at] = __uint_as_float(hi), out[at + 72 * NT] = __uint_as_float(lo);
     }
 }
-template <int NT, int BMP>
+template <int NT, int BMP, int NB>
 static size_t x3_wgp_smem_bytes(const XRowsGeom &r) {
     const size_t staged =
-        2 * x3_wg_bt_floats<NT>() * sizeof(float) + 2 * (size_t)r.XS4 * sizeof(uint2) + XR_KS * sizeof(int);
+        NB * x3_wg_bt_floats<NT>() * sizeof(float) + NB * (size_t)r.XS4 * sizeof(uint2) + XR_KS * sizeof(int);
     const size_t tile = (size_t)NT * (BMP + 4) * sizeof(float);  // the epilogue's [NT][BMP + 4]
     return staged > tile ? staged : tile;
 }
-// inp: the input's pairs (k_split_pairs, the input's layout); wt: k_split_wtiles' tiles.
-template <int NT, int MT, int WG, int PD>
+// inp: the input's pairs (k_split_pairs, the input's layout); wt: k_split_wtiles' tiles. NB
+// stage buffers: the copies of NB - 1 stages in flight while one stage's products run.
+template <int NT, int MT, int WG, int PD, int NB>
 __global__ void __launch_bounds__(WG * 128)
     k_conv_x3_wgp(float *__restrict__ out, const uint2 *__restrict__ inp, const float *__restrict__ wt,
                   const float *__restrict__ bias, GemmGeom g, XRowsGeom r, int relu) {
     constexpr int T = WG * 128, BMP = WG * MT * 64, BT = x3_wg_bt_floats<NT>();
     extern __shared__ __align__(128) float wg_smem[];
     float *smem = wg_smem;
-    float *bt = smem;                     // [2][BT]: the stages' B tiles
-    uint2 *xsp = (uint2 *)(bt + 2 * BT);  // [2][XS4] pairs of the input rows: [XR_CS][NR][WP]
-    int *tap = (int *)(xsp + 2 * r.XS4);  // [XR_KS] offsets of the taps in the staged rows
+    float *bt = smem;                      // [NB][BT]: the stages' B tiles
+    uint2 *xsp = (uint2 *)(bt + NB * BT);  // [NB][XS4] pairs of the input rows: [XR_CS][NR][WP]
+    int *tap = (int *)(xsp + NB * r.XS4);  // [XR_KS] offsets of the taps in the staged rows
     const int tid = threadIdx.x, grp = tid / 128, warp = (tid / 32) % 4, lane = tid % 32, gq = lane >> 2, tq = lane & 3;
     const int img = blockIdx.x / r.tiles, q0 = (blockIdx.x % r.tiles) * BMP, m0 = blockIdx.y * NT;
     const int C = g.Kd / 9, nst = (C + XR_CS - 1) / XR_CS;
@@ -691,16 +692,21 @@ __global__ void __launch_bounds__(WG * 128)
     wg_pixel_pos(pos, g, r, q0, grp, warp, gq);
     float d[MT][NT / 2];
     wg_bias_init<NT>(d, bias, m0, g.M, tq);
-    issue(0, 0);
-    cp_async_commit();
-    for (int t = 0; t < nst; t++) {
-        cp_async_wait<0>();
-        fence_proxy_async();  // this thread's copies of stage t (generic proxy) before wgmma reads them
-        __syncthreads();      // stage t is everyone's; every warpgroup is done with stage t - 1's buffer
-        if (t + 1 < nst) issue(t + 1, (t + 1) & 1);
+    static_assert(NB == 2 || NB == 3, "stage buffers");
+#pragma unroll
+    for (int st = 0; st < NB - 1; st++) {
+        if (st < nst) issue(st, st);
         cp_async_commit();
-        wg_stage_products<NT, MT, PD>(d, xsp + (t & 1) * r.XS4, bt + (t & 1) * BT, tap, pos,
-                                      min(9, (g.Kd - t * XR_KS + 7) / 8), tq);
+    }
+    for (int t = 0; t < nst; t++) {
+        cp_async_wait<NB - 2>();  // NB - 1 + t groups committed: stage t's has landed
+        fence_proxy_async();      // this thread's copies of stage t (generic proxy) before wgmma reads them
+        __syncthreads();          // stage t is everyone's; every warpgroup is done with stage t - 1's buffer
+        if (t + NB - 1 < nst) issue(t + NB - 1, (t + NB - 1) % NB);
+        cp_async_commit();
+        const int b = t % NB;
+        wg_stage_products<NT, MT, PD>(d, xsp + b * r.XS4, bt + b * BT, tap, pos, min(9, (g.Kd - t * XR_KS + 7) / 8),
+                                      tq);
     }
     wg_store_channels<NT, MT, WG>(out, smem, d, g, img, q0, m0, relu, grp, warp, gq, tq);
 }
@@ -880,15 +886,19 @@ enum { TILE_GEMV = 3, N_TILES = 24 };
 #define FF_FOR_EACH_WG(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 // k_conv_x3_wgp (operands split before the conv): configuration 27 + i is WPCFG_i. Without the raw
 // buffers a block needs less shared memory, so smaller blocks fit more to a multiprocessor.
-#define WPCFG_0 64, 1, 3, 2  // 384 threads, 192 pixels
-#define WPCFG_1 64, 1, 2, 2  // 256 threads, 128 pixels
-#define WPCFG_2 64, 1, 1, 2  // 128 threads, 64 pixels
-#define WPCFG_3 32, 2, 2, 2  // 256 threads, 256 pixels: 32 output channels
-#define WPCFG_4 32, 1, 3, 2  // 384 threads, 192 pixels
-#define WPCFG_5 32, 1, 2, 2  // 256 threads, 128 pixels
-#define FF_FOR_EACH_WP(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define WPCFG_0 64, 1, 3, 2, 2  // 384 threads, 192 pixels
+#define WPCFG_1 64, 1, 2, 2, 2  // 256 threads, 128 pixels
+#define WPCFG_2 64, 1, 1, 2, 2  // 128 threads, 64 pixels
+#define WPCFG_3 32, 2, 2, 2, 2  // 256 threads, 256 pixels: 32 output channels
+#define WPCFG_4 32, 1, 3, 2, 2  // 384 threads, 192 pixels
+#define WPCFG_5 32, 1, 2, 2, 2  // 256 threads, 128 pixels
+// Three stage buffers (two stages' copies in flight):
+#define WPCFG_6 64, 1, 3, 2, 3
+#define WPCFG_7 32, 1, 3, 2, 3
+#define WPCFG_8 32, 1, 2, 2, 3
+#define FF_FOR_EACH_WP(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8)
 #ifdef FF_HAVE_WGMMA
-enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3_WG = 27, N_X3 = 33 };
+enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3_WG = 27, N_X3 = 36 };
 #else
 enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3 = 19 };
 #endif
@@ -1123,14 +1133,14 @@ static ff_status split_scratch_get(void **p, size_t bytes, cudaStream_t s) {
     return FF_OK;
 }
 
-template <int NT, int MT, int WG, int PD>
+template <int NT, int MT, int WG, int PD, int NB>
 static ff_status launch_x3_wgp(float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
                                bool relu, cudaStream_t s) {
     bool fits;
     XRowsGeom r;
     dim3 grid;
     size_t smem;
-    FF_TRY(x3_rows_launch(&fits, &r, &grid, &smem, g, WG * MT * 64, NT, x3_wgp_smem_bytes<NT, WG * MT * 64>));
+    FF_TRY(x3_rows_launch(&fits, &r, &grid, &smem, g, WG * MT * 64, NT, x3_wgp_smem_bytes<NT, WG * MT * 64, NB>));
     if (!fits) return launch_x3<X3CFG_0>(out, in, w, b, g, relu, s);
     const int nst = (g.Kd / 9 + XR_CS - 1) / XR_CS;
     const long long pairs = g.P / g.HWo * g.in_img, wt_floats = (long long)grid.y * nst * x3_wg_bt_floats<NT>();
@@ -1143,7 +1153,7 @@ static ff_status launch_x3_wgp(float *out, const float *in, const float *w, cons
     FF_LAUNCH_CHECK("k_split_pairs");
     k_split_wtiles<<<grid_for(wt_floats / 2, 256), 256, 0, s>>>(wt, w, g.M, g.Kd, NT, nst, wt_floats / 2);
     FF_LAUNCH_CHECK("k_split_wtiles");
-    k_conv_x3_wgp<NT, MT, WG, PD><<<grid, WG * 128, smem, s>>>(out, inp, wt, b, g, r, relu ? 1 : 0);
+    k_conv_x3_wgp<NT, MT, WG, PD, NB><<<grid, WG * 128, smem, s>>>(out, inp, wt, b, g, r, relu ? 1 : 0);
     FF_LAUNCH_CHECK("k_conv_x3_wgp");
     return FF_OK;
 }
@@ -1250,8 +1260,8 @@ static ff_status tune(int *best, int fallback, const int *cfgs, int ncfgs, Launc
     return FF_OK;
 }
 
-static const int g_x3_cfgs[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
-                                17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+static const int g_x3_cfgs[] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16, 17,
+                                18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34, 35};
 
 // The configuration a launch of kernel `kind` uses: the forced one (the test hook; -1 when none
 // applies), else the one tuned for this shape, else, while tuning is on, the fastest of `cfgs` timed
