@@ -1110,25 +1110,35 @@ static unsigned grid_for(long long count, int threads);
 
 // Scratch for the pre-split operands of k_conv_x3_wgp, per thread (the loopback transport's ranks
 // launch from their own threads, each on its own stream; one thread's launches are ordered on its
-// stream). Grown only outside a capture, and never freed while the process runs: a graph captured
-// earlier keeps the pointer it recorded, so growing makes a new buffer and keeps the old one.
+// stream, so its convs can share one buffer). Grown only outside a capture, and never freed while
+// the thread runs: a graph captured earlier keeps the pointer it recorded, so growing makes a new
+// buffer and keeps the old ones (freed when the thread ends). Where no buffer can be had (inside a
+// capture, the growth limit, out of memory) the launcher runs k_conv_x3_wg instead: the same bits.
+#define FF_SPLIT_SCRATCH_MAX 16
 struct split_scratch {
-    void *p[16];
-    size_t bytes[16];
-    int n;
+    void *p[FF_SPLIT_SCRATCH_MAX] = {};
+    size_t bytes[FF_SPLIT_SCRATCH_MAX] = {};
+    int n = 0;
+    ~split_scratch() {
+        for (int i = 0; i < n; i++) cudaFree(p[i]);  // at exit the runtime may be gone: errors ignored
+    }
 };
 static thread_local split_scratch g_split;
+// *p: a buffer of at least `bytes` for launches on s, or NULL where none can be had.
 static ff_status split_scratch_get(void **p, size_t bytes, cudaStream_t s) {
+    *p = NULL;
     if (g_split.n > 0 && g_split.bytes[g_split.n - 1] >= bytes) {
         *p = g_split.p[g_split.n - 1];
         return FF_OK;
     }
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
     FF_CUDA_CHECK(cudaStreamIsCapturing(s, &cs));
-    if (cs != cudaStreamCaptureStatusNone)
-        return FF_FAIL(FF_ERR_INTERNAL, "pre-split conv scratch of %zu bytes first needed inside a capture", bytes);
-    if (g_split.n == 16) return FF_FAIL(FF_ERR_INTERNAL, "pre-split conv scratch grown 16 times");
-    FF_CUDA_CHECK(cudaMalloc(p, bytes));
+    if (cs != cudaStreamCaptureStatusNone || g_split.n == FF_SPLIT_SCRATCH_MAX) return FF_OK;
+    if (cudaMalloc(p, bytes) != cudaSuccess) {
+        (void)cudaGetLastError();  // out of memory is not sticky: clear it, run the other kernel
+        *p = NULL;
+        return FF_OK;
+    }
     g_split.p[g_split.n] = *p, g_split.bytes[g_split.n] = bytes, g_split.n++;
     return FF_OK;
 }
@@ -1147,6 +1157,7 @@ static ff_status launch_x3_wgp(float *out, const float *in, const float *w, cons
     const long long pair_floats = (2 * pairs + 3) / 4 * 4;  // the tiles 16-byte aligned after the pairs
     void *scratch;
     FF_TRY(split_scratch_get(&scratch, (size_t)(pair_floats + wt_floats) * sizeof(float), s));
+    if (!scratch) return launch_x3_wg<NT, MT, WG, PD>(out, in, w, b, g, relu, s);
     uint2 *inp = (uint2 *)scratch;
     float *wt = (float *)scratch + pair_floats;
     k_split_pairs<<<grid_for(pairs, 256), 256, 0, s>>>(inp, in, pairs);
