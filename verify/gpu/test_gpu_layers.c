@@ -560,6 +560,7 @@ static void conv_tf32x3_within_bound(void **state) {
             // every configuration the same bits; image n-1 alone the same as in the batch
             const int ntiles = ff_gpu_debug_x3_tile_count();
             assert_true(ntiles >= 2);
+            const long long fell0 = ff_gpu_debug_presplit_fallbacks();
             for (int tile = 0; tile < ntiles; tile++) {
                 ff_gpu_debug_force_tile(tile);
                 assert_int_equal(ff_gpu_fill(dy, NAN, nout, S), FF_OK);
@@ -570,6 +571,31 @@ static void conv_tf32x3_within_bound(void **state) {
                 bad += tu_check_ulp(what, yt, y, nout, 0);
                 free(yt);
             }
+            // the pre-split configurations ran their own kernel above (none fell back), and without
+            // a scratch for the split operands (as inside a capture) each falls back to
+            // k_conv_x3_wg where it applies (3 x 3, stride 1): the same bits
+            const long long fell1 = ff_gpu_debug_presplit_fallbacks();
+            if (fell1 != fell0)
+                printf("  %s.%s: %lld pre-split launches fell back with a scratch\n", m.name, L->name, fell1 - fell0);
+            bad += fell1 != fell0;
+            const int pre = ff_gpu_debug_x3_presplit_first();
+            ff_gpu_debug_split_scratch_off(true);
+            for (int tile = pre; pre >= 0 && tile < ntiles; tile++) {
+                ff_gpu_debug_force_tile(tile);
+                assert_int_equal(ff_gpu_fill(dy, NAN, nout, S), FF_OK);
+                assert_int_equal(ff_gpu_conv2d(dy, dx, dw, db, L, false, &rows, n, S), FF_OK);
+                float *yt = tu_host_from(dy, nout, S);
+                char what[96];
+                snprintf(what, sizeof what, "tf32x3 %s.%s tile %d without scratch vs automatic", m.name, L->name, tile);
+                bad += tu_check_ulp(what, yt, y, nout, 0);
+                free(yt);
+            }
+            ff_gpu_debug_split_scratch_off(false);
+            const long long want = pre >= 0 && L->kh == 3 && L->kw == 3 && L->stride == 1 ? ntiles - pre : 0;
+            const long long fell2 = ff_gpu_debug_presplit_fallbacks() - fell1;
+            printf("  %s.%s: %lld of the pre-split launches fell back without a scratch (want %lld)\n", m.name, L->name,
+                   fell2, want);
+            bad += fell2 != want;
             ff_gpu_debug_force_tile(-1);
             const size_t in1 = numel(L->in, 1), out1 = numel(L->out, 1);
             assert_int_equal(ff_gpu_conv2d(dy, dx + (n - 1) * in1, dw, db, L, false, &rows, 1, S), FF_OK);

@@ -224,6 +224,15 @@ int ff_gpu_debug_tile_count(void) {
 int ff_gpu_debug_x3_tile_count(void) {
     return 0;
 }
+int ff_gpu_debug_x3_presplit_first(void) {
+    return -1;
+}
+void ff_gpu_debug_split_scratch_off(bool off) {
+    (void)off;
+}
+long long ff_gpu_debug_presplit_fallbacks(void) {
+    return 0;
+}
 int ff_gpu_debug_last_tile(void) {
     return -1;
 }

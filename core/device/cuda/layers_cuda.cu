@@ -909,6 +909,14 @@ enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3 = 19 };
 // g_tuned_mu; the multiprocessor count is an atomic written by every ff_gpu_select. The forced
 // tile is a test hook, set while no other thread launches.
 static int g_force_tile = -1;
+static bool g_split_scratch_off = false;                // test hook (ff_gpu_debug_split_scratch_off)
+static std::atomic<long long> g_presplit_fallbacks{0};  // k_conv_x3_wgp launches that ran k_conv_x3_wg
+extern "C" void ff_gpu_debug_split_scratch_off(bool off) {
+    g_split_scratch_off = off;
+}
+extern "C" long long ff_gpu_debug_presplit_fallbacks(void) {
+    return g_presplit_fallbacks.load(std::memory_order_relaxed);
+}
 static thread_local bool g_tuning = false;
 static thread_local bool g_conv_x3 = false;  // ff_gpu_set_conv_math: the calling thread's convs
 extern "C" void ff_gpu_set_conv_math(bool tf32x3) {
@@ -1127,6 +1135,7 @@ static thread_local split_scratch g_split;
 // *p: a buffer of at least `bytes` for launches on s, or NULL where none can be had.
 static ff_status split_scratch_get(void **p, size_t bytes, cudaStream_t s) {
     *p = NULL;
+    if (g_split_scratch_off) return FF_OK;
     if (g_split.n > 0 && g_split.bytes[g_split.n - 1] >= bytes) {
         *p = g_split.p[g_split.n - 1];
         return FF_OK;
@@ -1157,7 +1166,10 @@ static ff_status launch_x3_wgp(float *out, const float *in, const float *w, cons
     const long long pair_floats = (2 * pairs + 3) / 4 * 4;  // the tiles 16-byte aligned after the pairs
     void *scratch;
     FF_TRY(split_scratch_get(&scratch, (size_t)(pair_floats + wt_floats) * sizeof(float), s));
-    if (!scratch) return launch_x3_wg<NT, MT, WG, PD>(out, in, w, b, g, relu, s);
+    if (!scratch) {
+        g_presplit_fallbacks.fetch_add(1, std::memory_order_relaxed);
+        return launch_x3_wg<NT, MT, WG, PD>(out, in, w, b, g, relu, s);
+    }
     uint2 *inp = (uint2 *)scratch;
     float *wt = (float *)scratch + pair_floats;
     k_split_pairs<<<grid_for(pairs, 256), 256, 0, s>>>(inp, in, pairs);
@@ -1307,6 +1319,13 @@ static ff_status run_x3(float *out, const float *in, const float *w, const float
 }
 extern "C" int ff_gpu_debug_x3_tile_count(void) {
     return N_X3;
+}
+extern "C" int ff_gpu_debug_x3_presplit_first(void) {
+#ifdef FF_HAVE_WGMMA
+    return N_X3_WG;
+#else
+    return -1;
+#endif
 }
 
 template <bool LIN>

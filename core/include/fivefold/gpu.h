@@ -209,6 +209,14 @@ void ff_gpu_debug_force_tile(int tile);
 int ff_gpu_debug_tile_count(void);
 // The number of tf32x3 conv configurations (k_conv_x3's tiles, layers_cuda.cu).
 int ff_gpu_debug_x3_tile_count(void);
+// The first tf32x3 configuration that runs on operands split before the conv (k_conv_x3_wgp; those
+// up to ff_gpu_debug_x3_tile_count() - 1), -1 where the build has none (no sm_90a code).
+int ff_gpu_debug_x3_presplit_first(void);
+// Test hook: those configurations find no scratch for their split operands (as inside a capture
+// that first needs one), so their launcher runs k_conv_x3_wg instead: the same bits. Counts the
+// launches that fell back so (process-wide). Tests only: set it while no other thread launches.
+void ff_gpu_debug_split_scratch_off(bool off);
+long long ff_gpu_debug_presplit_fallbacks(void);
 // The configuration of the calling thread's last conv2d/linear launch (for benchmark rows).
 int ff_gpu_debug_last_tile(void);
 // Test hook: the conv weight gradient's fast path always takes its tiled kernel (k_conv_wgrad_part)
