@@ -1166,9 +1166,11 @@ static ff_status launch_x3_wgp(float *out, const float *in, const float *w, cons
     const long long pair_floats = (2 * pairs + 3) / 4 * 4;  // the tiles 16-byte aligned after the pairs
     void *scratch;
     FF_TRY(split_scratch_get(&scratch, (size_t)(pair_floats + wt_floats) * sizeof(float), s));
-    if (!scratch) {
+    if (!scratch) {  // a configuration of k_conv_x3_wg with NT channels (ff_gpu_kernels_init sized its memory)
         g_presplit_fallbacks.fetch_add(1, std::memory_order_relaxed);
-        return launch_x3_wg<NT, MT, WG, PD>(out, in, w, b, g, relu, s);
+        static_assert(NT == 64 || NT == 32, "a k_conv_x3_wg configuration of NT channels");
+        return NT == 64 ? launch_x3_wg<WGCFG_0>(out, in, w, b, g, relu, s)
+                        : launch_x3_wg<WGCFG_5>(out, in, w, b, g, relu, s);
     }
     uint2 *inp = (uint2 *)scratch;
     float *wt = (float *)scratch + pair_floats;
