@@ -909,10 +909,16 @@ enum { N_X3_TILED = 10, N_X3_ROWS = 19, N_X3 = 19 };
 // g_tuned_mu; the multiprocessor count is an atomic written by every ff_gpu_select. The forced
 // tile is a test hook, set while no other thread launches.
 static int g_force_tile = -1;
-static bool g_split_scratch_off = false;                // test hook (ff_gpu_debug_split_scratch_off)
+#ifdef FF_HAVE_WGMMA
+static bool g_split_scratch_off = false;  // test hook (ff_gpu_debug_split_scratch_off)
+#endif
 static std::atomic<long long> g_presplit_fallbacks{0};  // k_conv_x3_wgp launches that ran k_conv_x3_wg
 extern "C" void ff_gpu_debug_split_scratch_off(bool off) {
+#ifdef FF_HAVE_WGMMA
     g_split_scratch_off = off;
+#else
+    (void)off;  // no pre-split kernels in a build without sm_90a code
+#endif
 }
 extern "C" long long ff_gpu_debug_presplit_fallbacks(void) {
     return g_presplit_fallbacks.load(std::memory_order_relaxed);
