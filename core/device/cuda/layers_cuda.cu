@@ -630,8 +630,8 @@ __global__ void __launch_bounds__(WG * 128)
 // there), and the same element is split again by every block whose rows reach it. Here
 // k_split_pairs splits the input once into (big, small) pairs and k_split_wtiles the weights once
 // into the B tiles of every (channel block, stage), and a stage is copied into shared memory
-// as it is read: no split, no raw buffers, one barrier a stage, the copy of stage t + 1 in flight
-// while t's products run. The same pairs, products and order: k_conv_x3_wg's bits.
+// as it is read: no split, no raw buffers, one barrier a stage, the copies of the next stages in
+// flight while this one's products run. The same pairs, products and order: k_conv_x3_wg's bits.
 __global__ void k_split_pairs(uint2 *__restrict__ out, const float *__restrict__ in, long long count) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < count;
          i += (long long)gridDim.x * blockDim.x)
