@@ -396,6 +396,14 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB > 0 ? MINB : 
 struct XRowsGeom {           // the staged rows of a launch (launch_x3_rows)
     int NR, WP, XS4, tiles;  // rows, padded width, staged elements rounded up to 4, tiles per image
 };
+// Where each of a stage's XR_KS taps k = (channel, row, column of the 3 x 3 window) starts in the
+// staged rows, for the staged-rows convs (T threads, this one tid; read after the first barrier).
+__device__ __forceinline__ void x3_tap_table(int *tap, const XRowsGeom &r, int tid, int T) {
+    for (int k = tid; k < XR_KS; k += T) {
+        const int cl = k / 9, rr = (k % 9) / 3, ss = k % 3;
+        tap[k] = cl * r.NR * r.WP + rr * r.WP + ss;
+    }
+}
 template <int BM, int BN>
 static size_t x3_rows_smem_bytes(const XRowsGeom &r) {
     const size_t staged = (size_t)(2 * BM * XR_KS + 2 * r.XS4) * sizeof(float) +
@@ -420,10 +428,7 @@ __global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
     const int C = g.Kd / 9, XS = XR_CS * r.NR * r.WP;
     const int ih_lo = g.out_lo + q0 / g.Wo - g.pad;  // absolute input row of staged row 0 (stride 1)
     const float *in_img = in + (long long)img * g.in_img;
-    for (int k = tid; k < XR_KS; k += T) {
-        const int cl = k / 9, rr = (k % 9) / 3, ss = k % 3;
-        tap[k] = cl * r.NR * r.WP + rr * r.WP + ss;
-    }
+    x3_tap_table(tap, r, tid, T);
     auto issue = [&](int st, int buf) {  // rows of Kd % 4 == 0 floats, 16-byte aligned (w16): whole quads
         stage_tile<BM, XR_KS, T>(wraw + buf * BM * XR_KS, w, w, g.Kd, m0, g.M, st * XR_KS, g.Kd, w16, tid);
         stage_padded_rows(xraw + buf * r.XS4, in_img, in, XR_CS, r.NR, r.WP, st * XR_CS, C, ih_lo, g.H, g.W, g.pad,
@@ -589,10 +594,7 @@ __global__ void __launch_bounds__(WG * 128)
     const int C = g.Kd / 9, XS = XR_CS * r.NR * r.WP;
     const int ih_lo = g.out_lo + q0 / g.Wo - g.pad;  // absolute input row of staged row 0 (stride 1)
     const float *in_img = in + (long long)img * g.in_img;
-    for (int k = tid; k < XR_KS; k += T) {
-        const int cl = k / 9, rr = (k % 9) / 3, ss = k % 3;
-        tap[k] = cl * r.NR * r.WP + rr * r.WP + ss;
-    }
+    x3_tap_table(tap, r, tid, T);
     auto issue = [&](int st, int buf) {  // k_conv_x3_rows' copies, NT weight rows
         stage_tile<NT, XR_KS, T>(wraw + buf * NT * XR_KS, w, w, g.Kd, m0, g.M, st * XR_KS, g.Kd, w16, tid);
         stage_padded_rows(xraw + buf * r.XS4, in_img, in, XR_CS, r.NR, r.WP, st * XR_CS, C, ih_lo, g.H, g.W, g.pad,
@@ -678,10 +680,7 @@ __global__ void __launch_bounds__(WG * 128)
     const int ih_lo = g.out_lo + q0 / g.Wo - g.pad;  // absolute input row of staged row 0 (stride 1)
     const uint2 *in_img = inp + (long long)img * g.in_img;
     const float *wt_blk = wt + (long long)blockIdx.y * nst * BT;
-    for (int k = tid; k < XR_KS; k += T) {
-        const int cl = k / 9, rr = (k % 9) / 3, ss = k % 3;
-        tap[k] = cl * r.NR * r.WP + rr * r.WP + ss;
-    }
+    x3_tap_table(tap, r, tid, T);
     auto issue = [&](int st, int buf) {
         const float *src = wt_blk + (long long)st * BT;
         for (int e = tid; e < BT / 4; e += T) cp_async16(bt + buf * BT + 4 * e, src + 4 * e, true);
