@@ -706,6 +706,11 @@ static void relu_maxpool_backward_bits(void **state) {
     CHECK_OK(ff_gpu_relu_backward(gdx, gdy, gy, (int64_t)cnt, F.s));
     float *dx_g = tu_host_from(gdx, cnt, F.s);
     bad += check_bits("relu backward (+-0, NaN, inf, subnormal y)", dx_g, dx_c, cnt);
+    free(dx_g);
+    // one element on: no buffer 16-byte aligned, so the launcher takes its float-a-thread loop
+    CHECK_OK(ff_gpu_relu_backward(gdx + 1, gdy + 1, gy + 1, (int64_t)cnt - 1, F.s));
+    dx_g = tu_host_from(gdx, cnt, F.s);
+    bad += check_bits("relu backward, unaligned buffers", dx_g + 1, dx_c + 1, cnt - 1);
     ff_gpu_free(gy), ff_gpu_free(gdy), ff_gpu_free(gdx);
     free(y), free(dy), free(dx_c), free(dx_g);
 
