@@ -1717,14 +1717,16 @@ struct PoolGeom {
 };
 
 // One thread per output; taps r, s ascending; a tap wins when greater or NaN (the CPU's rule).
-__global__ void k_maxpool(float *__restrict__ out, const float *__restrict__ in, PoolGeom g, long long total) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;
-         i += (long long)gridDim.x * blockDim.x) {
-        const int ow = (int)(i % g.Wo);
-        long long t = i / g.Wo;
-        const int ol = (int)(t % g.out_rows);
-        const long long plane = t / g.out_rows;  // image * C + channel
-        const float *x = in + plane * g.in_rows * g.W;
+// I: the index type, unsigned where every index fits (a 64-bit division costs dozens of
+// instructions, and this pass is meant to be bound by memory).
+template <typename I>
+__global__ void k_maxpool(float *__restrict__ out, const float *__restrict__ in, PoolGeom g, I total) {
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < total; i += (I)gridDim.x * blockDim.x) {
+        const int ow = (int)(i % (I)g.Wo);
+        const I t = i / (I)g.Wo;
+        const int ol = (int)(t % (I)g.out_rows);
+        const I plane = t / (I)g.out_rows;  // image * C + channel
+        const float *x = in + (long long)plane * g.in_rows * g.W;
         const int oh = g.out_lo + ol;
         float m = -INFINITY;
         for (int r = 0; r < g.R; r++) {
@@ -1759,7 +1761,11 @@ extern "C" ff_status ff_gpu_maxpool(float *out, const float *in, const ff_layer 
                   L->stride,
                   L->pad};
     const long long total = (long long)n * L->in.c * out_rows * L->out.w;
-    k_maxpool<<<grid_for(total, 256), 256, 0, ff_cu_stream(s)>>>(out, in, g, total);
+    const unsigned blocks = grid_for(total, 256);
+    if (total <= INT32_MAX && (long long)blocks * 256 <= INT32_MAX)
+        k_maxpool<unsigned><<<blocks, 256, 0, ff_cu_stream(s)>>>(out, in, g, (unsigned)total);
+    else
+        k_maxpool<long long><<<blocks, 256, 0, ff_cu_stream(s)>>>(out, in, g, total);
     FF_LAUNCH_CHECK("k_maxpool");
     return FF_OK;
 }

@@ -660,14 +660,17 @@ __global__ void k_conv_wgrad_sum(float *__restrict__ dw, float *__restrict__ db,
 // without each element re-deriving its window.
 // relu: x is a relu's output and dx the gradient of the relu's input (ff_gpu_maxpool_backward):
 // the pick's value passes only where bv > 0, as k_relu_bwd would pass it.
+// I: the index type, unsigned where every index fits (a 64-bit division costs dozens of
+// instructions, and this pass is meant to be bound by memory).
+template <typename I>
 __global__ void k_maxpool_bwd_tiled(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ x,
-                                    ConvGeom g, long long total, bool relu) {
+                                    ConvGeom g, I total, bool relu) {
     const int HoWo = g.Ho * g.Wo;
-    FF_GRID_STRIDE(t, total) {
-        const long long plane = t / HoWo;
+    for (I t = blockIdx.x * (I)blockDim.x + threadIdx.x; t < total; t += (I)gridDim.x * blockDim.x) {
+        const I plane = t / (I)HoWo;
         const int o = (int)(t - plane * HoWo), oh = o / g.Wo, ow = o - oh * g.Wo;
-        const float *xp = x + plane * (long long)g.H * g.W;
-        float *dxp = dx + plane * (long long)g.H * g.W;
+        const float *xp = x + (long long)plane * g.H * g.W;
+        float *dxp = dx + (long long)plane * g.H * g.W;
         int best = -1;
         float bv = 0.0f;
         for (int r = 0; r < g.R; r++)
@@ -1146,6 +1149,22 @@ __global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mo
                                            tree_sgd_out{w_out, N > 1 && r.keep_sum ? r.at : nullptr});
 }
 
+// The plain update (ff_gpu_sgd: one gradient row) through the same loop, float4s where aligned:
+// a memory-bound pass over the weights, the momentum and the gradient.
+struct sgd_one_row {
+    const float *g;
+    __device__ __forceinline__ const float *operator()(int) const { return g; }
+};
+struct sgd_out {
+    float *w;
+    __device__ __forceinline__ void vec(long long i, float4, float4 o) const { reinterpret_cast<float4 *>(w)[i] = o; }
+    __device__ __forceinline__ void one(long long i, float, float o) const { w[i] = o; }
+};
+__global__ void k_sgd4(float *w, float *__restrict__ mom, const float *__restrict__ g, long long count, float lr,
+                       float momentum, float wd, int first) {
+    tree_sgd_chunks<1, FF_TREE_SGD_CHUNKS>(sgd_one_row{g}, w, mom, count, lr, momentum, wd, first, sgd_out{w});
+}
+
 static int multiprocessors() {  // of the current GPU, asked once (a process drives one GPU)
     static std::atomic<int> sms{0};
     int n = sms.load(std::memory_order_relaxed);
@@ -1491,8 +1510,13 @@ extern "C" ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const f
     const ConvGeom g = conv_geom(L);
     if (g.pad == 0 && g.stride == g.R && g.stride == g.S && g.H == g.Ho * g.R && g.W == g.Wo * g.S) {
         const long long windows = n * (long long)g.C * g.Ho * g.Wo;
-        k_maxpool_bwd_tiled<<<train_blocks(windows), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dx, dy, x, g, windows,
-                                                                                             relu);
+        const unsigned blocks = train_blocks(windows);
+        if (windows <= INT32_MAX && (long long)blocks * FF_TRAIN_THREADS <= INT32_MAX)
+            k_maxpool_bwd_tiled<unsigned>
+                <<<blocks, FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dx, dy, x, g, (unsigned)windows, relu);
+        else
+            k_maxpool_bwd_tiled<long long>
+                <<<blocks, FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dx, dy, x, g, windows, relu);
         FF_LAUNCH_CHECK("k_maxpool_bwd_tiled");
         return FF_OK;
     }
@@ -1552,6 +1576,13 @@ extern "C" ff_status ff_gpu_tree_reduce(float *out, float *rows, int64_t nrows, 
 extern "C" ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
                                 float weight_decay, bool first, ff_gpu_stream s) {
     if (count <= 0) return FF_OK;
+    if ((((uintptr_t)w | (uintptr_t)mom | (uintptr_t)g) & 15) == 0) {
+        const long long per_block = (long long)FF_TREE_SGD_CHUNKS * 4 * FF_TRAIN_THREADS;
+        k_sgd4<<<(unsigned)((count + per_block - 1) / per_block), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(
+            w, mom, g, count, lr, momentum, weight_decay, first ? 1 : 0);
+        FF_LAUNCH_CHECK("k_sgd4");
+        return FF_OK;
+    }
     k_sgd<<<train_blocks(count), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(w, mom, g, count, lr, momentum, weight_decay,
                                                                          first ? 1 : 0);
     FF_LAUNCH_CHECK("k_sgd");
