@@ -147,7 +147,9 @@ static void usage(FILE *f) {
         "FF_NCCL_CTA_POLICY=default|efficiency|zero NCCL's CTA policy (zero: copy-engine collectives);\n"
         "FF_FUSED_EXCHANGE=0 the direct mode's exchange of a bucket in three kernels (all-to-all, update,\n"
         "all-gather) where by default it runs as one on NCCL's device API (one node, every rank one\n"
-        "micro-batch: --microbatch = batch / ranks), FF_FUSED_CTAS=N that kernel's blocks (16).\n",
+        "micro-batch: --microbatch = batch / ranks), FF_FUSED_CTAS=N that kernel's blocks (16);\n"
+        "FF_TRAIN_HOST_COPIES=1 a GPU step copies its indices in and its losses out (by default its\n"
+        "kernels read and write them in pinned host memory).\n",
         DEFAULT_DATA, (long long)SYNTH_TRAIN_SMALL, (long long)SYNTH_TRAIN_FULL, (long long)SYNTH_TEST, FF_CKPT_FILE,
         FF_CKPT_FILE);
 }

@@ -177,6 +177,10 @@ ff_status ff_device_pin_host(ff_device *d, void *p, size_t bytes) {
 void ff_device_unpin_host(ff_device *d, void *p) {
     if (d->ops->unpin_host && p) d->ops->unpin_host(d, p);
 }
+ff_status ff_device_host_mapped(ff_device *d, void **dev, void *p) {
+    *dev = NULL;
+    return d->ops->host_mapped && p ? d->ops->host_mapped(d, dev, p) : FF_OK;
+}
 
 // ---------------------------------------------------------------- training
 // Argument checks shared by every device; the ops assume them.

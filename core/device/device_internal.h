@@ -25,12 +25,13 @@ typedef struct {
     ff_status (*resident_output)(ff_device *d, float *out_host, int64_t n);
     ff_status (*pin_host)(ff_device *d, void *p, size_t bytes);
     void (*unpin_host)(ff_device *d, void *p);
-    ff_status (*fence)(ff_device *d, int k);              // NULL: a synchronous device (nothing to wait for)
-    ff_status (*wait_fence)(ff_device *d, int k);         // NULL likewise
-    ff_status (*side_lane)(ff_device *d, bool side);      // NULL likewise
-    ff_status (*lane_wait_fence)(ff_device *d, int k);    // NULL likewise
-    ff_status (*join_side)(ff_device *d);                 // NULL likewise
-    struct ff_gpu_stream_s *(*gpu_stream)(ff_device *d);  // NULL: not a GPU
+    ff_status (*host_mapped)(ff_device *d, void **dev, void *p);  // NULL: no kernel reaches host memory
+    ff_status (*fence)(ff_device *d, int k);                      // NULL: a synchronous device (nothing to wait for)
+    ff_status (*wait_fence)(ff_device *d, int k);                 // NULL likewise
+    ff_status (*side_lane)(ff_device *d, bool side);              // NULL likewise
+    ff_status (*lane_wait_fence)(ff_device *d, int k);            // NULL likewise
+    ff_status (*join_side)(ff_device *d);                         // NULL likewise
+    struct ff_gpu_stream_s *(*gpu_stream)(ff_device *d);          // NULL: not a GPU
     // training (device.h): NULL where a device does not train
     float *(*params)(ff_device *d);
     ff_status (*adopt_params)(ff_device *d, float *buf);  // NULL: the device keeps its own memory

@@ -102,9 +102,14 @@ struct ff_trainer {
     int32_t *labels_host;  // (cap)
     int64_t *idx_host;     // (FF_TRAIN_INFLIGHT, cap): one slot per step in flight (ff_train_steps)
     float *loss_host;      // (FF_TRAIN_INFLIGHT, cap)
-    int slot;              // the slot the step being enqueued stages through
-    double *losses;        // (FF_TRAIN_INFLIGHT, B): each step's global per-image losses, in batch order
-    float *grad_host;      // (N): the reduced gradient at the last ff_trainer_sync
+    // the same two buffers as the device's kernels reach them (ff_device_host_mapped): the gather
+    // reads a step's indices and the loss kernel writes its losses there, with no copy in the
+    // step; NULL where the device cannot (the cpu device) or FF_TRAIN_HOST_COPIES=1
+    const int64_t *idx_mapped;
+    float *loss_mapped;
+    int slot;          // the slot the step being enqueued stages through
+    double *losses;    // (FF_TRAIN_INFLIGHT, B): each step's global per-image losses, in batch order
+    float *grad_host;  // (N): the reduced gradient at the last ff_trainer_sync
     // captured steps (run_step_work): key, whether seen once, the graph once captured
     struct {
         step_work key;
@@ -459,6 +464,9 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
                             "can, the default) or host (the test hook: a host comm too)"));
     FF_TRY(check_env_switch("FF_CAPTURE_EXCHANGE", false,
                             "0 (the queued exchange outside the step's graph) or 1 (captured, the default)"));
+    FF_TRY(check_env_switch("FF_TRAIN_HOST_COPIES", false,
+                            "0 (the device's kernels read the indices and write the losses in pinned host "
+                            "memory, the default) or 1 (a copy each way in every step)"));
     const char *graphs_env = getenv("FF_TRAIN_GRAPHS");
     int last = m->n_layers - 1;
     if (last >= 0 && m->layers[last].op == FF_OP_SOFTMAX) last--;
@@ -567,6 +575,13 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
         st = ff_device_pin_host(t->dev, t->idx_host, (size_t)(FF_TRAIN_INFLIGHT * t->cap) * sizeof(int64_t));
     if (st == FF_OK)
         st = ff_device_pin_host(t->dev, t->loss_host, (size_t)(FF_TRAIN_INFLIGHT * t->cap) * sizeof(float));
+    const char *copies = getenv("FF_TRAIN_HOST_COPIES");
+    if (st == FF_OK && !(copies && !strcmp(copies, "1"))) {
+        void *im = NULL, *lm = NULL;
+        st = ff_device_host_mapped(t->dev, &im, t->idx_host);
+        if (st == FF_OK) st = ff_device_host_mapped(t->dev, &lm, t->loss_host);
+        if (im && lm) t->idx_mapped = im, t->loss_mapped = lm;  // both or neither
+    }
     if (st == FF_OK) st = ff_trainer_load(t);  // every rank's weights are rank 0's (the executor's broadcast)
     if (st != FF_OK) {
         ff_trainer_destroy(t);
@@ -755,8 +770,10 @@ static void stage_host(ff_trainer *t, const batch_source *src, int64_t start, in
 }
 static ff_status stage_device(ff_trainer *t, bool resident, int64_t n) {
     if (resident) {
-        FF_TRY(ff_device_upload_bytes(t->dev, t->idx, t->idx_host + t->slot * t->cap, (size_t)n * sizeof(int64_t)));
-        return ff_device_gather(t->dev, t->act[0], t->labels, t->res_images, t->res_labels, t->idx, t->per, n);
+        const int64_t *idx = t->idx_mapped ? t->idx_mapped + t->slot * t->cap : t->idx;
+        if (!t->idx_mapped)
+            FF_TRY(ff_device_upload_bytes(t->dev, t->idx, t->idx_host + t->slot * t->cap, (size_t)n * sizeof(int64_t)));
+        return ff_device_gather(t->dev, t->act[0], t->labels, t->res_images, t->res_labels, idx, t->per, n);
     }
     if (ff_device_is_host(t->dev)) return FF_OK;
     FF_TRY(ff_device_upload(t->dev, t->act[0], t->x_host, (size_t)(n * t->per)));
@@ -1057,7 +1074,8 @@ static ff_status enqueue_step(ff_trainer *t, const step_work *k) {
             FF_TRY(forward_after_tail(t, k->nimg));
         else
             FF_TRY(ff_device_train_forward(t->dev, t->act, 0, t->last, k->nimg, M));
-        FF_TRY(ff_device_softmax_xent(t->dev, t->dz, t->loss, t->act[t->last + 1], t->labels, 1.0f / (float)k->b,
+        float *loss = t->loss_mapped ? t->loss_mapped + k->slot * t->cap : t->loss;
+        FF_TRY(ff_device_softmax_xent(t->dev, t->dz, loss, t->act[t->last + 1], t->labels, 1.0f / (float)k->b,
                                       t->classes, k->nimg));
         if (t->P == 1)  // the backward and the tree over the micro-batches in one (device.h)
             FF_TRY(ff_device_train_backward_reduced(t->dev, t->grad, t->grads, N, t->dz, (const float *const *)t->act,
@@ -1065,7 +1083,8 @@ static ff_status enqueue_step(ff_trainer *t, const step_work *k) {
         else if (!k->parts)
             FF_TRY(ff_device_train_backward(t->dev, t->grads, N, t->dz, (const float *const *)t->act, t->last, k->nimg,
                                             M));
-        FF_TRY(ff_device_download(t->dev, t->loss_host + k->slot * t->cap, t->loss, (size_t)k->nimg));
+        if (!t->loss_mapped)
+            FF_TRY(ff_device_download(t->dev, t->loss_host + k->slot * t->cap, t->loss, (size_t)k->nimg));
     }
     FF_TRY(join_tail(t));  // (a rank without images this step)
     if (t->P > 1 && !k->parts)

@@ -364,6 +364,11 @@ static void cuda_unpin_host(ff_device *d, void *p) {
     ff_gpu_host_unregister(p);
 }
 
+static ff_status cuda_host_mapped(ff_device *d, void **dev, void *p) {
+    (void)d;
+    return ff_gpu_host_mapped(dev, p);
+}
+
 static ff_status cuda_fault(ff_device *d, float *x) {
     return ff_gpu_fault(x, cuda_of(d)->stream);
 }
@@ -1127,6 +1132,7 @@ static const ff_device_ops cuda_ops = {
     .time_resident = cuda_time_resident,
     .resident_output = cuda_resident_output,
     .pin_host = cuda_pin_host,
+    .host_mapped = cuda_host_mapped,
     .unpin_host = cuda_unpin_host,
     .fence = cuda_fence,
     .wait_fence = cuda_wait_fence,

@@ -243,6 +243,11 @@ ff_status ff_gpu_host_register(void *p, size_t bytes) {
 void ff_gpu_host_unregister(void *p) {
     (void)p;
 }
+ff_status ff_gpu_host_mapped(void **dev, void *p) {
+    (void)p;
+    *dev = NULL;
+    return FF_NO_CUDA();
+}
 
 // ---- training
 ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,

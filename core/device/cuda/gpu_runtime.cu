@@ -111,6 +111,15 @@ void ff_gpu_host_unregister(void *p) {
     if (p && cudaHostUnregister(p) != cudaSuccess) cudaGetLastError();
 }
 
+ff_status ff_gpu_host_mapped(void **dev, void *p) {
+    *dev = NULL;
+    if (cudaHostGetDevicePointer(dev, p, 0) != cudaSuccess) {
+        cudaGetLastError();  // not mapped (no unified addressing): the caller copies instead
+        *dev = NULL;
+    }
+    return FF_OK;
+}
+
 ff_status ff_gpu_copy_h2d(void *dst, const void *src, size_t bytes, ff_gpu_stream s) {
     FF_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, ff_cu_stream(s)));
     return FF_OK;

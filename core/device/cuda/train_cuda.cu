@@ -1177,14 +1177,15 @@ static int multiprocessors() {  // of the current GPU, asked once (a process dri
     return n;
 }
 
+// A block an image: idx may be pinned host memory (the trainer's mapped indices), read once a warp
+// (every lane the same address) instead of once an element.
 __global__ void k_gather(float *__restrict__ x, int32_t *__restrict__ labels, const float *__restrict__ images,
                          const int32_t *__restrict__ all_labels, const int64_t *__restrict__ idx, long long per,
-                         long long total) {
-    FF_GRID_STRIDE(t, total) {
-        const long long i = t / per, e = t % per;
+                         long long n) {
+    for (long long i = blockIdx.x; i < n; i += gridDim.x) {
         const long long src = idx[i];
-        x[t] = images[src * per + e];
-        if (e == 0) labels[i] = all_labels[src];
+        for (long long e = threadIdx.x; e < per; e += blockDim.x) x[i * per + e] = images[src * per + e];
+        if (threadIdx.x == 0) labels[i] = all_labels[src];
     }
 }
 
@@ -1661,9 +1662,8 @@ extern "C" ff_status ff_gpu_synth(float *x, const ff_synth *sy, int64_t first, i
 extern "C" ff_status ff_gpu_gather(float *x, int32_t *labels, const float *images, const int32_t *all_labels,
                                    const int64_t *idx, int64_t per, int64_t n, ff_gpu_stream s) {
     if (n <= 0 || per <= 0) return FF_OK;
-    const long long total = n * per;
-    k_gather<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(x, labels, images, all_labels, idx, per,
-                                                                            total);
+    k_gather<<<(unsigned)(n < 65536 ? n : 65536), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(x, labels, images, all_labels,
+                                                                                          idx, per, n);
     FF_LAUNCH_CHECK("k_gather");
     return FF_OK;
 }

@@ -137,6 +137,10 @@ ff_status ff_device_resident_output(ff_device *d, float *out_host, int64_t n);
 // Page-locks a host buffer for fast copies (no-op on the cpu device); unpin before freeing it.
 ff_status ff_device_pin_host(ff_device *d, void *p, size_t bytes);
 void ff_device_unpin_host(ff_device *d, void *p);
+// *dev: where this device's kernels read and write the pinned host buffer p themselves (the same
+// memory, no copy node between them and the host), or NULL where they cannot (the cpu device: its
+// callers copy as before).
+ff_status ff_device_host_mapped(ff_device *d, void **dev, void *p);
 
 // ---- training (train.h, docs/ARCHITECTURE.md §9) ----
 // One trainer drives every mode's step through these: train_forward (the activations the backward reads),

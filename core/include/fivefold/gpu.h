@@ -84,6 +84,9 @@ void ff_gpu_free_host(void *p);
 // Unregister before freeing the buffer.
 ff_status ff_gpu_host_register(void *p, size_t bytes);
 void ff_gpu_host_unregister(void *p);
+// *dev: the address through which kernels read and write the registered host buffer at p (the
+// same memory over PCIe/NVLink, no copy), NULL where the device cannot map it.
+ff_status ff_gpu_host_mapped(void **dev, void *p);
 // Asynchronous copies on stream s (host memory may be pageable; then the copy is staged).
 ff_status ff_gpu_copy_h2d(void *dst, const void *src, size_t bytes, ff_gpu_stream s);
 ff_status ff_gpu_copy_d2h(void *dst, const void *src, size_t bytes, ff_gpu_stream s);
@@ -439,7 +442,8 @@ ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t count, float 
 // either way.
 ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, const ff_tree_rows *rows, int64_t count, float lr,
                           float momentum, float weight_decay, bool first, ff_gpu_stream s);
-// x[i] = images[idx[i]] (per floats each), labels[i] = all_labels[idx[i]] for i < n.
+// x[i] = images[idx[i]] (per floats each), labels[i] = all_labels[idx[i]] for i < n. idx may be
+// a mapped pinned host buffer (ff_gpu_host_mapped).
 ff_status ff_gpu_gather(float *x, int32_t *labels, const float *images, const int32_t *all_labels, const int64_t *idx,
                         int64_t per, int64_t n, ff_gpu_stream s);
 // x (n, sy->dim): features of samples [first, first + n) of a synthetic set (synthetic.h's code).
