@@ -340,25 +340,28 @@ __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ pa
 
 // The same partials for a layer with few columns (C*R*S < 32, gpu.h; mnist's conv1: 9), where a
 // tile would leave most of its columns idle and walk Q / WG_BQ stages in one block per image (conv1
-// at batch 64: 42 us). Here a block owns one image: its dy (K, Q) and its input with the padding
-// written out as zeros, (C, H + 2 pad, W + 2 pad), are copied into shared memory once; then thread
-// t < K*CRS runs chain (k, e) = (t / CRS, t % CRS) and thread K*CRS + k the bias chain of k, each
-// over q ascending from +0 with every position, a padding tap as fma(dy, +0, acc): the terms, order
-// and start of k_conv_wgrad_part's chains, so the same bits (test_gpu_train's
-// conv_wgrad_image_kernel_bits checks it against the tiled kernel).
+// at batch 64: 42 us). Here a block owns one image: its dy (K, Q) and, for each column e = (c, r,
+// s), the input tap of every position in position order, a padding tap as +0 (CRS, Q), are copied
+// into shared memory once; then thread t < K*CRS runs chain (k, e) = (t / CRS, t % CRS) and thread
+// K*CRS + k the bias chain of k, each over q ascending from +0 with every position, a padding tap
+// as fma(dy, +0, acc): the terms, order and start of k_conv_wgrad_part's chains, so the same bits
+// (test_gpu_train's conv_wgrad_image_kernel_bits checks it against the tiled kernel). Both rows of
+// a chain lie in position order, so the chain reads them four positions a load where Q % 4 == 0
+// (its latency was the kernel's time: session 28, a load a term, 16 us at batch 64).
 __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x,
-                                 WgradGeom g, int Hp, int Wp) {
+                                 WgradGeom g) {
     extern __shared__ __align__(16) float wgi_sm[];
-    const int KQ = g.K * g.Q, HWp = Hp * Wp;
+    const int KQ = g.K * g.Q, RS = g.R * g.S;
     float *dys = wgi_sm;      // (K, Q)
-    float *xs = wgi_sm + KQ;  // (C, Hp, Wp), padding as +0
+    float *xs = wgi_sm + KQ;  // (CRS, Q): the taps, padding as +0
     const long long img = g.img0 + blockIdx.x;
     const float *dyi = dy + img * (long long)KQ;
     const float *xi = x + img * ((long long)g.C * g.H * g.W);
     // Every copy in flight at once (cp.async, no register round trip), then one wait.
     for (int i = threadIdx.x; i < KQ; i += blockDim.x) cp_async4(dys + i, dyi + i, true);
-    for (int i = threadIdx.x; i < g.C * HWp; i += blockDim.x) {
-        const int c = i / HWp, rem = i - c * HWp, h = rem / Wp - g.pad, w = rem - (rem / Wp) * Wp - g.pad;
+    for (int i = threadIdx.x; i < g.CRS * g.Q; i += blockDim.x) {
+        const int e = i / g.Q, q = i - e * g.Q, c = e / RS, rs = e - c * RS, r = rs / g.S, s = rs - r * g.S;
+        const int h = q / g.Wo * g.stride - g.pad + r, w = q % g.Wo * g.stride - g.pad + s;
         const bool v = (unsigned)h < (unsigned)g.H && (unsigned)w < (unsigned)g.W;
         cp_async4(xs + i, v ? xi + ((long long)c * g.H + h) * g.W + w : x, v);
     }
@@ -367,26 +370,37 @@ __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restri
     __syncthreads();
     const int t = threadIdx.x, KE = g.K * g.CRS;
     float *pi = part + img * g.PW;
-    if (t >= KE) {  // the bias chains (their own warps where K*CRS is a multiple of 32)
+    const bool quads = (g.Q & 3) == 0;  // rows 16-byte aligned: dys and xs start so, rows are Q floats
+    if (t >= KE) {                      // the bias chains (their own warps where K*CRS is a multiple of 32)
         const int k = t - KE;
         if (k >= g.K) return;
         const float *dk = dys + k * g.Q;
         float acc = 0.0f;
-        for (int q = 0; q < g.Q; q++) acc = __fadd_rn(acc, dk[q]);
+        if (quads) {
+#pragma unroll 4
+            for (int q4 = 0; q4 < g.Q / 4; q4++) {
+                const float4 a = reinterpret_cast<const float4 *>(dk)[q4];
+                acc = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(acc, a.x), a.y), a.z), a.w);
+            }
+        } else {
+#pragma unroll 8
+            for (int q = 0; q < g.Q; q++) acc = __fadd_rn(acc, dk[q]);
+        }
         pi[KE + k] = acc;
         return;
     }
-    const int k = t / g.CRS, e = t - k * g.CRS, RS = g.R * g.S;
-    const int c = e / RS, rs = e - c * RS, r = rs / g.S, s = rs - r * g.S;
-    const float *dk = dys + k * g.Q;
-    const float *xc = xs + c * HWp + r * Wp + s;  // tap (r, s) of output (0, 0), in padded coordinates
-    const int Ho = g.Q / g.Wo;
+    const int k = t / g.CRS, e = t - k * g.CRS;
+    const float *dk = dys + k * g.Q, *xe = xs + e * g.Q;
     float acc = 0.0f;
-    for (int oh = 0; oh < Ho; oh++) {
-        const float *xrow = xc + oh * g.stride * Wp;
-        const float *drow = dk + oh * g.Wo;
+    if (quads) {
 #pragma unroll 4
-        for (int ow = 0; ow < g.Wo; ow++) acc = __fmaf_rn(drow[ow], xrow[ow * g.stride], acc);
+        for (int q4 = 0; q4 < g.Q / 4; q4++) {
+            const float4 a = reinterpret_cast<const float4 *>(dk)[q4], b = reinterpret_cast<const float4 *>(xe)[q4];
+            acc = __fmaf_rn(a.w, b.w, __fmaf_rn(a.z, b.z, __fmaf_rn(a.y, b.y, __fmaf_rn(a.x, b.x, acc))));
+        }
+    } else {
+#pragma unroll 8
+        for (int q = 0; q < g.Q; q++) acc = __fmaf_rn(dk[q], xe[q], acc);
     }
     pi[(long long)k * g.CRS + e] = acc;
 }
@@ -1242,8 +1256,7 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
     } else if (!g_force_wgrad_tiled && ff_gpu_conv2d_backward_weights_per_image(L, n)) {
         g.img0 = 0;
         k_conv_wgrad_img<<<(unsigned)n, (unsigned)ff_gpu_conv2d_wgrad_image_threads(L),
-                           (size_t)ff_gpu_conv2d_wgrad_image_smem(L), st>>>(part, dy, x, g, g.H + 2 * g.pad,
-                                                                            g.W + 2 * g.pad);
+                           (size_t)ff_gpu_conv2d_wgrad_image_smem(L), st>>>(part, dy, x, g);
         FF_LAUNCH_CHECK("k_conv_wgrad_img");
     } else {
         FF_TRY(conv_wgrad_tiled(part, dy, x, g, L, n, st));

@@ -371,9 +371,8 @@ static inline int64_t ff_gpu_linear_backward_data_workspace_floats(const ff_laye
 static inline int64_t ff_gpu_conv2d_wgrad_image_threads(const ff_layer *L) {
     return (L->out_c * (L->in.c * L->kh * L->kw + 1) + 31) / 32 * 32;
 }
-static inline int64_t ff_gpu_conv2d_wgrad_image_smem(const ff_layer *L) {
-    const int64_t hp = L->in.h + 2 * L->pad, wp = L->in.w + 2 * L->pad;
-    return (L->out_c * L->out.h * L->out.w + L->in.c * hp * wp) * (int64_t)sizeof(float);
+static inline int64_t ff_gpu_conv2d_wgrad_image_smem(const ff_layer *L) {  // dy (K, Q) and the taps (C*R*S, Q)
+    return (L->out_c + L->in.c * L->kh * L->kw) * L->out.h * L->out.w * (int64_t)sizeof(float);
 }
 // Whether ff_gpu_conv2d_backward_weights' fast path runs that kernel (few columns: C*R*S < 32, at
 // most 1024 threads, at most FF_GPU_WGRAD_IMAGE_SMEM_MAX bytes; mnist's conv1) rather than its
