@@ -364,14 +364,14 @@ static inline int64_t ff_gpu_linear_backward_data_workspace_floats(const ff_laye
 }
 
 // The block-per-image weight-gradient kernel's launch for layer L: a thread per (k, c, r, s)
-// chain and one per bias, in whole warps; shared memory for one image's dy (K, Ho*Wo) and its
-// zero-padded input (C, H + 2 pad, W + 2 pad).
+// chain and one per bias, in whole warps; shared memory for one image's dy (K, Ho*Wo) and each
+// column's input tap of every position in position order (C*R*S, Ho*Wo), padding as +0.
 #define FF_GPU_WGRAD_IMAGE_SMEM_MAX (200 * 1024)
 #define FF_GPU_WGRAD_X3_SMEM_MAX (200 * 1024)  // the tf32x3 weight gradient's staging (train_cuda.cu)
 static inline int64_t ff_gpu_conv2d_wgrad_image_threads(const ff_layer *L) {
     return (L->out_c * (L->in.c * L->kh * L->kw + 1) + 31) / 32 * 32;
 }
-static inline int64_t ff_gpu_conv2d_wgrad_image_smem(const ff_layer *L) {  // dy (K, Q) and the taps (C*R*S, Q)
+static inline int64_t ff_gpu_conv2d_wgrad_image_smem(const ff_layer *L) {
     return (L->out_c + L->in.c * L->kh * L->kw) * L->out.h * L->out.w * (int64_t)sizeof(float);
 }
 // Whether ff_gpu_conv2d_backward_weights' fast path runs that kernel (few columns: C*R*S < 32, at
