@@ -749,7 +749,8 @@ typedef struct {
 // Images [start, start + n) of the global batch into act[0] and labels on the device, in two
 // halves: stage_host does the host's part (indices, or normalised images, into the pinned staging
 // buffers; on a host device straight into act[0]); stage_device enqueues the device's part
-// (uploads, or the gather from the resident set), which a captured step replays.
+// (uploads, or the gather from the resident set, which reads the indices in their pinned slot
+// where the device maps it), which a captured step replays.
 static bool from_resident(const ff_trainer *t, const batch_source *src) {
     return src->ds && src->ds == t->resident;
 }
@@ -1061,7 +1062,8 @@ static ff_status forward_after_tail(ff_trainer *t, int64_t nimg) {
 }
 
 // The device work of a step that needs no communication, enqueued (or captured): the batch onto the
-// device, forward, loss, backward, the losses to the host; with `local` also the tree over this
+// device, forward, loss, backward, the losses to the host (written there by the loss kernel where
+// the device maps the slot, else copied); with `local` also the tree over this
 // rank's micro-batch gradients into t->grad, and with `update` the SGD step after it. Several
 // ranks: each bucket's preparation (prepare_bucket). With k->parts the backward and the
 // preparations are left to step_core (overlap).
