@@ -1112,11 +1112,6 @@ __device__ __forceinline__ float sgd_rule(float w, float g, float *__restrict__ 
     return out;
 }
 
-__global__ void k_sgd(float *__restrict__ w, float *__restrict__ mom, const float *__restrict__ g, long long count,
-                      float lr, float momentum, float wd, int first) {
-    FF_GRID_STRIDE(i, count) w[i] = sgd_rule(w[i], g[i], mom, i, lr, momentum, wd, first);
-}
-
 // The deterministic exchange's last step on a slice (device.h ff_device_tree_sgd): the tree over
 // N rows in registers (k_tree_reg's order), the sum kept in row 0, the SGD rule on it, the updated
 // weight to w_out (w only read): one pass where the tree, the update and a copy of the weights
@@ -1161,22 +1156,6 @@ __global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mo
                             float lr, float momentum, float wd, int first) {
     tree_sgd_chunks<N, FF_TREE_SGD_CHUNKS>(tree_rows_at{r}, w, mom, count, lr, momentum, wd, first,
                                            tree_sgd_out{w_out, N > 1 && r.keep_sum ? r.at : nullptr});
-}
-
-// The plain update (ff_gpu_sgd: one gradient row) through the same loop, float4s where aligned:
-// a memory-bound pass over the weights, the momentum and the gradient.
-struct sgd_one_row {
-    const float *g;
-    __device__ __forceinline__ const float *operator()(int) const { return g; }
-};
-struct sgd_out {
-    float *w;
-    __device__ __forceinline__ void vec(long long i, float4, float4 o) const { reinterpret_cast<float4 *>(w)[i] = o; }
-    __device__ __forceinline__ void one(long long i, float, float o) const { w[i] = o; }
-};
-__global__ void k_sgd4(float *w, float *__restrict__ mom, const float *__restrict__ g, long long count, float lr,
-                       float momentum, float wd, int first) {
-    tree_sgd_chunks<1, FF_TREE_SGD_CHUNKS>(sgd_one_row{g}, w, mom, count, lr, momentum, wd, first, sgd_out{w});
 }
 
 static int multiprocessors() {  // of the current GPU, asked once (a process drives one GPU)
@@ -1587,22 +1566,6 @@ extern "C" ff_status ff_gpu_tree_reduce(float *out, float *rows, int64_t nrows, 
     return FF_OK;
 }
 
-extern "C" ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
-                                float weight_decay, bool first, ff_gpu_stream s) {
-    if (count <= 0) return FF_OK;
-    if ((((uintptr_t)w | (uintptr_t)mom | (uintptr_t)g) & 15) == 0) {
-        const long long per_block = (long long)FF_TREE_SGD_CHUNKS * 4 * FF_TRAIN_THREADS;
-        k_sgd4<<<(unsigned)((count + per_block - 1) / per_block), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(
-            w, mom, g, count, lr, momentum, weight_decay, first ? 1 : 0);
-        FF_LAUNCH_CHECK("k_sgd4");
-        return FF_OK;
-    }
-    k_sgd<<<train_blocks(count), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(w, mom, g, count, lr, momentum, weight_decay,
-                                                                         first ? 1 : 0);
-    FF_LAUNCH_CHECK("k_sgd");
-    return FF_OK;
-}
-
 struct tree_sgd_args {
     float *w_out;
     const float *w;
@@ -1660,6 +1623,21 @@ extern "C" ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, c
         case 7: launch_tree_sgd<7>(aligned, blocks, cs, a); break;
         case 8: launch_tree_sgd<8>(aligned, blocks, cs, a); break;
     }
+    FF_LAUNCH_CHECK(aligned ? "k_tree_sgd4" : "k_tree_sgd");
+    return FF_OK;
+}
+
+// The plain update is the fused tree update of one row (its gradient), in place: the same rule
+// and bits, float4s where aligned, here over a full grid (nothing runs beside it to leave room for).
+extern "C" ff_status ff_gpu_sgd(float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
+                                float weight_decay, bool first, ff_gpu_stream s) {
+    if (count <= 0) return FF_OK;
+    const ff_tree_rows r = {const_cast<float *>(g), 1, count, -1, nullptr, false};
+    const bool aligned = (((uintptr_t)w | (uintptr_t)mom | (uintptr_t)g) & 15) == 0;
+    const long long per_block = (long long)FF_TREE_SGD_CHUNKS * 4 * FF_TRAIN_THREADS;
+    const unsigned blocks = aligned ? (unsigned)((count + per_block - 1) / per_block) : train_blocks(count);
+    launch_tree_sgd<1>(aligned, blocks, ff_cu_stream(s),
+                       {w, w, mom, r, count, lr, momentum, weight_decay, first ? 1 : 0});
     FF_LAUNCH_CHECK(aligned ? "k_tree_sgd4" : "k_tree_sgd");
     return FF_OK;
 }
