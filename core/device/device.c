@@ -307,6 +307,13 @@ ff_status ff_device_tree_reduce(ff_device *d, float *out, float *rows, int64_t n
 ff_status ff_device_sgd(ff_device *d, float *w, float *mom, const float *g, int64_t count, float lr, float momentum,
                         float weight_decay, bool first) {
     if (!d->ops->sgd) return unsupported(d, "training (SGD)");
+    if (count > 0 && (!w || !mom || !g))
+        return FF_FAIL(FF_ERR_INPUT, "SGD of %lld floats: the %s buffer is NULL: expected one of %lld floats",
+                       (long long)count,
+                       !w     ? "weights"
+                       : !mom ? "momentum"
+                              : "gradient",
+                       (long long)count);
     return count > 0 ? d->ops->sgd(d, w, mom, g, count, lr, momentum, weight_decay, first) : FF_OK;
 }
 
@@ -323,6 +330,14 @@ ff_status ff_device_tree_sgd(ff_device *d, float *w_out, const float *w, float *
         return FF_FAIL(FF_ERR_INPUT,
                        "tree and SGD: own row %lld %s: expected -1 without a place, or a row in [0, %lld) with one",
                        (long long)r->own, r->own_at ? "with a place" : "without a place", (long long)r->n);
+    if (count > 0 && (!w_out || !w || !mom || !r->at))
+        return FF_FAIL(FF_ERR_INPUT, "tree and SGD of %lld floats: the %s buffer is NULL: expected one of %lld floats",
+                       (long long)count,
+                       !w_out ? "output weights"
+                       : !w   ? "weights"
+                       : !mom ? "momentum"
+                              : "rows",
+                       (long long)count);
     if (!r->keep_sum && r->n > FF_TREE_UNKEPT_ROWS)
         return FF_FAIL(FF_ERR_INPUT, "tree and SGD: %lld rows without keeping the sum: expected at most %d",
                        (long long)r->n, FF_TREE_UNKEPT_ROWS);

@@ -250,6 +250,18 @@ static void tree_sgd_is_the_tree_then_the_rule(void **state) {
             0.01f, 0.9f, 0.0f, false),
         FF_ERR_INPUT);
     assert_non_null(strstr(ff_last_error(), "9 rows without keeping the sum: expected at most 8"));
+    // a missing buffer is refused by name (the GPU kernels would read it), on every device
+    assert_int_equal(ff_device_sgd(d, out, NULL, wt, 8, 0.01f, 0.0f, 0.0f, false), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "SGD of 8 floats: the momentum buffer is NULL: expected one of 8 floats"));
+    assert_int_equal(ff_device_sgd(d, out, mom, NULL, 8, 0.01f, 0.9f, 0.0f, false), FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "the gradient buffer is NULL"));
+    assert_int_equal(ff_device_tree_sgd(
+                         d, out, wt, NULL,
+                         &(ff_tree_rows){.at = rows, .n = 1, .stride = 8, .own = -1, .own_at = NULL, .keep_sum = true},
+                         8, 0.01f, 0.9f, 0.0f, false),
+                     FF_ERR_INPUT);
+    assert_non_null(strstr(ff_last_error(), "tree and SGD of 8 floats: the momentum buffer is NULL"));
+    assert_int_equal(ff_device_sgd(d, out, mom, wt, 0, 0.01f, 0.9f, 0.0f, false), FF_OK);  // nothing to update
     // the cpu device keeps its weights where they are (adopting memory is for GPUs, device.h)
     float *params = ff_device_params(d);
     assert_int_equal(ff_device_adopt_params(d, out), FF_ERR_INPUT);
