@@ -149,7 +149,9 @@ static void usage(FILE *f) {
         "all-gather) where by default it runs as one on NCCL's device API (one node, every rank one\n"
         "micro-batch: --microbatch = batch / ranks), FF_FUSED_CTAS=N that kernel's blocks (16);\n"
         "FF_TRAIN_HOST_COPIES=1 a GPU step copies its indices in and its losses out (by default its\n"
-        "kernels read and write them in pinned host memory).\n",
+        "kernels read and write them in pinned host memory); FF_TRAIN_CONCURRENT_BACKWARD=0 a GPU's\n"
+        "backward on one stream (by default the weight gradients run on a second one beside the data\n"
+        "gradients).\n",
         DEFAULT_DATA, (long long)SYNTH_TRAIN_SMALL, (long long)SYNTH_TRAIN_FULL, (long long)SYNTH_TEST, FF_CKPT_FILE,
         FF_CKPT_FILE);
 }

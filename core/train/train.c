@@ -467,6 +467,9 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     FF_TRY(check_env_switch("FF_TRAIN_HOST_COPIES", false,
                             "0 (the device's kernels read the indices and write the losses in pinned host "
                             "memory, the default) or 1 (a copy each way in every step)"));
+    FF_TRY(check_env_switch("FF_TRAIN_CONCURRENT_BACKWARD", false,
+                            "1 (a GPU's weight gradients on a second stream beside the data gradients, the "
+                            "default) or 0 (the whole backward on one stream)"));
     const char *graphs_env = getenv("FF_TRAIN_GRAPHS");
     int last = m->n_layers - 1;
     if (last >= 0 && m->layers[last].op == FF_OP_SOFTMAX) last--;

@@ -5,7 +5,8 @@
 #           on one GPU, NCCL with a GPU per rank) at P = 1, 2, 3, 4, and direct over CUDA IPC at
 #           P = 3, bit for bit: the deterministic micro-batch reduction does not depend on P. A
 #           run with another --microbatch (another reduction tree) must differ: the comparison can
-#           fail. Graph replays (the default) equal eager steps (FF_TRAIN_GRAPHS=0), and, with
+#           fail. Graph replays (the default) equal eager steps (FF_TRAIN_GRAPHS=0), the gradient
+#           lane (the default) a backward on one stream (FF_TRAIN_CONCURRENT_BACKWARD=0), and, with
 #           NCCL, so do the queued exchange's variants (host waits, uncaptured, --overlap steps).
 #   resume  a cuda run killed after step 5 (test hook) and resumed equals the uninterrupted one;
 #           a checkpoint written by hybrid P = 2 after 3 steps, resumed by direct P = 3, too.
@@ -83,6 +84,12 @@ modes)
     GOT=$(digests "$T/eager.txt")
     echo "cuda, eager steps: $GOT"
     [ "$GOT" = "$REF" ] || fail "eager steps differ from graph replays"
+    # The weight gradients on the gradient lane beside the data gradients (the default) against
+    # the whole backward on one stream: the same kernels on the same buffers, the same bits.
+    run onestream env FF_TRAIN_CONCURRENT_BACKWARD=0 "$F" train --mode cuda $A0
+    GOT=$(digests "$T/onestream.txt")
+    echo "cuda, backward on one stream: $GOT"
+    [ "$GOT" = "$REF" ] || fail "the backward on one stream differs from the gradient lane's"
     for P in 1 2 3 4; do
         for mode in hybrid direct; do
             run "$mode$P" $MPIEXEC -n $P "$F" train --mode $mode $A0

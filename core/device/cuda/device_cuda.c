@@ -119,6 +119,16 @@ typedef struct {
     // cuda_train_backward_reduced: where the own linear kernels write their tree-summed gradients
     // (the parameter buffer's layout), NULL in an ordinary backward (a row per group)
     float *tree_into;
+    // The gradient lane (train_backward): a second stream on which a one-pass backward computes
+    // each layer's parameter gradients beside the data gradients below it, forked from the stream
+    // once the layer's output gradient is there and joined at the end of the backward. Made at its
+    // first use; off with FF_TRAIN_CONCURRENT_BACKWARD=0. lane_seen: the batch sizes whose backward
+    // has run once (its kernels tuned, on the stream alone: the lane waits until then, so that no
+    // timing of the tuner shares the GPU with the lane's kernels).
+    ff_gpu_stream lane;
+    ff_gpu_event lane_fork, lane_join;
+    bool lane_off;
+    int64_t lane_seen[4];
     int64_t ones_n;
     bool conv_x3;  // --precision tf32x3: the convs on tensor cores (gpu.h, ff_gpu_set_conv_math)
 } cuda_device;
@@ -152,6 +162,9 @@ static void cuda_destroy(ff_device *d) {
     ff_gpu_free(c->d_ones);
     if (c->side) ff_gpu_stream_destroy(c->side);
     if (c->side_done) ff_gpu_event_destroy(c->side_done);
+    if (c->lane_fork) ff_gpu_event_destroy(c->lane_fork);
+    if (c->lane_join) ff_gpu_event_destroy(c->lane_join);
+    if (c->lane) ff_gpu_stream_destroy(c->lane);
     ff_gpu_stream_destroy(c->main);
     free(c);
 }
@@ -257,6 +270,9 @@ ff_status ff_device_cuda_create(ff_device **out, const ff_model *m, const ff_wei
     cuda_device *c = calloc(1, sizeof *c);
     if (!c) return FF_FAIL(FF_ERR_OOM, "cuda device: out of host memory");
     c->bw_n = -1;  // no backward in two passes under way
+    // The trainer refuses any other value than 0 or 1 (train.c check_env_switch) before it runs a step.
+    const char *lane_env = getenv("FF_TRAIN_CONCURRENT_BACKWARD");
+    c->lane_off = lane_env && !strcmp(lane_env, "0");
     ff_status st = cuda_setup(c, m, w, p, o);
     if (st != FF_OK) {
         cuda_destroy(&c->base);
@@ -812,24 +828,36 @@ static ff_status cuda_softmax_xent(ff_device *d, float *dz, float *loss, const f
     return ff_gpu_softmax_xent(dz, loss, z, labels, scale, classes, n, cuda_of(d)->stream);
 }
 
-// The backward workspace layers [0, last] need at n (gpu.h "Workspaces"): the largest of the conv
-// weight gradients' partials and the data gradients' rearranged weights (layer 0 computes no data
-// gradient). The kernels use it one layer after the other on the stream, so one buffer serves all.
-static size_t train_work_need(const ff_model *m, int last, int64_t n) {
+// The backward workspace layers [0, last] need at n (gpu.h "Workspaces"), in two regions: the data
+// gradients' (the conv data gradients' flipped weights, the linear ones' transposed weights and
+// split-K sums; layer 0 computes no data gradient) from its start, and after it, at
+// train_work_params_at, the conv weight gradients' per-image partials. The kernels of each region
+// use it one layer after the other on their stream, so one region serves all layers; the two
+// regions apart let the gradient lane (train_backward) run a weight gradient beside a data one.
+static int64_t train_work_data_need(const ff_model *m, int last, int64_t n) {
     int64_t need = 0;
-    for (int l = 0; l <= last; l++) {
+    for (int l = 1; l <= last; l++) {
         const ff_layer *L = &m->layers[l];
-        int64_t f = 0;
-        if (L->op == FF_OP_CONV2D) {
-            f = ff_gpu_conv2d_backward_weights_workspace_floats(L, n);
-            const int64_t fd = l > 0 ? ff_gpu_conv2d_backward_data_workspace_floats(L) : 0;
-            if (fd > f) f = fd;
-        } else if (L->op == FF_OP_LINEAR && l > 0) {
-            f = ff_gpu_linear_backward_data_workspace_floats(L, n);
-        }
+        const int64_t f = L->op == FF_OP_CONV2D   ? ff_gpu_conv2d_backward_data_workspace_floats(L)
+                          : L->op == FF_OP_LINEAR ? ff_gpu_linear_backward_data_workspace_floats(L, n)
+                                                  : 0;
         if (f > need) need = f;
     }
-    return (size_t)need;
+    return need;
+}
+// Where the weight gradients' region starts: after the data region, on a 256-byte boundary (the
+// buffer's own alignment, so the float4 kernels of both regions find theirs).
+static int64_t train_work_params_at(const ff_model *m, int last, int64_t n) {
+    return (train_work_data_need(m, last, n) + 63) / 64 * 64;
+}
+static size_t train_work_need(const ff_model *m, int last, int64_t n) {
+    int64_t params = 0;
+    for (int l = 0; l <= last; l++) {
+        const ff_layer *L = &m->layers[l];
+        const int64_t f = L->op == FF_OP_CONV2D ? ff_gpu_conv2d_backward_weights_workspace_floats(L, n) : 0;
+        if (f > params) params = f;
+    }
+    return (size_t)(train_work_params_at(m, last, n) + params);
 }
 
 static bool has_params(const ff_layer *L) {
@@ -858,7 +886,9 @@ static int64_t kept_per_image(const ff_model *m, int last) {
 
 static size_t cuda_train_work_bytes(const ff_device *d, int last, int64_t n, bool two_pass) {
     const ff_model *m = d->model;
-    const size_t kept = two_pass ? (size_t)n * (size_t)kept_per_image(m, last) : 0;
+    // (the gradient lane keeps the output gradients as the two-pass backward does: train_backward)
+    const bool kept_too = two_pass || !((const cuda_device *)d)->lane_off;
+    const size_t kept = kept_too ? (size_t)n * (size_t)kept_per_image(m, last) : 0;
     return (train_work_need(m, last, n) + 2 * (size_t)n * (size_t)m->max_act + kept + lin_work_need(d, last, n)) *
            sizeof(float);
 }
@@ -932,29 +962,52 @@ static bool linear_summed_in_kernel(const ff_layer *L) {
 // every pass, so the passes give the bits of the whole.
 typedef enum { BACKWARD_ALL, BACKWARD_DATA, BACKWARD_PARAMS } backward_pass;
 
+// Whether a one-pass backward of n images runs its parameter gradients on the gradient lane: unless
+// switched off, once a backward of n images has run on the stream alone (lane_seen).
+static bool lane_applies(const cuda_device *c, int64_t n) {
+    if (c->lane_off) return false;
+    for (int i = 0; i < (int)(sizeof c->lane_seen / sizeof c->lane_seen[0]); i++)
+        if (c->lane_seen[i] == n) return true;
+    return false;
+}
+static void lane_remember(cuda_device *c, int64_t n) {
+    const int k = (int)(sizeof c->lane_seen / sizeof c->lane_seen[0]);
+    if (lane_applies(c, n) || c->lane_off) return;
+    memmove(c->lane_seen + 1, c->lane_seen, (size_t)(k - 1) * sizeof c->lane_seen[0]);  // the oldest goes
+    c->lane_seen[0] = n;
+}
+
+// The stream the parameter gradients of the layer whose output gradient the stream has just
+// finished go to: the stream itself, or the gradient lane, ordered after everything enqueued on the
+// stream so far (the lane's kernels read that gradient and the forward's activations, which the
+// stream does not write again before the join).
+static ff_status lane_fork(cuda_device *c, bool lanes, ff_gpu_stream *ps) {
+    *ps = c->stream;
+    if (!lanes) return FF_OK;
+    if (!c->lane) FF_TRY(ff_gpu_stream_create(&c->lane));
+    if (!c->lane_fork) FF_TRY(ff_gpu_event_create(&c->lane_fork));
+    if (!c->lane_join) FF_TRY(ff_gpu_event_create(&c->lane_join));
+    FF_TRY(ff_gpu_event_record(c->lane_fork, c->stream));
+    FF_TRY(ff_gpu_stream_wait_event(c->lane, c->lane_fork));
+    *ps = c->lane;
+    return FF_OK;
+}
+
 // From layer hi down to lo, all n images per launch: conv/linear write group g's weight and bias
 // gradients into row g of grads at the layer's offsets in ff_weights' layout (the weight kernels
 // keep each group's sums apart), then the data gradient (not for layer 0: the input's gradient is
 // never needed); relu and maxpool pass the gradient back; flatten passes it through unchanged (same
-// memory layout). Data gradients ping-pong between d_grad[0] and d_grad[1], except those the data
-// pass keeps (d_kept); dz is only read. The conv weight and the conv/linear data gradients run their
-// fast paths (gpu.h) with the shared workspace.
-static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads, int64_t grad_stride, const float *dz,
-                                const float *const *act, int hi, int lo, int64_t n, int64_t group) {
+// memory layout). Data gradients ping-pong between d_grad[0] and d_grad[1], except those kept
+// (d_kept): the output gradients of the parameterized layers, for the data pass (the parameter pass
+// reads them later) and under lanes (the lane reads them while the stream goes on). dz is only
+// read. The conv weight and the conv/linear data gradients run their fast paths (gpu.h) with the
+// shared workspace's two regions. *forked: whether work went to the lane (to be joined).
+static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pass, bool lanes, float *grads,
+                                 int64_t grad_stride, const float *dz, const float *const *act, int hi, int lo,
+                                 int64_t n, int64_t group) {
     const ff_model *m = c->base.model;
     const bool params = pass != BACKWARD_DATA, data = pass != BACKWARD_PARAMS;
-    // (cuBLAS's data gradients are per group: another group size would not give one pass's bits)
-    if (pass == BACKWARD_PARAMS && (c->bw_n != n || c->bw_group != group || hi > c->bw_top))
-        return FF_FAIL(FF_ERR_INPUT,
-                       "train backward: parameter gradients of layers [%d, %d] for %lld images in groups of %lld, "
-                       "expected a data pass of as many images and groups through layer %d first",
-                       lo, hi, (long long)n, (long long)group, hi);
-    if (data) {
-        FF_TRY(ensure_train_buffers(c, (size_t)n * (size_t)m->max_act, train_work_need(m, hi, n)));
-        if (pass == BACKWARD_DATA) FF_TRY(ensure_kept(c, (size_t)n * (size_t)kept_per_image(m, hi)));
-        c->bw_n = -1;  // the kept gradients are (re)written now
-    }
-    float *work = c->d_train_work;
+    float *work_data = c->d_train_work, *work_params = c->d_train_work + train_work_params_at(m, hi, n);
     const float *cur = dz;
     int next = 0;
     for (int l = hi; l >= lo; l--) {
@@ -965,7 +1018,7 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
         const bool pool_relu = data && L->op == FF_OP_MAXPOOL && l - 1 >= lo && m->layers[l - 1].op == FF_OP_RELU;
         const int dl = l - pool_relu;  // the layer whose input gradient dx is
         const bool need_dx = data && dl > 0;
-        const int64_t keep_at = pass == BACKWARD_DATA && need_dx ? kept_offset(m, dl) : -1;
+        const int64_t keep_at = (pass == BACKWARD_DATA || lanes) && need_dx ? kept_offset(m, dl) : -1;
         float *dx = !need_dx ? NULL : keep_at >= 0 ? c->d_kept + keep_at * n : c->d_grad[next];
         switch (L->op) {
             case FF_OP_CONV2D:
@@ -975,22 +1028,28 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
                 // (the data pass has no grads: no pointer is formed from it)
                 float *gw = params ? grads + (c->d_w[l] - c->d_params) : NULL;
                 float *gb = params ? grads + (c->d_b[l] - c->d_params) : NULL;
+                const bool vendor_linear = L->op == FF_OP_LINEAR && c->base.plan.opt.backend == FF_BACKEND_VENDOR;
+                ff_gpu_stream ps = c->stream;  // the parameter gradients' stream
+                if (params && !vendor_linear) {
+                    FF_TRY(lane_fork(c, lanes, &ps));
+                    *forked |= lanes;
+                }
                 if (L->op == FF_OP_CONV2D) {
                     if (params)
-                        FF_TRY(
-                            ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work, c->stream));
-                    if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
-                } else if (c->base.plan.opt.backend == FF_BACKEND_VENDOR) {  // cuBLAS (gpu.h)
+                        FF_TRY(ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work_params,
+                                                              ps));
+                    if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work_data, c->stream));
+                } else if (vendor_linear) {  // cuBLAS (gpu.h), both gradients in one call on the stream
                     if (params) FF_TRY(ensure_ones(c, group < n ? group : n));
                     FF_TRY(ff_gpu_linear_vendor_backward(gw, gb, grad_stride, dx, cur, x, c->d_w[l], L, n, group,
                                                          c->d_ones, c->blas, c->stream));
                 } else {
                     if (params && c->tree_into && linear_summed_in_kernel(L))  // summed as they are computed
                         FF_TRY(ff_gpu_linear_backward_weights_tree(c->tree_into + (c->d_w[l] - c->d_params), gb,
-                                                                   grad_stride, cur, x, L, n, group, c->stream));
+                                                                   grad_stride, cur, x, L, n, group, ps));
                     else if (params)
-                        FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, c->stream));
-                    if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work, c->stream));
+                        FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, ps));
+                    if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work_data, c->stream));
                 }
                 break;
             }
@@ -1007,11 +1066,44 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
         cur = dx;
         if (keep_at < 0) next ^= 1;  // the ping-pong buffer not holding cur
     }
+    return FF_OK;
+}
+
+// A backward pass (backward_layers) with its buffers made. A one-pass backward (BACKWARD_ALL) runs
+// its parameter gradients on the gradient lane where lane_applies, and the stream joins the lane
+// before returning, also after an error (a capture must end joined): whatever follows on the
+// stream (the tree, the update, the next forward) sees every gradient, and the bits are those of
+// one stream (each kernel reads and writes the same buffers; nothing is summed across kernels).
+static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads, int64_t grad_stride, const float *dz,
+                                const float *const *act, int hi, int lo, int64_t n, int64_t group) {
+    const ff_model *m = c->base.model;
+    const bool data = pass != BACKWARD_PARAMS;
+    // (cuBLAS's data gradients are per group: another group size would not give one pass's bits)
+    if (pass == BACKWARD_PARAMS && (c->bw_n != n || c->bw_group != group || hi > c->bw_top))
+        return FF_FAIL(FF_ERR_INPUT,
+                       "train backward: parameter gradients of layers [%d, %d] for %lld images in groups of %lld, "
+                       "expected a data pass of as many images and groups through layer %d first",
+                       lo, hi, (long long)n, (long long)group, hi);
+    const bool lanes = pass == BACKWARD_ALL && lane_applies(c, n);
+    if (data) {
+        FF_TRY(ensure_train_buffers(c, (size_t)n * (size_t)m->max_act, train_work_need(m, hi, n)));
+        if (pass == BACKWARD_DATA || lanes) FF_TRY(ensure_kept(c, (size_t)n * (size_t)kept_per_image(m, hi)));
+        c->bw_n = -1;  // the kept gradients are (re)written now
+    }
+    bool forked = false;
+    ff_status st = backward_layers(c, &forked, pass, lanes, grads, grad_stride, dz, act, hi, lo, n, group);
+    if (forked) {
+        ff_status j = ff_gpu_event_record(c->lane_join, c->lane);
+        if (j == FF_OK) j = ff_gpu_stream_wait_event(c->stream, c->lane_join);
+        if (st == FF_OK) st = j;
+    }
+    FF_TRY(st);
     if (pass == BACKWARD_DATA) {
         c->bw_n = n;
         c->bw_group = group;
         c->bw_top = hi;
     }
+    if (pass == BACKWARD_ALL) lane_remember(c, n);
     return FF_OK;
 }
 
