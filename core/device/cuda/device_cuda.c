@@ -984,9 +984,6 @@ static void lane_remember(cuda_device *c, int64_t n) {
 static ff_status lane_fork(cuda_device *c, bool lanes, ff_gpu_stream *ps) {
     *ps = c->stream;
     if (!lanes) return FF_OK;
-    if (!c->lane) FF_TRY(ff_gpu_stream_create(&c->lane));
-    if (!c->lane_fork) FF_TRY(ff_gpu_event_create(&c->lane_fork));
-    if (!c->lane_join) FF_TRY(ff_gpu_event_create(&c->lane_join));
     FF_TRY(ff_gpu_event_record(c->lane_fork, c->stream));
     FF_TRY(ff_gpu_stream_wait_event(c->lane, c->lane_fork));
     *ps = c->lane;
@@ -1084,12 +1081,21 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
                        "train backward: parameter gradients of layers [%d, %d] for %lld images in groups of %lld, "
                        "expected a data pass of as many images and groups through layer %d first",
                        lo, hi, (long long)n, (long long)group, hi);
-    const bool lanes = pass == BACKWARD_ALL && lane_applies(c, n);
+    // What the lane needs (its stream and events, the kept gradients) is made by every one-pass
+    // backward while the lane is on, also by those on one stream: the first backward of a batch
+    // size runs eagerly (lane_applies), and a later one may be captured, which must not allocate
+    // (session 30: a resumed run's first captured step did, and its capture failed).
+    const bool lane_on = pass == BACKWARD_ALL && !c->lane_off;
+    if (lane_on && !c->lane) FF_TRY(ff_gpu_stream_create(&c->lane));
+    if (lane_on && !c->lane_fork) FF_TRY(ff_gpu_event_create(&c->lane_fork));
+    if (lane_on && !c->lane_join) FF_TRY(ff_gpu_event_create(&c->lane_join));
+    const size_t kept_need = (size_t)n * (size_t)kept_per_image(m, hi);
     if (data) {
         FF_TRY(ensure_train_buffers(c, (size_t)n * (size_t)m->max_act, train_work_need(m, hi, n)));
-        if (pass == BACKWARD_DATA || lanes) FF_TRY(ensure_kept(c, (size_t)n * (size_t)kept_per_image(m, hi)));
+        if (pass == BACKWARD_DATA || lane_on) FF_TRY(ensure_kept(c, kept_need));
         c->bw_n = -1;  // the kept gradients are (re)written now
     }
+    const bool lanes = lane_on && lane_applies(c, n) && c->kept_floats >= kept_need;
     bool forked = false;
     ff_status st = backward_layers(c, &forked, pass, lanes, grads, grad_stride, dz, act, hi, lo, n, group);
     if (forked) {
