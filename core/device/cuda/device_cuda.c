@@ -222,7 +222,7 @@ static ff_status cuda_setup(cuda_device *c, const ff_model *m, const ff_weights 
                        "--precision tf32 needs --backend vendor: fivefold's own GPU kernels "
                        "run fp32 or tf32x3");
     const bool vendor = p->opt.backend == FF_BACKEND_VENDOR;
-    FF_TRY(ff_gpu_stream_create_above_least(&c->main));  // above the gradient lane (train_backward)
+    FF_TRY(ff_gpu_stream_create(&c->main));
     c->stream = c->main;
     c->conv_x3 = p->opt.precision == FF_PRECISION_TF32X3;
     ff_gpu_set_conv_math(c->conv_x3);
@@ -1086,7 +1086,7 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
     // size runs eagerly (lane_applies), and a later one may be captured, which must not allocate
     // (session 30: a resumed run's first captured step did, and its capture failed).
     const bool lane_on = pass == BACKWARD_ALL && !c->lane_off;
-    if (lane_on && !c->lane) FF_TRY(ff_gpu_stream_create(&c->lane));  // the lowest priority: the data path first
+    if (lane_on && !c->lane) FF_TRY(ff_gpu_stream_create(&c->lane));
     if (lane_on && !c->lane_fork) FF_TRY(ff_gpu_event_create(&c->lane_fork));
     if (lane_on && !c->lane_join) FF_TRY(ff_gpu_event_create(&c->lane_join));
     const size_t kept_need = (size_t)n * (size_t)kept_per_image(m, hi);

@@ -85,10 +85,6 @@ ff_status ff_gpu_stream_create_urgent(ff_gpu_stream *s) {
     *s = NULL;
     return FF_NO_CUDA();
 }
-ff_status ff_gpu_stream_create_above_least(ff_gpu_stream *s) {
-    *s = NULL;
-    return FF_NO_CUDA();
-}
 bool ff_gpu_urgent_streams(void) {
     return false;
 }

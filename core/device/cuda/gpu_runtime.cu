@@ -173,16 +173,6 @@ ff_status ff_gpu_stream_create_urgent(ff_gpu_stream *s) {
     return FF_OK;
 }
 
-ff_status ff_gpu_stream_create_above_least(ff_gpu_stream *s) {
-    int least = 0, greatest = 0;  // lower numbers are higher
-    FF_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    if (!ff_gpu_urgent_streams() || least - greatest < 2) return ff_gpu_stream_create(s);
-    cudaStream_t cs;
-    FF_CUDA_CHECK(cudaStreamCreateWithPriority(&cs, cudaStreamNonBlocking, least - 1));
-    *s = (ff_gpu_stream)cs;
-    return FF_OK;
-}
-
 void ff_gpu_stream_destroy(ff_gpu_stream s) {
     if (s) cudaStreamDestroy(ff_cu_stream(s));
 }

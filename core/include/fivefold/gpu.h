@@ -113,10 +113,6 @@ ff_status ff_gpu_stream_create(ff_gpu_stream *s);
 // the environment makes it an ordinary stream (A/B timing).
 ff_status ff_gpu_stream_create_urgent(ff_gpu_stream *s);
 bool ff_gpu_urgent_streams(void);  // false when FF_URGENT_STREAMS=0
-// A stream one level above the lowest priority, below the urgent one (where the device has at least
-// three levels; else, and under FF_URGENT_STREAMS=0, an ordinary stream): the cuda device's own, so
-// that the gradient lane, an ordinary stream, yields it the SMs (device_cuda.c train_backward).
-ff_status ff_gpu_stream_create_above_least(ff_gpu_stream *s);
 void ff_gpu_stream_destroy(ff_gpu_stream s);
 ff_status ff_gpu_stream_sync(ff_gpu_stream s);
 ff_status ff_gpu_event_create(ff_gpu_event *ev);
