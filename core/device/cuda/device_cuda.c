@@ -835,8 +835,7 @@ static ff_status cuda_softmax_xent(ff_device *d, float *dz, float *loss, const f
 // use it one layer after the other on their stream, so one region serves all layers; the two
 // regions apart let the gradient lane (train_backward) run a weight gradient beside a data one.
 static int64_t train_work_data_need(const ff_model *m, int last, int64_t n) {
-    // layer 0's weight gradient runs on the stream after the data gradients (train_backward)
-    int64_t need = m->layers[0].op == FF_OP_CONV2D ? ff_gpu_conv2d_backward_weights_workspace_floats(&m->layers[0], n) : 0;
+    int64_t need = 0;
     for (int l = 1; l <= last; l++) {
         const ff_layer *L = &m->layers[l];
         const int64_t f = L->op == FF_OP_CONV2D   ? ff_gpu_conv2d_backward_data_workspace_floats(L)
@@ -1028,18 +1027,14 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                 float *gb = params ? grads + (c->d_b[l] - c->d_params) : NULL;
                 const bool vendor_linear = L->op == FF_OP_LINEAR && c->base.plan.opt.backend == FF_BACKEND_VENDOR;
                 ff_gpu_stream ps = c->stream;  // the parameter gradients' stream
-                // (EXPERIMENT, session 30 run 3: FF_LANE_BOTTOM=lane puts the bottom layer's too)
-                const char *bottom_env = getenv("FF_LANE_BOTTOM");
-                const bool bottom_on_lane = bottom_env && !strcmp(bottom_env, "lane");
-                const bool to_lane = lanes && (need_dx || bottom_on_lane);
                 if (params && !vendor_linear) {
-                    FF_TRY(lane_fork(c, to_lane, &ps));
-                    *forked |= to_lane;
+                    FF_TRY(lane_fork(c, lanes, &ps));
+                    *forked |= lanes;
                 }
                 if (L->op == FF_OP_CONV2D) {
                     if (params)
-                        FF_TRY(ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group,
-                                                              lanes && !to_lane ? work_data : work_params, ps));
+                        FF_TRY(ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work_params,
+                                                              ps));
                     if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work_data, c->stream));
                 } else if (vendor_linear) {  // cuBLAS (gpu.h), both gradients in one call on the stream
                     if (params) FF_TRY(ensure_ones(c, group < n ? group : n));
@@ -1091,7 +1086,7 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
     // size runs eagerly (lane_applies), and a later one may be captured, which must not allocate
     // (session 30: a resumed run's first captured step did, and its capture failed).
     const bool lane_on = pass == BACKWARD_ALL && !c->lane_off;
-    if (lane_on && !c->lane) FF_TRY(ff_gpu_stream_create_urgent(&c->lane));  // EXPERIMENT run 3
+    if (lane_on && !c->lane) FF_TRY(ff_gpu_stream_create(&c->lane));
     if (lane_on && !c->lane_fork) FF_TRY(ff_gpu_event_create(&c->lane_fork));
     if (lane_on && !c->lane_join) FF_TRY(ff_gpu_event_create(&c->lane_join));
     const size_t kept_need = (size_t)n * (size_t)kept_per_image(m, hi);
