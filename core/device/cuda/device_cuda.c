@@ -1033,8 +1033,8 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                 }
                 if (L->op == FF_OP_CONV2D) {
                     if (params)
-                        FF_TRY(ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work_params,
-                                                              ps));
+                        FF_TRY(
+                            ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work_params, ps));
                     if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work_data, c->stream));
                 } else if (vendor_linear) {  // cuBLAS (gpu.h), both gradients in one call on the stream
                     if (params) FF_TRY(ensure_ones(c, group < n ? group : n));
