@@ -127,6 +127,7 @@ typedef struct {
     // timing of the tuner shares the GPU with the lane's kernels).
     ff_gpu_stream lane;
     ff_gpu_event lane_fork, lane_join;
+    ff_gpu_event prep_done[FF_MAX_LAYERS];  // layer l's rearranged weights made on the lane (prep_floats)
     bool lane_off;
     int64_t lane_seen[4];
     int64_t ones_n;
@@ -164,6 +165,8 @@ static void cuda_destroy(ff_device *d) {
     if (c->side_done) ff_gpu_event_destroy(c->side_done);
     if (c->lane_fork) ff_gpu_event_destroy(c->lane_fork);
     if (c->lane_join) ff_gpu_event_destroy(c->lane_join);
+    for (int i = 0; i < FF_MAX_LAYERS; i++)
+        if (c->prep_done[i]) ff_gpu_event_destroy(c->prep_done[i]);
     if (c->lane) ff_gpu_stream_destroy(c->lane);
     ff_gpu_stream_destroy(c->main);
     free(c);
@@ -828,12 +831,18 @@ static ff_status cuda_softmax_xent(ff_device *d, float *dz, float *loss, const f
     return ff_gpu_softmax_xent(dz, loss, z, labels, scale, classes, n, cuda_of(d)->stream);
 }
 
-// The backward workspace layers [0, last] need at n (gpu.h "Workspaces"), in two regions: the data
-// gradients' (the conv data gradients' flipped weights, the linear ones' transposed weights and
-// split-K sums; layer 0 computes no data gradient) from its start, and after it, at
-// train_work_params_at, the conv weight gradients' per-image partials. The kernels of each region
-// use it one layer after the other on their stream, so one region serves all layers; the two
-// regions apart let the gradient lane (train_backward) run a weight gradient beside a data one.
+static bool has_params(const ff_layer *L) {
+    return L->op == FF_OP_CONV2D || L->op == FF_OP_LINEAR;
+}
+
+// The backward workspace layers [0, last] need at n (gpu.h "Workspaces"), in three regions: the
+// data gradients' (the conv data gradients' flipped weights, the linear ones' transposed weights and
+// split-K sums; layer 0 computes no data gradient) from its start; after it, at
+// train_work_params_at, the conv weight gradients' per-image partials; after that, at
+// train_work_prep_at, one slot per layer whose rearranged weights the gradient lane makes ahead
+// (prep_floats). The kernels of the first two regions use them one layer after the other on their
+// stream, so one region serves all layers; the regions apart let the gradient lane
+// (train_backward) run a weight gradient beside a data one.
 static int64_t train_work_data_need(const ff_model *m, int last, int64_t n) {
     int64_t need = 0;
     for (int l = 1; l <= last; l++) {
@@ -846,22 +855,45 @@ static int64_t train_work_data_need(const ff_model *m, int last, int64_t n) {
     return need;
 }
 // Where the weight gradients' region starts: after the data region, on a 256-byte boundary (the
-// buffer's own alignment, so the float4 kernels of both regions find theirs).
+// buffer's own alignment, so the float4 kernels of every region find theirs).
 static int64_t train_work_params_at(const ff_model *m, int last, int64_t n) {
     return (train_work_data_need(m, last, n) + 63) / 64 * 64;
 }
-static size_t train_work_need(const ff_model *m, int last, int64_t n) {
+static int64_t train_work_prep_at(const ff_model *m, int last, int64_t n) {
     int64_t params = 0;
     for (int l = 0; l <= last; l++) {
         const ff_layer *L = &m->layers[l];
         const int64_t f = L->op == FF_OP_CONV2D ? ff_gpu_conv2d_backward_weights_workspace_floats(L, n) : 0;
         if (f > params) params = f;
     }
-    return (size_t)(train_work_params_at(m, last, n) + params);
+    return train_work_params_at(m, last, n) + (params + 63) / 64 * 64;
 }
-
-static bool has_params(const ff_layer *L) {
-    return L->op == FF_OP_CONV2D || L->op == FF_OP_LINEAR;
+// The floats of layer l's slot for rearranged weights made ahead on the lane (0: none; 256-byte
+// multiples): a layer whose data gradient takes a fast path with such weights (a flipping conv,
+// a linear layer of the own backend), below the topmost parameterized layer of [0, last] (the
+// backward's first data gradient, which has nothing to run beside) and above layer 0 (which
+// computes none).
+static int64_t prep_floats(const ff_device *d, int last, int l) {
+    const ff_model *m = d->model;
+    int top = last;
+    while (top > 0 && !has_params(&m->layers[top])) top--;
+    const ff_layer *L = &m->layers[l];
+    if (l <= 0 || l >= top) return 0;
+    int64_t f = 0;
+    if (L->op == FF_OP_CONV2D && ff_gpu_conv2d_backward_data_flips(L))
+        f = ff_gpu_conv2d_backward_data_workspace_floats(L);
+    if (L->op == FF_OP_LINEAR && d->plan.opt.backend != FF_BACKEND_VENDOR)
+        f = ff_gpu_linear_backward_data_split_offset(L);
+    return (f + 63) / 64 * 64;
+}
+// Where layer l's slot starts (prep_floats(d, last, l) > 0).
+static int64_t prep_at(const ff_device *d, int last, int64_t n, int l) {
+    int64_t at = train_work_prep_at(d->model, last, n);
+    for (int q = 1; q < l; q++) at += prep_floats(d, last, q);
+    return at;
+}
+static size_t train_work_need(const ff_device *d, int last, int64_t n) {
+    return (size_t)prep_at(d, last, n, last + 1);
 }
 
 // The backward in two passes keeps, per image, the output gradient of every parameterized layer
@@ -889,7 +921,7 @@ static size_t cuda_train_work_bytes(const ff_device *d, int last, int64_t n, boo
     // (the gradient lane keeps the output gradients as the two-pass backward does: train_backward)
     const bool kept_too = two_pass || !((const cuda_device *)d)->lane_off;
     const size_t kept = kept_too ? (size_t)n * (size_t)kept_per_image(m, last) : 0;
-    return (train_work_need(m, last, n) + 2 * (size_t)n * (size_t)m->max_act + kept + lin_work_need(d, last, n)) *
+    return (train_work_need(d, last, n) + 2 * (size_t)n * (size_t)m->max_act + kept + lin_work_need(d, last, n)) *
            sizeof(float);
 }
 
@@ -1005,6 +1037,22 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
     const ff_model *m = c->base.model;
     const bool params = pass != BACKWARD_DATA, data = pass != BACKWARD_PARAMS;
     float *work_data = c->d_train_work, *work_params = c->d_train_work + train_work_params_at(m, hi, n);
+    // Under lanes the lane first makes the rearranged weights of the data gradients below the top
+    // layer (they read only the weights, which nothing writes before the join), each slot with its
+    // event, so that the stream runs only the data gradient itself when it gets there.
+    bool prepped[FF_MAX_LAYERS] = {false};
+    if (lanes && data) {
+        ff_gpu_stream ls = c->stream;
+        for (int l = hi; l > lo; l--) {
+            if (prep_floats(&c->base, hi, l) == 0) continue;
+            if (!*forked) FF_TRY(lane_fork(c, true, &ls));
+            *forked = true;
+            FF_TRY(ff_gpu_backward_data_weights(c->d_train_work + prep_at(&c->base, hi, n, l), c->d_w[l], &m->layers[l],
+                                                c->lane));
+            FF_TRY(ff_gpu_event_record(c->prep_done[l], c->lane));
+            prepped[l] = true;
+        }
+    }
     const float *cur = dz;
     int next = 0;
     for (int l = hi; l >= lo; l--) {
@@ -1035,7 +1083,13 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                     if (params)
                         FF_TRY(
                             ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work_params, ps));
-                    if (need_dx) FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work_data, c->stream));
+                    if (need_dx && prepped[l]) {
+                        FF_TRY(ff_gpu_stream_wait_event(c->stream, c->prep_done[l]));
+                        FF_TRY(ff_gpu_backward_data_from(dx, cur, c->d_train_work + prep_at(&c->base, hi, n, l), L, n,
+                                                         NULL, c->stream));
+                    } else if (need_dx) {
+                        FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work_data, c->stream));
+                    }
                 } else if (vendor_linear) {  // cuBLAS (gpu.h), both gradients in one call on the stream
                     if (params) FF_TRY(ensure_ones(c, group < n ? group : n));
                     FF_TRY(ff_gpu_linear_vendor_backward(gw, gb, grad_stride, dx, cur, x, c->d_w[l], L, n, group,
@@ -1046,7 +1100,13 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                                                                    grad_stride, cur, x, L, n, group, ps));
                     else if (params)
                         FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, ps));
-                    if (need_dx) FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work_data, c->stream));
+                    if (need_dx && prepped[l]) {  // the split-K sums (if any) in the data region
+                        FF_TRY(ff_gpu_stream_wait_event(c->stream, c->prep_done[l]));
+                        FF_TRY(ff_gpu_backward_data_from(dx, cur, c->d_train_work + prep_at(&c->base, hi, n, l), L, n,
+                                                         work_data, c->stream));
+                    } else if (need_dx) {
+                        FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work_data, c->stream));
+                    }
                 }
                 break;
             }
@@ -1089,9 +1149,11 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
     if (lane_on && !c->lane) FF_TRY(ff_gpu_stream_create(&c->lane));
     if (lane_on && !c->lane_fork) FF_TRY(ff_gpu_event_create(&c->lane_fork));
     if (lane_on && !c->lane_join) FF_TRY(ff_gpu_event_create(&c->lane_join));
+    for (int l = lo + 1; lane_on && l <= hi; l++)
+        if (prep_floats(&c->base, hi, l) > 0 && !c->prep_done[l]) FF_TRY(ff_gpu_event_create(&c->prep_done[l]));
     const size_t kept_need = (size_t)n * (size_t)kept_per_image(m, hi);
     if (data) {
-        FF_TRY(ensure_train_buffers(c, (size_t)n * (size_t)m->max_act, train_work_need(m, hi, n)));
+        FF_TRY(ensure_train_buffers(c, (size_t)n * (size_t)m->max_act, train_work_need(&c->base, hi, n)));
         if (pass == BACKWARD_DATA || lane_on) FF_TRY(ensure_kept(c, kept_need));
         c->bw_n = -1;  // the kept gradients are (re)written now
     }

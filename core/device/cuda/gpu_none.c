@@ -276,6 +276,15 @@ ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w
     (void)dx, (void)dy, (void)w, (void)L, (void)n, (void)work, (void)s;
     return FF_NO_CUDA();
 }
+ff_status ff_gpu_backward_data_weights(float *wd, const float *w, const ff_layer *L, ff_gpu_stream s) {
+    (void)wd, (void)w, (void)L, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_backward_data_from(float *dx, const float *dy, const float *wd, const ff_layer *L, int64_t n,
+                                    float *split, ff_gpu_stream s) {
+    (void)dx, (void)dy, (void)wd, (void)L, (void)n, (void)split, (void)s;
+    return FF_NO_CUDA();
+}
 ff_status ff_gpu_stream_capturing(ff_gpu_stream s, bool *capturing) {
     (void)s;
     *capturing = false;

@@ -1392,18 +1392,11 @@ extern "C" ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_
 extern "C" ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L,
                                                  int64_t n, float *work, ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
-    const ConvGeom g = conv_geom(L);
     if (work && ff_gpu_conv2d_backward_data_flips(L)) {
-        // The forward conv of dy (K channels of Ho x Wo) with wf (C, K, R, S) and a zero bias, pad
-        // R-1-pad: its (C, H, W) output is dx (gpu.h). wf and the bias are rewritten every call
-        // (the weights change every step).
-        const long long KCRS = (long long)g.K * g.C * g.R * g.S, total = KCRS + g.C;
-        k_conv_flip<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(work, w, g.K, g.C, g.R, g.S, total);
-        FF_LAUNCH_CHECK("k_conv_flip");
-        const ff_layer Lf = ff_gpu_conv2d_backward_data_layer(L);
-        const ff_rows rows = ff_rows_full(&Lf);
-        return ff_gpu_conv2d(dx, dy, work, work + KCRS, &Lf, false, &rows, n, s);
+        FF_TRY(ff_gpu_backward_data_weights(work, w, L, s));
+        return ff_gpu_backward_data_from(dx, dy, work, L, n, NULL, s);
     }
+    const ConvGeom g = conv_geom(L);
     const long long total = n * ff_shape_numel(L->in);
     k_conv_bwd_data<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dx, dy, w, g, total);
     FF_LAUNCH_CHECK("k_conv_bwd_data");
@@ -1458,25 +1451,62 @@ extern "C" ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, i
 extern "C" ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L,
                                                  int64_t n, float *work, ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
-    const long long O = L->out_c, I = ff_shape_numel(L->in);
     if (work) {
-        // The forward linear of dy (n, O) with wT (I, O) and a zero bias (gpu.h): wT at work, the
-        // bias after it, the split-K partial sums (if L' is split) at the next 16-byte boundary.
-        FF_TRY(check_int(O, "out_features", L));
-        FF_TRY(check_int(I, "in_features", L));
-        const long long gy = (O + 31) / 32;
-        if (gy > 65535) return FF_FAIL(FF_ERR_INPUT, "%s: %lld output features: too many to transpose", L->name, O);
-        float *wt = work, *zb = work + O * I, *split = work + ff_gpu_linear_backward_data_split_offset(L);
-        k_transpose<<<dim3((unsigned)((I + 31) / 32), (unsigned)gy), dim3(32, 8), 0, ff_cu_stream(s)>>>(wt, zb, w,
-                                                                                                        (int)O, (int)I);
-        FF_LAUNCH_CHECK("k_transpose");
-        const ff_layer Lt = ff_gpu_linear_backward_data_layer(L);
-        return ff_gpu_linear(dx, dy, wt, zb, &Lt, false, n, split, s);
+        FF_TRY(ff_gpu_backward_data_weights(work, w, L, s));
+        return ff_gpu_backward_data_from(dx, dy, work, L, n, work + ff_gpu_linear_backward_data_split_offset(L), s);
     }
+    const long long O = L->out_c, I = ff_shape_numel(L->in);
     const long long total = n * I;
     k_linear_bwd_data<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dx, dy, w, O, I, total);
     FF_LAUNCH_CHECK("k_linear_bwd_data");
     return FF_OK;
+}
+
+// The fast paths' two steps (gpu.h): the weights rearranged, then the forward kernel on dy.
+extern "C" ff_status ff_gpu_backward_data_weights(float *wd, const float *w, const ff_layer *L, ff_gpu_stream s) {
+    if (L->op == FF_OP_CONV2D) {
+        if (!ff_gpu_conv2d_backward_data_flips(L))
+            return FF_FAIL(FF_ERR_INPUT,
+                           "%s: its data gradient has no fast path (stride 1, a square kernel, pad < "
+                           "kernel), so no flipped weights",
+                           L->name);
+        // wf (C, K, R, S) and the zero bias (C), rewritten every call (the weights change every step)
+        const ConvGeom g = conv_geom(L);
+        const long long total = (long long)g.K * g.C * g.R * g.S + g.C;
+        k_conv_flip<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(wd, w, g.K, g.C, g.R, g.S, total);
+        FF_LAUNCH_CHECK("k_conv_flip");
+        return FF_OK;
+    }
+    if (L->op != FF_OP_LINEAR)
+        return FF_FAIL(FF_ERR_INPUT, "%s: rearranged weights for a data gradient: expected conv2d or linear", L->name);
+    // wT (I, O) and the zero bias (I)
+    const long long O = L->out_c, I = ff_shape_numel(L->in);
+    FF_TRY(check_int(O, "out_features", L));
+    FF_TRY(check_int(I, "in_features", L));
+    const long long gy = (O + 31) / 32;
+    if (gy > 65535) return FF_FAIL(FF_ERR_INPUT, "%s: %lld output features: too many to transpose", L->name, O);
+    k_transpose<<<dim3((unsigned)((I + 31) / 32), (unsigned)gy), dim3(32, 8), 0, ff_cu_stream(s)>>>(wd, wd + O * I, w,
+                                                                                                    (int)O, (int)I);
+    FF_LAUNCH_CHECK("k_transpose");
+    return FF_OK;
+}
+
+extern "C" ff_status ff_gpu_backward_data_from(float *dx, const float *dy, const float *wd, const ff_layer *L,
+                                               int64_t n, float *split, ff_gpu_stream s) {
+    if (n <= 0) return FF_OK;
+    if (L->op == FF_OP_CONV2D) {
+        // The forward conv of dy (K channels of Ho x Wo) with wf and a zero bias, pad R-1-pad: its
+        // (C, H, W) output is dx (gpu.h).
+        const long long KCRS = (long long)L->out_c * L->in.c * L->kh * L->kw;
+        const ff_layer Lf = ff_gpu_conv2d_backward_data_layer(L);
+        const ff_rows rows = ff_rows_full(&Lf);
+        return ff_gpu_conv2d(dx, dy, wd, wd + KCRS, &Lf, false, &rows, n, s);
+    }
+    // The forward linear of dy (n, O) with wT (I, O) and a zero bias; the split-K partial sums (if
+    // the transposed layer is split) in `split`, 16-byte aligned.
+    const long long O = L->out_c, I = ff_shape_numel(L->in);
+    const ff_layer Lt = ff_gpu_linear_backward_data_layer(L);
+    return ff_gpu_linear(dx, dy, wd, wd + O * I, &Lt, false, n, split, s);
 }
 
 extern "C" ff_status ff_gpu_stream_capturing(ff_gpu_stream s, bool *capturing) {

@@ -406,6 +406,17 @@ ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, int64_t grad
 // ff_gpu_linear_backward_data_workspace_floats(L, n) floats, 16-byte aligned (the fast path).
 ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
                                       float *work, ff_gpu_stream s);
+// The two fast paths above in two steps, so that the rearranged weights (which read the weights
+// only) can be made ahead, on another stream: with work given, ff_gpu_conv2d_backward_data and
+// ff_gpu_linear_backward_data are ff_gpu_backward_data_weights(work, w, L) followed by
+// ff_gpu_backward_data_from(dx, dy, work, L, n, split) (split: NULL for a conv, work +
+// ff_gpu_linear_backward_data_split_offset(L) for a linear layer), the same kernels. wd: a conv's
+// wf and zero bias (ff_gpu_conv2d_backward_data_workspace_floats(L) floats; FF_ERR_INPUT for a conv
+// without the fast path), a linear layer's wT and zero bias (ff_gpu_linear_backward_data_split_offset(L)
+// floats, 16-byte aligned).
+ff_status ff_gpu_backward_data_weights(float *wd, const float *w, const ff_layer *L, ff_gpu_stream s);
+ff_status ff_gpu_backward_data_from(float *dx, const float *dy, const float *wd, const ff_layer *L, int64_t n,
+                                    float *split, ff_gpu_stream s);
 // *capturing: whether stream s is being captured into a graph now (work that synchronises, such as
 // allocating or tuning a kernel's configuration, must not run then).
 ff_status ff_gpu_stream_capturing(ff_gpu_stream s, bool *capturing);
