@@ -235,6 +235,32 @@ def put(group, name, arr, compress=True):
     return ds
 
 
+def cpu_capability():
+    """The instruction set PyTorch's CPU kernels dispatch to on this machine (AVX2, AVX512, ...):
+    its float32 convolutions round differently under each, so a golden records it."""
+    for line in torch.__config__.show().splitlines():
+        if "CPU capability usage:" in line:
+            return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def pytorch_differs(attrs):
+    """Why PyTorch's float32 outputs cannot be compared bit for bit with a golden whose meta
+    attributes are `attrs` (another torch, another CPU capability, or one the golden does not
+    record), or None when they can."""
+    def attr(k):
+        v = attrs.get(k)
+        return None if v is None else v.decode() if isinstance(v, bytes) else str(v)
+    made_by, made_on = attr("torch_version"), attr("torch_cpu_capability")
+    if made_by != torch.__version__:
+        return "the golden was made with torch %s, this is torch %s" % (made_by, torch.__version__)
+    if made_on is None:
+        return "the golden does not record the CPU capability it was made on, this is %s" % cpu_capability()
+    if made_on != cpu_capability():
+        return "the golden was made on CPU capability %s, this is %s" % (made_on, cpu_capability())
+    return None
+
+
 def write_meta(f, model_name, kind, seed, n, extra=None):
     m = f.create_group("meta")
     m.attrs["format_version"] = FORMAT_VERSION
@@ -242,6 +268,7 @@ def write_meta(f, model_name, kind, seed, n, extra=None):
     m.attrs["model"] = text(model_name)
     m.attrs["generator"] = text("golden/make_golden.py")
     m.attrs["torch_version"] = text(str(torch.__version__))
+    m.attrs["torch_cpu_capability"] = text(cpu_capability())
     m.attrs["h5py_version"] = text(h5py.__version__)
     m.attrs["numpy_version"] = text(np.__version__)
     m.attrs["python_version"] = text(platform.python_version())
@@ -472,18 +499,17 @@ def main():
                     print("%s: %s" % (m, p))
                 print("%s: %s" % (m, "identical" if not problems else "DIFFERS (%d problems)" % len(problems)))
                 if problems and os.path.exists(committed):
-                    # Another PyTorch may round its float32 kernels differently: then only what the
-                    # generator makes (the input, the weights' digest) must still be identical, and
-                    # the bit-for-bit check of PyTorch's outputs cannot be made here (exit 77: skipped).
+                    # Another PyTorch, or the same on another CPU instruction set, may round its
+                    # float32 kernels differently: then only what the generator makes (the input,
+                    # the weights' digest) must still be identical, and the bit-for-bit check of
+                    # PyTorch's outputs cannot be made here (exit 77: skipped).
                     with h5py.File(committed, "r") as f:
-                        made_by = f["meta"].attrs["torch_version"]
-                    made_by = made_by.decode() if isinstance(made_by, bytes) else str(made_by)
-                    if made_by != torch.__version__:
+                        why = pytorch_differs(dict(f["meta"].attrs))
+                    if why:
                         ours = [p for p in problems if p.startswith(("input:", "weights digest:"))]
                         if not ours:
                             print("%s: the generator's tensors are identical; PyTorch's outputs cannot be compared "
-                                  "bit for bit: the golden was made with torch %s, this is torch %s"
-                                  % (m, made_by, torch.__version__))
+                                  "bit for bit: %s" % (m, why))
                             skipped += 1
                             continue
                 failed += bool(problems)
