@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 30, GPU call 5 (one H200, the session's last device time): does another tf32x3 weight-
+# Session 30, NOT RUN (no machine could be started, then too little device time was left): the
+# next session's first measurement. Does another tf32x3 weight-
 # gradient configuration share the GPU better with conv2's data gradient beside it on the lane?
 # The tree of run 4 with wgrad-cfg-env.patch (FF_WGRAD_X3_CFG=k forces configuration k, which
 # gives the same bits as every other: test_gpu_train conv_wgrad_tf32x3_within_bound). Each
