@@ -1030,7 +1030,7 @@ static ff_status lane_fork(cuda_device *c, bool lanes, ff_gpu_stream *ps) {
 // (d_kept): the output gradients of the parameterized layers, for the data pass (the parameter pass
 // reads them later) and under lanes (the lane reads them while the stream goes on). dz is only
 // read. The conv weight and the conv/linear data gradients run their fast paths (gpu.h) with the
-// shared workspace's two regions. *forked: whether work went to the lane (to be joined).
+// shared workspace's regions (train_work_need). *forked: whether work went to the lane (to be joined).
 static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pass, bool lanes, float *grads,
                                  int64_t grad_stride, const float *dz, const float *const *act, int hi, int lo,
                                  int64_t n, int64_t group) {
