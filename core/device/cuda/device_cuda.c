@@ -1022,6 +1022,20 @@ static ff_status lane_fork(cuda_device *c, bool lanes, ff_gpu_stream *ps) {
     return FF_OK;
 }
 
+// Layer l's (conv or own linear) data gradient on the stream: from the weights the lane made in
+// `slot` once its event is in, else in one call that rearranges them in the data region first. A
+// linear layer's split-K sums go to the data region either way (a conv's call ignores it).
+static ff_status data_gradient(cuda_device *c, float *dx, const float *dy, int l, const float *slot, int64_t n,
+                               float *work_data) {
+    const ff_layer *L = &c->base.model->layers[l];
+    if (slot) {
+        FF_TRY(ff_gpu_stream_wait_event(c->stream, c->prep_done[l]));
+        return ff_gpu_backward_data_from(dx, dy, slot, L, n, work_data, c->stream);
+    }
+    return L->op == FF_OP_CONV2D ? ff_gpu_conv2d_backward_data(dx, dy, c->d_w[l], L, n, work_data, c->stream)
+                                 : ff_gpu_linear_backward_data(dx, dy, c->d_w[l], L, n, work_data, c->stream);
+}
+
 // From layer hi down to lo, all n images per launch: conv/linear write group g's weight and bias
 // gradients into row g of grads at the layer's offsets in ff_weights' layout (the weight kernels
 // keep each group's sums apart), then the data gradient (not for layer 0: the input's gradient is
@@ -1040,17 +1054,17 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
     // Under lanes the lane first makes the rearranged weights of the data gradients below the top
     // layer (they read only the weights, which nothing writes before the join), each slot with its
     // event, so that the stream runs only the data gradient itself when it gets there.
-    bool prepped[FF_MAX_LAYERS] = {false};
+    const float *slot[FF_MAX_LAYERS] = {NULL};  // layer l's weights made on the lane, NULL: none
     if (lanes && data) {
         ff_gpu_stream ls = c->stream;
         for (int l = hi; l > lo; l--) {
             if (prep_floats(&c->base, hi, l) == 0) continue;
             if (!*forked) FF_TRY(lane_fork(c, true, &ls));
             *forked = true;
-            FF_TRY(ff_gpu_backward_data_weights(c->d_train_work + prep_at(&c->base, hi, n, l), c->d_w[l], &m->layers[l],
-                                                c->lane));
+            float *at = c->d_train_work + prep_at(&c->base, hi, n, l);
+            FF_TRY(ff_gpu_backward_data_weights(at, c->d_w[l], &m->layers[l], c->lane));
             FF_TRY(ff_gpu_event_record(c->prep_done[l], c->lane));
-            prepped[l] = true;
+            slot[l] = at;
         }
     }
     const float *cur = dz;
@@ -1083,13 +1097,7 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                     if (params)
                         FF_TRY(
                             ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work_params, ps));
-                    if (need_dx && prepped[l]) {
-                        FF_TRY(ff_gpu_stream_wait_event(c->stream, c->prep_done[l]));
-                        FF_TRY(ff_gpu_backward_data_from(dx, cur, c->d_train_work + prep_at(&c->base, hi, n, l), L, n,
-                                                         NULL, c->stream));
-                    } else if (need_dx) {
-                        FF_TRY(ff_gpu_conv2d_backward_data(dx, cur, c->d_w[l], L, n, work_data, c->stream));
-                    }
+                    if (need_dx) FF_TRY(data_gradient(c, dx, cur, l, slot[l], n, work_data));
                 } else if (vendor_linear) {  // cuBLAS (gpu.h), both gradients in one call on the stream
                     if (params) FF_TRY(ensure_ones(c, group < n ? group : n));
                     FF_TRY(ff_gpu_linear_vendor_backward(gw, gb, grad_stride, dx, cur, x, c->d_w[l], L, n, group,
@@ -1100,13 +1108,7 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                                                                    grad_stride, cur, x, L, n, group, ps));
                     else if (params)
                         FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, ps));
-                    if (need_dx && prepped[l]) {  // the split-K sums (if any) in the data region
-                        FF_TRY(ff_gpu_stream_wait_event(c->stream, c->prep_done[l]));
-                        FF_TRY(ff_gpu_backward_data_from(dx, cur, c->d_train_work + prep_at(&c->base, hi, n, l), L, n,
-                                                         work_data, c->stream));
-                    } else if (need_dx) {
-                        FF_TRY(ff_gpu_linear_backward_data(dx, cur, c->d_w[l], L, n, work_data, c->stream));
-                    }
+                    if (need_dx) FF_TRY(data_gradient(c, dx, cur, l, slot[l], n, work_data));
                 }
                 break;
             }

@@ -409,7 +409,7 @@ ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w
 // The two fast paths above in two steps, so that the rearranged weights (which read the weights
 // only) can be made ahead, on another stream: with work given, ff_gpu_conv2d_backward_data and
 // ff_gpu_linear_backward_data are ff_gpu_backward_data_weights(work, w, L) followed by
-// ff_gpu_backward_data_from(dx, dy, work, L, n, split) (split: NULL for a conv, work +
+// ff_gpu_backward_data_from(dx, dy, work, L, n, split) (split: ignored for a conv, work +
 // ff_gpu_linear_backward_data_split_offset(L) for a linear layer), the same kernels. wd: a conv's
 // wf and zero bias (ff_gpu_conv2d_backward_data_workspace_floats(L) floats; FF_ERR_INPUT for a conv
 // without the fast path), a linear layer's wT and zero bias (ff_gpu_linear_backward_data_split_offset(L)
