@@ -15,6 +15,14 @@
 // Records reach the library in buffers that CUPTI flushes every 100 ms and at exit; the last
 // ones of a process that the CUDA runtime tears down first can be lost (the table says how many
 // records it counted).
+//
+// FF_KERNEL_TRACE_TIMELINE=N also writes out.<pid>.timeline.tsv: the first N kept records (at most
+// 4 M), one per line in order of their start, with start and end in microseconds from the first
+// of them, the stream, the CUDA graph it ran in (CUPTI's id, 0: none), blocks, threads per block
+// and the name (a graph's kernels may be reported on the stream it was launched into: eager steps,
+// FF_TRAIN_GRAPHS=0, show the streams the work was enqueued on). The table says how long each kernel
+// runs; the timeline says which ran side by side and what the stream waited for, which is what a
+// step of two streams (the gradient lane, docs/ARCHITECTURE.md §9) needs to be read.
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE  // RTLD_DEFAULT
 #endif
@@ -39,7 +47,16 @@ typedef struct {
 static entry g_entries[MAX_NAMES];
 static int g_n;
 static uint64_t g_records, g_first_ns, g_skip_ns, g_last_end;
-static char g_path[4096];
+static char g_path[4096], g_timeline_path[4096];
+
+typedef struct {
+    uint64_t start, end;
+    uint32_t stream, graph;  // graph: CUPTI's id of the CUDA graph it ran in, 0 outside one
+    int grid, block, name;   // name: its entry in g_entries
+} timeline_rec;
+static timeline_rec *g_tl;
+static size_t g_tl_n, g_tl_cap;
+#define TIMELINE_MAX (4u << 20)
 static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 
 // "k_gemm<128, 128, ...>" from "_Z6k_gemmILi128E...", through the C++ runtime's demangler when
@@ -59,8 +76,14 @@ static char *pretty(const char *raw) {
     return strdup(raw ? raw : "(unnamed)");
 }
 
+// The record into the timeline while it has room (FF_KERNEL_TRACE_TIMELINE).
+static void keep(int name, uint64_t start, uint64_t end, uint32_t stream, uint32_t graph, int grid, int block) {
+    if (g_tl_n == g_tl_cap) return;
+    g_tl[g_tl_n++] = (timeline_rec){start, end, stream, graph, grid, block, name};
+}
+
 // One record into the table (the name is copied; a record the table cannot hold is only counted).
-static void add(const char *name, uint64_t start, uint64_t end, int grid, int block) {
+static void add(const char *name, uint64_t start, uint64_t end, uint32_t stream, uint32_t graph, int grid, int block) {
     if (!g_first_ns || start < g_first_ns) g_first_ns = start;
     g_records++;
     if (start < g_first_ns + g_skip_ns) return;
@@ -70,12 +93,14 @@ static void add(const char *name, uint64_t start, uint64_t end, int grid, int bl
             g_entries[i].calls++;
             g_entries[i].ns += end - start;
             g_entries[i].grid = grid, g_entries[i].block = block;
+            keep(i, start, end, stream, graph, grid, block);
             return;
         }
     if (g_n == MAX_NAMES || !(g_entries[g_n].name = strdup(name))) return;
     g_entries[g_n].calls = 1;
     g_entries[g_n].ns = end - start;
     g_entries[g_n].grid = grid, g_entries[g_n].block = block;
+    keep(g_n, start, end, stream, graph, grid, block);
     g_n++;
 }
 
@@ -103,15 +128,15 @@ static void CUPTIAPI buffer_completed(CUcontext ctx, uint32_t stream, uint8_t *b
         if (rec->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL || rec->kind == CUPTI_ACTIVITY_KIND_KERNEL) {
             const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)rec;
             char *name = pretty(k->name);
-            add(name ? name : "(unnamed)", k->start, k->end, k->gridX * k->gridY * k->gridZ,
+            add(name ? name : "(unnamed)", k->start, k->end, k->streamId, k->graphId, k->gridX * k->gridY * k->gridZ,
                 k->blockX * k->blockY * k->blockZ);
             free(name);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMCPY) {
             const CUpti_ActivityMemcpy6 *m = (const CUpti_ActivityMemcpy6 *)rec;
-            add(copy_kind(m->copyKind), m->start, m->end, 0, 0);
+            add(copy_kind(m->copyKind), m->start, m->end, m->streamId, m->graphId, 0, 0);
         } else if (rec->kind == CUPTI_ACTIVITY_KIND_MEMSET) {
             const CUpti_ActivityMemset4 *m = (const CUpti_ActivityMemset4 *)rec;
-            add("[memset]", m->start, m->end, 0, 0);
+            add("[memset]", m->start, m->end, m->streamId, m->graphId, 0, 0);
         }
     }
     pthread_mutex_unlock(&g_mu);
@@ -123,10 +148,34 @@ static int by_time(const void *a, const void *b) {
     return x->ns < y->ns ? 1 : x->ns > y->ns ? -1 : 0;
 }
 
+static int by_start(const void *a, const void *b) {
+    const timeline_rec *x = a, *y = b;
+    return x->start < y->start ? -1 : x->start > y->start ? 1 : 0;
+}
+
+// (under g_mu, before the table sorts g_entries: the records name entries by index)
+static void write_timeline(void) {
+    if (!g_timeline_path[0] || !g_tl) return;
+    FILE *f = fopen(g_timeline_path, "w");
+    if (!f) {
+        fprintf(stderr, "kernel_trace: cannot write %s\n", g_timeline_path);
+        return;
+    }
+    qsort(g_tl, g_tl_n, sizeof g_tl[0], by_start);
+    const uint64_t t0 = g_tl_n ? g_tl[0].start : 0;
+    fprintf(f, "start_us\tend_us\tstream\tgraph\tblocks\tthreads\tkernel\n");
+    for (size_t i = 0; i < g_tl_n; i++)
+        fprintf(f, "%.3f\t%.3f\t%u\t%u\t%d\t%d\t%.200s\n", (double)(g_tl[i].start - t0) / 1e3,
+                (double)(g_tl[i].end - t0) / 1e3, g_tl[i].stream, g_tl[i].graph, g_tl[i].grid, g_tl[i].block,
+                g_entries[g_tl[i].name].name);
+    fclose(f);
+}
+
 static void write_table(void) {
     if (!g_path[0]) return;
     cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     pthread_mutex_lock(&g_mu);
+    write_timeline();
     FILE *f = fopen(g_path, "w");
     if (!f) {
         fprintf(stderr, "kernel_trace: cannot write %s\n", g_path);
@@ -159,8 +208,21 @@ __attribute__((constructor)) static void trace_start(void) {
         fprintf(stderr, "kernel_trace: FF_KERNEL_TRACE_SKIP '%s': expected seconds, 0 to 1e6; no table\n", skip);
         return;
     }
+    const char *tl = getenv("FF_KERNEL_TRACE_TIMELINE");
+    const long long tl_n = tl ? strtoll(tl, &end, 10) : 0;
+    if (tl && (end == tl || *end || tl_n < 1 || tl_n > (long long)TIMELINE_MAX)) {
+        fprintf(stderr, "kernel_trace: FF_KERNEL_TRACE_TIMELINE '%s': expected records to keep, 1 to %u; no table\n",
+                tl, TIMELINE_MAX);
+        return;
+    }
+    if (tl_n > 0 && !(g_tl = malloc((size_t)tl_n * sizeof *g_tl))) {
+        fprintf(stderr, "kernel_trace: no memory for a timeline of %lld records; no table\n", tl_n);
+        return;
+    }
+    g_tl_cap = (size_t)tl_n;
     g_skip_ns = (uint64_t)(skip_s * 1e9);
     snprintf(g_path, sizeof g_path, "%s.%d.txt", out, (int)getpid());
+    if (tl_n > 0) snprintf(g_timeline_path, sizeof g_timeline_path, "%s.%d.timeline.tsv", out, (int)getpid());
     if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS ||
         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) {
         fprintf(stderr, "kernel_trace: CUPTI refused the activity API; no table\n");

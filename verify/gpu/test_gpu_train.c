@@ -1193,6 +1193,40 @@ static void conv_wgrad_tf32x3_within_bound(void **state) {
     assert_int_equal(bad, 0);
 }
 
+// ff_gpu_set_wgrad_beside: mnist's conv2 weight gradient for 6 images under tf32x3 runs the
+// 12-warp mma.sync kernel (configuration 1) alone and, in a build with the warpgroup kernels, the
+// 320-column one (configuration 3) beside other work, with the same bits; off again after the
+// switch is cleared. (Where the choice is made train_cuda.cu conv_wgrad_x3; the speed it buys is
+// measured, not tested: bench/results/issue15-s31.)
+static void conv_wgrad_beside_choice(void **state) {
+    (void)state;
+    const int c2 = ff_model_find_layer(&F.m, "conv2");
+    assert_true(c2 >= 0);
+    const ff_layer *L = &F.m.layers[c2];
+    const int64_t n = 6, nw = L->out_c * L->in.c * L->kh * L->kw, stride = nw + L->out_c;
+    float *x = tu_rand((size_t)(n * ff_shape_numel(L->in)), 991, 1.0f);
+    float *dy = tu_rand((size_t)(n * ff_shape_numel(L->out)), 992, 1.0f);
+    float *gx = tu_dev_from(x, (size_t)(n * ff_shape_numel(L->in)), F.s);
+    float *gdy = tu_dev_from(dy, (size_t)(n * ff_shape_numel(L->out)), F.s);
+    const bool wgmma = ff_gpu_debug_wgrad_x3_count() > 3;
+    float *alone = wgrad_rows(L, gdy, gx, n, n, stride, true, -1);
+    const int cfg_alone = ff_gpu_debug_last_wgrad_x3();
+    ff_gpu_set_wgrad_beside(true);
+    float *beside = wgrad_rows(L, gdy, gx, n, n, stride, true, -1);
+    const int cfg_beside = ff_gpu_debug_last_wgrad_x3();
+    ff_gpu_set_wgrad_beside(false);
+    float *again = wgrad_rows(L, gdy, gx, n, n, stride, true, -1);
+    const int cfg_again = ff_gpu_debug_last_wgrad_x3();
+    printf("  conv2 dw, 6 images: configuration %d alone, %d beside, %d after the switch is cleared\n", cfg_alone,
+           cfg_beside, cfg_again);
+    assert_int_equal(cfg_alone, 1);
+    assert_int_equal(cfg_beside, wgmma ? 3 : 1);
+    assert_int_equal(cfg_again, 1);
+    assert_int_equal(check_bits("tf32x3 conv dw beside = alone", beside, alone, (size_t)stride), 0);
+    ff_gpu_free(gx), ff_gpu_free(gdy);
+    free(x), free(dy), free(alone), free(beside), free(again);
+}
+
 // ---------------------------------------------------------------- linear weight gradient in the tree
 
 // ff_gpu_linear_backward_weights_tree (the groups summed in the tree as the kernel computes them,
@@ -1544,9 +1578,9 @@ int main(void) {
         cmocka_unit_test(softmax_xent_wide_bits),       cmocka_unit_test(relu_maxpool_backward_bits),
         cmocka_unit_test(tree_reduce_sgd_gather_bits),  cmocka_unit_test(conv_backward_strided_padded),
         cmocka_unit_test(conv_wgrad_image_kernel_bits), cmocka_unit_test(conv_wgrad_tf32x3_within_bound),
-        cmocka_unit_test(linear_tree_kernel_bits),      cmocka_unit_test(data_gradients_fast_paths),
-        cmocka_unit_test(train_backward_within_bound),  cmocka_unit_test(backward_reduced_bits),
-        cmocka_unit_test(backward_two_pass_bits),
+        cmocka_unit_test(conv_wgrad_beside_choice),     cmocka_unit_test(linear_tree_kernel_bits),
+        cmocka_unit_test(data_gradients_fast_paths),    cmocka_unit_test(train_backward_within_bound),
+        cmocka_unit_test(backward_reduced_bits),        cmocka_unit_test(backward_two_pass_bits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

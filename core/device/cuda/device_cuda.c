@@ -1094,9 +1094,13 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                     *forked |= lanes;
                 }
                 if (L->op == FF_OP_CONV2D) {
-                    if (params)
-                        FF_TRY(
-                            ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work_params, ps));
+                    if (params) {  // on the lane beside the data gradient: its kernel for that (gpu.h)
+                        ff_gpu_set_wgrad_beside(lanes);
+                        const ff_status w =
+                            ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work_params, ps);
+                        ff_gpu_set_wgrad_beside(false);
+                        FF_TRY(w);
+                    }
                     if (need_dx) FF_TRY(data_gradient(c, dx, cur, l, slot[l], n, work_data));
                 } else if (vendor_linear) {  // cuBLAS (gpu.h), both gradients in one call on the stream
                     if (params) FF_TRY(ensure_ones(c, group < n ? group : n));

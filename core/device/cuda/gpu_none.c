@@ -215,6 +215,12 @@ void ff_gpu_debug_force_wgrad_x3(int config) {
 int ff_gpu_debug_wgrad_x3_count(void) {
     return 0;
 }
+int ff_gpu_debug_last_wgrad_x3(void) {
+    return -1;
+}
+void ff_gpu_set_wgrad_beside(bool beside) {
+    (void)beside;
+}
 void ff_gpu_set_tuning(bool on) {
     (void)on;
 }

@@ -1270,6 +1270,14 @@ extern "C" void ff_gpu_debug_force_wgrad_x3(int config) {
 extern "C" int ff_gpu_debug_wgrad_x3_count(void) {
     return WX_CFGS;
 }
+static thread_local int g_last_wgrad_x3 = -1;
+extern "C" int ff_gpu_debug_last_wgrad_x3(void) {
+    return g_last_wgrad_x3;
+}
+static thread_local bool g_wgrad_beside = false;  // gpu.h ff_gpu_set_wgrad_beside
+extern "C" void ff_gpu_set_wgrad_beside(bool beside) {
+    g_wgrad_beside = beside;
+}
 // The staging of k_conv_wgrad_x3 for a layer: the channels a column tile of BN touches, and the
 // input rows a stage of WX_QS positions reaches (every stage's, the last one's positions past Q
 // included, so that their B elements are zero-filled rows).
@@ -1350,10 +1358,13 @@ static ff_status conv_wgrad_x3(bool *ran, float *part, const float *dy, const fl
     // warps (64 rows each: fewer fragment reads a product); the warpgroup MMA with one 320-column
     // tile an image once the batch gives 1.5 blocks a multiprocessor (batch 256: 186 us; 251 the
     // best mma.sync one).
+    // Beside the data gradient (gpu.h ff_gpu_set_wgrad_beside), which holds most multiprocessors,
+    // that warpgroup one at every batch (bench/results/issue15-s31 run 1: batch 64 0.298 ms a
+    // step against 0.316 with configuration 1, the one alone; batch 256 the same one either way).
     const long long etiles = (g.CRS + 143) / 144;
     int cfg = n * etiles < 2 * multiprocessors() ? 1 : 0;
 #ifdef FF_HAVE_WGMMA
-    if (2 * n >= 3 * (long long)multiprocessors()) cfg = 3;
+    if (2 * n >= 3 * (long long)multiprocessors() || g_wgrad_beside) cfg = 3;
 #endif
     if (g_force_wgrad_x3 >= 0) cfg = g_force_wgrad_x3 % WX_CFGS;
     switch (cfg) {
@@ -1367,7 +1378,11 @@ static ff_status conv_wgrad_x3(bool *ran, float *part, const float *dy, const fl
         default: break;
     }
     // configuration 0, chosen or where the chosen one's staging does not fit
-    if (!*ran) FF_TRY(launch_wgrad_x3<WX_CFG_0>(ran, part, dy, x, g, n, dy16, L, st));
+    if (!*ran) {
+        FF_TRY(launch_wgrad_x3<WX_CFG_0>(ran, part, dy, x, g, n, dy16, L, st));
+        cfg = 0;
+    }
+    if (*ran) g_last_wgrad_x3 = cfg;
     return FF_OK;
 }
 

@@ -231,6 +231,17 @@ void ff_gpu_debug_force_wgrad_tiled(bool on);
 // Tests only, process-wide.
 void ff_gpu_debug_force_wgrad_x3(int config);
 int ff_gpu_debug_wgrad_x3_count(void);
+// The tf32x3 weight-gradient configuration the calling thread's last such launch ran (-1: none yet).
+int ff_gpu_debug_last_wgrad_x3(void);
+// Whether the calling thread's next conv weight gradients run beside other work: on the gradient
+// lane (core/device/cuda/device_cuda.c), at the same time as the data gradient of the same layer
+// on the device's stream. Only the choice of the tf32x3 kernel depends on it, never a bit: alone,
+// the 12-warp mma.sync kernel is the fastest at small batches and the warpgroup one with a
+// 320-column tile an image from 1.5 blocks a multiprocessor (train_cuda.cu conv_wgrad_x3); beside
+// the data gradient, which takes most multiprocessors, that warpgroup one at every batch measured
+// (bench/results/issue15-s31 run 1: a tf32x3 step at batch 64 0.298 ms against 0.316 with the
+// one chosen alone). Per thread like the tuning switch; false until set.
+void ff_gpu_set_wgrad_beside(bool beside);
 
 // ---- training (device.h "training", layers_cpu_backward.h, train.h) ----
 // The backward layers, the loss, the tree reduction and the SGD update, for the cuda device's
