@@ -5,7 +5,7 @@
 #  a. GPU ctests of training (test_gpu_train with conv_wgrad_beside_choice, gpu_kernel_trace with
 #     the timeline checks, gpu_train_*: digests as before)
 #  b. A/B in one call, batch 64 and 256 tf32x3: the new choice against the old one (configuration 1
-#     at batch 64, forced through ../issue15-s30/wgrad-cfg-env.patch), twice each interleaved
+#     at batch 64, forced through wgrad-cfg-env.patch (session 30 run 5's, on this tree)), twice each interleaved
 #  c. timelines of a step at batch 64 and 256 (graph replays) and at batch 64 eager, through
 #     tools/trace_step.py
 #  d. train_bench tf32x3 and fp32 against the CUDA-graph peer
@@ -37,7 +37,7 @@ timeout 60 env FF_KERNEL_TRACE="$out/tl-eager-b64" FF_KERNEL_TRACE_TIMELINE=3000
 python3 tools/trace_step.py "$out"/tl-eager-b64.*.timeline.tsv > "$out/step-eager-b64.txt" 2>&1
 echo "c. step eager b64: exit $?"; tail -12 "$out/step-eager-b64.txt" | cut -c1-110
 el c done
-git apply "$here/../issue15-s30/wgrad-cfg-env.patch" || { echo "patch does not apply"; exit 1; }
+git apply "$here/wgrad-cfg-env.patch" || { echo "patch does not apply"; exit 1; }
 cmake --build build-gpu --target fivefold > "$out/build-patch.log" 2>&1 || { echo "b. patched build failed"; exit 1; }
 for b in 64 256; do
     for r in 1 2; do
@@ -49,7 +49,7 @@ for b in 64 256; do
         done
     done
 done
-git apply -R "$here/../issue15-s30/wgrad-cfg-env.patch"
+git apply -R "$here/wgrad-cfg-env.patch"
 cmake --build build-gpu --target fivefold > "$out/build-unpatch.log" 2>&1 || { echo "b. rebuild failed"; exit 1; }
 el b done
 for p in tf32x3 fp32; do
