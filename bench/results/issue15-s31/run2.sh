@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Session 31, GPU call 2 (one H200): the weight gradient's kernel chosen for the lane
-# (ff_gpu_set_wgrad_beside: configuration 3 beside the data gradient, run 1's sweep) and the
-# kernel timeline (FF_KERNEL_TRACE_TIMELINE, tools/trace_step.py).
+# (ff_gpu_set_wgrad_beside: configuration 3 beside the data gradient, run 1's sweep), relu1's gate
+# applied inside conv1's weight gradient (ff_gpu_conv2d_backward_weights_gated) and the kernel
+# timeline (FF_KERNEL_TRACE_TIMELINE, tools/trace_step.py).
 #  a. GPU ctests of training (test_gpu_train with conv_wgrad_beside_choice, gpu_kernel_trace with
 #     the timeline checks, gpu_train_*: digests as before)
-#  b. A/B in one call, batch 64 and 256 tf32x3: the new choice against the old one (configuration 1
-#     at batch 64, forced through wgrad-cfg-env.patch (session 30 run 5's, on this tree)), twice each interleaved
+#  b. A/B in one call, batch 64 and 256 tf32x3, twice each interleaved, one build with exp-env.patch
+#     (env switches for this part only): new (both), nogate (FF_EXP_NO_GATE: relu1's own pass),
+#     old (also FF_WGRAD_X3_CFG=1 at batch 64: session 30's tree); digests must not move
 #  c. timelines of a step at batch 64 and 256 (graph replays) and at batch 64 eager, through
 #     tools/trace_step.py
 #  d. train_bench tf32x3 and fp32 against the CUDA-graph peer
@@ -37,19 +39,21 @@ timeout 60 env FF_KERNEL_TRACE="$out/tl-eager-b64" FF_KERNEL_TRACE_TIMELINE=3000
 python3 tools/trace_step.py "$out"/tl-eager-b64.*.timeline.tsv > "$out/step-eager-b64.txt" 2>&1
 echo "c. step eager b64: exit $?"; tail -12 "$out/step-eager-b64.txt" | cut -c1-110
 el c done
-git apply "$here/wgrad-cfg-env.patch" || { echo "patch does not apply"; exit 1; }
+git apply "$here/exp-env.patch" || { echo "patch does not apply"; exit 1; }
 cmake --build build-gpu --target fivefold > "$out/build-patch.log" 2>&1 || { echo "b. patched build failed"; exit 1; }
 for b in 64 256; do
     for r in 1 2; do
-        for v in old new; do
-            envs="X=1"; [ $v = old ] && [ $b = 64 ] && envs="FF_WGRAD_X3_CFG=1"
+        for v in old nogate new; do
+            envs="X=1"
+            [ $v = nogate ] && envs="FF_EXP_NO_GATE=1"
+            [ $v = old ] && envs="FF_EXP_NO_GATE=1" && [ $b = 64 ] && envs="FF_EXP_NO_GATE=1 FF_WGRAD_X3_CFG=1"
             n=ab-b$b-$v-$r
             $T $envs $F train $A --batch $b --json "$out/$n.json" > "$out/$n.log" 2>&1
             dr_summ "b$b $v #$r" "$out/$n.json"
         done
     done
 done
-git apply -R "$here/wgrad-cfg-env.patch"
+git apply -R "$here/exp-env.patch"
 cmake --build build-gpu --target fivefold > "$out/build-unpatch.log" 2>&1 || { echo "b. rebuild failed"; exit 1; }
 el b done
 for p in tf32x3 fp32; do
