@@ -53,6 +53,8 @@ for b in 64 256; do
         done
     done
 done
+for j in "$out"/ab-b64-*.json; do grep -q '"loss_digest": *"a1afe801dd367dad"' "$j" && grep -q '"weights_digest": *"f5c1bb3e67fbb81a"' "$j" || echo "b. $j: digests moved"; done
+for j in "$out"/ab-b256-*.json; do grep -q '"loss_digest": *"ce1eb0186245a1c3"' "$j" && grep -q '"weights_digest": *"70e8b6618a4c1cf6"' "$j" || echo "b. $j: digests moved"; done
 git apply -R "$here/exp-env.patch"
 cmake --build build-gpu --target fivefold > "$out/build-unpatch.log" 2>&1 || { echo "b. rebuild failed"; exit 1; }
 el b done
