@@ -1086,63 +1086,6 @@ static void conv_wgrad_image_kernel_bits(void **state) {
     assert_int_equal(bad, 0);
 }
 
-// ff_gpu_conv2d_backward_weights_gated against ff_gpu_relu_backward into a buffer and then
-// ff_gpu_conv2d_backward_weights on it, bit for bit (dw and db in groups), on the per-image layers
-// above; the gate has negatives, +0, -0 and NaN (each gates to +0) and a NaN in dy where the gate
-// passes. Refused, naming the layer, where the per-image kernel does not run (mnist's conv2), or
-// without a workspace.
-static void conv_wgrad_gated_bits(void **state) {
-    (void)state;
-    ff_layer Ls[2] = {
-        F.m.layers[0],
-        {.name = "conv 5x5 pad 2", .op = FF_OP_CONV2D, .out_c = 8, .kh = 5, .kw = 5, .stride = 1, .pad = 2}};
-    Ls[1].in = (ff_shape){1, 11, 11}, Ls[1].out = (ff_shape){8, 11, 11};
-    const int64_t n = 7, group = 3, ng = (n + group - 1) / group;
-    size_t bad = 0;
-    for (int c = 0; c < 2; c++) {
-        const ff_layer *L = &Ls[c];
-        assert_true(ff_gpu_conv2d_backward_weights_per_image(L, n));
-        const int64_t nw = L->out_c * L->in.c * L->kh * L->kw, stride = nw + L->out_c + 2;
-        const int64_t nx = n * ff_shape_numel(L->in), ny = n * ff_shape_numel(L->out);
-        float *x = tu_rand((size_t)nx, 1950 + (uint64_t)c, 1.0f), *dy = tu_rand((size_t)ny, 1960 + (uint64_t)c, 1.0f);
-        float *y = tu_rand((size_t)ny, 1970 + (uint64_t)c, 1.0f);
-        for (int64_t i = 0; i < ny; i += 7) y[i] = (i / 7) % 3 == 0 ? 0.0f : (i / 7) % 3 == 1 ? -0.0f : NAN;
-        int64_t nan_at = -1;
-        for (int64_t i = 1; i < ny && nan_at < 0; i++)
-            if (y[i] > 0) nan_at = i;
-        dy[nan_at] = NAN;  // passed by the gate: a NaN in its image's sums either way
-        float *gx = tu_dev_from(x, (size_t)nx, F.s), *gdy = tu_dev_from(dy, (size_t)ny, F.s);
-        float *gy = tu_dev_from(y, (size_t)ny, F.s), *gated_dy = tu_dev_from(NULL, (size_t)ny, F.s);
-        float *work = tu_dev_from(NULL, (size_t)ff_gpu_conv2d_backward_weights_workspace_floats(L, n), F.s);
-        float *ga = tu_dev_from(NULL, (size_t)(ng * stride), F.s), *gb = tu_dev_from(NULL, (size_t)(ng * stride), F.s);
-        CHECK_OK(ff_gpu_relu_backward(gated_dy, gdy, gy, ny, F.s));
-        CHECK_OK(ff_gpu_conv2d_backward_weights(ga, ga + nw, stride, gated_dy, gx, L, n, group, work, F.s));
-        CHECK_OK(ff_gpu_conv2d_backward_weights_gated(gb, gb + nw, stride, gdy, gy, gx, L, n, group, work, F.s));
-        float *a = tu_host_from(ga, (size_t)(ng * stride), F.s), *b = tu_host_from(gb, (size_t)(ng * stride), F.s);
-        char what[96];
-        snprintf(what, sizeof what, "conv dw, db %s: gated = relu backward, then the weight gradient", L->name);
-        bad += check_bits(what, b, a, (size_t)(ng * stride));
-        size_t nans = 0;  // in the written entries (the rows' padding stays NaN-poisoned)
-        for (int64_t gi = 0; gi < ng; gi++)
-            for (int64_t e = 0; e < nw + L->out_c; e++) nans += isnan(b[gi * stride + e]);
-        bad += nans == 0;  // the passed NaN must show in its group's sums
-        ff_gpu_free(gx), ff_gpu_free(gdy), ff_gpu_free(gy), ff_gpu_free(gated_dy), ff_gpu_free(work);
-        ff_gpu_free(ga), ff_gpu_free(gb);
-        free(x), free(dy), free(y), free(a), free(b);
-    }
-    const int c2 = ff_model_find_layer(&F.m, "conv2");
-    assert_true(c2 >= 0);
-    float *w = tu_dev_from(NULL, 16, F.s);
-    assert_int_equal(ff_gpu_conv2d_backward_weights_gated(w, w, 8, w, w, w, &F.m.layers[c2], 2, 2, w, F.s),
-                     FF_ERR_INPUT);
-    printf("  refused: %s\n", ff_last_error());
-    assert_non_null(strstr(ff_last_error(), "conv2"));
-    assert_int_equal(ff_gpu_conv2d_backward_weights_gated(w, w, 8, w, w, w, &F.m.layers[0], 2, 2, NULL, F.s),
-                     FF_ERR_INPUT);
-    ff_gpu_free(w);
-    assert_int_equal(bad, 0);
-}
-
 // ---------------------------------------------------------------- conv weight gradient, tf32x3
 
 // One ff_gpu_conv2d_backward_weights call into NaN-poisoned rows (ng groups of `stride` floats),
@@ -1631,14 +1574,13 @@ int main(void) {
     // FF_TEST_FILTER=PATTERN runs only the matching tests (cmocka's glob), e.g. for a mutant run
     if (getenv("FF_TEST_FILTER")) cmocka_set_test_filter(getenv("FF_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(train_forward_equals_run),       cmocka_unit_test(softmax_xent_bits),
-        cmocka_unit_test(softmax_xent_wide_bits),         cmocka_unit_test(relu_maxpool_backward_bits),
-        cmocka_unit_test(tree_reduce_sgd_gather_bits),    cmocka_unit_test(conv_backward_strided_padded),
-        cmocka_unit_test(conv_wgrad_image_kernel_bits),   cmocka_unit_test(conv_wgrad_gated_bits),
-        cmocka_unit_test(conv_wgrad_tf32x3_within_bound), cmocka_unit_test(conv_wgrad_beside_choice),
-        cmocka_unit_test(linear_tree_kernel_bits),        cmocka_unit_test(data_gradients_fast_paths),
-        cmocka_unit_test(train_backward_within_bound),    cmocka_unit_test(backward_reduced_bits),
-        cmocka_unit_test(backward_two_pass_bits),
+        cmocka_unit_test(train_forward_equals_run),     cmocka_unit_test(softmax_xent_bits),
+        cmocka_unit_test(softmax_xent_wide_bits),       cmocka_unit_test(relu_maxpool_backward_bits),
+        cmocka_unit_test(tree_reduce_sgd_gather_bits),  cmocka_unit_test(conv_backward_strided_padded),
+        cmocka_unit_test(conv_wgrad_image_kernel_bits), cmocka_unit_test(conv_wgrad_tf32x3_within_bound),
+        cmocka_unit_test(conv_wgrad_beside_choice),     cmocka_unit_test(linear_tree_kernel_bits),
+        cmocka_unit_test(data_gradients_fast_paths),    cmocka_unit_test(train_backward_within_bound),
+        cmocka_unit_test(backward_reduced_bits),        cmocka_unit_test(backward_two_pass_bits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1068,21 +1068,10 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
         }
     }
     const float *cur = dz;
-    const float *gate = NULL;  // a relu's output whose gate the next layer's weight gradient applies
     int next = 0;
     for (int l = hi; l >= lo; l--) {
         const ff_layer *L = &m->layers[l];
         const float *x = act[l], *y = act[l + 1];
-        // A relu on the first layer's output, a conv whose weight gradient takes the per-image
-        // kernel (mnist's relu1 on conv1): that kernel applies the relu's gate as it reads the
-        // gradient (gpu.h ff_gpu_conv2d_backward_weights_gated), and the relu's own pass, a read
-        // and write of the whole activation on the critical path, is left out. The same bits. (A
-        // one-pass backward only: the two-pass one keeps the relu's output gradient.)
-        if (pass == BACKWARD_ALL && L->op == FF_OP_RELU && l == 1 && lo == 0 && m->layers[0].op == FF_OP_CONV2D &&
-            ff_gpu_conv2d_backward_weights_per_image(&m->layers[0], n)) {
-            gate = y;
-            continue;
-        }
         // A maxpool on a relu's output (mnist's pool1 on relu2) passes the gradient back through
         // both in one kernel: dx is then the relu's (its input's gradient), and the relu is done.
         const bool pool_relu = data && L->op == FF_OP_MAXPOOL && l - 1 >= lo && m->layers[l - 1].op == FF_OP_RELU;
@@ -1107,10 +1096,8 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                 if (L->op == FF_OP_CONV2D) {
                     if (params) {  // on the lane beside the data gradient: its kernel for that (gpu.h)
                         ff_gpu_set_wgrad_beside(lanes);
-                        const ff_status w = gate ? ff_gpu_conv2d_backward_weights_gated(gw, gb, grad_stride, cur, gate,
-                                                                                        x, L, n, group, work_params, ps)
-                                                 : ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n,
-                                                                                  group, work_params, ps);
+                        const ff_status w =
+                            ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work_params, ps);
                         ff_gpu_set_wgrad_beside(false);
                         FF_TRY(w);
                     }

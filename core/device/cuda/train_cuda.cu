@@ -348,10 +348,8 @@ __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ pa
 // (test_gpu_train's conv_wgrad_image_kernel_bits checks it against the tiled kernel). Both rows of
 // a chain lie in position order, so the chain reads them four positions a load where Q % 4 == 0
 // (its latency was the kernel's time: session 28, a load a term, 16 us at batch 64).
-// gate (NULL: none): a relu's output y (n, K, Q); the gradient the chains read is then y > 0 ? dy :
-// +0, k_relu_bwd's rule, made as dy is copied in: ff_gpu_relu_backward's output without its pass.
 __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x,
-                                 WgradGeom g, const float *__restrict__ gate) {
+                                 WgradGeom g) {
     extern __shared__ __align__(16) float wgi_sm[];
     const int KQ = g.K * g.Q, RS = g.R * g.S;
     float *dys = wgi_sm;      // (K, Q)
@@ -360,12 +358,7 @@ __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restri
     const float *dyi = dy + img * (long long)KQ;
     const float *xi = x + img * ((long long)g.C * g.H * g.W);
     // Every copy in flight at once (cp.async, no register round trip), then one wait.
-    if (gate) {
-        const float *yi = gate + img * (long long)KQ;
-        for (int i = threadIdx.x; i < KQ; i += blockDim.x) dys[i] = yi[i] > 0.0f ? dyi[i] : 0.0f;
-    } else {
-        for (int i = threadIdx.x; i < KQ; i += blockDim.x) cp_async4(dys + i, dyi + i, true);
-    }
+    for (int i = threadIdx.x; i < KQ; i += blockDim.x) cp_async4(dys + i, dyi + i, true);
     for (int i = threadIdx.x; i < g.CRS * g.Q; i += blockDim.x) {
         const int e = i / g.Q, q = i - e * g.Q, c = e / RS, rs = e - c * RS, r = rs / g.S, s = rs - r * g.S;
         const int h = q / g.Wo * g.stride - g.pad + r, w = q % g.Wo * g.stride - g.pad + s;
@@ -1220,10 +1213,8 @@ static int multiprocessors();
 
 // The GEMM path (work given): per-image partials (k_conv_wgrad_img for few columns, else the tiles
 // of k_conv_wgrad_part; the same bits), then the group sums in image order.
-// gate: NULL, or a relu's output for k_conv_wgrad_img (the caller checked that it runs).
 static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
-                                 const ff_layer *L, int64_t n, int64_t group, float *part, const float *gate,
-                                 cudaStream_t st) {
+                                 const ff_layer *L, int64_t n, int64_t group, float *part, cudaStream_t st) {
     const ConvGeom cg = conv_geom(L);
     FF_TRY(check_int(L->in.c * L->in.h * L->in.w, "input floats per image", L));
     FF_TRY(check_int(L->out.h * L->out.w, "output positions", L));
@@ -1238,16 +1229,14 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
     g.PW = KCRS + g.K;
     // tf32x3 where k_conv_wgrad_x3 applies (stride 1, 32 columns or more), else the fp32 chains.
     bool x3 = false;
-    if (ff_gpu_conv_math_tf32x3() && !gate) FF_TRY(conv_wgrad_x3(&x3, part, dy, x, g, L, n, st));
+    if (ff_gpu_conv_math_tf32x3()) FF_TRY(conv_wgrad_x3(&x3, part, dy, x, g, L, n, st));
     // Few columns: a block per image (k_conv_wgrad_img), where its threads and shared memory fit.
     if (x3) {
     } else if (!g_force_wgrad_tiled && ff_gpu_conv2d_backward_weights_per_image(L, n)) {
         g.img0 = 0;
         k_conv_wgrad_img<<<(unsigned)n, (unsigned)ff_gpu_conv2d_wgrad_image_threads(L),
-                           (size_t)ff_gpu_conv2d_wgrad_image_smem(L), st>>>(part, dy, x, g, gate);
+                           (size_t)ff_gpu_conv2d_wgrad_image_smem(L), st>>>(part, dy, x, g);
         FF_LAUNCH_CHECK("k_conv_wgrad_img");
-    } else if (gate) {
-        return FF_FAIL(FF_ERR_INTERNAL, "%s: a gated weight gradient without its per-image kernel", L->name);
     } else {
         FF_TRY(conv_wgrad_tiled(part, dy, x, g, L, n, st));
     }
@@ -1402,7 +1391,7 @@ extern "C" ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_
                                                     float *work, ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
     FF_TRY(check_groups("conv2d weight gradient", L, group));
-    if (work) return conv_wgrad_gemm(dw, db, grad_stride, dy, x, L, n, group, work, NULL, ff_cu_stream(s));
+    if (work) return conv_wgrad_gemm(dw, db, grad_stride, dy, x, L, n, group, work, ff_cu_stream(s));
     const ConvGeom g = conv_geom(L);
     const long long ngroups = (n + group - 1) / group;
     const long long tw = ngroups * g.K * g.C * g.R * g.S, tb = ngroups * g.K;
@@ -1413,19 +1402,6 @@ extern "C" ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_
                                                                            (long long)g.Ho * g.Wo, n, group, tb);
     FF_LAUNCH_CHECK("k_bias_bwd (conv2d)");
     return FF_OK;
-}
-
-extern "C" ff_status ff_gpu_conv2d_backward_weights_gated(float *dw, float *db, int64_t grad_stride, const float *dy,
-                                                          const float *gate, const float *x, const ff_layer *L,
-                                                          int64_t n, int64_t group, float *work, ff_gpu_stream s) {
-    if (n <= 0) return FF_OK;
-    FF_TRY(check_groups("conv2d weight gradient", L, group));
-    if (!work || !gate || g_force_wgrad_tiled || !ff_gpu_conv2d_backward_weights_per_image(L, n))
-        return FF_FAIL(FF_ERR_INPUT,
-                       "%s: a weight gradient through a relu's gate needs the per-image kernel (C*R*S < 32, "
-                       "gpu.h ff_gpu_conv2d_backward_weights_per_image), a workspace and the gate",
-                       L->name);
-    return conv_wgrad_gemm(dw, db, grad_stride, dy, x, L, n, group, work, gate, ff_cu_stream(s));
 }
 
 extern "C" ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L,

@@ -397,13 +397,6 @@ static inline bool ff_gpu_conv2d_backward_weights_per_image(const ff_layer *L, i
 // kernels) or ff_gpu_conv2d_backward_weights_workspace_floats(L, n) floats (the fast path).
 ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
                                          const ff_layer *L, int64_t n, int64_t group, float *work, ff_gpu_stream s);
-// The same with dy the gradient of a relu's output and gate that relu's output y (n, K, Ho, Wo):
-// the gradient used is y > 0 ? dy : +0, so the bits of ff_gpu_relu_backward into a buffer and then
-// ff_gpu_conv2d_backward_weights on it, without that pass (mnist's relu1 into conv1). Only where
-// ff_gpu_conv2d_backward_weights_per_image(L, n) and with a workspace; FF_ERR_INPUT otherwise.
-ff_status ff_gpu_conv2d_backward_weights_gated(float *dw, float *db, int64_t grad_stride, const float *dy,
-                                               const float *gate, const float *x, const ff_layer *L, int64_t n,
-                                               int64_t group, float *work, ff_gpu_stream s);
 // dx: (n, C, H, W); dy: (n, K, Ho, Wo); w: (K, C, R, S). work: NULL (direct kernel) or
 // ff_gpu_conv2d_backward_data_workspace_floats(L) floats (the fast path where the layer flips;
 // ignored otherwise).
