@@ -19,9 +19,9 @@
 // FF_KERNEL_TRACE_TIMELINE=N also writes out.<pid>.timeline.tsv: the first N kept records (at most
 // 4 M), one per line in order of their start, with start and end in microseconds from the first
 // of them, the stream, the CUDA graph it ran in (CUPTI's id, 0: none), blocks, threads per block
-// and the name (a graph's kernels may be reported on the stream it was launched into: eager steps,
-// FF_TRAIN_GRAPHS=0, show the streams the work was enqueued on). The table says how long each kernel
-// runs; the timeline says which ran side by side and what the stream waited for, which is what a
+// and the name (in a graph's replay CUPTI names the streams its branches ran on: the gradient
+// lane's kernels show on streams of their own, bench/results/issue15-s31 run 2). The table says how
+// long each kernel runs; the timeline says which ran side by side and what the stream waited for, which is what a
 // step of two streams (the gradient lane, docs/ARCHITECTURE.md §9) needs to be read.
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE  // RTLD_DEFAULT
