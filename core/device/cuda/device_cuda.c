@@ -837,14 +837,17 @@ static bool has_params(const ff_layer *L) {
 
 // The backward workspace layers [0, last] need at n (gpu.h "Workspaces"), in three regions: the
 // data gradients' (the conv data gradients' flipped weights, the linear ones' transposed weights and
-// split-K sums; layer 0 computes no data gradient) from its start; after it, at
+// split-K sums; layer 0 computes no data gradient, and under the lane its weight gradient's
+// partials go here) from its start; after it, at
 // train_work_params_at, the conv weight gradients' per-image partials; after that, at
 // train_work_prep_at, one slot per layer whose rearranged weights the gradient lane makes ahead
 // (prep_floats). The kernels of the first two regions use them one layer after the other on their
 // stream, so one region serves all layers; the regions apart let the gradient lane
 // (train_backward) run a weight gradient beside a data one.
 static int64_t train_work_data_need(const ff_model *m, int last, int64_t n) {
-    int64_t need = 0;
+    // (layer 0's weight gradient runs on the stream, in this region, beside the lane's: backward_layers)
+    int64_t need =
+        m->layers[0].op == FF_OP_CONV2D ? ff_gpu_conv2d_backward_weights_workspace_floats(&m->layers[0], n) : 0;
     for (int l = 1; l <= last; l++) {
         const ff_layer *L = &m->layers[l];
         const int64_t f = L->op == FF_OP_CONV2D   ? ff_gpu_conv2d_backward_data_workspace_floats(L)
@@ -1088,16 +1091,23 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                 float *gw = params ? grads + (c->d_w[l] - c->d_params) : NULL;
                 float *gb = params ? grads + (c->d_b[l] - c->d_params) : NULL;
                 const bool vendor_linear = L->op == FF_OP_LINEAR && c->base.plan.opt.backend == FF_BACKEND_VENDOR;
-                ff_gpu_stream ps = c->stream;  // the parameter gradients' stream
-                if (params && !vendor_linear) {
+                // The parameter gradients' stream: the lane, beside the data gradients that follow
+                // on the stream; the bottom layer's (no data gradient follows) on the stream
+                // itself, which has nothing else left to run, beside what the lane still holds
+                // (at batch 256 conv1's weight gradient then runs beside conv2's, not after it).
+                ff_gpu_stream ps = c->stream;
+                if (params && !vendor_linear && need_dx) {
                     FF_TRY(lane_fork(c, lanes, &ps));
                     *forked |= lanes;
                 }
                 if (L->op == FF_OP_CONV2D) {
                     if (params) {  // on the lane beside the data gradient: its kernel for that (gpu.h)
                         ff_gpu_set_wgrad_beside(lanes);
+                        // (the bottom layer's on the stream: the data region, which the lane's
+                        // weight gradients never touch and the stream's data gradients are done with)
+                        float *work = lanes && !need_dx ? work_data : work_params;
                         const ff_status w =
-                            ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work_params, ps);
+                            ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work, ps);
                         ff_gpu_set_wgrad_beside(false);
                         FF_TRY(w);
                     }
@@ -1152,7 +1162,10 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
     // size runs eagerly (lane_applies), and a later one may be captured, which must not allocate
     // (session 30: a resumed run's first captured step did, and its capture failed).
     const bool lane_on = pass == BACKWARD_ALL && !c->lane_off;
-    if (lane_on && !c->lane) FF_TRY(ff_gpu_stream_create(&c->lane));
+    // The lane's blocks go first to a free SM (an urgent stream, gpu.h): the data gradient's grid,
+    // launched first, would otherwise hold every SM until its last wave and leave the weight
+    // gradient queued (session 31's timeline at batch 256: 229 + 208 us one after the other).
+    if (lane_on && !c->lane) FF_TRY(ff_gpu_stream_create_urgent(&c->lane));
     if (lane_on && !c->lane_fork) FF_TRY(ff_gpu_event_create(&c->lane_fork));
     if (lane_on && !c->lane_join) FF_TRY(ff_gpu_event_create(&c->lane_join));
     for (int l = lo + 1; lane_on && l <= hi; l++)
