@@ -1162,10 +1162,10 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
     // size runs eagerly (lane_applies), and a later one may be captured, which must not allocate
     // (session 30: a resumed run's first captured step did, and its capture failed).
     const bool lane_on = pass == BACKWARD_ALL && !c->lane_off;
-    // The lane's blocks go first to a free SM (an urgent stream, gpu.h): the data gradient's grid,
-    // launched first, would otherwise hold every SM until its last wave and leave the weight
-    // gradient queued (session 31's timeline at batch 256: 229 + 208 us one after the other).
-    if (lane_on && !c->lane) FF_TRY(ff_gpu_stream_create_urgent(&c->lane));
+    // (An ordinary stream: as an urgent one its blocks went first to a free SM, conv2's two
+    // gradients at batch 256 then shared the GPU, and the step took 0.865 ms against 0.845,
+    // bench/results/issue15-s32: the data gradient, on the critical path, was held back.)
+    if (lane_on && !c->lane) FF_TRY(ff_gpu_stream_create(&c->lane));
     if (lane_on && !c->lane_fork) FF_TRY(ff_gpu_event_create(&c->lane_fork));
     if (lane_on && !c->lane_join) FF_TRY(ff_gpu_event_create(&c->lane_join));
     for (int l = lo + 1; lane_on && l <= hi; l++)
