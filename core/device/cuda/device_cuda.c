@@ -1028,17 +1028,15 @@ static ff_status lane_fork(cuda_device *c, bool lanes, ff_gpu_stream *ps) {
 // Layer l's (conv or own linear) data gradient on the stream: from the weights the lane made in
 // `slot` once its event is in, else in one call that rearranges them in the data region first. A
 // linear layer's split-K sums go to the data region either way (a conv's call ignores it).
-// gate: NULL, or (a conv) the output of the relu below it, whose input gradient dx then is (gpu.h).
-static ff_status data_gradient(cuda_device *c, float *dx, const float *dy, const float *gate, int l, const float *slot,
-                               int64_t n, float *work_data) {
+static ff_status data_gradient(cuda_device *c, float *dx, const float *dy, int l, const float *slot, int64_t n,
+                               float *work_data) {
     const ff_layer *L = &c->base.model->layers[l];
     if (slot) {
         FF_TRY(ff_gpu_stream_wait_event(c->stream, c->prep_done[l]));
-        return ff_gpu_backward_data_from(dx, dy, slot, gate, L, n, work_data, c->stream);
+        return ff_gpu_backward_data_from(dx, dy, slot, L, n, work_data, c->stream);
     }
-    if (L->op == FF_OP_CONV2D) return ff_gpu_conv2d_backward_data(dx, dy, c->d_w[l], gate, L, n, work_data, c->stream);
-    if (gate) return FF_FAIL(FF_ERR_INTERNAL, "%s: a gated data gradient of a linear layer", L->name);
-    return ff_gpu_linear_backward_data(dx, dy, c->d_w[l], L, n, work_data, c->stream);
+    return L->op == FF_OP_CONV2D ? ff_gpu_conv2d_backward_data(dx, dy, c->d_w[l], L, n, work_data, c->stream)
+                                 : ff_gpu_linear_backward_data(dx, dy, c->d_w[l], L, n, work_data, c->stream);
 }
 
 // From layer hi down to lo, all n images per launch: conv/linear write group g's weight and bias
@@ -1078,13 +1076,9 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
         const ff_layer *L = &m->layers[l];
         const float *x = act[l], *y = act[l + 1];
         // A maxpool on a relu's output (mnist's pool1 on relu2) passes the gradient back through
-        // both in one kernel, and a conv on one (mnist's conv2 on relu1) applies the relu's
-        // backward in its data gradient's epilogue (gpu.h ff_gpu_conv2d_gated; its fast path):
-        // dx is then the relu's (its input's gradient), and the relu is done.
-        const bool on_relu = data && l - 1 >= lo && m->layers[l - 1].op == FF_OP_RELU;
-        const bool pool_relu = on_relu && L->op == FF_OP_MAXPOOL;
-        const bool conv_relu = on_relu && L->op == FF_OP_CONV2D && ff_gpu_conv2d_backward_data_flips(L);
-        const int dl = l - (pool_relu || conv_relu);  // the layer whose input gradient dx is
+        // both in one kernel: dx is then the relu's (its input's gradient), and the relu is done.
+        const bool pool_relu = data && L->op == FF_OP_MAXPOOL && l - 1 >= lo && m->layers[l - 1].op == FF_OP_RELU;
+        const int dl = l - pool_relu;  // the layer whose input gradient dx is
         const bool need_dx = data && dl > 0;
         const int64_t keep_at = (pass == BACKWARD_DATA || lanes) && need_dx ? kept_offset(m, dl) : -1;
         float *dx = !need_dx ? NULL : keep_at >= 0 ? c->d_kept + keep_at * n : c->d_grad[next];
@@ -1117,7 +1111,7 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                         ff_gpu_set_wgrad_beside(false);
                         FF_TRY(w);
                     }
-                    if (need_dx) FF_TRY(data_gradient(c, dx, cur, conv_relu ? x : NULL, l, slot[l], n, work_data));
+                    if (need_dx) FF_TRY(data_gradient(c, dx, cur, l, slot[l], n, work_data));
                 } else if (vendor_linear) {  // cuBLAS (gpu.h), both gradients in one call on the stream
                     if (params) FF_TRY(ensure_ones(c, group < n ? group : n));
                     FF_TRY(ff_gpu_linear_vendor_backward(gw, gb, grad_stride, dx, cur, x, c->d_w[l], L, n, group,
@@ -1128,7 +1122,7 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                                                                    grad_stride, cur, x, L, n, group, ps));
                     else if (params)
                         FF_TRY(ff_gpu_linear_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, ps));
-                    if (need_dx) FF_TRY(data_gradient(c, dx, cur, NULL, l, slot[l], n, work_data));
+                    if (need_dx) FF_TRY(data_gradient(c, dx, cur, l, slot[l], n, work_data));
                 }
                 break;
             }
@@ -1140,7 +1134,7 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                 break;
             default: continue;  // flatten (device.c admits no other op)
         }
-        l = dl;  // past a relu done with this layer
+        l -= pool_relu;
         if (!need_dx) continue;
         cur = dx;
         if (keep_at < 0) next ^= 1;  // the ping-pong buffer not holding cur

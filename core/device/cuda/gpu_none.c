@@ -149,11 +149,6 @@ ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float
     (void)out, (void)in, (void)w, (void)b, (void)L, (void)relu, (void)rows, (void)n, (void)s;
     return FF_NO_CUDA();
 }
-ff_status ff_gpu_conv2d_gated(float *out, const float *in, const float *w, const float *b, const float *gate,
-                              const ff_layer *L, const ff_rows *rows, int64_t n, ff_gpu_stream s) {
-    (void)out, (void)in, (void)w, (void)b, (void)gate, (void)L, (void)rows, (void)n, (void)s;
-    return FF_NO_CUDA();
-}
 ff_status ff_gpu_conv2d_winograd(float *out, const float *in, const float *u, const float *b, const ff_layer *L, int m,
                                  bool relu, const ff_rows *rows, int64_t n, float *work, ff_gpu_stream s) {
     (void)out, (void)in, (void)u, (void)b, (void)L, (void)m, (void)relu, (void)rows, (void)n, (void)work, (void)s;
@@ -266,9 +261,9 @@ ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stri
     (void)dw, (void)db, (void)grad_stride, (void)dy, (void)x, (void)L, (void)n, (void)group, (void)work, (void)s;
     return FF_NO_CUDA();
 }
-ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const float *gate, const ff_layer *L,
-                                      int64_t n, float *work, ff_gpu_stream s) {
-    (void)dx, (void)dy, (void)w, (void)gate, (void)L, (void)n, (void)work, (void)s;
+ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
+                                      float *work, ff_gpu_stream s) {
+    (void)dx, (void)dy, (void)w, (void)L, (void)n, (void)work, (void)s;
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
@@ -291,9 +286,9 @@ ff_status ff_gpu_backward_data_weights(float *wd, const float *w, const ff_layer
     (void)wd, (void)w, (void)L, (void)s;
     return FF_NO_CUDA();
 }
-ff_status ff_gpu_backward_data_from(float *dx, const float *dy, const float *wd, const float *gate, const ff_layer *L,
-                                    int64_t n, float *split, ff_gpu_stream s) {
-    (void)dx, (void)dy, (void)wd, (void)gate, (void)L, (void)n, (void)split, (void)s;
+ff_status ff_gpu_backward_data_from(float *dx, const float *dy, const float *wd, const ff_layer *L, int64_t n,
+                                    float *split, ff_gpu_stream s) {
+    (void)dx, (void)dy, (void)wd, (void)L, (void)n, (void)split, (void)s;
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_stream_capturing(ff_gpu_stream s, bool *capturing) {

@@ -59,10 +59,6 @@ struct GemmGeom {
     // before a launch). A split-K chunk reads Kd = chunk terms of rows that are ld = in_features long.
     int ld;
     long long zA, zB, zC;
-    // Conv only: NULL, or the output of the relu below this data gradient (laid out as out): each
-    // output is stored through that relu's backward (epilogue_value, ff_gpu_conv2d_gated). Not part
-    // of a shape's tuning key (tuning_key).
-    const float *gate;
 };
 
 // Tap table entry for kk = (c, r, s): offset c*in_rows*W + r*W + s in the low 24 bits, r and s in
@@ -292,8 +288,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MINB > 0 ? MINB : 512 /
             if (p >= g.P) continue;
             const long long img = p / g.HWo;
             const long long pix = p - img * g.HWo;
-            const long long at = img * g.out_img + (long long)m * g.HWo + pix;
-            out[at] = epilogue_value(acc[i][j], relu, g.gate, at);
+            const float v = acc[i][j];
+            out[img * g.out_img + (long long)m * g.HWo + pix] = relu ? relu_f(v) : v;
         }
     }
 }
@@ -374,7 +370,7 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB > 0 ? MINB : 
         }
     }
     cp_async_wait<0>();
-    x3_store<BM, BN, T>(out, smem, acc, m0, wm0, wn0, g.M, g.HWo, gq, tq, relu, g.gate, [&](int c) -> long long {
+    x3_store<BM, BN, T>(out, smem, acc, m0, wm0, wn0, g.M, g.HWo, gq, tq, relu, [&](int c) -> long long {
         const long long p = p0 + c;
         if (p >= g.P) return -1;
         const long long img = p / g.HWo;
@@ -479,7 +475,7 @@ __global__ void __launch_bounds__(NW * 32, MINB > 0 ? MINB : 1)
         }
     }
     cp_async_wait<0>();
-    x3_store<BM, BN, T>(out, smem, acc, m0, 0, wn0, g.M, g.HWo, gq, tq, relu, g.gate, [&](int c) -> long long {
+    x3_store<BM, BN, T>(out, smem, acc, m0, 0, wn0, g.M, g.HWo, gq, tq, relu, [&](int c) -> long long {
         const int q = q0 + c;
         return q < g.HWo ? (long long)img * g.out_img + q : -1;
     });
@@ -576,8 +572,8 @@ __device__ __forceinline__ void wg_store_channels(float *__restrict__ out, float
     for (int e = threadIdx.x; e < NT * BMP; e += T) {
         const int n = e / BMP, c = e - n * BMP, m = m0 + n, q = q0 + c;
         if (m >= g.M || q >= g.HWo) continue;
-        const long long at = (long long)img * g.out_img + (long long)m * g.HWo + q;
-        out[at] = epilogue_value(tile[n * TP + c], relu, g.gate, at);
+        const float v = tile[n * TP + c];
+        out[(long long)img * g.out_img + (long long)m * g.HWo + q] = relu ? relu_f(v) : v;
     }
 }
 // PD: k-chunks whose A is in registers at once (2: the one in flight and the next; 3: two ahead).
@@ -1232,16 +1228,7 @@ static tuned_entry g_tuned[FF_TUNE_CACHE];
 static int g_n_tuned = 0;
 static std::mutex g_tuned_mu;
 
-// A shape's key: its geometry without the gate (a gated data gradient runs the same products as
-// the ungated one, whose configuration it shares).
-static GemmGeom tuning_key(const GemmGeom &g) {
-    GemmGeom k;
-    memcpy(&k, &g, sizeof k);
-    k.gate = nullptr;
-    return k;
-}
-static int find_tuned_locked(const GemmGeom &g0, gemm_kind kind) {
-    const GemmGeom g = tuning_key(g0);
+static int find_tuned_locked(const GemmGeom &g, gemm_kind kind) {
     for (int i = 0; i < g_n_tuned; i++)
         if (g_tuned[i].kind == kind && memcmp(&g_tuned[i].g, &g, sizeof g) == 0) return g_tuned[i].cfg;
     return -1;
@@ -1260,7 +1247,7 @@ static void remember_tuned(int *cfg, const GemmGeom &g, gemm_kind kind) {
     if (had >= 0)
         *cfg = had;
     else if (g_n_tuned < FF_TUNE_CACHE)
-        g_tuned[g_n_tuned++] = tuned_entry{tuning_key(g), kind, *cfg};
+        g_tuned[g_n_tuned++] = tuned_entry{g, kind, *cfg};
 }
 
 // Without a tuned entry: the largest tile that still gives about one block per multiprocessor.
@@ -1370,8 +1357,8 @@ static ff_status check_int(int64_t v, const char *what) {
     return FF_OK;
 }
 
-static ff_status conv2d_run(float *out, const float *in, const float *w, const float *b, const float *gate,
-                            const ff_layer *L, bool relu, const ff_rows *rows, int64_t n, ff_gpu_stream s) {
+extern "C" ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
+                                   bool relu, const ff_rows *rows, int64_t n, ff_gpu_stream s) {
     const int64_t out_rows = rows->out_hi - rows->out_lo, in_rows = rows->in_hi - rows->in_lo;
     if (out_rows <= 0 || n <= 0) return FF_OK;
     if (L->kh > FF_TAP_MAX_RS || L->kw > FF_TAP_MAX_RS)
@@ -1395,24 +1382,9 @@ static ff_status conv2d_run(float *out, const float *in, const float *w, const f
     g.R = L->kh, g.S = L->kw, g.stride = L->stride, g.pad = L->pad;
     g.in_img = (long long)(L->in.c * in_rows * L->in.w);
     g.out_img = (long long)g.M * g.HWo;
-    g.gate = gate;
     FF_TRY(check_int(L->out.c * out_rows * L->out.w, "conv output per image"));
     if (g_conv_x3) return run_x3(out, in, w, b, g, relu, ff_cu_stream(s));
     return run_gemm<false>(out, in, w, b, g, relu, ff_cu_stream(s));
-}
-
-extern "C" ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L,
-                                   bool relu, const ff_rows *rows, int64_t n, ff_gpu_stream s) {
-    return conv2d_run(out, in, w, b, NULL, L, relu, rows, n, s);
-}
-
-extern "C" ff_status ff_gpu_conv2d_gated(float *out, const float *in, const float *w, const float *b, const float *gate,
-                                         const ff_layer *L, const ff_rows *rows, int64_t n, ff_gpu_stream s) {
-    if (!gate) return FF_FAIL(FF_ERR_INPUT, "%s: a gated conv without its gate (the relu's output)", L->name);
-    if (rows->out_lo != 0 || rows->out_hi != L->out.h)
-        return FF_FAIL(FF_ERR_INPUT, "%s: a gated conv of output rows [%lld, %lld), expected every row [0, %d)",
-                       L->name, (long long)rows->out_lo, (long long)rows->out_hi, (int)L->out.h);
-    return conv2d_run(out, in, w, b, gate, L, false, rows, n, s);
 }
 
 // Split-K linear, second step: out = relu?(((p_0 + p_1) + p_2) + ... + p_{S-1}) per element, the

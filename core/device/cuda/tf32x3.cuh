@@ -10,13 +10,6 @@
 __device__ __forceinline__ float relu_f(float v) {
     return v < 0.0f ? 0.0f : v;
 }
-// An epilogue's stored value: the forward's fused relu, or, with a gate (the output of the relu
-// below a data gradient, laid out as the output), that relu's backward in the same pass:
-// gate[i] > 0 ? v : +0, ff_gpu_relu_backward's rule (NaN and -0 gates give +0).
-__device__ __forceinline__ float epilogue_value(float v, int relu, const float *__restrict__ gate, long long i) {
-    if (gate) return gate[i] > 0.0f ? v : 0.0f;
-    return relu ? relu_f(v) : v;
-}
 
 // --precision tf32x3 (docs/ARCHITECTURE.md §9): convolutions (layers_cuda.cu: forward and data gradient;
 // train_cuda.cu: weight gradient) with the products on tensor cores with fp32-class accuracy. Each factor is split into
@@ -86,8 +79,7 @@ constexpr int x3_tile_floats() {
 // M: the output's rows (rows m0 + ml >= M are not written); ld: floats from one row to the next.
 template <int BM, int BN, int T, int MI, int NI, typename Col>
 __device__ __forceinline__ void x3_store(float *__restrict__ out, float *tile, const float (&acc)[MI][NI][4], int m0,
-                                         int wm0, int wn0, int M, long long ld, int gq, int tq, int relu,
-                                         const float *__restrict__ gate, Col col) {
+                                         int wm0, int wn0, int M, long long ld, int gq, int tq, int relu, Col col) {
     constexpr int TP = BN + X3_TILE_PAD;
     __syncthreads();  // every warp is done with the staged operands
 #pragma unroll
@@ -104,8 +96,8 @@ __device__ __forceinline__ void x3_store(float *__restrict__ out, float *tile, c
         const int ml = e / BN, c = e - ml * BN, m = m0 + ml;
         const long long off = col(c);
         if (m >= M || off < 0) continue;
-        const long long i = off + (long long)m * ld;
-        out[i] = epilogue_value(tile[ml * TP + c], relu, gate, i);
+        const float v = tile[ml * TP + c];
+        out[off + (long long)m * ld] = relu ? relu_f(v) : v;
     }
 }
 __device__ __forceinline__ uint2 split_pair(float x) {

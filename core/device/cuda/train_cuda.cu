@@ -340,33 +340,25 @@ __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ pa
 
 // The same partials for a layer with few columns (C*R*S < 32, gpu.h; mnist's conv1: 9), where a
 // tile would leave most of its columns idle and walk Q / WG_BQ stages in one block per image (conv1
-// at batch 64: 42 us). Here a block owns one image and FF_GPU_WGRAD_IMAGE_CHANNELS of its output
-// channels (blockIdx.y: the group): their dy (kg, Q) and, for each column e = (c, r, s), the input
-// tap of every position in position order, a padding tap as +0 (CRS, Q), are copied into shared
-// memory once; then thread t < kg*CRS runs chain (k, e) = (k0 + t / CRS, t % CRS) and thread
-// kg*CRS + k the bias chain of k0 + k, each over q ascending from +0 with every position, a padding
-// tap as fma(dy, +0, acc): the terms, order and start of k_conv_wgrad_part's chains, so the same
-// bits (test_gpu_train's conv_wgrad_image_kernel_bits checks it against the tiled kernel). Both
-// rows of a chain lie in position order, so the chain reads them four positions a load where
-// Q % 4 == 0 (its latency was the kernel's time: session 28, a load a term, 16 us at batch 64). The
-// channel groups (session 32) give four blocks an image for mnist's conv1 instead of one: at batch
-// 64 one block per image left half the multiprocessors idle and each block's copy in one wait.
+// at batch 64: 42 us). Here a block owns one image: its dy (K, Q) and, for each column e = (c, r,
+// s), the input tap of every position in position order, a padding tap as +0 (CRS, Q), are copied
+// into shared memory once; then thread t < K*CRS runs chain (k, e) = (t / CRS, t % CRS) and thread
+// K*CRS + k the bias chain of k, each over q ascending from +0 with every position, a padding tap
+// as fma(dy, +0, acc): the terms, order and start of k_conv_wgrad_part's chains, so the same bits
+// (test_gpu_train's conv_wgrad_image_kernel_bits checks it against the tiled kernel). Both rows of
+// a chain lie in position order, so the chain reads them four positions a load where Q % 4 == 0
+// (its latency was the kernel's time: session 28, a load a term, 16 us at batch 64).
 __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x,
                                  WgradGeom g) {
     extern __shared__ __align__(16) float wgi_sm[];
-    const int k0 = blockIdx.y * FF_GPU_WGRAD_IMAGE_CHANNELS, kg = min(FF_GPU_WGRAD_IMAGE_CHANNELS, g.K - k0);
-    const int KQ = kg * g.Q, RS = g.R * g.S;
-    float *dys = wgi_sm;      // (kg, Q): channels k0.. of dy
+    const int KQ = g.K * g.Q, RS = g.R * g.S;
+    float *dys = wgi_sm;      // (K, Q)
     float *xs = wgi_sm + KQ;  // (CRS, Q): the taps, padding as +0
     const long long img = g.img0 + blockIdx.x;
-    const float *dyi = dy + (img * g.K + k0) * (long long)g.Q;
+    const float *dyi = dy + img * (long long)KQ;
     const float *xi = x + img * ((long long)g.C * g.H * g.W);
-    const bool quads = (g.Q & 3) == 0;  // rows 16-byte aligned: dys and xs start so, rows are Q floats
     // Every copy in flight at once (cp.async, no register round trip), then one wait.
-    if (quads && ((uintptr_t)dyi & 15) == 0)  // (a dy of whole 16-byte rows: 4 floats a copy)
-        for (int i = threadIdx.x; i < KQ / 4; i += blockDim.x) cp_async16(dys + 4 * i, dyi + 4 * i, true);
-    else
-        for (int i = threadIdx.x; i < KQ; i += blockDim.x) cp_async4(dys + i, dyi + i, true);
+    for (int i = threadIdx.x; i < KQ; i += blockDim.x) cp_async4(dys + i, dyi + i, true);
     for (int i = threadIdx.x; i < g.CRS * g.Q; i += blockDim.x) {
         const int e = i / g.Q, q = i - e * g.Q, c = e / RS, rs = e - c * RS, r = rs / g.S, s = rs - r * g.S;
         const int h = q / g.Wo * g.stride - g.pad + r, w = q % g.Wo * g.stride - g.pad + s;
@@ -376,11 +368,12 @@ __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restri
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
-    const int t = threadIdx.x, KE = kg * g.CRS;
+    const int t = threadIdx.x, KE = g.K * g.CRS;
     float *pi = part + img * g.PW;
-    if (t >= KE) {  // the bias chains (their own warps where kg*CRS is a multiple of 32)
+    const bool quads = (g.Q & 3) == 0;  // rows 16-byte aligned: dys and xs start so, rows are Q floats
+    if (t >= KE) {                      // the bias chains (their own warps where K*CRS is a multiple of 32)
         const int k = t - KE;
-        if (k >= kg) return;
+        if (k >= g.K) return;
         const float *dk = dys + k * g.Q;
         float acc = 0.0f;
         if (quads) {
@@ -393,7 +386,7 @@ __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restri
 #pragma unroll 8
             for (int q = 0; q < g.Q; q++) acc = __fadd_rn(acc, dk[q]);
         }
-        pi[(long long)g.K * g.CRS + k0 + k] = acc;
+        pi[KE + k] = acc;
         return;
     }
     const int k = t / g.CRS, e = t - k * g.CRS;
@@ -409,7 +402,7 @@ __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restri
 #pragma unroll 8
         for (int q = 0; q < g.Q; q++) acc = __fmaf_rn(dk[q], xe[q], acc);
     }
-    pi[(long long)(k0 + k) * g.CRS + e] = acc;
+    pi[(long long)k * g.CRS + e] = acc;
 }
 
 // ------------------------------------------------------------------ conv2d weight gradient, tf32x3
@@ -529,7 +522,7 @@ __global__ void __launch_bounds__(WMW *NWN * 32)
     }
     cp_async_wait<0>();
     float *pi = part + img * g.PW;
-    x3_store<WX_BM, BN, T>(pi, smem, acc, k0, wm0, wn0, g.K, g.CRS, gq, tq, 0, nullptr,
+    x3_store<WX_BM, BN, T>(pi, smem, acc, k0, wm0, wn0, g.K, g.CRS, gq, tq, 0,
                            [&](int c) -> long long { return e0 + c < g.CRS ? e0 + c : -1; });
     if (bias_lane && k0 + tid < g.K) pi[(long long)g.K * g.CRS + k0 + tid] = bacc;
 }
@@ -1241,8 +1234,7 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
     if (x3) {
     } else if (!g_force_wgrad_tiled && ff_gpu_conv2d_backward_weights_per_image(L, n)) {
         g.img0 = 0;
-        const dim3 grid((unsigned)n, (unsigned)((g.K + FF_GPU_WGRAD_IMAGE_CHANNELS - 1) / FF_GPU_WGRAD_IMAGE_CHANNELS));
-        k_conv_wgrad_img<<<grid, (unsigned)ff_gpu_conv2d_wgrad_image_threads(L),
+        k_conv_wgrad_img<<<(unsigned)n, (unsigned)ff_gpu_conv2d_wgrad_image_threads(L),
                            (size_t)ff_gpu_conv2d_wgrad_image_smem(L), st>>>(part, dy, x, g);
         FF_LAUNCH_CHECK("k_conv_wgrad_img");
     } else {
@@ -1412,18 +1404,18 @@ extern "C" ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_
     return FF_OK;
 }
 
-extern "C" ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const float *gate,
-                                                 const ff_layer *L, int64_t n, float *work, ff_gpu_stream s) {
+extern "C" ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L,
+                                                 int64_t n, float *work, ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
     if (work && ff_gpu_conv2d_backward_data_flips(L)) {
         FF_TRY(ff_gpu_backward_data_weights(work, w, L, s));
-        return ff_gpu_backward_data_from(dx, dy, work, gate, L, n, NULL, s);
+        return ff_gpu_backward_data_from(dx, dy, work, L, n, NULL, s);
     }
     const ConvGeom g = conv_geom(L);
     const long long total = n * ff_shape_numel(L->in);
     k_conv_bwd_data<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dx, dy, w, g, total);
     FF_LAUNCH_CHECK("k_conv_bwd_data");
-    return gate ? ff_gpu_relu_backward(dx, dx, gate, total, s) : FF_OK;
+    return FF_OK;
 }
 
 // A linear layer's bias gradient, a row per group (db + g * grad_stride), also where its weight
@@ -1476,8 +1468,7 @@ extern "C" ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, con
     if (n <= 0) return FF_OK;
     if (work) {
         FF_TRY(ff_gpu_backward_data_weights(work, w, L, s));
-        return ff_gpu_backward_data_from(dx, dy, work, NULL, L, n, work + ff_gpu_linear_backward_data_split_offset(L),
-                                         s);
+        return ff_gpu_backward_data_from(dx, dy, work, L, n, work + ff_gpu_linear_backward_data_split_offset(L), s);
     }
     const long long O = L->out_c, I = ff_shape_numel(L->in);
     const long long total = n * I;
@@ -1515,8 +1506,8 @@ extern "C" ff_status ff_gpu_backward_data_weights(float *wd, const float *w, con
     return FF_OK;
 }
 
-extern "C" ff_status ff_gpu_backward_data_from(float *dx, const float *dy, const float *wd, const float *gate,
-                                               const ff_layer *L, int64_t n, float *split, ff_gpu_stream s) {
+extern "C" ff_status ff_gpu_backward_data_from(float *dx, const float *dy, const float *wd, const ff_layer *L,
+                                               int64_t n, float *split, ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
     if (L->op == FF_OP_CONV2D) {
         // The forward conv of dy (K channels of Ho x Wo) with wf and a zero bias, pad R-1-pad: its
@@ -1524,15 +1515,13 @@ extern "C" ff_status ff_gpu_backward_data_from(float *dx, const float *dy, const
         const long long KCRS = (long long)L->out_c * L->in.c * L->kh * L->kw;
         const ff_layer Lf = ff_gpu_conv2d_backward_data_layer(L);
         const ff_rows rows = ff_rows_full(&Lf);
-        return gate ? ff_gpu_conv2d_gated(dx, dy, wd, wd + KCRS, gate, &Lf, &rows, n, s)
-                    : ff_gpu_conv2d(dx, dy, wd, wd + KCRS, &Lf, false, &rows, n, s);
+        return ff_gpu_conv2d(dx, dy, wd, wd + KCRS, &Lf, false, &rows, n, s);
     }
     // The forward linear of dy (n, O) with wT (I, O) and a zero bias; the split-K partial sums (if
     // the transposed layer is split) in `split`, 16-byte aligned.
     const long long O = L->out_c, I = ff_shape_numel(L->in);
     const ff_layer Lt = ff_gpu_linear_backward_data_layer(L);
-    FF_TRY(ff_gpu_linear(dx, dy, wd, wd + O * I, &Lt, false, n, split, s));
-    return gate ? ff_gpu_relu_backward(dx, dx, gate, n * I, s) : FF_OK;
+    return ff_gpu_linear(dx, dy, wd, wd + O * I, &Lt, false, n, split, s);
 }
 
 extern "C" ff_status ff_gpu_stream_capturing(ff_gpu_stream s, bool *capturing) {

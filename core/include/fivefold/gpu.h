@@ -140,12 +140,6 @@ void ff_gpu_blas_destroy(ff_gpu_blas h);
 // relu: apply relu to the result (the executor fuses conv+relu; a per-layer run passes false).
 ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L, bool relu,
                         const ff_rows *rows, int64_t n, ff_gpu_stream s);
-// ff_gpu_conv2d (relu off, every output row) with each output v stored as gate[i] > 0 ? v : +0:
-// gate, laid out as out, is the output of a relu, and a data gradient computed as this conv leaves
-// that relu's input gradient in one pass, ff_gpu_conv2d then ff_gpu_relu_backward(out, out, gate)
-// bit for bit (ff_gpu_backward_data_from).
-ff_status ff_gpu_conv2d_gated(float *out, const float *in, const float *w, const float *b, const float *gate,
-                              const ff_layer *L, const ff_rows *rows, int64_t n, ff_gpu_stream s);
 // Winograd F(m x m, r x r) (winograd.h states the order of operations and the tile anchoring):
 // out: (n, K, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W) holding at least the rows
 // ff_winograd_input_rows names (FF_ERR_INPUT otherwise); u: (alpha^2, K, C') from
@@ -380,23 +374,16 @@ static inline int64_t ff_gpu_linear_backward_data_workspace_floats(const ff_laye
     return ff_gpu_linear_backward_data_split_offset(L) + ff_gpu_linear_workspace_floats(&t, n);
 }
 
-// The block-per-image weight-gradient kernel's launch for layer L: a block per image and group of
-// FF_GPU_WGRAD_IMAGE_CHANNELS output channels (kg, fewer in the last group), a thread per
-// (k, c, r, s) chain of the group and one per bias, in whole warps; shared memory for the group's
-// dy (kg, Ho*Wo) and each column's input tap of every position in position order (C*R*S, Ho*Wo),
-// padding as +0.
+// The block-per-image weight-gradient kernel's launch for layer L: a thread per (k, c, r, s)
+// chain and one per bias, in whole warps; shared memory for one image's dy (K, Ho*Wo) and each
+// column's input tap of every position in position order (C*R*S, Ho*Wo), padding as +0.
 #define FF_GPU_WGRAD_IMAGE_SMEM_MAX (200 * 1024)
-#define FF_GPU_WGRAD_IMAGE_CHANNELS 8
 #define FF_GPU_WGRAD_X3_SMEM_MAX (200 * 1024)  // the tf32x3 weight gradient's staging (train_cuda.cu)
-static inline int64_t ff_gpu_conv2d_wgrad_image_group(const ff_layer *L) {
-    return L->out_c < FF_GPU_WGRAD_IMAGE_CHANNELS ? L->out_c : FF_GPU_WGRAD_IMAGE_CHANNELS;
-}
 static inline int64_t ff_gpu_conv2d_wgrad_image_threads(const ff_layer *L) {
-    return (ff_gpu_conv2d_wgrad_image_group(L) * (L->in.c * L->kh * L->kw + 1) + 31) / 32 * 32;
+    return (L->out_c * (L->in.c * L->kh * L->kw + 1) + 31) / 32 * 32;
 }
 static inline int64_t ff_gpu_conv2d_wgrad_image_smem(const ff_layer *L) {
-    return (ff_gpu_conv2d_wgrad_image_group(L) + L->in.c * L->kh * L->kw) * L->out.h * L->out.w *
-           (int64_t)sizeof(float);
+    return (L->out_c + L->in.c * L->kh * L->kw) * L->out.h * L->out.w * (int64_t)sizeof(float);
 }
 // Whether ff_gpu_conv2d_backward_weights' fast path runs that kernel (few columns: C*R*S < 32, at
 // most 1024 threads, at most FF_GPU_WGRAD_IMAGE_SMEM_MAX bytes; mnist's conv1) rather than its
@@ -412,11 +399,9 @@ ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stri
                                          const ff_layer *L, int64_t n, int64_t group, float *work, ff_gpu_stream s);
 // dx: (n, C, H, W); dy: (n, K, Ho, Wo); w: (K, C, R, S). work: NULL (direct kernel) or
 // ff_gpu_conv2d_backward_data_workspace_floats(L) floats (the fast path where the layer flips;
-// ignored otherwise). gate: NULL, or (n, C, H, W) the output of the relu this layer's input is: dx
-// is then that relu's input gradient, the bits of ff_gpu_relu_backward(dx, dx, gate) after the
-// ungated call (on the fast path in the same pass, ff_gpu_conv2d_gated; else by that pass after).
-ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const float *gate, const ff_layer *L,
-                                      int64_t n, float *work, ff_gpu_stream s);
+// ignored otherwise).
+ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
+                                      float *work, ff_gpu_stream s);
 // dw: rows of (out, in); db: rows of (out); dy: (n, out); x: (n, in).
 ff_status ff_gpu_linear_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
                                          const ff_layer *L, int64_t n, int64_t group, ff_gpu_stream s);
@@ -435,15 +420,14 @@ ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w
 // The two fast paths above in two steps, so that the rearranged weights (which read the weights
 // only) can be made ahead, on another stream: with work given, ff_gpu_conv2d_backward_data and
 // ff_gpu_linear_backward_data are ff_gpu_backward_data_weights(work, w, L) followed by
-// ff_gpu_backward_data_from(dx, dy, work, gate, L, n, split) (split: ignored for a conv, work +
+// ff_gpu_backward_data_from(dx, dy, work, L, n, split) (split: ignored for a conv, work +
 // ff_gpu_linear_backward_data_split_offset(L) for a linear layer), the same kernels. wd: a conv's
 // wf and zero bias (ff_gpu_conv2d_backward_data_workspace_floats(L) floats; FF_ERR_INPUT for a conv
 // without the fast path), a linear layer's wT and zero bias (ff_gpu_linear_backward_data_split_offset(L)
-// floats, 16-byte aligned). gate: as ff_gpu_conv2d_backward_data's (a conv applies it in its
-// epilogue, a linear layer by the relu's pass after).
+// floats, 16-byte aligned).
 ff_status ff_gpu_backward_data_weights(float *wd, const float *w, const ff_layer *L, ff_gpu_stream s);
-ff_status ff_gpu_backward_data_from(float *dx, const float *dy, const float *wd, const float *gate, const ff_layer *L,
-                                    int64_t n, float *split, ff_gpu_stream s);
+ff_status ff_gpu_backward_data_from(float *dx, const float *dy, const float *wd, const ff_layer *L, int64_t n,
+                                    float *split, ff_gpu_stream s);
 // *capturing: whether stream s is being captured into a graph now (work that synchronises, such as
 // allocating or tuning a kernel's configuration, must not run then).
 ff_status ff_gpu_stream_capturing(ff_gpu_stream s, bool *capturing);
