@@ -197,6 +197,7 @@ struct WgradGeom {
     int CRS;       // C * R * S: the columns
     long long PW;  // floats per image in the partials: K * CRS + K
     long long img0;
+    int KG;  // k_conv_wgrad_img: output channels a block (ff_gpu_conv2d_wgrad_image_group)
 };
 
 __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ part, const float *__restrict__ dy,
@@ -340,40 +341,56 @@ __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ pa
 
 // The same partials for a layer with few columns (C*R*S < 32, gpu.h; mnist's conv1: 9), where a
 // tile would leave most of its columns idle and walk Q / WG_BQ stages in one block per image (conv1
-// at batch 64: 42 us). Here a block owns one image: its dy (K, Q) and, for each column e = (c, r,
-// s), the input tap of every position in position order, a padding tap as +0 (CRS, Q), are copied
-// into shared memory once; then thread t < K*CRS runs chain (k, e) = (t / CRS, t % CRS) and thread
-// K*CRS + k the bias chain of k, each over q ascending from +0 with every position, a padding tap
-// as fma(dy, +0, acc): the terms, order and start of k_conv_wgrad_part's chains, so the same bits
-// (test_gpu_train's conv_wgrad_image_kernel_bits checks it against the tiled kernel). Both rows of
-// a chain lie in position order, so the chain reads them four positions a load where Q % 4 == 0
-// (its latency was the kernel's time: session 28, a load a term, 16 us at batch 64).
+// at batch 64: 42 us). Here a block owns one image and g.KG of its output channels (blockIdx.y: the
+// group; kg, fewer in the last one): their dy (kg, Q) and the image itself are copied into shared
+// memory, and from the image, for each column e = (c, r, s), the input tap of every position in
+// position order, a padding tap as +0 (CRS, Q); then thread t < kg*CRS runs chain (k, e) =
+// (k0 + t / CRS, t % CRS) and thread kg*CRS + k the bias chain of k0 + k, each over q ascending from
+// +0 with every position, a padding tap as fma(dy, +0, acc): the terms, order and start of
+// k_conv_wgrad_part's chains, so the same bits (test_gpu_train's conv_wgrad_image_kernel_bits checks
+// it against the tiled kernel). Both rows of a chain lie in position order, so the chain reads them
+// four positions a load where Q % 4 == 0 (its latency was the kernel's time: session 28, a load a
+// term, 16 us at batch 64). The groups (session 32) give more blocks than images (at batch 64 one
+// block an image left half the multiprocessors idle); the taps are made from the image in shared
+// memory because each group needs all of them (copied from global memory a tap at a time, four
+// groups took 26 us against one block's 18.6, bench/results/issue15-s32 run 2).
 __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x,
                                  WgradGeom g) {
     extern __shared__ __align__(16) float wgi_sm[];
-    const int KQ = g.K * g.Q, RS = g.R * g.S;
-    float *dys = wgi_sm;      // (K, Q)
-    float *xs = wgi_sm + KQ;  // (CRS, Q): the taps, padding as +0
+    const int k0 = blockIdx.y * g.KG, kg = min(g.KG, g.K - k0);
+    const int KQ = kg * g.Q, RS = g.R * g.S, CHW = g.C * g.H * g.W;
+    float *dys = wgi_sm;                       // (kg, Q): channels k0.. of dy
+    float *xs = dys + g.KG * g.Q;              // (CRS, Q): the taps, padding as +0
+    float *xin = xs + (long long)g.CRS * g.Q;  // (C, H, W): the image
     const long long img = g.img0 + blockIdx.x;
-    const float *dyi = dy + img * (long long)KQ;
-    const float *xi = x + img * ((long long)g.C * g.H * g.W);
-    // Every copy in flight at once (cp.async, no register round trip), then one wait.
-    for (int i = threadIdx.x; i < KQ; i += blockDim.x) cp_async4(dys + i, dyi + i, true);
+    const float *dyi = dy + (img * g.K + k0) * (long long)g.Q;
+    const float *xi = x + img * (long long)CHW;
+    const bool quads = (g.Q & 3) == 0;  // rows 16-byte aligned: dys and xs start so, rows are Q floats
+    // Every copy in flight at once (cp.async, no register round trip), then one wait; 16 bytes a
+    // copy where the rows allow (xin starts 16-byte aligned when Q % 4 == 0).
+    if (quads && ((uintptr_t)dyi & 15) == 0)
+        for (int i = threadIdx.x; i < KQ / 4; i += blockDim.x) cp_async16(dys + 4 * i, dyi + 4 * i, true);
+    else
+        for (int i = threadIdx.x; i < KQ; i += blockDim.x) cp_async4(dys + i, dyi + i, true);
+    if (quads && (CHW & 3) == 0 && ((uintptr_t)xi & 15) == 0)
+        for (int i = threadIdx.x; i < CHW / 4; i += blockDim.x) cp_async16(xin + 4 * i, xi + 4 * i, true);
+    else
+        for (int i = threadIdx.x; i < CHW; i += blockDim.x) cp_async4(xin + i, xi + i, true);
+    cp_async_commit();
+    cp_async_wait<0>();
+    __syncthreads();
     for (int i = threadIdx.x; i < g.CRS * g.Q; i += blockDim.x) {
         const int e = i / g.Q, q = i - e * g.Q, c = e / RS, rs = e - c * RS, r = rs / g.S, s = rs - r * g.S;
         const int h = q / g.Wo * g.stride - g.pad + r, w = q % g.Wo * g.stride - g.pad + s;
         const bool v = (unsigned)h < (unsigned)g.H && (unsigned)w < (unsigned)g.W;
-        cp_async4(xs + i, v ? xi + ((long long)c * g.H + h) * g.W + w : x, v);
+        xs[i] = v ? xin[(c * g.H + h) * g.W + w] : 0.0f;
     }
-    cp_async_commit();
-    cp_async_wait<0>();
     __syncthreads();
-    const int t = threadIdx.x, KE = g.K * g.CRS;
+    const int t = threadIdx.x, KE = kg * g.CRS;
     float *pi = part + img * g.PW;
-    const bool quads = (g.Q & 3) == 0;  // rows 16-byte aligned: dys and xs start so, rows are Q floats
-    if (t >= KE) {                      // the bias chains (their own warps where K*CRS is a multiple of 32)
+    if (t >= KE) {  // the bias chains (their own warps where kg*CRS is a multiple of 32)
         const int k = t - KE;
-        if (k >= g.K) return;
+        if (k >= kg) return;
         const float *dk = dys + k * g.Q;
         float acc = 0.0f;
         if (quads) {
@@ -386,7 +403,7 @@ __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restri
 #pragma unroll 8
             for (int q = 0; q < g.Q; q++) acc = __fadd_rn(acc, dk[q]);
         }
-        pi[KE + k] = acc;
+        pi[(long long)g.K * g.CRS + k0 + k] = acc;
         return;
     }
     const int k = t / g.CRS, e = t - k * g.CRS;
@@ -402,7 +419,7 @@ __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restri
 #pragma unroll 8
         for (int q = 0; q < g.Q; q++) acc = __fmaf_rn(dk[q], xe[q], acc);
     }
-    pi[(long long)k * g.CRS + e] = acc;
+    pi[(long long)(k0 + k) * g.CRS + e] = acc;
 }
 
 // ------------------------------------------------------------------ conv2d weight gradient, tf32x3
@@ -1234,7 +1251,9 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
     if (x3) {
     } else if (!g_force_wgrad_tiled && ff_gpu_conv2d_backward_weights_per_image(L, n)) {
         g.img0 = 0;
-        k_conv_wgrad_img<<<(unsigned)n, (unsigned)ff_gpu_conv2d_wgrad_image_threads(L),
+        g.KG = (int)ff_gpu_conv2d_wgrad_image_group(L);
+        const dim3 grid((unsigned)n, (unsigned)((g.K + g.KG - 1) / g.KG));
+        k_conv_wgrad_img<<<grid, (unsigned)ff_gpu_conv2d_wgrad_image_threads(L),
                            (size_t)ff_gpu_conv2d_wgrad_image_smem(L), st>>>(part, dy, x, g);
         FF_LAUNCH_CHECK("k_conv_wgrad_img");
     } else {

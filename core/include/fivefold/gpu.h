@@ -374,16 +374,24 @@ static inline int64_t ff_gpu_linear_backward_data_workspace_floats(const ff_laye
     return ff_gpu_linear_backward_data_split_offset(L) + ff_gpu_linear_workspace_floats(&t, n);
 }
 
-// The block-per-image weight-gradient kernel's launch for layer L: a thread per (k, c, r, s)
-// chain and one per bias, in whole warps; shared memory for one image's dy (K, Ho*Wo) and each
-// column's input tap of every position in position order (C*R*S, Ho*Wo), padding as +0.
+// The block-per-image weight-gradient kernel's launch for layer L: a block per image and group of
+// ff_gpu_conv2d_wgrad_image_group(L) output channels (fewer in the last group), a thread per
+// (k, c, r, s) chain of the group and one per bias, in whole warps; shared memory for the group's
+// dy (group, Ho*Wo), each column's input tap of every position in position order (C*R*S, Ho*Wo),
+// padding as +0, and the image (C, H, W) the taps are made from.
 #define FF_GPU_WGRAD_IMAGE_SMEM_MAX (200 * 1024)
+#define FF_GPU_WGRAD_IMAGE_CHANNELS 8          // a group's output channels
 #define FF_GPU_WGRAD_X3_SMEM_MAX (200 * 1024)  // the tf32x3 weight gradient's staging (train_cuda.cu)
+static inline int64_t ff_gpu_conv2d_wgrad_image_group(const ff_layer *L) {
+    return L->out_c < FF_GPU_WGRAD_IMAGE_CHANNELS ? L->out_c : FF_GPU_WGRAD_IMAGE_CHANNELS;
+}
 static inline int64_t ff_gpu_conv2d_wgrad_image_threads(const ff_layer *L) {
-    return (L->out_c * (L->in.c * L->kh * L->kw + 1) + 31) / 32 * 32;
+    return (ff_gpu_conv2d_wgrad_image_group(L) * (L->in.c * L->kh * L->kw + 1) + 31) / 32 * 32;
 }
 static inline int64_t ff_gpu_conv2d_wgrad_image_smem(const ff_layer *L) {
-    return (L->out_c + L->in.c * L->kh * L->kw) * L->out.h * L->out.w * (int64_t)sizeof(float);
+    return ((ff_gpu_conv2d_wgrad_image_group(L) + L->in.c * L->kh * L->kw) * L->out.h * L->out.w +
+            L->in.c * L->in.h * L->in.w) *
+           (int64_t)sizeof(float);
 }
 // Whether ff_gpu_conv2d_backward_weights' fast path runs that kernel (few columns: C*R*S < 32, at
 // most 1024 threads, at most FF_GPU_WGRAD_IMAGE_SMEM_MAX bytes; mnist's conv1) rather than its
