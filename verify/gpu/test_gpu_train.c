@@ -1047,9 +1047,9 @@ static void conv_wgrad_image_kernel_bits(void **state) {
     (void)state;
     ff_layer Ls[3] = {
         F.m.layers[0],
-        {.name = "conv 3x3/2 pad 1", .op = FF_OP_CONV2D, .out_c = 12, .kh = 3, .kw = 3, .stride = 2, .pad = 1},
+        {.name = "conv 3x3/2 pad 1", .op = FF_OP_CONV2D, .out_c = 40, .kh = 3, .kw = 3, .stride = 2, .pad = 1},
         {.name = "conv 5x5 pad 2", .op = FF_OP_CONV2D, .out_c = 8, .kh = 5, .kw = 5, .stride = 1, .pad = 2}};
-    Ls[1].in = (ff_shape){3, 9, 9}, Ls[1].out = (ff_shape){12, 5, 5};  // channel groups 8 + 4
+    Ls[1].in = (ff_shape){3, 9, 9}, Ls[1].out = (ff_shape){40, 5, 5};  // channel groups 32 + 8
     Ls[2].in = (ff_shape){1, 11, 11}, Ls[2].out = (ff_shape){8, 11, 11};
     const int64_t n = 13, group = 4, ng = (n + group - 1) / group;
     size_t bad = 0;

@@ -350,10 +350,11 @@ __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ pa
 // k_conv_wgrad_part's chains, so the same bits (test_gpu_train's conv_wgrad_image_kernel_bits checks
 // it against the tiled kernel). Both rows of a chain lie in position order, so the chain reads them
 // four positions a load where Q % 4 == 0 (its latency was the kernel's time: session 28, a load a
-// term, 16 us at batch 64). The groups (session 32) give more blocks than images (at batch 64 one
-// block an image left half the multiprocessors idle); the taps are made from the image in shared
-// memory because each group needs all of them (copied from global memory a tap at a time, four
-// groups took 26 us against one block's 18.6, bench/results/issue15-s32 run 2).
+// term, 16 us at batch 64). The groups (session 32) take layers of more than 32 output channels
+// (a block's threads stay within 1024); smaller groups, for more blocks than images, were slower
+// for mnist's conv1: four groups of 8 took 26.3 us at batch 64 against one block's 18.6 with the
+// taps gathered from global memory by each group, 24.2 with them made from the image in shared
+// memory, because each group makes every tap again (bench/results/issue15-s32 runs 2 and 3).
 __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x,
                                  WgradGeom g) {
     extern __shared__ __align__(16) float wgi_sm[];

@@ -380,7 +380,7 @@ static inline int64_t ff_gpu_linear_backward_data_workspace_floats(const ff_laye
 // dy (group, Ho*Wo), each column's input tap of every position in position order (C*R*S, Ho*Wo),
 // padding as +0, and the image (C, H, W) the taps are made from.
 #define FF_GPU_WGRAD_IMAGE_SMEM_MAX (200 * 1024)
-#define FF_GPU_WGRAD_IMAGE_CHANNELS 8          // a group's output channels
+#define FF_GPU_WGRAD_IMAGE_CHANNELS 32         // a group's output channels (mnist's conv1: one group)
 #define FF_GPU_WGRAD_X3_SMEM_MAX (200 * 1024)  // the tf32x3 weight gradient's staging (train_cuda.cu)
 static inline int64_t ff_gpu_conv2d_wgrad_image_group(const ff_layer *L) {
     return L->out_c < FF_GPU_WGRAD_IMAGE_CHANNELS ? L->out_c : FF_GPU_WGRAD_IMAGE_CHANNELS;
