@@ -4,6 +4,7 @@
 # layer of 40 channels (groups 32 + 8).
 #  a. GPU ctests of training and the tracer (digests as before)
 #  b. ms per step, tf32x3 at batch 64 and 256, twice each; digests must not move
+#  c. train_bench tf32x3 and fp32 against the CUDA-graph peer (the README's figures)
 # Usage: bash bench/results/issue15-s32/run4.sh OUTDIR  (carry .deps, .ff-source-commit, .data-mid)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,4 +31,11 @@ for b in 64 256; do
 done
 for j in "$out"/step-b64-*.json; do grep -q '"loss_digest": *"a1afe801dd367dad"' "$j" && grep -q '"weights_digest": *"f5c1bb3e67fbb81a"' "$j" || echo "b. $j: digests moved"; done
 for j in "$out"/step-b256-*.json; do grep -q '"loss_digest": *"ce1eb0186245a1c3"' "$j" && grep -q '"weights_digest": *"70e8b6618a4c1cf6"' "$j" || echo "b. $j: digests moved"; done
+el b done
+for p in tf32x3 fp32; do
+    timeout 100 python3 bench/train_bench.py --fivefold $F --data "$DATA" --batch 64,256 --epochs 4 --modes cuda \
+        --peers graph --ff-args "--precision $p" --timeout 80 --out "$out/mnist-$p.json" > "$out/mnist-$p.txt" 2>&1
+    echo "c. bench $p: exit $?"
+    grep -vE "^train_bench: (fivefold|pytorch|gate)" "$out/mnist-$p.txt" | tail -7
+done
 el done
