@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fivefold/lost_peers.h"
 
 static int mpi_started(void) {
     int init = 0, fin = 0;
@@ -170,6 +171,22 @@ static int deliver(const char *cmd_name, int code, const char *body, bool quiet)
     // about once in 40 runs). A moment to forward it first.
     const struct timespec forward = {0, 200000000L};
     nanosleep(&forward, NULL);
+    // A peer on this node that the deadline found silent is ended first (lost_peers.h): the
+    // launcher then meets a rank that died, which it handles at once, and ends this one too; an
+    // abort alone once left the silent rank running (Hydra's proxy died in its cleanup) and the
+    // job hung. If the launcher has not ended this process within 2 s, the abort below follows.
+    // A peer that another rank ended first counts the same: the launcher is ending the job.
+    char ended[512];
+    const int noted = ff_lost_peers_count();
+    if (ff_lost_peers_end(ended, sizeof ended) > 0) {
+        fprintf(stderr, "fivefold%s: rank %d: ended %s on this node (silent past the deadline), so that the job ends\n",
+                cmd, rank, ended);
+        fflush(stderr);
+    }
+    if (noted > 0) {
+        const struct timespec launcher = {2, 0};
+        nanosleep(&launcher, NULL);
+    }
     // Open MPI 4.1's mpirun can itself crash or hang (seen once in 30 runs on a loaded machine,
     // every rank already dead) when MPI_Abort's report reaches it from a process it is killing
     // ("ORTE_ERROR_LOG ... show_help.c"). A process that exits non-zero ends an Open MPI job just

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "comm_internal.h"
+#include "fivefold/lost_peers.h"
 #include "fivefold/trace.h"
 
 typedef struct {
@@ -175,6 +176,8 @@ static void process_state(const ff_comm_mpi *m, int r, char *out, size_t cap) {
     buf[k] = 0;
     const char *p = strrchr(buf, ')');  // "pid (name) S ...": the state follows the name
     if (!p || p[1] != ' ') return;
+    // Still there and silent: the front end ends it before it ends the job (lost_peers.h).
+    if (p[2] != 'Z' && p[2] != 'X') ff_lost_peers_note(r, pid);
     if (p[2] == 'T' || p[2] == 't')
         snprintf(out, cap, "its process %ld is stopped", pid);
     else if (p[2] == 'Z' || p[2] == 'X')

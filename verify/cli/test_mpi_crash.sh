@@ -217,10 +217,19 @@ hang() {
     rc=$?
     took=$(elapsed "$t0" "$(now)")
     budget=$(awk -v b="$base" -v l="$limit" 'BEGIN { print b + l }')
-    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && within "$took" "$budget" && grep -qE -- "$expect" "$tmp/out"; then
-        ok "$name: exit $rc after $took s (a clean run: $base s): $(grep -E -- "$expect" "$tmp/out" | head -1)"
+    # Nothing of the job may outlive it: the silent rank is ended by its peers on this node
+    # (fivefold/lost_peers.h), whether or not the launcher's own cleanup works.
+    pid1=$(sed -n 's/^fivefold: rank 1 (pid \([0-9]*\) on .*/\1/p' "$tmp/out" | head -1)
+    left=""
+    if [ -n "$pid1" ] && [ "$(readlink "/proc/$pid1/exe" 2>/dev/null)" = "$(readlink -f "$ff")" ]; then
+        left=" rank 1's process $pid1 outlived the job;"
+        kill -9 "$pid1" 2>/dev/null
+    fi
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && within "$took" "$budget" && grep -qE -- "$expect" "$tmp/out" &&
+        [ -n "$pid1" ] && [ -z "$left" ]; then
+        ok "$name: exit $rc after $took s (a clean run: $base s), rank 1 (pid $pid1) gone: $(grep -E -- "$expect" "$tmp/out" | head -1)"
     else
-        bad "$name: exit $rc after $took s (expected non-zero within $budget s, a clean run taking $base s, and /$expect/)"
+        bad "$name: exit $rc after $took s;$left (expected non-zero within $budget s, a clean run taking $base s, /$expect/ and rank 1's pid ${pid1:-?} gone)"
     fi
 }
 hang "c  --inject-hang 1:conv2 --comm-timeout 3, rows" "rank [02]: no halo message from rank 1 for 3 s: rank 1 is lost" \
