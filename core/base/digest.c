@@ -20,6 +20,17 @@ uint64_t ff_digest_f32(const float *x, size_t n) {
     return ff_fnv1a64_update(FF_FNV_OFFSET, x, n * sizeof(float));
 }
 
+uint64_t ff_digest_f32_piece(uint64_t *chain, const float *x, size_t n) {
+    const unsigned char *p = (const unsigned char *)x;
+    uint64_t h = FF_FNV_OFFSET, c = *chain;
+    for (size_t i = 0; i < n * sizeof(float); i++) {
+        h = (h ^ p[i]) * FF_FNV_PRIME;
+        c = (c ^ p[i]) * FF_FNV_PRIME;
+    }
+    *chain = c;
+    return h;
+}
+
 char *ff_digest_hex(char *buf, uint64_t d) {
     snprintf(buf, 17, "%016llx", (unsigned long long)d);
     return buf;

@@ -532,7 +532,9 @@ static void run_weights_row(run_ctx *c, const ff_weights *wt, ff_status wst) {
     if (!r) return;
     snprintf(r->case_str, sizeof r->case_str, "%s", cs);
     snprintf(r->check, sizeof r->check, "weights");
-    r->digest = ff_weights_digest(wt);
+    // ok: ff_golden_weights has just computed this digest and found it equal to the record
+    // (another pass over AlexNet's 244 MB would take a third of a second per run).
+    r->digest = ok ? c->g->weights_digest : ff_weights_digest(wt);
     r->tol.worst = -1;
     r->pass = ok;
     r->tol.pass = ok;

@@ -22,6 +22,21 @@ static void fnv_reference_vectors(void **state) {
     assert_int_equal(ff_fnv1a64_update(h, "bar", 3), 0x85944171f73967e8ULL);
 }
 
+// ff_digest_f32_piece: each piece's own digest, and the chain equal to one digest of the whole.
+static void pieces_and_chain_in_one_pass(void **state) {
+    (void)state;
+    float x[7] = {1.0f, -2.5f, 3.25f, 0.0f, -0.0f, 1e-30f, 7.0f};
+    uint64_t chain = FF_FNV_OFFSET;
+    assert_int_equal(ff_digest_f32_piece(&chain, x, 3), ff_digest_f32(x, 3));
+    assert_int_equal(ff_digest_f32_piece(&chain, x + 3, 0), ff_digest_f32(x + 3, 0));  // empty: nothing changes
+    assert_int_equal(ff_digest_f32_piece(&chain, x + 3, 4), ff_digest_f32(x + 3, 4));
+    assert_int_equal(chain, ff_digest_f32(x, 7));
+    // the chain is the running digest: continuing it equals ff_fnv1a64_update over the bytes
+    uint64_t c2 = ff_fnv1a64_update(FF_FNV_OFFSET, x, 3 * sizeof(float));
+    ff_digest_f32_piece(&c2, x + 3, 4);
+    assert_int_equal(c2, chain);
+}
+
 static void digest_of_floats_is_over_le_bytes(void **state) {
     (void)state;
     float x[2] = {1.0f, -2.0f};  // 0x3f800000, 0xc0000000 -> bytes 00 00 80 3f 00 00 00 c0
@@ -64,6 +79,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(fnv_reference_vectors),
         cmocka_unit_test(digest_of_floats_is_over_le_bytes),
+        cmocka_unit_test(pieces_and_chain_in_one_pass),
         cmocka_unit_test(ulp_edge_cases),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

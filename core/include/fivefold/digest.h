@@ -14,6 +14,10 @@ extern "C" {
 uint64_t ff_fnv1a64_update(uint64_t h, const void *bytes, size_t nbytes);
 // Digest of n float32 values as their little-endian bytes.
 uint64_t ff_digest_f32(const float *x, size_t n);
+// Two digests in one pass: returns the digest of these n floats alone and continues *chain over
+// them. A buffer's digest and its pieces' (the weights and each layer's) then cost one read: the
+// two multiply chains are independent and run side by side, where separate passes cost one each.
+uint64_t ff_digest_f32_piece(uint64_t *chain, const float *x, size_t n);
 // "%016llx" into buf (at least 17 bytes); returns buf.
 char *ff_digest_hex(char *buf, uint64_t d);
 
