@@ -468,10 +468,10 @@ M('alloc_window_leaves_p', 'core/transport/comm.c',
   '^test_comm_loopback$')
 # the strongest peer is the fastest on at most as many ranks, never a larger run
 M('strongest_peer_any_ranks', 'bench/train_bench.py',
-  ('cands = [p for p in peers if p["ranks"] <= f["ranks"]]', 'cands = list(peers)'), '^bench_train_bench$')
+  ('cands = [p for p in peers if p["ranks"] <= f["ranks"]]', 'cands = list(peers)'), '^bench_train_bench_MlpBenchTest$')
 # a flag repeated by --mode-args keeps only its last value in the scaling line
 M('effective_args_keeps_repeats', 'bench/train_bench.py',
-  ('if flag is None or last[flag] == k for w in ws', 'if True for w in ws'), '^bench_train_bench$')
+  ('if flag is None or last[flag] == k for w in ws', 'if True for w in ws'), '^bench_train_bench_MlpBenchTest$')
 # the graph peer resets its CUDA graph before the process group goes (pytorch#115388)
 M('peer_graph_not_released', 'bench/peer_pytorch.py',
   ('        release_graph()\n', '        pass\n'), '^bench_peer_GraphTrainTest$')
