@@ -2,8 +2,8 @@
 //
 // A rank that stops answering (asleep, stopped, busy) is found by its peers' deadlines (the MPI
 // comm's timeout message); the job must then end. MPI_Abort asks the launcher to end every
-// process, and MPICH's Hydra nearly always does; once in a while (this project's CI, the test
-// cli_mpi_crash) its proxy died in that cleanup, left the silent rank running, and the job hung.
+// process, and MPICH's Hydra nearly always does; once (this project's CI, the test cli_mpi_crash)
+// its proxy "terminated badly" in that cleanup, the silent rank was never ended, and the job hung.
 // So the comm notes each lost peer it can see on this node (its process id, gathered when the comm
 // was made), and the command front end ends those processes (SIGKILL) before it ends the job: the
 // launcher then sees a rank die, the case it handles at once, and no process is left to wait for.
