@@ -203,6 +203,9 @@ void ff_gpu_debug_force_tile(int tile) {
 void ff_gpu_debug_force_wgrad_tiled(bool on) {
     (void)on;
 }
+void ff_gpu_debug_force_maxpool_general(bool on) {
+    (void)on;
+}
 void ff_gpu_set_conv_math(bool tf32x3) {
     (void)tf32x3;
 }
@@ -259,6 +262,17 @@ ff_status ff_gpu_host_mapped(void **dev, void *p) {
 ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
                                          const ff_layer *L, int64_t n, int64_t group, float *work, ff_gpu_stream s) {
     (void)dw, (void)db, (void)grad_stride, (void)dy, (void)x, (void)L, (void)n, (void)group, (void)work, (void)s;
+    return FF_NO_CUDA();
+}
+bool ff_gpu_conv2d_backward_weights_gates(const ff_layer *L, int64_t n) {
+    (void)L, (void)n;
+    return false;
+}
+ff_status ff_gpu_conv2d_backward_weights_gated(float *dw, float *db, int64_t grad_stride, const float *dy,
+                                               const float *gate, const float *x, const ff_layer *L, int64_t n,
+                                               int64_t group, float *work, ff_gpu_stream s) {
+    (void)dw, (void)db, (void)grad_stride, (void)dy, (void)gate, (void)x, (void)L, (void)n, (void)group, (void)work,
+        (void)s;
     return FF_NO_CUDA();
 }
 ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,

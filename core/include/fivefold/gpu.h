@@ -226,6 +226,9 @@ int ff_gpu_debug_last_tile(void);
 // instead of the block-per-image kernel it picks for few columns (train_cuda.cu); the same bits.
 // Tests only, process-wide.
 void ff_gpu_debug_force_wgrad_tiled(bool on);
+// Test hook: the maxpool backward takes its general tiled kernel (k_maxpool_bwd_tiled) where it
+// would take the 2x2 windows' float2 kernel (train_cuda.cu); the same bits. Tests only, process-wide.
+void ff_gpu_debug_force_maxpool_general(bool on);
 // Test hook: the tf32x3 conv weight gradient runs configuration `config` (0 ..
 // ff_gpu_debug_wgrad_x3_count()-1; every one gives the same bits), -1 the automatic choice.
 // Tests only, process-wide.
@@ -405,6 +408,16 @@ static inline bool ff_gpu_conv2d_backward_weights_per_image(const ff_layer *L, i
 // kernels) or ff_gpu_conv2d_backward_weights_workspace_floats(L, n) floats (the fast path).
 ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
                                          const ff_layer *L, int64_t n, int64_t group, float *work, ff_gpu_stream s);
+// The same for a conv whose output feeds a relu, with that relu's backward folded in: dy is the
+// gradient of the relu's output and gate (n, K, Ho, Wo) the relu's output, and the result is the
+// bits of ff_gpu_relu_backward into a buffer followed by ff_gpu_conv2d_backward_weights on it,
+// without that pass (mnist's conv1: relu1's backward took 90 us at batch 256, beside conv2's weight
+// gradient, for 65 us of conv1's own). Where ff_gpu_conv2d_backward_weights_gates(L, n) holds (the
+// per-image kernel runs, given work); FF_ERR_INPUT otherwise.
+bool ff_gpu_conv2d_backward_weights_gates(const ff_layer *L, int64_t n);
+ff_status ff_gpu_conv2d_backward_weights_gated(float *dw, float *db, int64_t grad_stride, const float *dy,
+                                               const float *gate, const float *x, const ff_layer *L, int64_t n,
+                                               int64_t group, float *work, ff_gpu_stream s);
 // dx: (n, C, H, W); dy: (n, K, Ho, Wo); w: (K, C, R, S). work: NULL (direct kernel) or
 // ff_gpu_conv2d_backward_data_workspace_floats(L) floats (the fast path where the layer flips;
 // ignored otherwise).
