@@ -17,6 +17,7 @@ a known survivor, marked in mutants.py with the test change that would kill it),
 occur exactly once: "pattern no longer applies") or anything else fails.
 """
 import argparse
+import concurrent.futures
 import json
 import os
 import re
@@ -24,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -151,7 +153,45 @@ def failed_tests(output):
     return [re.sub(r'^\s*\d+ - (\S+).*$', r'\1', l) for l in m.group(1).splitlines() if l.strip()]
 
 
-def full_run(root, only, keep, jobs):
+def configure(root, src, build):
+    """Copies the sources to src and configures build (Release, no CUDA, Ninja): None, or what failed."""
+    copy_tree(root, src)
+    r = run(['cmake', '-S', src, '-B', build, '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release', '-DFF_WITH_CUDA=OFF'])
+    return None if r.returncode == 0 else r.stdout[-3000:] + r.stderr[-3000:] + '\nconfigure of the copied tree failed'
+
+
+def try_mutant(m, names, targets, src, build, jobs):
+    """Patches one mutant into src, rebuilds its kill tests' programs, runs them, restores the file.
+    Returns (outcome, text): outcome one of killed, survived, known, error."""
+    path = os.path.join(src, m['file'])
+    assert not os.path.islink(path), path
+    orig = open(path, encoding='utf-8').read()
+    text = orig
+    for find, repl in m['subs']:
+        text = text.replace(find, repl, 1)
+    open(path, 'w', encoding='utf-8').write(text)
+    try:
+        b = run(['ninja', '-C', build, f'-j{jobs}'] + targets)
+        if b.returncode:
+            errs = [l for l in b.stdout.splitlines() if 'error' in l][:3]
+            return 'error', 'ERROR: mutant did not compile: ' + ' | '.join(errs)
+        c = run(['ctest', '--test-dir', build, '-R', m['kill'], f'-j{jobs}', '--timeout', str(TEST_TIMEOUT_S)],
+                env=MUTANT_TEST_ENV)
+        f = failed_tests(c.stdout)
+        if f and m.get('survives'):
+            return 'error', 'killed by ' + ', '.join(f) + ': killed now, remove its survives= mark in mutants.py'
+        if c.returncode and f:
+            return 'killed', 'killed by ' + ', '.join(f)
+        if c.returncode:
+            return 'error', 'ERROR: ctest failed without a failing test:' + c.stdout[-300:]
+        if m.get('survives'):
+            return 'known', 'known survivor (' + ', '.join(names) + ' passed); needs: ' + m['survives']
+        return 'survived', 'SURVIVED (' + ', '.join(names) + ' passed)'
+    finally:
+        open(path, 'w', encoding='utf-8').write(orig)
+
+
+def full_run(root, only, keep, jobs, workers):
     bad = stale_patterns(root)
     muts = [m for m in MUTANTS if not only or m['name'] in only]
     if only and len(muts) != len(only):
@@ -164,75 +204,71 @@ def full_run(root, only, keep, jobs):
         return 1
     t0 = time.time()
     tmp = tempfile.mkdtemp(prefix='ff_mutation_')
-    src, build = os.path.join(tmp, 'src'), os.path.join(tmp, 'build')
+    # One copy of the tree per worker (a CMake build tree cannot be moved, so each configures and
+    # builds its own); each worker takes the next mutant as it finishes one. A mutant's rebuild is
+    # one compile and a few links, one core's work, so on 2 cores two workers run the mutants in
+    # about half the time of one, for one more build of the kill tests' programs.
+    workers = max(1, min(workers, len(muts)))
+    per = max(1, jobs // workers)  # ninja and ctest jobs within a worker
+    trees = [(os.path.join(tmp, f'w{k}', 'src'), os.path.join(tmp, f'w{k}', 'build')) for k in range(workers)]
     try:
-        copy_tree(root, src)
-        r = run(['cmake', '-S', src, '-B', build, '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release', '-DFF_WITH_CUDA=OFF'])
-        if r.returncode:
-            print(r.stdout[-3000:] + r.stderr[-3000:] + '\nconfigure of the copied tree failed')
-            return 1
-        tests = ctest_tests(build)
-        known = set(l.split(':')[0] for l in run(['ninja', '-C', build, '-t', 'targets', 'all']).stdout.splitlines())
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            for err in pool.map(lambda t: configure(root, *t), trees):
+                if err:
+                    print(err)
+                    return 1
+        build0 = trees[0][1]
+        tests = ctest_tests(build0)
+        known = set(l.split(':')[0] for l in run(['ninja', '-C', build0, '-t', 'targets', 'all']).stdout.splitlines())
         plan = []
         for m in muts:
             names = selected(tests, m['kill'])
             if not names:
                 print(f'ERROR {m["name"]}: kill regex {m["kill"]!r} selects no test')
                 return 1
-            plan.append((m, names, targets_for(tests, names, build, known)))
+            plan.append((m, names, targets_for(tests, names, build0, known)))  # relative: every tree's
         all_targets = sorted({t for _, _, ts in plan for t in ts})
-        r = run(['ninja', '-C', build, f'-j{jobs}'] + all_targets)
-        if r.returncode:
-            print(r.stdout[-5000:] + '\nbuild of the unmutated copy failed')
-            return 1
-        # Unmutated, every selected test must pass: otherwise a "kill" would mean nothing.
+        with concurrent.futures.ThreadPoolExecutor(workers) as pool:
+            for r in pool.map(lambda t: run(['ninja', '-C', t[1], f'-j{per}'] + all_targets), trees):
+                if r.returncode:
+                    print(r.stdout[-5000:] + '\nbuild of the unmutated copy failed')
+                    return 1
+        # Unmutated, every selected test must pass: otherwise a "kill" would mean nothing. (The
+        # other trees hold the same build of the same sources.)
         all_names = sorted({n for _, ns, _ in plan for n in ns})
         regex = '^(' + '|'.join(re.escape(n) for n in all_names) + ')$'
-        r = run(['ctest', '--test-dir', build, '-R', regex, f'-j{jobs}', '--timeout', str(TEST_TIMEOUT_S)])
+        r = run(['ctest', '--test-dir', build0, '-R', regex, f'-j{jobs}', '--timeout', str(TEST_TIMEOUT_S)])
         if r.returncode:
             print(r.stdout[-5000:] + f'\nunmutated: tests failed {failed_tests(r.stdout)}: fix them first')
             return 1
-        print(f'unmutated copy built and its {len(all_names)} kill tests pass ({time.time() - t0:.0f} s)')
-        print(f'{"mutant":34s} {"file":24s} {"s":>5s}  result')
-        killed, survived, errors, known = [], [], [], []
-        for m, names, targets in plan:
-            t1 = time.time()
-            path = os.path.join(src, m['file'])
-            assert not os.path.islink(path), path
-            orig = open(path, encoding='utf-8').read()
-            text = orig
-            for find, repl in m['subs']:
-                text = text.replace(find, repl, 1)
-            open(path, 'w', encoding='utf-8').write(text)
-            f = []
-            try:
-                b = run(['ninja', '-C', build, f'-j{jobs}'] + targets)
-                if b.returncode:
-                    errs = [l for l in b.stdout.splitlines() if 'error' in l][:3]
-                    res = 'ERROR: mutant did not compile: ' + ' | '.join(errs)
-                    errors.append(m['name'])
-                else:
-                    c = run(['ctest', '--test-dir', build, '-R', m['kill'], f'-j{jobs}', '--timeout',
-                             str(TEST_TIMEOUT_S)], env=MUTANT_TEST_ENV)
-                    f = failed_tests(c.stdout)
-                    if c.returncode and f:
-                        res = 'killed by ' + ', '.join(f)
-                        killed.append(m['name'])
-                    elif c.returncode:
-                        res = 'ERROR: ctest failed without a failing test:' + c.stdout[-300:]
-                        errors.append(m['name'])
-                    elif m.get('survives'):
-                        res = 'known survivor (' + ', '.join(names) + ' passed); needs: ' + m['survives']
-                        known.append(m['name'])
-                    else:
-                        res = 'SURVIVED (' + ', '.join(names) + ' passed)'
-                        survived.append(m['name'])
-                    if f and m.get('survives'):
-                        res += ': killed now, remove its survives= mark in mutants.py'
-                        errors.append(m['name'])
-            finally:
-                open(path, 'w', encoding='utf-8').write(orig)
-            print(f'{m["name"]:34s} {m["file"]:24s} {time.time() - t1:5.1f}  {res}', flush=True)
+        print(f'unmutated copy built ({workers} worker{"s" if workers > 1 else ""}) and its {len(all_names)} kill '
+              f'tests pass ({time.time() - t0:.0f} s)')
+        print(f'{"mutant":34s} {"file":24s} {"s":>5s}  result', flush=True)
+        outcomes = {'killed': [], 'survived': [], 'known': [], 'error': []}
+        queue = list(reversed(plan))
+        lock = threading.Lock()
+
+        def worker(tree):
+            while True:
+                with lock:
+                    if not queue:
+                        return
+                    m, names, targets = queue.pop()
+                t1 = time.time()
+                try:
+                    outcome, res = try_mutant(m, names, targets, tree[0], tree[1], per)
+                except Exception as e:  # noqa: BLE001 - a runner failure is an error row, never a kill
+                    outcome, res = 'error', f'ERROR: {type(e).__name__}: {e}'
+                with lock:
+                    outcomes[outcome].append(m['name'])
+                    print(f'{m["name"]:34s} {m["file"]:24s} {time.time() - t1:5.1f}  {res}', flush=True)
+
+        threads = [threading.Thread(target=worker, args=(t,)) for t in trees]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        killed, survived, known, errors = (outcomes[k] for k in ('killed', 'survived', 'known', 'error'))
         print(f'{len(killed)} killed, {len(survived)} survived, {len(known)} known survivors, {len(errors)} errors '
               f'({len(muts)} mutants, {time.time() - t0:.0f} s)')
         if survived:
@@ -252,7 +288,9 @@ def main():
     ap.add_argument('--only', help='comma-separated mutant names')
     ap.add_argument('--keep', action='store_true', help='keep the temporary tree')
     ap.add_argument('--list', action='store_true', help='list the mutants')
-    ap.add_argument('-j', '--jobs', type=int, default=2)
+    ap.add_argument('-j', '--jobs', type=int, default=2, help='cores to use (default 2)')
+    ap.add_argument('-w', '--workers', type=int, default=None,
+                    help='mutants tried at once, each in its own copy of the tree (default: --jobs)')
     ap.add_argument('--source', default=ROOT, help='source tree to mutate (default: this checkout)')
     a = ap.parse_args()
     if a.list:
@@ -261,7 +299,10 @@ def main():
         return 0
     if a.check:
         return check(os.path.abspath(a.source), a.build_dir)
-    return full_run(os.path.abspath(a.source), set(a.only.split(',')) if a.only else None, a.keep, a.jobs)
+    if a.jobs < 1 or (a.workers is not None and a.workers < 1):
+        ap.error(f'--jobs {a.jobs} / --workers {a.workers}: expected 1 or more')
+    return full_run(os.path.abspath(a.source), set(a.only.split(',')) if a.only else None, a.keep, a.jobs,
+                    a.workers if a.workers is not None else a.jobs)
 
 
 if __name__ == '__main__':
