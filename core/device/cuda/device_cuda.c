@@ -1134,8 +1134,10 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                 // that conv's weight gradient reads: the conv folds the relu's backward in
                 // (ff_gpu_conv2d_backward_weights_gated, the same bits), and cur stays the relu's
                 // output gradient. At batch 256 the relu's own pass took 90 us beside conv2's
-                // weight gradient on the lane. Not in the two-pass backward (the data pass keeps
-                // each layer's output gradient for the parameter pass).
+                // weight gradient on the lane; folded in, conv1's weight gradient takes most of
+                // that time there instead (a step 1 % faster, bench/results/issue15-s35). Not in
+                // the two-pass backward (the data pass keeps each layer's output gradient for the
+                // parameter pass).
                 if (need_dx && pass == BACKWARD_ALL && l == 1 && lo == 0 && m->layers[0].op == FF_OP_CONV2D &&
                     ff_gpu_conv2d_backward_weights_gates(&m->layers[0], n)) {
                     gate = y;
