@@ -1093,63 +1093,6 @@ static void conv_wgrad_image_kernel_bits(void **state) {
     assert_int_equal(bad, 0);
 }
 
-// The relu folded into the per-image weight gradient (ff_gpu_conv2d_backward_weights_gated, what
-// the backward does for mnist's conv1 under relu1): on the same layers, the gated call equals the
-// relu's gate applied on the host (y > 0 ? dy : +0, -0 and NaN outputs passing nothing) followed by
-// the ungated kernel, bit for bit, and differs from the ungated call on the raw dy (the gate ran).
-// Where the per-image kernel does not run (the tiled one forced), the gated call is refused.
-static void conv_wgrad_gated_bits(void **state) {
-    (void)state;
-    ff_layer Ls[2] = {
-        F.m.layers[0],
-        {.name = "conv 3x3/2 pad 1", .op = FF_OP_CONV2D, .out_c = 40, .kh = 3, .kw = 3, .stride = 2, .pad = 1}};
-    Ls[1].in = (ff_shape){3, 9, 9}, Ls[1].out = (ff_shape){40, 5, 5};  // Q = 25: 4-byte copies, 2 groups
-    const int64_t n = 11, group = 4, ng = (n + group - 1) / group;
-    size_t bad = 0;
-    for (int c = 0; c < 2; c++) {
-        const ff_layer *L = &Ls[c];
-        assert_true(ff_gpu_conv2d_backward_weights_gates(L, n));
-        const int64_t nw = L->out_c * L->in.c * L->kh * L->kw, stride = nw + L->out_c + 3;
-        const int64_t nx = n * ff_shape_numel(L->in), ny = n * ff_shape_numel(L->out);
-        float *x = tu_rand((size_t)nx, 970 + (uint64_t)c, 1.0f), *dy = tu_rand((size_t)ny, 980 + (uint64_t)c, 1.0f);
-        float *y = tu_rand((size_t)ny, 990 + (uint64_t)c, 1.0f), *dyg = malloc((size_t)ny * sizeof *dyg);
-        assert_non_null(dyg);
-        for (int64_t i = 0; i < ny; i += 7) y[i] = (i / 7) % 3 == 0 ? -0.0f : (i / 7) % 3 == 1 ? 0.0f : NAN;
-        for (int64_t i = 0; i < ny; i++) dyg[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-        float *gx = tu_dev_from(x, (size_t)nx, F.s), *gdy = tu_dev_from(dy, (size_t)ny, F.s);
-        float *gy = tu_dev_from(y, (size_t)ny, F.s), *gdyg = tu_dev_from(dyg, (size_t)ny, F.s), *rows[3];
-        float *work = tu_dev_from(NULL, (size_t)ff_gpu_conv2d_backward_weights_workspace_floats(L, n), F.s);
-        for (int v = 0; v < 3; v++) {  // 0: gated, 1: host gate then ungated, 2: ungated on the raw dy
-            float *grad = tu_dev_from(NULL, (size_t)(ng * stride), F.s);
-            CHECK_OK(
-                v == 0
-                    ? ff_gpu_conv2d_backward_weights_gated(grad, grad + nw, stride, gdy, gy, gx, L, n, group, work, F.s)
-                : v == 1 ? ff_gpu_conv2d_backward_weights(grad, grad + nw, stride, gdyg, gx, L, n, group, work, F.s)
-                         : ff_gpu_conv2d_backward_weights(grad, grad + nw, stride, gdy, gx, L, n, group, work, F.s));
-            rows[v] = tu_host_from(grad, (size_t)(ng * stride), F.s);
-            ff_gpu_free(grad);
-        }
-        char what[96];
-        snprintf(what, sizeof what, "conv dw, db %s: relu folded in = relu, then the kernel", L->name);
-        bad += check_bits(what, rows[0], rows[1], (size_t)(ng * stride));
-        size_t moved = 0;
-        for (int64_t e = 0; e < ng * stride; e++) moved += memcmp(&rows[0][e], &rows[2][e], sizeof(float)) != 0;
-        printf("  %s: %zu of %lld values differ from the ungated kernel's\n", L->name, moved, (long long)(ng * stride));
-        if (moved == 0) bad++;  // the gate did nothing: the check above would be vacuous
-        ff_gpu_debug_force_wgrad_tiled(true);
-        assert_false(ff_gpu_conv2d_backward_weights_gates(L, n));
-        float *grad = tu_dev_from(NULL, (size_t)(ng * stride), F.s);
-        assert_int_equal(
-            ff_gpu_conv2d_backward_weights_gated(grad, grad + nw, stride, gdy, gy, gx, L, n, group, work, F.s),
-            FF_ERR_INPUT);
-        ff_gpu_debug_force_wgrad_tiled(false);
-        ff_gpu_free(grad), ff_gpu_free(work), ff_gpu_free(gx), ff_gpu_free(gdy), ff_gpu_free(gy), ff_gpu_free(gdyg);
-        free(x), free(dy), free(y), free(dyg);
-        for (int v = 0; v < 3; v++) free(rows[v]);
-    }
-    assert_int_equal(bad, 0);
-}
-
 // ---------------------------------------------------------------- conv weight gradient, tf32x3
 
 // One ff_gpu_conv2d_backward_weights call into NaN-poisoned rows (ng groups of `stride` floats),
@@ -1638,14 +1581,13 @@ int main(void) {
     // FF_TEST_FILTER=PATTERN runs only the matching tests (cmocka's glob), e.g. for a mutant run
     if (getenv("FF_TEST_FILTER")) cmocka_set_test_filter(getenv("FF_TEST_FILTER"));
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(train_forward_equals_run),       cmocka_unit_test(softmax_xent_bits),
-        cmocka_unit_test(softmax_xent_wide_bits),         cmocka_unit_test(relu_maxpool_backward_bits),
-        cmocka_unit_test(tree_reduce_sgd_gather_bits),    cmocka_unit_test(conv_backward_strided_padded),
-        cmocka_unit_test(conv_wgrad_image_kernel_bits),   cmocka_unit_test(conv_wgrad_gated_bits),
-        cmocka_unit_test(conv_wgrad_tf32x3_within_bound), cmocka_unit_test(conv_wgrad_beside_choice),
-        cmocka_unit_test(linear_tree_kernel_bits),        cmocka_unit_test(data_gradients_fast_paths),
-        cmocka_unit_test(train_backward_within_bound),    cmocka_unit_test(backward_reduced_bits),
-        cmocka_unit_test(backward_two_pass_bits),
+        cmocka_unit_test(train_forward_equals_run),     cmocka_unit_test(softmax_xent_bits),
+        cmocka_unit_test(softmax_xent_wide_bits),       cmocka_unit_test(relu_maxpool_backward_bits),
+        cmocka_unit_test(tree_reduce_sgd_gather_bits),  cmocka_unit_test(conv_backward_strided_padded),
+        cmocka_unit_test(conv_wgrad_image_kernel_bits), cmocka_unit_test(conv_wgrad_tf32x3_within_bound),
+        cmocka_unit_test(conv_wgrad_beside_choice),     cmocka_unit_test(linear_tree_kernel_bits),
+        cmocka_unit_test(data_gradients_fast_paths),    cmocka_unit_test(train_backward_within_bound),
+        cmocka_unit_test(backward_reduced_bits),        cmocka_unit_test(backward_two_pass_bits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

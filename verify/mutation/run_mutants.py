@@ -299,8 +299,10 @@ def main():
         return 0
     if a.check:
         return check(os.path.abspath(a.source), a.build_dir)
-    if a.jobs < 1 or (a.workers is not None and a.workers < 1):
-        ap.error(f'--jobs {a.jobs} / --workers {a.workers}: expected 1 or more')
+    if a.jobs < 1:
+        ap.error(f'--jobs {a.jobs}: expected 1 or more cores')
+    if a.workers is not None and a.workers < 1:
+        ap.error(f'--workers {a.workers}: expected 1 or more')
     return full_run(os.path.abspath(a.source), set(a.only.split(',')) if a.only else None, a.keep, a.jobs,
                     a.workers if a.workers is not None else a.jobs)
 

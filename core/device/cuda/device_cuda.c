@@ -1071,7 +1071,6 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
         }
     }
     const float *cur = dz;
-    const float *gate = NULL;  // the output of a relu whose backward the conv below folds in
     int next = 0;
     for (int l = hi; l >= lo; l--) {
         const ff_layer *L = &m->layers[l];
@@ -1108,9 +1107,7 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                         // weight gradients never touch and the stream's data gradients are done with)
                         float *work = lanes && !need_dx ? work_data : work_params;
                         const ff_status w =
-                            gate ? ff_gpu_conv2d_backward_weights_gated(gw, gb, grad_stride, cur, gate, x, L, n, group,
-                                                                        work, ps)
-                                 : ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work, ps);
+                            ff_gpu_conv2d_backward_weights(gw, gb, grad_stride, cur, x, L, n, group, work, ps);
                         ff_gpu_set_wgrad_beside(false);
                         FF_TRY(w);
                     }
@@ -1130,19 +1127,6 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                 break;
             }
             case FF_OP_RELU:
-                // A relu on the bottom conv's output (mnist's relu1 on conv1), whose gradient only
-                // that conv's weight gradient reads: the conv folds the relu's backward in
-                // (ff_gpu_conv2d_backward_weights_gated, the same bits), and cur stays the relu's
-                // output gradient. At batch 256 the relu's own pass took 90 us beside conv2's
-                // weight gradient on the lane; folded in, conv1's weight gradient takes most of
-                // that time there instead (a step 1 % faster, bench/results/issue15-s35). Not in
-                // the two-pass backward (the data pass keeps each layer's output gradient for the
-                // parameter pass).
-                if (need_dx && pass == BACKWARD_ALL && l == 1 && lo == 0 && m->layers[0].op == FF_OP_CONV2D &&
-                    ff_gpu_conv2d_backward_weights_gates(&m->layers[0], n)) {
-                    gate = y;
-                    continue;
-                }
                 if (need_dx) FF_TRY(ff_gpu_relu_backward(dx, cur, y, n * ff_shape_numel(L->out), c->stream));
                 break;
             case FF_OP_MAXPOOL:

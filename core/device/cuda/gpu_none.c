@@ -264,17 +264,6 @@ ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stri
     (void)dw, (void)db, (void)grad_stride, (void)dy, (void)x, (void)L, (void)n, (void)group, (void)work, (void)s;
     return FF_NO_CUDA();
 }
-bool ff_gpu_conv2d_backward_weights_gates(const ff_layer *L, int64_t n) {
-    (void)L, (void)n;
-    return false;
-}
-ff_status ff_gpu_conv2d_backward_weights_gated(float *dw, float *db, int64_t grad_stride, const float *dy,
-                                               const float *gate, const float *x, const ff_layer *L, int64_t n,
-                                               int64_t group, float *work, ff_gpu_stream s) {
-    (void)dw, (void)db, (void)grad_stride, (void)dy, (void)gate, (void)x, (void)L, (void)n, (void)group, (void)work,
-        (void)s;
-    return FF_NO_CUDA();
-}
 ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n,
                                       float *work, ff_gpu_stream s) {
     (void)dx, (void)dy, (void)w, (void)L, (void)n, (void)work, (void)s;

@@ -191,12 +191,6 @@ __global__ void k_conv_bwd_data(float *__restrict__ dx, const float *__restrict_
 #define WG_AP (WG_BM + 4)                         // padded rows (16-byte aligned float4 reads)
 #define WG_BP (WG_BN + 4)
 
-// A relu's backward for one element, the CPU's selection exactly: y (the relu's output) > 0 is false
-// for NaN and for -0, both giving +0. (k_relu_bwd, and k_conv_wgrad_img's gate)
-__device__ __forceinline__ float relu_pass(float y, float dy) {
-    return y > 0.0f ? dy : 0.0f;
-}
-
 struct WgradGeom {
     int C, H, W, K, R, S, Wo, stride, pad;
     int Q;         // Ho * Wo: the chain length
@@ -361,11 +355,8 @@ __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ pa
 // for mnist's conv1: four groups of 8 took 26.3 us at batch 64 against one block's 18.6 with the
 // taps gathered from global memory by each group, 24.2 with them made from the image in shared
 // memory, because each group makes every tap again (bench/results/issue15-s32 runs 2 and 3).
-// gate: NULL, or the output (n, K, Ho, Wo) of the relu that this conv feeds (ff_gpu_conv2d_backward_weights_gated):
-// the staged dy then becomes the relu's input gradient, dy where gate > 0 and +0 elsewhere
-// (k_relu_bwd's rule, the same bits), so that the relu's own backward pass is not run.
-__global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ gate,
-                                 const float *__restrict__ x, WgradGeom g) {
+__global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x,
+                                 WgradGeom g) {
     extern __shared__ __align__(16) float wgi_sm[];
     const int k0 = blockIdx.y * g.KG, kg = min(g.KG, g.K - k0);
     const int KQ = kg * g.Q, RS = g.R * g.S, CHW = g.C * g.H * g.W;
@@ -394,19 +385,6 @@ __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restri
         const int h = q / g.Wo * g.stride - g.pad + r, w = q % g.Wo * g.stride - g.pad + s;
         const bool v = (unsigned)h < (unsigned)g.H && (unsigned)w < (unsigned)g.W;
         xs[i] = v ? xin[(c * g.H + h) * g.W + w] : 0.0f;
-    }
-    if (gate) {  // (the copies are complete and visible: the barrier above)
-        const float *gi = gate + (img * g.K + k0) * (long long)g.Q;
-        if (quads && ((uintptr_t)dyi & 15) == 0 && ((uintptr_t)gi & 15) == 0)
-            for (int i = threadIdx.x; i < KQ / 4; i += blockDim.x) {
-                const float4 y4 = reinterpret_cast<const float4 *>(gi)[i];
-                float4 d4 = reinterpret_cast<float4 *>(dys)[i];
-                d4 = make_float4(relu_pass(y4.x, d4.x), relu_pass(y4.y, d4.y), relu_pass(y4.z, d4.z),
-                                 relu_pass(y4.w, d4.w));
-                reinterpret_cast<float4 *>(dys)[i] = d4;
-            }
-        else
-            for (int i = threadIdx.x; i < KQ; i += blockDim.x) dys[i] = relu_pass(gi[i], dys[i]);
     }
     __syncthreads();
     const int t = threadIdx.x, KE = kg * g.CRS;
@@ -998,8 +976,12 @@ __global__ void k_linear_bwd_data(float *__restrict__ dx, const float *__restric
 }
 
 // ------------------------------------------------------------------ relu, maxpool backward
-// k_relu_bwd: quads: the first 4 quads elements in float4s (every pointer 16-byte aligned; a memory-bound
+// The CPU's selection exactly: y > 0 is false for NaN and for -0, both giving +0.
+// quads: the first 4 quads elements in float4s (every pointer 16-byte aligned; a memory-bound
 // pass: half the instructions and twice the bytes in flight of a float a thread), the rest one by one.
+__device__ __forceinline__ float relu_pass(float y, float dy) {
+    return y > 0.0f ? dy : 0.0f;
+}
 __global__ void k_relu_bwd(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ y,
                            long long quads, long long total) {
     FF_GRID_STRIDE(t, quads) {
@@ -1273,11 +1255,8 @@ static int multiprocessors();
 
 // The GEMM path (work given): per-image partials (k_conv_wgrad_img for few columns, else the tiles
 // of k_conv_wgrad_part; the same bits), then the group sums in image order.
-// gate: NULL, or the output of the relu above (ff_gpu_conv2d_backward_weights_gated: the per-image
-// kernel only).
-static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, const float *dy, const float *gate,
-                                 const float *x, const ff_layer *L, int64_t n, int64_t group, float *part,
-                                 cudaStream_t st) {
+static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
+                                 const ff_layer *L, int64_t n, int64_t group, float *part, cudaStream_t st) {
     const ConvGeom cg = conv_geom(L);
     FF_TRY(check_int(L->in.c * L->in.h * L->in.w, "input floats per image", L));
     FF_TRY(check_int(L->out.h * L->out.w, "output positions", L));
@@ -1292,15 +1271,15 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
     g.PW = KCRS + g.K;
     // tf32x3 where k_conv_wgrad_x3 applies (stride 1, 32 columns or more), else the fp32 chains.
     bool x3 = false;
-    if (ff_gpu_conv_math_tf32x3() && !gate) FF_TRY(conv_wgrad_x3(&x3, part, dy, x, g, L, n, st));
+    if (ff_gpu_conv_math_tf32x3()) FF_TRY(conv_wgrad_x3(&x3, part, dy, x, g, L, n, st));
     // Few columns: a block per image (k_conv_wgrad_img), where its threads and shared memory fit.
     if (x3) {
-    } else if (gate || (!g_force_wgrad_tiled && ff_gpu_conv2d_backward_weights_per_image(L, n))) {
+    } else if (!g_force_wgrad_tiled && ff_gpu_conv2d_backward_weights_per_image(L, n)) {
         g.img0 = 0;
         g.KG = (int)ff_gpu_conv2d_wgrad_image_group(L);
         const dim3 grid((unsigned)n, (unsigned)((g.K + g.KG - 1) / g.KG));
         k_conv_wgrad_img<<<grid, (unsigned)ff_gpu_conv2d_wgrad_image_threads(L),
-                           (size_t)ff_gpu_conv2d_wgrad_image_smem(L), st>>>(part, dy, gate, x, g);
+                           (size_t)ff_gpu_conv2d_wgrad_image_smem(L), st>>>(part, dy, x, g);
         FF_LAUNCH_CHECK("k_conv_wgrad_img");
     } else {
         FF_TRY(conv_wgrad_tiled(part, dy, x, g, L, n, st));
@@ -1456,7 +1435,7 @@ extern "C" ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_
                                                     float *work, ff_gpu_stream s) {
     if (n <= 0) return FF_OK;
     FF_TRY(check_groups("conv2d weight gradient", L, group));
-    if (work) return conv_wgrad_gemm(dw, db, grad_stride, dy, NULL, x, L, n, group, work, ff_cu_stream(s));
+    if (work) return conv_wgrad_gemm(dw, db, grad_stride, dy, x, L, n, group, work, ff_cu_stream(s));
     const ConvGeom g = conv_geom(L);
     const long long ngroups = (n + group - 1) / group;
     const long long tw = ngroups * g.K * g.C * g.R * g.S, tb = ngroups * g.K;
@@ -1467,23 +1446,6 @@ extern "C" ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_
                                                                            (long long)g.Ho * g.Wo, n, group, tb);
     FF_LAUNCH_CHECK("k_bias_bwd (conv2d)");
     return FF_OK;
-}
-
-extern "C" bool ff_gpu_conv2d_backward_weights_gates(const ff_layer *L, int64_t n) {
-    return !g_force_wgrad_tiled && ff_gpu_conv2d_backward_weights_per_image(L, n);
-}
-
-extern "C" ff_status ff_gpu_conv2d_backward_weights_gated(float *dw, float *db, int64_t grad_stride, const float *dy,
-                                                          const float *gate, const float *x, const ff_layer *L,
-                                                          int64_t n, int64_t group, float *work, ff_gpu_stream s) {
-    if (n <= 0) return FF_OK;
-    FF_TRY(check_groups("conv2d weight gradient", L, group));
-    if (!work || !gate || !ff_gpu_conv2d_backward_weights_gates(L, n))
-        return FF_FAIL(FF_ERR_INPUT,
-                       "%s weight gradient through its relu: expected a workspace, the relu's output and a layer "
-                       "of the per-image kernel (ff_gpu_conv2d_backward_weights_gates)",
-                       L->name);
-    return conv_wgrad_gemm(dw, db, grad_stride, dy, gate, x, L, n, group, work, ff_cu_stream(s));
 }
 
 extern "C" ff_status ff_gpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L,

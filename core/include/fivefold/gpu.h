@@ -408,16 +408,6 @@ static inline bool ff_gpu_conv2d_backward_weights_per_image(const ff_layer *L, i
 // kernels) or ff_gpu_conv2d_backward_weights_workspace_floats(L, n) floats (the fast path).
 ff_status ff_gpu_conv2d_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy, const float *x,
                                          const ff_layer *L, int64_t n, int64_t group, float *work, ff_gpu_stream s);
-// The same for a conv whose output feeds a relu, with that relu's backward folded in: dy is the
-// gradient of the relu's output and gate (n, K, Ho, Wo) the relu's output, and the result is the
-// bits of ff_gpu_relu_backward into a buffer followed by ff_gpu_conv2d_backward_weights on it,
-// without that pass (mnist's conv1, whose relu1 backward took 90 us at batch 256 beside conv2's
-// weight gradient). Where ff_gpu_conv2d_backward_weights_gates(L, n) holds (the per-image kernel
-// runs, given work); FF_ERR_INPUT otherwise.
-bool ff_gpu_conv2d_backward_weights_gates(const ff_layer *L, int64_t n);
-ff_status ff_gpu_conv2d_backward_weights_gated(float *dw, float *db, int64_t grad_stride, const float *dy,
-                                               const float *gate, const float *x, const ff_layer *L, int64_t n,
-                                               int64_t group, float *work, ff_gpu_stream s);
 // dx: (n, C, H, W); dy: (n, K, Ho, Wo); w: (K, C, R, S). work: NULL (direct kernel) or
 // ff_gpu_conv2d_backward_data_workspace_floats(L) floats (the fast path where the layer flips;
 // ignored otherwise).
