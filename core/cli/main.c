@@ -31,7 +31,8 @@ static void usage(FILE *f) {
         "  FF_WINOGRAD_M=2       default of --winograd-m: F(2x2, r x r) instead of F(4x4, r x r)\n"
         "  FF_CUDA_S2D=0         default of --s2d: strided convs (conv1) direct instead of space-to-depth\n"
         "environment (CPU modes; same bits either way):\n"
-        "  FF_CPU_VECTOR=128|256 the conv kernel's 128-bit baseline or AVX2 copy (default: AVX2 if present)\n");
+        "  FF_CPU_VECTOR=128|256|512 the CPU conv kernel's copy: baseline, AVX2 or AVX-512 (default: the\n"
+        "                   widest this CPU has; every copy gives the same bits)\n");
 }
 
 int main(int argc, char **argv) {

@@ -215,8 +215,8 @@ ff_status ff_exec_create(ff_executor **out, const ff_model *m, const ff_weights 
     // The deadline first: the weights' broadcast in compose waits under it (and an NCCL comm
     // bootstrapped over o->comm takes it from there).
     if (d->multirank && o->comm_timeout_s >= 0) ff_comm_set_timeout(o->comm, o->comm_timeout_s);
-    bool wide;
-    FF_TRY(ff_cpu_vector_choose(&wide));  // FF_CPU_VECTOR: refused here, before any work, when bad
+    int vector_bits;
+    FF_TRY(ff_cpu_vector_choose(&vector_bits));  // FF_CPU_VECTOR: refused here, before any work, when bad
     ff_executor *e = calloc(1, sizeof *e);
     if (!e) return FF_FAIL(FF_ERR_OOM, "executor: %zu bytes", sizeof *e);
     e->mode = o->mode;

@@ -95,11 +95,24 @@ expect 0 "plan \(cuda device, digest class gpu-wg4-nos2d\)" -- info --mode cuda 
 expect 0 "plan \(cpu device, digest class cpu\)" -- info --model mnist-cnn
 expect 0 "conv1 +conv2d +winograd-4-s2d +96x55x55 +whole step" -- info --mode cuda --ranks 4 --split rows
 expect 0 "1:\[6,13\)<-\[2,18\)" -- info --mode cuda --ranks 4 --split rows
-# The CPU conv copy: a value other than 128/256 is refused naming it.
-export FF_CPU_VECTOR=512
-expect 2 "FF_CPU_VECTOR=512: expected 128 or 256" -- infer --model mnist-cnn
+# The CPU conv copy: a value other than 128/256/512 is refused naming it; each copy the CPU has
+# prints the same digest.
+export FF_CPU_VECTOR=1024
+expect 2 "FF_CPU_VECTOR=1024: expected 128, 256 or 512" -- infer --model mnist-cnn
+export FF_CPU_VECTOR=avx2
+expect 2 "FF_CPU_VECTOR=avx2: expected 128, 256 or 512" -- infer --model mnist-cnn
 export FF_CPU_VECTOR=128
 expect 0 "output digest: [0-9a-f]{16}" -- infer --model mnist-cnn
+base_digest=$(grep -Eo "output digest: [0-9a-f]{16}" "$tmp/out")
+for copy in 256 512; do
+    export FF_CPU_VECTOR=$copy
+    flag=avx2 && [ "$copy" = 512 ] && flag=avx512f
+    if grep -m1 '^flags' /proc/cpuinfo | grep -qw "$flag"; then
+        expect 0 "$base_digest" -- infer --model mnist-cnn
+    else
+        expect 2 "FF_CPU_VECTOR=$copy: this CPU \(or build\) has no" -- infer --model mnist-cnn
+    fi
+done
 unset FF_CPU_VECTOR
 # No GPU (hidden from the CUDA runtime where one exists): exit 77 with a clear message.
 export CUDA_VISIBLE_DEVICES=

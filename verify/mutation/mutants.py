@@ -39,26 +39,24 @@ M('conv_pad_off_by_one', K,
   ('const int64_t ih = oh * g->st - g->pad + r;', 'const int64_t ih = oh * g->st - (g->pad + 1) + r;'), LAYERS)
 M('conv_transposed_kernel', K,
   ('w[((k0 + l) * C + c) * R * S + rs]', 'w[((k0 + l) * C + c) * R * S + (rs % S) * R + rs / S]'), LAYERS)
-M('conv_c_and_r_swapped', K,
-  ('for (int64_t c = c0; c < c1; c++) {\n        for (int64_t r = 0; r < g->R; r++) {',
-   'for (int64_t r = 0; r < g->R; r++) {\n        for (int64_t c = c0; c < c1; c++) {'), LAYERS)
+M('conv_c_and_r_swapped', K, ('    for (int64_t c = c0; c < c1; c++) {                                                                 \\\n        for (int64_t r = 0; r < g->R; r++) {                                                            \\',
+   '    for (int64_t r = 0; r < g->R; r++) {                                                                 \\\n        for (int64_t c = c0; c < c1; c++) {                                                            \\'), LAYERS)
 M('conv_s_descending', K,
-  ('for (int64_t s = 0; s < g->S; s++) {\n                CK_VEC w0;',
-   'for (int64_t s = g->S - 1; s >= 0; s--) {\n                CK_VEC w0;'), LAYERS)
+  ('for (int64_t s = 0; s < g->S; s++) {', 'for (int64_t s = g->S - 1; s >= 0; s--) {'), LAYERS)
 M('conv_band_ignores_in_lo', K,
   ('(c * g->in_rows + (ih - g->in_lo)) * g->W;', '(c * g->in_rows + ih) * g->W;'), LAYERS)
 M('conv_gather_wrong_stride', K,
-  ('if (lo <= ow0 && ow0 + pb <= hi) {\n                    for (int p = 0; p < pb; p++) CK_MAC(p, xr[iw0 + p * g->st]);',
-   'if (lo <= ow0 && ow0 + pb <= hi) {\n                    for (int p = 0; p < pb; p++) CK_MAC(p, xr[iw0 + p * (g->st - 1)]);'),
-  LAYERS)
+  ('for (int p = 0; p < pb; p++) CK_MAC(p, xr[iw0 + p * (STRIDE)]);',
+   'for (int p = 0; p < pb; p++) CK_MAC(p, xr[iw0 + p * ((STRIDE) - 1)]);'), LAYERS)
 M('conv_last_input_row_skipped', K,
   ('if (ih < 0 || ih >= g->H) continue;', 'if (ih < 0 || ih >= g->H - 1) continue;'), LAYERS)
-M('conv_edge_pixels_unguarded', K,
-  ('if (ow0 + p >= lo && ow0 + p < hi) CK_MAC', 'if (ow0 + p >= lo && ow0 + p <= hi) CK_MAC'), LAYERS)
-M('conv_tail_pixel_dropped', K,
-  ('for (int pb = CK_PB / 2; pb >= 1; pb /= 2)', 'for (int pb = CK_PB / 2; pb > 1; pb /= 2)'), LAYERS)
+M('conv_edge_pixels_unguarded', K, ('ow0 + p < g->hi[s]))', 'ow0 + p <= g->hi[s]))'), LAYERS)
+M('conv_tail_pixel_dropped', K, ('if (Wo - ow0 >= 1)', 'if (Wo - ow0 > 1)'), LAYERS)
 M('conv_last_k_block_dropped', K,
-  ('for (int64_t k0 = 0; k0 < K; k0 += FF_KB) {', 'for (int64_t k0 = 0; k0 + FF_KB <= K; k0 += FF_KB) {'), LAYERS)
+  ('for (int64_t k0 = 0; k0 < K; k0 += CK_KB) {', 'for (int64_t k0 = 0; k0 + CK_KB <= K; k0 += CK_KB) {'), LAYERS)
+# the AVX-512 copy's blocks of 8..16 pixels and the blocks that check only their first and last pixels
+M('conv_balanced_block_skips_pixel', K, ('ow0 = end;', 'ow0 = end + (bi == 0);'), LAYERS)
+M('conv_near_edge_cut_short', K, ('p >= CK_CUT && p < pb - CK_CUT', 'p >= CK_CUT - 1 && p < pb - CK_CUT'), LAYERS)
 M('conv_chunk_drops_channel', K,
   ('const int64_t c1 = min64(C, c0 + cb);', 'const int64_t c1 = min64(C - 1, c0 + cb);'), LAYERS)
 M('conv_last_segment_skipped', K,
@@ -122,6 +120,21 @@ M('linear_tail_last_input_dropped', L,
   LAYERS)
 # Dropped as equivalent: sending the last full block of 8 rows to the tail loop (j + 8 < J) gives
 # the same bits, since the tail keeps the same order b[j], then i ascending.
+# The AVX2 / AVX-512 copies (images in the lanes, inputs in chunks of 128): a chunk restarting
+# from the bias, the transposed inputs taken from the wrong chunk, the last feature not stored,
+# a batch of 17-32 images given one vector. Dropped as equivalent: a feature block past J reading
+# another row of w (those lanes are never stored).
+LV = 'core/device/cpu/linear_cpu_kernel.h'
+M('linear_vec_bias_every_chunk', LV,
+  ('t[l] = i0 == 0 ? b[j] : out[(img0 + img) * J + j];', 't[l] = b[j];'), LAYERS)
+M('linear_vec_chunk_inputs_from_start', LV,
+  ('in[(img0 + img) * I + i0 + i]', 'in[(img0 + img) * I + i]'), LAYERS)
+M('linear_vec_last_feature_unstored', LV,
+  ('if (img < ni && j < J) out[(img0 + img) * J + j] = t[l];', 'if (img < ni && j < J - 1) out[(img0 + img) * J + j] = t[l];'),
+  LAYERS)
+M('linear_vec_one_vector_for_32', LV,
+  ('const int nv = ni > 2 * LK_LANES ? 4 : ni > LK_LANES ? 2 : 1;', 'const int nv = ni > 2 * LK_LANES ? 4 : 1;'),
+  LAYERS)
 
 # ---------------------------------------------------------------- softmax, flatten, dispatch
 M('softmax_no_max', L, ('const float d = x[i] - m;', 'const float d = x[i];'), LAYERS)

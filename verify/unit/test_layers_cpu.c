@@ -434,42 +434,53 @@ static void band_identity(const ff_layer *L, trng *g, int64_t n) {
     free(in), free(w), free(b), free(out), free(sub);
 }
 
-// The AVX2 copy of the conv kernel (8 pixels per block, one 256-bit vector per pixel) and the
-// 128-bit baseline (4 pixels, two vectors) give the same bits on every geometry above and on
-// partial k blocks (K = 9, 17) and rows whose width leaves every remainder 1-7 of the 8-pixel
-// block; a one-bit difference is caught by the same comparison.
+// Every wider copy of the conv kernel — AVX2 (8 k a vector, 8 pixels a block) and AVX-512 (16 k a
+// vector, 12 pixels a block) — gives the 128-bit baseline's bits (8 k in two vectors, 4 pixels) on
+// every geometry above, on partial k blocks (K = 9, 17, 23) and on rows whose width leaves every
+// remainder 1-11 of a block; a one-bit difference is caught by the same comparison. A copy the CPU
+// lacks is not compared; with neither wider copy the test reports itself skipped, not passed.
 static void test_conv_wide_equals_baseline(void **state) {
     (void)state;
-    const bool was_wide = ff_cpu_conv_wide();  // restored at the end (FF_CPU_VECTOR may have chosen)
-    if (!ff_cpu_conv_set_wide(true)) {
-        ff_cpu_conv_set_wide(false);
+    const int was = ff_cpu_vector();  // restored at the end (FF_CPU_VECTOR may have chosen)
+    const int widest = ff_cpu_set_vector(512);
+    if (widest == 128) {
+        ff_cpu_set_vector(was);
         skip();  // no AVX2 here: only the baseline exists (reported as skipped, not passed)
     }
     trng g = {11};
-    conv_case extra[] = {{2, 3, 6, 15, 9, 3, 3, 1, 1}, {1, 2, 5, 23, 17, 5, 5, 1, 2}, {1, 3, 9, 31, 9, 3, 3, 2, 0}};
+    // {n, C, H, W, K, kh, kw, stride, pad}: rows 13..24 wide (every remainder 0-11 of a 12-pixel
+    // block, 1-7 of an 8-pixel one), K = 9, 17, 23, 33 (partial k blocks of 8 and 16), conv1's stride.
+    conv_case extra[16] = {{2, 3, 6, 15, 9, 3, 3, 1, 1},
+                           {1, 2, 5, 23, 17, 5, 5, 1, 2},
+                           {1, 3, 9, 31, 9, 3, 3, 2, 0},
+                           {1, 3, 15, 57, 20, 11, 11, 4, 0}};
+    for (int i = 4; i < 16; i++) extra[i] = (conv_case){1 + i % 2, 2 + i % 3, 3, 9 + i, 33 - 8 * (i % 4), 3, 3, 1, 1};
     const int n_main = (int)(sizeof conv_cases / sizeof conv_cases[0]);
-    for (int i = 0; i < n_main + 3; i++) {
-        const conv_case *cc = i < n_main ? &conv_cases[i] : &extra[i - n_main];
-        ff_layer L = make_conv(cc->C, cc->H, cc->W, cc->K, cc->kh, cc->kw, cc->stride, cc->pad);
-        const int64_t nin = cc->n * ff_shape_numel(L.in), nout = cc->n * ff_shape_numel(L.out);
-        float *in = rand_buf(&g, nin, 1.0f), *w = rand_buf(&g, L.n_weight, 0.5f), *b = rand_buf(&g, L.n_bias, 0.25f);
-        float *wide = malloc((size_t)nout * sizeof(float)), *base = malloc((size_t)nout * sizeof(float));
-        assert_non_null(wide);
-        assert_non_null(base);
-        ff_rows r = ff_rows_full(&L);
-        assert_true(ff_cpu_conv_set_wide(true));
-        ff_cpu_conv2d(wide, in, w, b, &L, &r, cc->n);
-        assert_false(ff_cpu_conv_set_wide(false));
-        ff_cpu_conv2d(base, in, w, b, &L, &r, cc->n);
-        assert_memory_equal(wide, base, (size_t)nout * sizeof(float));
-        uint32_t u;
-        memcpy(&u, &base[nout - 1], sizeof u);
-        u ^= 1u;  // the last element one ulp off: the comparison must see it
-        memcpy(&base[nout - 1], &u, sizeof u);
-        assert_true(memcmp(wide, base, (size_t)nout * sizeof(float)) != 0);
-        free(in), free(w), free(b), free(wide), free(base);
-    }
-    ff_cpu_conv_set_wide(was_wide);
+    const int n_extra = (int)(sizeof extra / sizeof extra[0]);
+    for (int copy = 256; copy <= widest; copy *= 2)
+        for (int i = 0; i < n_main + n_extra; i++) {
+            const conv_case *cc = i < n_main ? &conv_cases[i] : &extra[i - n_main];
+            ff_layer L = make_conv(cc->C, cc->H, cc->W, cc->K, cc->kh, cc->kw, cc->stride, cc->pad);
+            const int64_t nin = cc->n * ff_shape_numel(L.in), nout = cc->n * ff_shape_numel(L.out);
+            float *in = rand_buf(&g, nin, 1.0f), *w = rand_buf(&g, L.n_weight, 0.5f),
+                  *b = rand_buf(&g, L.n_bias, 0.25f);
+            float *wide = malloc((size_t)nout * sizeof(float)), *base = malloc((size_t)nout * sizeof(float));
+            assert_non_null(wide);
+            assert_non_null(base);
+            ff_rows r = ff_rows_full(&L);
+            assert_int_equal(ff_cpu_set_vector(copy), copy);
+            ff_cpu_conv2d(wide, in, w, b, &L, &r, cc->n);
+            assert_int_equal(ff_cpu_set_vector(128), 128);
+            ff_cpu_conv2d(base, in, w, b, &L, &r, cc->n);
+            assert_memory_equal(wide, base, (size_t)nout * sizeof(float));
+            uint32_t u;
+            memcpy(&u, &base[nout - 1], sizeof u);
+            u ^= 1u;  // the last element one ulp off: the comparison must see it
+            memcpy(&base[nout - 1], &u, sizeof u);
+            assert_true(memcmp(wide, base, (size_t)nout * sizeof(float)) != 0);
+            free(in), free(w), free(b), free(wide), free(base);
+        }
+    ff_cpu_set_vector(was);
 }
 
 static void test_conv_band_and_batch_identity(void **state) {
@@ -865,19 +876,68 @@ static void test_linear_hand(void **state) {
 // Order: b = s, row = (2^24 s, -2^24 s), x = (1, 1), s = 2^(j%3) so that rows differ:
 // (s + 2^24 s) rounds to 2^24 s (a tie, to even), then - 2^24 s gives 0 in the documented order;
 // bias last or i descending give s. J = 11 rows: a block of 8 and 3 remainder rows.
+// b[j] + big*s - big*s: in the documented order the bias is lost in the first add and the result
+// is exactly 0; any other order keeps s. For one image (the scalar rows) and for 20 (images in
+// the lanes of each copy the CPU has: 20 leaves a partial vector).
 static void test_linear_summation_order(void **state) {
     (void)state;
     const float big = 16777216.0f;
-    const int64_t J = 11;
+    const int64_t J = 11, n = 20;
     ff_layer L = make_linear(2, J);
-    float w[22], b[11], y[11];
+    float w[22], b[11], y[11 * 20], x[2 * 20];
     for (int64_t j = 0; j < J; j++) {
         float s = (float)(1 << (j % 3));
         w[2 * j] = big * s, w[2 * j + 1] = -big * s, b[j] = s;
     }
-    const float x[2] = {1, 1};
-    ff_cpu_linear(y, x, w, b, &L, 1);
-    for (int64_t j = 0; j < J; j++) assert_true(fbits(y[j]) == fbits(0.0f));
+    for (int64_t i = 0; i < 2 * n; i++) x[i] = 1;
+    const int was = ff_cpu_vector();
+    for (int copy = 128; copy <= 512; copy *= 2) {
+        if (ff_cpu_set_vector(copy) != copy) continue;  // a copy this CPU lacks
+        ff_cpu_linear(y, x, w, b, &L, 1);
+        for (int64_t j = 0; j < J; j++) assert_true(fbits(y[j]) == fbits(0.0f));
+        ff_cpu_linear(y, x, w, b, &L, n);
+        for (int64_t j = 0; j < n * J; j++) assert_true(fbits(y[j]) == fbits(0.0f));
+    }
+    ff_cpu_set_vector(was);
+}
+
+// Every copy of the linear kernel gives the baseline's bits (the scalar rows) for batches that fill
+// one, two or four vectors of images, partly or whole, for input counts around the 128-input chunk
+// and feature counts that leave partial blocks of features; a one-bit difference is seen.
+static void test_linear_copies_equal_baseline(void **state) {
+    (void)state;
+    const int was = ff_cpu_vector();
+    const int widest = ff_cpu_set_vector(512);
+    if (widest == 128) {
+        ff_cpu_set_vector(was);
+        skip();  // no AVX2 here: only the baseline exists (reported as skipped, not passed)
+    }
+    trng g = {29};
+    const int64_t Is[] = {1, 127, 128, 129, 300}, Js[] = {1, 3, 17, 33}, ns[] = {3, 4, 5, 16, 17, 33, 64, 70};
+    for (size_t a = 0; a < sizeof Is / sizeof Is[0]; a++)
+        for (size_t c = 0; c < sizeof Js / sizeof Js[0]; c++)
+            for (size_t d = 0; d < sizeof ns / sizeof ns[0]; d++) {
+                const int64_t I = Is[a], J = Js[c], n = ns[d];
+                ff_layer L = make_linear(I, J);
+                float *x = rand_buf(&g, n * I, 1.0f), *w = rand_buf(&g, I * J, 0.5f), *b = rand_buf(&g, J, 0.5f);
+                float *base = malloc((size_t)(n * J) * sizeof(float)), *y = malloc((size_t)(n * J) * sizeof(float));
+                assert_non_null(base);
+                assert_non_null(y);
+                assert_int_equal(ff_cpu_set_vector(128), 128);
+                ff_cpu_linear(base, x, w, b, &L, n);
+                for (int copy = 256; copy <= widest; copy *= 2) {
+                    assert_int_equal(ff_cpu_set_vector(copy), copy);
+                    ff_cpu_linear(y, x, w, b, &L, n);
+                    assert_memory_equal(y, base, (size_t)(n * J) * sizeof(float));
+                    uint32_t u;
+                    memcpy(&u, &y[n * J - 1], sizeof u);
+                    u ^= 1u;  // the last element one ulp off: the comparison must see it
+                    memcpy(&y[n * J - 1], &u, sizeof u);
+                    assert_true(memcmp(y, base, (size_t)(n * J) * sizeof(float)) != 0);
+                }
+                free(x), free(w), free(b), free(base), free(y);
+            }
+    ff_cpu_set_vector(was);
 }
 
 static void test_linear_vs_float64(void **state) {
@@ -1025,6 +1085,7 @@ int main(void) {
         cmocka_unit_test(test_lrn_vs_float64),
         cmocka_unit_test(test_linear_hand),
         cmocka_unit_test(test_linear_summation_order),
+        cmocka_unit_test(test_linear_copies_equal_baseline),
         cmocka_unit_test(test_linear_vs_float64),
         cmocka_unit_test(test_softmax_hand),
         cmocka_unit_test(test_softmax_vs_float64),

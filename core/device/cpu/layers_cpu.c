@@ -12,24 +12,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-// Register blocking (issue 4 §6). The kernel (conv_cpu_kernel.h) vectorises over FF_KB = 8 output
-// channels k and keeps a block of output pixels of one output row in registers, so every loaded
-// weight vector is used once per pixel and every loaded input value FF_KB times, whatever the band
-// height or Wo. Each lane of each accumulator is one output element, and it receives exactly the
-// scalar sequence the header documents: bias (or the value stored after the previous channel
-// chunk), then w*x for c, r, s ascending, each a separate float multiply and add (vector lanes do
-// IEEE single operations; -ffp-contract=off keeps mul and add apart, and no FMA target is ever
-// enabled); padding taps are skipped per pixel. So the bits are those of the plain loop nest, for
-// any band, batch slice, block edge or vector width.
-#define FF_KB 8
-// Weights of one k block and a chunk of channels are repacked as (c, r, s, 8 lanes) so that the 8
-// k of one tap are one contiguous vector; 16 KiB on the stack (callers own memory, no malloc).
-#define FF_PACK_FLOATS 4096
+// Register blocking (issue 4 §6). The kernel (conv_cpu_kernel.h) vectorises over a block of
+// CK_KB = 8 or 16 output channels k and keeps a block of output pixels of one output row in
+// registers, so every loaded weight vector is used once per pixel and every loaded input value
+// CK_KB times, whatever the band height or Wo. Each lane of each accumulator is one output
+// element, and it receives exactly the scalar sequence the header documents: bias (or the value
+// stored after the previous channel chunk), then w*x for c, r, s ascending, each a separate float
+// multiply and add (vector lanes do IEEE single operations; -ffp-contract=off keeps mul and add
+// apart, and no copy uses an FMA instruction); padding taps are skipped per pixel. So the bits are
+// those of the plain loop nest, for any band, batch slice, block edge, k block or vector width.
+// Weights of one k block and a chunk of channels are repacked as (c, r, s, CK_KB lanes) so that
+// the k of one tap are contiguous vectors: 512 taps a chunk (16 or 32 KiB on the stack: callers
+// own memory, no malloc).
+#define FF_PACK_TAPS 512
 // Largest kernel width handled with the per-s valid-column table on the stack.
 #define FF_MAX_S 64
 
 typedef float ff_v4 __attribute__((vector_size(4 * sizeof(float))));
 typedef float ff_v8 __attribute__((vector_size(8 * sizeof(float))));
+typedef float ff_v16 __attribute__((vector_size(16 * sizeof(float))));
 
 static int64_t max64(int64_t a, int64_t b) {
     return a > b ? a : b;
@@ -57,90 +58,138 @@ typedef struct {
     int64_t C, H, W, Wo, R, S, st, pad;
     int64_t in_lo, in_rows, out_rows;
     const int64_t *lo, *hi;  // (S): valid output columns of tap s
+    int64_t lo_all, hi_all;  // output columns valid for every tap: [max lo, min hi)
 } conv_geom;
 
-// Two copies of the kernel, chosen at run time (conv_wide): where the CPU has AVX2, one 256-bit
-// vector per pixel and 8 pixels per block (8 independent add chains, the latency of one add
-// hidden); otherwise the 128-bit baseline every x86-64 has, two vectors per pixel and 4 pixels (8
-// accumulators in the 16 SSE registers). Same bits (test_layers_cpu compares them on every layer
-// geometry it tests); FF_CPU_VECTOR=128 in the environment forces the baseline.
+// Three copies of the kernel, chosen at run time (conv_vector), all with the same bits
+// (test_layers_cpu compares them on every layer geometry it tests; FF_CPU_VECTOR forces one):
+//   512  where the CPU has AVX-512F: one 512-bit vector holds 16 k of a pixel, a row in blocks
+//        of 8-16 pixels (as many independent add chains; at most 16 of the 32 registers)
+//   256  where it has AVX2: one 256-bit vector holds 8 k, 8 pixels a block (8 add chains)
+//   128  the baseline every x86-64 has: two vectors per pixel, 4 pixels (8 accumulators in the
+//        16 SSE registers)
 #define CK_SUFFIX 128
 #define CK_VEC ff_v4
 #define CK_LANES 4
+#define CK_KB 8
 #define CK_PB 4
+#define CK_BALANCED 0
 #define CK_TARGET
 #include "conv_cpu_kernel.h"
 #undef CK_SUFFIX
 #undef CK_VEC
 #undef CK_LANES
+#undef CK_KB
 #undef CK_PB
+#undef CK_BALANCED
 #undef CK_TARGET
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define FF_HAVE_WIDE 1
 #define CK_SUFFIX 256
 #define CK_VEC ff_v8
 #define CK_LANES 8
+#define CK_KB 8
 #define CK_PB 8
+#define CK_BALANCED 0
 #define CK_TARGET __attribute__((target("avx2")))
 #include "conv_cpu_kernel.h"
 #undef CK_SUFFIX
 #undef CK_VEC
 #undef CK_LANES
+#undef CK_KB
 #undef CK_PB
+#undef CK_BALANCED
 #undef CK_TARGET
+#define CK_SUFFIX 512
+#define CK_VEC ff_v16
+#define CK_LANES 16
+#define CK_KB 16
+#define CK_PB 16
+#define CK_BALANCED 1
+#define CK_TARGET __attribute__((target("avx512f"), optimize("no-predictive-commoning")))
+#include "conv_cpu_kernel.h"
+#undef CK_SUFFIX
+#undef CK_VEC
+#undef CK_LANES
+#undef CK_KB
+#undef CK_PB
+#undef CK_BALANCED
+#undef CK_TARGET
+// The batched linear kernel (linear_cpu_kernel.h), where a batch fills vectors: images in the
+// lanes, as many features a block as the registers hold (16 or 8 accumulators).
+#define LK_SUFFIX 512
+#define LK_VEC ff_v16
+#define LK_LANES 16
+#define LK_ACC 16
+#define LK_TARGET __attribute__((target("avx512f")))
+#include "linear_cpu_kernel.h"
+#undef LK_SUFFIX
+#undef LK_VEC
+#undef LK_LANES
+#undef LK_ACC
+#undef LK_TARGET
+#define LK_SUFFIX 256
+#define LK_VEC ff_v8
+#define LK_LANES 8
+#define LK_ACC 8
+#define LK_TARGET __attribute__((target("avx2")))
+#include "linear_cpu_kernel.h"
+#undef LK_SUFFIX
+#undef LK_VEC
+#undef LK_LANES
+#undef LK_ACC
+#undef LK_TARGET
 #endif
 
+// The widest copy this CPU (and build) can run: 512, 256 or 128.
+static int cpu_widest(void) {
 #ifdef FF_HAVE_WIDE
-static int conv_wide = -1;  // -1: not decided yet; decided once (a race writes the same value)
-static bool cpu_has_wide(void) {
-    return __builtin_cpu_supports("avx2");
-}
-#else
-static bool cpu_has_wide(void) {
-    return false;
-}
+    if (__builtin_cpu_supports("avx512f")) return 512;
+    if (__builtin_cpu_supports("avx2")) return 256;
 #endif
+    return 128;
+}
 
-ff_status ff_cpu_vector_choose(bool *wide) {
+static int conv_vector = 0;  // 0: not decided yet; decided once (a race writes the same value)
+
+ff_status ff_cpu_vector_choose(int *bits) {
     const char *e = getenv("FF_CPU_VECTOR");
+    const int widest = cpu_widest();
     if (!e || !*e) {
-        *wide = cpu_has_wide();
+        *bits = widest;
         return FF_OK;
     }
-    if (strcmp(e, "128") == 0) {
-        *wide = false;
-        return FF_OK;
-    }
-    if (strcmp(e, "256") == 0) {
-        if (!cpu_has_wide())
-            return FF_FAIL(FF_ERR_INPUT, "FF_CPU_VECTOR=256: this CPU (or build) has no AVX2; expected 128 or unset");
-        *wide = true;
-        return FF_OK;
-    }
-    return FF_FAIL(FF_ERR_INPUT, "FF_CPU_VECTOR=%s: expected 128 or 256 (or unset: AVX2 where the CPU has it)", e);
+    static const struct {
+        const char *value, *isa;
+        int bits;
+    } copies[] = {{"128", "SSE2", 128}, {"256", "AVX2", 256}, {"512", "AVX-512F", 512}};
+    for (size_t i = 0; i < sizeof copies / sizeof copies[0]; i++)
+        if (strcmp(e, copies[i].value) == 0) {
+            if (copies[i].bits > widest)
+                return FF_FAIL(FF_ERR_INPUT,
+                               "FF_CPU_VECTOR=%s: this CPU (or build) has no %s; expected at most %d (or unset: the "
+                               "widest it has)",
+                               e, copies[i].isa, widest);
+            *bits = copies[i].bits;
+            return FF_OK;
+        }
+    return FF_FAIL(FF_ERR_INPUT, "FF_CPU_VECTOR=%s: expected 128, 256 or 512 (or unset: the widest this CPU has, %d)",
+                   e, widest);
 }
 
-bool ff_cpu_conv_wide(void) {
-#ifdef FF_HAVE_WIDE
-    if (conv_wide < 0) {
-        bool w = false;
+int ff_cpu_vector(void) {
+    if (conv_vector == 0) {
+        int bits = 128;
         // A bad value was already refused by ff_exec_create; a direct caller gets the baseline.
-        conv_wide = ff_cpu_vector_choose(&w) == FF_OK && w;
+        conv_vector = ff_cpu_vector_choose(&bits) == FF_OK ? bits : 128;
     }
-    return conv_wide != 0;
-#else
-    return false;
-#endif
+    return conv_vector;
 }
 
-bool ff_cpu_conv_set_wide(bool on) {
-#ifdef FF_HAVE_WIDE
-    conv_wide = on && cpu_has_wide();
-    return conv_wide != 0;
-#else
-    (void)on;
-    return false;
-#endif
+int ff_cpu_set_vector(int bits) {
+    const int widest = cpu_widest();
+    conv_vector = bits >= 512 && widest >= 512 ? 512 : bits >= 256 && widest >= 256 ? 256 : 128;
+    return conv_vector;
 }
 
 // The plain loop nest (kernels too wide for the packed path): the order the header documents.
@@ -187,16 +236,17 @@ void ff_cpu_conv2d_segments(const ff_conv_segment *segs, int n_segs, const float
     // taps overflow the pack buffer fall back to the same arithmetic one column at a time.
     const int64_t s_tab = min64(S, FF_MAX_S);
     for (int64_t s = 0; s < s_tab; s++) valid_cols(&lo[s], &hi[s], W, Wo, L->stride, L->pad, s);
-    const int64_t taps = R * S * FF_KB;  // packed floats per channel
-    if (S > FF_MAX_S || taps > FF_PACK_FLOATS) {
+    // taps a channel packs
+    if (S > FF_MAX_S || R * S > FF_PACK_TAPS) {
         for (int q = 0; q < n_segs; q++) conv2d_plain(segs[q].out, segs[q].in, w, b, L, &segs[q].rows, segs[q].n);
         return;
     }
-    const int64_t cb = min64(C, FF_PACK_FLOATS / taps);  // channels per packed chunk
+    const int64_t cb = min64(C, FF_PACK_TAPS / (R * S));  // channels per packed chunk
 #ifdef FF_HAVE_WIDE
-    if (ff_cpu_conv_wide()) {
-        conv_run_256(segs, n_segs, w, b, L, lo, hi, cb);
-        return;
+    switch (ff_cpu_vector()) {
+        case 512: conv_run_512(segs, n_segs, w, b, L, lo, hi, cb); return;
+        case 256: conv_run_256(segs, n_segs, w, b, L, lo, hi, cb); return;
+        default: break;
     }
 #endif
     conv_run_128(segs, n_segs, w, b, L, lo, hi, cb);
@@ -274,11 +324,21 @@ void ff_cpu_lrn(float *out, const float *in, const ff_layer *L, int64_t rows, in
 }
 
 // Each output keeps the order b[j], then i = 0, 1, 2, ... The dot product over i cannot be
-// vectorised without reassociating it, so instead 8 output rows j are computed together: 8
-// independent chains that the CPU overlaps, with x[i] loaded once for all 8.
+// vectorised without reassociating it. From FF_LINEAR_VECTOR_BATCH images on, the AVX2 and AVX-512
+// copies put images in the lanes instead (linear_cpu_kernel.h); below that, and in the baseline,
+// 8 output rows j are computed together: 8 independent chains that the CPU overlaps, with x[i]
+// loaded once for all 8.
 #define FF_LINEAR_BLOCK 8
+#define FF_LINEAR_VECTOR_BATCH 4
 void ff_cpu_linear(float *out, const float *in, const float *w, const float *b, const ff_layer *L, int64_t n) {
     const int64_t I = L->in.c * L->in.h * L->in.w, J = L->out.c;
+#ifdef FF_HAVE_WIDE
+    if (n >= FF_LINEAR_VECTOR_BATCH && J > 0) switch (ff_cpu_vector()) {
+            case 512: linear_run_512(out, in, w, b, I, J, n); return;
+            case 256: linear_run_256(out, in, w, b, I, J, n); return;
+            default: break;
+        }
+#endif
     int64_t j = 0;
     for (; j + FF_LINEAR_BLOCK <= J; j += FF_LINEAR_BLOCK) {
         const float *w0 = w + j * I;             // rows j .. j+7 of (J, I)

@@ -46,16 +46,17 @@ typedef struct {
     int64_t n;
 } ff_conv_segment;
 void ff_cpu_conv2d_segments(const ff_conv_segment *segs, int n_segs, const float *w, const float *b, const ff_layer *L);
-// Whether conv2d runs its AVX2 copy (the CPU has AVX2 and FF_CPU_VECTOR is not "128"); the
-// baseline copy gives the same bits. Decided at the first call.
-bool ff_cpu_conv_wide(void);
-// The copy FF_CPU_VECTOR asks for (unset: AVX2 where the CPU has it; 128; 256), or
-// FF_ERR_INPUT naming the value when it is something else or asks for AVX2 the CPU lacks.
+// The conv2d kernel's copy in effect, by vector width in bits: 512 (AVX-512F), 256 (AVX2) or 128
+// (the baseline every x86-64 has). All give the same bits. Decided at the first call: the widest
+// the CPU has, or what FF_CPU_VECTOR asks for.
+int ff_cpu_vector(void);
+// The copy FF_CPU_VECTOR asks for (unset or empty: the widest the CPU has; 128; 256; 512), or
+// FF_ERR_INPUT naming the value when it is something else or asks for a width the CPU lacks.
 // ff_exec_create calls it, so a bad value stops every command before anything runs.
-ff_status ff_cpu_vector_choose(bool *wide);
-// Chooses the copy (tests compare the two): on = AVX2 where the CPU has it. Returns the choice in
-// effect (false when asked for AVX2 on a CPU without it). Not for use while convs run.
-bool ff_cpu_conv_set_wide(bool on);
+ff_status ff_cpu_vector_choose(int *bits);
+// Chooses the copy (tests compare them): the widest of 512, 256, 128 that is at most `bits` and
+// that the CPU has. Returns the width in effect. Not for use while convs run.
+int ff_cpu_set_vector(int bits);
 // out, in: (n, C, out_hi-out_lo, W) — rows must be an identity band (in_lo == out_lo, ...)
 void ff_cpu_relu(float *out, const float *in, int64_t count);
 // out: (n, C, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W). Max over the window, first max wins;
