@@ -82,9 +82,21 @@ M('relu_first_image_only', L,
   ('ff_cpu_relu(out, in, n * L->in.c * band * L->in.w)', 'ff_cpu_relu(out, in, L->in.c * band * L->in.w)'), LAYERS)
 
 # ---------------------------------------------------------------- maxpool
-M('maxpool_drops_nan', L, ('if (v > m || isnan(v)) m = v;', 'if (v > m) m = v;'), LAYERS)
-M('maxpool_last_max_wins', L, ('if (v > m || isnan(v)) m = v;', 'if (v >= m || isnan(v)) m = v;'), LAYERS)
+# the rule, per column (edge columns and tails) and 4 columns a vector (inside columns)
+M('maxpool_drops_nan', L,
+  ('const uint32_t t = 0u - (uint32_t)((v > m) | (v != v));', 'const uint32_t t = 0u - (uint32_t)(v > m);'), LAYERS)
+M('maxpool_last_max_wins', L,
+  ('const uint32_t t = 0u - (uint32_t)((v > m) | (v != v));', 'const uint32_t t = 0u - (uint32_t)((v >= m) | (v != v));'),
+  LAYERS)
+M('maxpool_vector_drops_nan', L, ('const ff_i4 t = (v > m) | (v != v);', 'const ff_i4 t = (v > m);'), LAYERS)
+M('maxpool_vector_last_max_wins', L, ('const ff_i4 t = (v > m) | (v != v);', 'const ff_i4 t = (v >= m) | (v != v);'), LAYERS)
+M('maxpool_vector_lane_stride', L,
+  ('const ff_v4 v = {xr[i], xr[i + st], xr[i + 2 * st], xr[i + 3 * st]};',
+   'const ff_v4 v = {xr[i], xr[i + st], xr[i + 2 * st], xr[i + 2 * st]};'), LAYERS)
 M('maxpool_band_ignores_in_lo', L, ('const float *xr = x + (ih - rows->in_lo) * W;', 'const float *xr = x + ih * W;'),
+  LAYERS)
+M('maxpool_inside_band_ignores_in_lo', L,
+  ('taps[r] = ih < 0 || ih >= H ? NULL : x + (ih - rows->in_lo) * W;', 'taps[r] = ih < 0 || ih >= H ? NULL : x + ih * W;'),
   LAYERS)
 M('maxpool_pad_ignored', L, ('const int64_t iw = ow * st - pad + s;', 'const int64_t iw = ow * st + s;'), LAYERS)
 M('maxpool_starts_at_zero', L,
@@ -92,8 +104,8 @@ M('maxpool_starts_at_zero', L,
    'float m = 0.0f;\n                for (int64_t r = 0; r < R; r++) {'), LAYERS)
 M('maxpool_last_row_skipped', L, ('if (ih < 0 || ih >= H) continue;', 'if (ih < 0 || ih >= H - 1) continue;'), LAYERS)
 M('maxpool_last_column_skipped', L,
-  ('if (iw < 0 || iw >= W) continue;\n                        const float v',
-   'if (iw < 0 || iw >= W - 1) continue;\n                        const float v'), LAYERS)
+  ('if (iw < 0 || iw >= W) continue;\n                        m = pool_take',
+   'if (iw < 0 || iw >= W - 1) continue;\n                        m = pool_take'), LAYERS)
 M('maxpool_last_plane_skipped', L,
   ('for (int64_t p = 0; p < n * C; p++) {', 'for (int64_t p = 0; p + 1 < n * C; p++) {'), LAYERS)
 

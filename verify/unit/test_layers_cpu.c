@@ -750,6 +750,60 @@ static void test_maxpool_nan_and_zero(void **state) {
     free(x);
 }
 
+// PyTorch's rule (the first maximum wins, a NaN wins and stays) on every window position of the
+// models' windows (2x2 and 3x3 of stride 2: inside columns 4 at a time, then the tail) and of
+// padded and stride-1 ones (edge columns one at a time), on values drawn from {-1, -0, +0, 1, NaN}
+// so that ties of -0 and +0 and NaNs sit in every lane and tap: bit for bit against the rule
+// written out per window. A full band and a band of rows [2, Ho) give the same bits.
+static void test_maxpool_rule_every_position(void **state) {
+    (void)state;
+    trng g = {23};
+    const float vals[5] = {-1.0f, -0.0f, 0.0f, 1.0f, NAN};
+    const int geo[][4] = {{2, 2, 2, 0}, {3, 3, 2, 0}, {3, 3, 2, 1}, {2, 3, 1, 1}, {3, 2, 3, 0}};  // kh, kw, st, pad
+    for (size_t t = 0; t < sizeof geo / sizeof geo[0]; t++) {
+        const int kh = geo[t][0], kw = geo[t][1], st = geo[t][2], pad = geo[t][3];
+        const int64_t C = 3, H = 11, W = 43, n = 2;
+        ff_layer L = make_pool(C, H, W, kh, kw, st, pad);
+        const int64_t Ho = L.out.h, Wo = L.out.w, nout = n * C * Ho * Wo;
+        float *in = malloc((size_t)(n * C * H * W) * sizeof(float)), *out = malloc((size_t)nout * sizeof(float));
+        float *want = malloc((size_t)nout * sizeof(float));
+        assert_non_null(in);
+        assert_non_null(out);
+        assert_non_null(want);
+        for (int64_t i = 0; i < n * C * H * W; i++) in[i] = vals[trng_int(&g, 0, 4)];
+        for (int64_t p = 0; p < n * C; p++)
+            for (int64_t oh = 0; oh < Ho; oh++)
+                for (int64_t ow = 0; ow < Wo; ow++) {
+                    float m = -INFINITY;
+                    for (int64_t a = 0; a < kh; a++)
+                        for (int64_t c = 0; c < kw; c++) {
+                            const int64_t ih = oh * st - pad + a, iw = ow * st - pad + c;
+                            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                            const float v = in[(p * H + ih) * W + iw];
+                            if (v > m || isnan(v)) m = v;
+                        }
+                    want[(p * Ho + oh) * Wo + ow] = m;
+                }
+        ff_rows r = ff_rows_full(&L);
+        ff_cpu_maxpool(out, in, &L, &r, n);
+        check_bits("maxpool rule", out, want, nout);
+        // rows [2, Ho) from the input rows they need
+        ff_rows band = {2 * st - pad, H, 2, Ho};
+        if (band.in_lo < 0) band.in_lo = 0;
+        const int64_t in_rows = band.in_hi - band.in_lo, out_rows = Ho - 2;
+        float *bin = malloc((size_t)(n * C * in_rows * W) * sizeof(float));
+        float *bout = malloc((size_t)(n * C * out_rows * Wo) * sizeof(float));
+        assert_non_null(bin);
+        assert_non_null(bout);
+        for (int64_t p = 0; p < n * C; p++)
+            memcpy(bin + p * in_rows * W, in + (p * H + band.in_lo) * W, (size_t)(in_rows * W) * sizeof(float));
+        ff_cpu_maxpool(bout, bin, &L, &band, n);
+        for (int64_t p = 0; p < n * C; p++)
+            check_bits("maxpool rule, band", bout + p * out_rows * Wo, want + (p * Ho + 2) * Wo, out_rows * Wo);
+        free(in), free(out), free(want), free(bin), free(bout);
+    }
+}
+
 static void test_maxpool_vs_reference(void **state) {
     (void)state;
     trng g = {11};
@@ -1081,6 +1135,7 @@ int main(void) {
         cmocka_unit_test(test_maxpool_hand),
         cmocka_unit_test(test_maxpool_nan_and_zero),
         cmocka_unit_test(test_maxpool_vs_reference),
+        cmocka_unit_test(test_maxpool_rule_every_position),
         cmocka_unit_test(test_lrn_hand),
         cmocka_unit_test(test_lrn_vs_float64),
         cmocka_unit_test(test_linear_hand),

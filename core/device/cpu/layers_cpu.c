@@ -258,21 +258,110 @@ void ff_cpu_relu(float *out, const float *in, int64_t count) {
     for (int64_t i = 0; i < count; i++) out[i] = in[i] < 0.0f ? 0.0f : in[i];
 }
 
+// PyTorch's rule (max_pool2d CPU kernel): start at -inf, take a tap when it is greater than the
+// current max or is NaN; so the first max wins among equals (-0.0 before +0.0 stays -0.0) and a
+// NaN propagates. Taps are visited r, s ascending. Written without branches (`|`, not `||`, and
+// a select by mask): on real data the comparison is a coin toss, and a branch on it is
+// mispredicted half the time.
+typedef int32_t ff_i4 __attribute__((vector_size(4 * sizeof(int32_t))));
+static inline __attribute__((always_inline)) float pool_take(float m, float v) {
+    const uint32_t t = 0u - (uint32_t)((v > m) | (v != v));
+    uint32_t mi, vi;
+    memcpy(&mi, &m, sizeof mi), memcpy(&vi, &v, sizeof vi);
+    const uint32_t r = (vi & t) | (mi & ~t);
+    float out;
+    memcpy(&out, &r, sizeof out);
+    return out;
+}
+// The same rule for 4 columns at once (lane by lane).
+static inline __attribute__((always_inline)) ff_v4 pool_take4(ff_v4 m, ff_v4 v) {
+    const ff_i4 t = (v > m) | (v != v);
+    ff_i4 mi, vi;
+    memcpy(&mi, &m, sizeof mi), memcpy(&vi, &v, sizeof vi);
+    const ff_i4 r = (vi & t) | (mi & ~t);
+    ff_v4 out;
+    memcpy(&out, &r, sizeof out);
+    return out;
+}
+
+// The output columns [c0, c1) of one output row whose taps all lie inside the input row: no
+// bounds to check, 4 columns a vector, each column's taps r, s ascending. With the window and
+// stride constants (the models' 2x2 and 3x3 windows of stride 2) the taps unroll.
+// y: (Wo) the output row; rows: (R) pointers to the input rows, NULL for a padding row.
+static inline __attribute__((always_inline)) void pool_row_inside(float *y, const float *const *rows, int64_t R,
+                                                                  int64_t S, int64_t st, int64_t pad, int64_t c0,
+                                                                  int64_t c1) {
+    int64_t ow = c0;
+    for (; ow + 4 <= c1; ow += 4) {
+        ff_v4 m = {-INFINITY, -INFINITY, -INFINITY, -INFINITY};
+        for (int64_t r = 0; r < R; r++) {
+            const float *xr = rows[r];
+            if (!xr) continue;
+            for (int64_t s = 0; s < S; s++) {
+                const int64_t i = ow * st + s - pad;  // tap s of column ow
+                const ff_v4 v = {xr[i], xr[i + st], xr[i + 2 * st], xr[i + 3 * st]};
+                m = pool_take4(m, v);
+            }
+        }
+        memcpy(y + ow, &m, sizeof m);
+    }
+    for (; ow < c1; ow++) {
+        float m = -INFINITY;
+        for (int64_t r = 0; r < R; r++) {
+            if (!rows[r]) continue;
+            for (int64_t s = 0; s < S; s++) m = pool_take(m, rows[r][ow * st + s - pad]);
+        }
+        y[ow] = m;
+    }
+}
+static void pool_row_inside_any(float *y, const float *const *rows, int64_t R, int64_t S, int64_t st, int64_t pad,
+                                int64_t c0, int64_t c1) {
+    pool_row_inside(y, rows, R, S, st, pad, c0, c1);
+}
+static void pool_row_inside_2x2s2(float *y, const float *const *rows, int64_t R, int64_t S, int64_t st, int64_t pad,
+                                  int64_t c0, int64_t c1) {
+    (void)R, (void)S, (void)st;
+    pool_row_inside(y, rows, 2, 2, 2, pad, c0, c1);
+}
+static void pool_row_inside_3x3s2(float *y, const float *const *rows, int64_t R, int64_t S, int64_t st, int64_t pad,
+                                  int64_t c0, int64_t c1) {
+    (void)R, (void)S, (void)st;
+    pool_row_inside(y, rows, 3, 3, 2, pad, c0, c1);
+}
+
+#define FF_POOL_MAX_R 64  // taller windows (none in the models) take the per-column loop alone
 void ff_cpu_maxpool(float *out, const float *in, const ff_layer *L, const ff_rows *rows, int64_t n) {
     const int64_t C = L->in.c, H = L->in.h, W = L->in.w, Wo = L->out.w;
     const int64_t R = L->kh, S = L->kw, st = L->stride, pad = L->pad;
     const int64_t in_rows = rows->in_hi - rows->in_lo;
     const int64_t out_rows = rows->out_hi - rows->out_lo;
     if (out_rows <= 0 || n <= 0) return;
+    // Columns every tap finds inside the row: ow*st - pad >= 0 and ow*st - pad + S - 1 <= W - 1.
+    int64_t c0 = st > 0 ? (pad + st - 1) / st : Wo, c1 = st > 0 ? (W - S + pad) / st + 1 : 0;
+    if (W - S + pad < 0) c1 = 0;
+    if (c0 > Wo) c0 = Wo;
+    if (c1 > Wo) c1 = Wo;
+    if (c1 < c0 || R > FF_POOL_MAX_R) c0 = c1 = 0;  // no inside columns: every column per column
+    void (*inside)(float *, const float *const *, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t) =
+        R == 2 && S == 2 && st == 2   ? pool_row_inside_2x2s2
+        : R == 3 && S == 3 && st == 2 ? pool_row_inside_3x3s2
+                                      : pool_row_inside_any;
     for (int64_t p = 0; p < n * C; p++) {  // (image, channel) planes are independent
         const float *x = in + p * in_rows * W;
         float *y = out + p * out_rows * Wo;
         for (int64_t oh = rows->out_lo; oh < rows->out_hi; oh++) {
             float *yr = y + (oh - rows->out_lo) * Wo;
+            if (c1 > c0) {
+                const float *taps[FF_POOL_MAX_R];  // (R): input row of tap r, NULL outside
+                for (int64_t r = 0; r < R; r++) {
+                    const int64_t ih = oh * st - pad + r;
+                    taps[r] = ih < 0 || ih >= H ? NULL : x + (ih - rows->in_lo) * W;
+                }
+                inside(yr, taps, R, S, st, pad, c0, c1);
+            }
             for (int64_t ow = 0; ow < Wo; ow++) {
-                // PyTorch's rule (max_pool2d CPU kernel): start at -inf, take a tap when it is
-                // greater than the current max or is NaN; so the first max wins among equals
-                // (-0.0 before +0.0 stays -0.0) and a NaN propagates. Taps visited r, s ascending.
+                if (ow == c0 && c1 > c0) ow = c1;  // the inside columns are done
+                if (ow >= Wo) break;
                 float m = -INFINITY;
                 for (int64_t r = 0; r < R; r++) {
                     const int64_t ih = oh * st - pad + r;
@@ -281,8 +370,7 @@ void ff_cpu_maxpool(float *out, const float *in, const ff_layer *L, const ff_row
                     for (int64_t s = 0; s < S; s++) {
                         const int64_t iw = ow * st - pad + s;
                         if (iw < 0 || iw >= W) continue;
-                        const float v = xr[iw];
-                        if (v > m || isnan(v)) m = v;
+                        m = pool_take(m, xr[iw]);
                     }
                 }
                 yr[ow] = m;
