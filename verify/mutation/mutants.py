@@ -34,9 +34,23 @@ M('conv_bias_last', K,
    ('for (int l = 0; l < kl; l++) yp[l * ystride + p] = t[l];',
     'for (int l = 0; l < kl; l++) yp[l * ystride + p] = bias ? t[l] + bias[l] : t[l];')], LAYERS)
 M('conv_bias_every_chunk', K,
-  ('const float *bias = c0 == 0 ? b + k0 : NULL;', 'const float *bias = b + k0;'), LAYERS)
+  ('const float *bias = c0 != 0 ? NULL : b ? b + k0 : zeros;', 'const float *bias = b ? b + k0 : zeros;'), LAYERS)
 M('conv_pad_off_by_one', K,
-  ('const int64_t ih = oh * g->st - g->pad + r;', 'const int64_t ih = oh * g->st - (g->pad + 1) + r;'), LAYERS)
+  ('const int64_t ih = oh * g->st - g->pad + r * g->ts;', 'const int64_t ih = oh * g->st - (g->pad + 1) + r * g->ts;'),
+  LAYERS)
+# The same kernel run as a stride-1 conv's data gradient (dy convolved with the kernel flipped:
+# taps stepping back, the weights read transposed, each element from +0): test_backward's
+# conv_backward_data_equals_spec holds it to the loop nest's bits.
+BACKWARD = '^test_backward$'
+M('conv_data_taps_forward', K,
+  ('const int64_t ih = oh * g->st - g->pad + r * g->ts;', 'const int64_t ih = oh * g->st - g->pad + r;'), BACKWARD)
+M('conv_data_weights_untransposed', K,
+  ('w[(c * K + k0 + l) * R * S + rs]', 'w[((k0 + l) * C + c) * R * S + rs]'), BACKWARD)
+M('conv_data_pad_sign', L,
+  ('L->in.w, L->kh, L->kw, 1, -L->pad, -1, true};', 'L->in.w, L->kh, L->kw, 1, L->pad, -1, true};'), BACKWARD)
+M('conv_data_starts_from_stored', K,
+  ('const float *bias = c0 != 0 ? NULL : b ? b + k0 : zeros;', 'const float *bias = c0 != 0 ? NULL : b ? b + k0 : ((void)zeros, (const float *)NULL);'),
+  BACKWARD)
 M('conv_transposed_kernel', K,
   ('w[((k0 + l) * C + c) * R * S + rs]', 'w[((k0 + l) * C + c) * R * S + (rs % S) * R + rs / S]'), LAYERS)
 M('conv_c_and_r_swapped', K, ('    for (int64_t c = c0; c < c1; c++) {                                                                 \\\n        for (int64_t r = 0; r < g->R; r++) {                                                            \\',

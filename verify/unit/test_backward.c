@@ -21,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "fivefold/layers_cpu.h"
 #include "fivefold/layers_cpu_backward.h"
 #include "fivefold/model.h"
 #include "fivefold/rng.h"
@@ -292,6 +293,76 @@ static void conv_backward_broken_fails(void **state) {
     report("flipped kernel dx (broken)", r.dx);
     assert_true(r.dw.worst > 1.0);
     assert_true(r.dx.worst > 1.0);
+}
+
+// The data gradient in the header's order, written out: dx = +0; for k, r, s ascending:
+// dx += w[k,c,r,s] * dy[k, oh, ow] for the (oh, ow) the tap reaches. ff_cpu_conv2d_backward_data
+// runs a stride-1 conv on the packed conv kernel (dy convolved with the flipped kernel), with
+// every vector copy the CPU has; each must give these bits.
+static void conv_data_spec(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n) {
+    const int64_t K = L->out_c, C = L->in.c, H = L->in.h, W = L->in.w, R = L->kh, S = L->kw;
+    const int64_t Ho = L->out.h, Wo = L->out.w, st = L->stride, pad = L->pad;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t h = 0; h < H; h++)
+                for (int64_t x = 0; x < W; x++) {
+                    float a = 0.0f;
+                    for (int64_t k = 0; k < K; k++)
+                        for (int64_t r = 0; r < R; r++)
+                            for (int64_t s = 0; s < S; s++) {
+                                const int64_t oh = h + pad - r, ow = x + pad - s;
+                                if (oh < 0 || ow < 0 || oh % st || ow % st || oh / st >= Ho || ow / st >= Wo) continue;
+                                a += w[((k * C + c) * R + r) * S + s] * dy[((i * K + k) * Ho + oh / st) * Wo + ow / st];
+                            }
+                    dx[((i * C + c) * H + h) * W + x] = a;
+                }
+}
+
+static void conv_backward_data_equals_spec(void **state) {
+    (void)state;
+    const struct {
+        int64_t C, H, W, K;
+        int R, S, st, pad;
+    } cases[] = {
+        {32, 26, 26, 64, 3, 3, 1, 0},  // mnist-cnn conv2
+        {3, 9, 11, 17, 3, 3, 1, 1},    // 17 gradient channels, 3 dx channels (partial k blocks)
+        {17, 13, 13, 9, 3, 3, 1, 1},   // 17 dx channels: a partial block of 8 and of 16
+        {5, 12, 27, 6, 5, 5, 1, 2},    // conv2-like: pad 2, a 27-wide row (blocks of 14 and 13)
+        {4, 7, 40, 3, 2, 3, 1, 0},     // non-square kernel, rows wider than 16
+        {70, 5, 6, 3, 3, 3, 1, 1},     // 70 gradient channels: more than one packed chunk
+        {2, 9, 9, 3, 1, 1, 1, 0},      // 1x1
+        {3, 11, 11, 4, 3, 3, 2, 1},    // stride 2: the loop nest
+    };
+    for (size_t t = 0; t < sizeof cases / sizeof cases[0]; t++) {
+        const ff_layer L = conv_layer(cases[t].C, cases[t].H, cases[t].W, cases[t].K, cases[t].R, cases[t].S,
+                                      cases[t].st, cases[t].pad);
+        const int64_t n = 2, nx = n * ff_shape_numel(L.in), ny = n * ff_shape_numel(L.out);
+        const int64_t nw = L.out_c * L.in.c * L.kh * L.kw;
+        float *dy = rnd(ny, 5 + t, 1.0f), *w = rnd(nw, 6 + t, 0.5f);
+        for (int64_t i = 0; i < ny; i += 3) dy[i] = i % 2 ? -0.0f : 0.0f;  // relu's zeros, of both signs
+        for (int64_t i = 0; i < nw; i += 7) w[i] = -0.0f;
+        float *want = malloc((size_t)nx * 4), *got = malloc((size_t)nx * 4);
+        assert_non_null(want);
+        assert_non_null(got);
+        conv_data_spec(want, dy, w, &L, n);
+        const int was = ff_cpu_vector();
+        for (int copy = 128; copy <= 512; copy *= 2) {
+            if (ff_cpu_set_vector(copy) != copy) continue;  // a copy this CPU lacks
+            memset(got, 0xff, (size_t)nx * 4);              // NaN: an element left unwritten shows
+            ff_cpu_conv2d_backward_data(got, dy, w, &L, n);
+            for (int64_t i = 0; i < nx; i++) {
+                uint32_t a, b;
+                memcpy(&a, &got[i], 4), memcpy(&b, &want[i], 4);
+                if (a != b) {
+                    print_error("case %zu, copy %d: dx[%lld] = %a, the order gives %a\n", t, copy, (long long)i,
+                                (double)got[i], (double)want[i]);
+                    fail();
+                }
+            }
+        }
+        ff_cpu_set_vector(was);
+        free(dy), free(w), free(want), free(got);
+    }
 }
 
 // ================================================================ linear
@@ -580,6 +651,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(conv_backward_within_bounds),
         cmocka_unit_test(conv_backward_broken_fails),
+        cmocka_unit_test(conv_backward_data_equals_spec),
         cmocka_unit_test(linear_backward_within_bounds),
         cmocka_unit_test(linear_backward_broken_fails),
         cmocka_unit_test(relu_backward_exact),

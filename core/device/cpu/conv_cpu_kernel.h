@@ -56,13 +56,13 @@ static inline __attribute__((always_inline)) CK_TARGET void CK_CAT(conv_block_, 
 #define CK_TAPS(STRIDE, EDGE)                                                                           \
     for (int64_t c = c0; c < c1; c++) {                                                                 \
         for (int64_t r = 0; r < g->R; r++) {                                                            \
-            const int64_t ih = oh * g->st - g->pad + r;                                                 \
+            const int64_t ih = oh * g->st - g->pad + r * g->ts;                                         \
             if (ih < 0 || ih >= g->H) continue;                              /* padding row: skipped */ \
             const float *xr = x + (c * g->in_rows + (ih - g->in_lo)) * g->W; /* (W) */                  \
             const float *wr = wp + ((c - c0) * g->R + r) * g->S * CK_KB;     /* (S, CK_KB) */           \
             for (int64_t s = 0; s < g->S; s++) {                                                        \
                 CK_LOAD_W(wr + s * CK_KB);                                                              \
-                const int64_t iw0 = ow0 * g->st - g->pad + s; /* input column of pixel ow0 */           \
+                const int64_t iw0 = ow0 * g->st - g->pad + s * g->ts; /* input column of pixel ow0 */   \
                 if ((EDGE) == 0 || (g->lo[s] <= ow0 && ow0 + pb <= g->hi[s])) {                         \
                     for (int p = 0; p < pb; p++) CK_MAC(p, xr[iw0 + p * (STRIDE)]);                     \
                 } else {                                                                                \
@@ -114,11 +114,13 @@ static inline __attribute__((always_inline)) CK_TARGET void CK_CAT(conv_block_, 
 
 // The k-block / channel-chunk / segment loop nest of ff_cpu_conv2d_segments (see there), with this
 // copy's kernel. cb: channels per packed chunk (at most CK_PACK / (R * S * CK_KB)).
+// b NULL: every element starts from +0.0f.
 static CK_TARGET void CK_CAT(conv_run_, CK_SUFFIX)(const ff_conv_segment *segs, int n_segs, const float *w,
-                                                   const float *b, const ff_layer *L, const int64_t *lo,
+                                                   const float *b, const conv_shape *cs, const int64_t *lo,
                                                    const int64_t *hi, int64_t cb) {
+    static const float zeros[CK_KB];
     float wp[CK_PACK];  // (cb, R, S, CK_KB); a local array: the compiler knows y never aliases it
-    const int64_t C = L->in.c, W = L->in.w, K = L->out.c, Wo = L->out.w, R = L->kh, S = L->kw;
+    const int64_t C = cs->C, W = cs->W, K = cs->K, Wo = cs->Wo, R = cs->R, S = cs->S;
     int64_t lo_all = 0, hi_all = Wo;  // output columns every tap s finds inside the row
     for (int64_t s = 0; s < S; s++) lo_all = lo[s] > lo_all ? lo[s] : lo_all, hi_all = hi[s] < hi_all ? hi[s] : hi_all;
     for (int64_t k0 = 0; k0 < K; k0 += CK_KB) {
@@ -130,10 +132,12 @@ static CK_TARGET void CK_CAT(conv_run_, CK_SUFFIX)(const ff_conv_segment *segs, 
             for (int64_t c = c0; c < c1; c++)
                 for (int64_t rs = 0; rs < R * S; rs++)
                     for (int64_t l = 0; l < CK_KB; l++)
-                        wp[((c - c0) * R * S + rs) * CK_KB + l] = l < kl ? w[((k0 + l) * C + c) * R * S + rs] : 0.0f;
+                        wp[((c - c0) * R * S + rs) * CK_KB + l] = l >= kl  ? 0.0f
+                                                                  : cs->wt ? w[(c * K + k0 + l) * R * S + rs]
+                                                                           : w[((k0 + l) * C + c) * R * S + rs];
             // The first chunk starts each element from its bias; later chunks continue from the
             // value stored in out (a float store and reload is exact).
-            const float *bias = c0 == 0 ? b + k0 : NULL;
+            const float *bias = c0 != 0 ? NULL : b ? b + k0 : zeros;
             for (int q = 0; q < n_segs; q++) {
                 const ff_rows *rows = &segs[q].rows;
                 const int64_t in_rows = rows->in_hi - rows->in_lo;
@@ -141,8 +145,8 @@ static CK_TARGET void CK_CAT(conv_run_, CK_SUFFIX)(const ff_conv_segment *segs, 
                 if (out_rows <= 0 || segs[q].n <= 0) continue;
                 const int64_t in_img = C * in_rows * W;     // floats per image in the input band
                 const int64_t out_img = K * out_rows * Wo;  // floats per image in the output band
-                const conv_geom g = {C,           L->in.h, W,        Wo, R,  S,      L->stride, L->pad,
-                                     rows->in_lo, in_rows, out_rows, lo, hi, lo_all, hi_all};
+                const conv_geom g = {C,      cs->H,       W,       Wo,       R,  S,  cs->st, cs->pad,
+                                     cs->ts, rows->in_lo, in_rows, out_rows, lo, hi, lo_all, hi_all};
                 for (int64_t img = 0; img < segs[q].n; img++) {
                     const float *x = segs[q].in + img * in_img;                   // (C, in_rows, W)
                     float *y = segs[q].out + img * out_img + k0 * out_rows * Wo;  // (K - k0, out_rows, Wo)

@@ -5,6 +5,8 @@
 // multiply and add the plain loop nest would (no FMA: -ffp-contract=off), so an element's value
 // never depends on where a band, a batch slice, a k block or a vector boundary falls.
 #include "fivefold/layers_cpu.h"
+
+#include "conv_cpu_private.h"
 #include "fivefold/status.h"
 
 #include <math.h>
@@ -53,9 +55,23 @@ static void valid_cols(int64_t *lo, int64_t *hi, int64_t W, int64_t Wo, int64_t 
     if (*hi < *lo) *hi = *lo;
 }
 
+// What conv_run computes (the kernel of conv_cpu_kernel.h): for each output channel k and output
+// pixel (oh, ow), out = b[k] (or +0.0f), then for input channel c, tap row r, tap column s
+// ascending: out += w(k, c, r, s) * in[c, oh*st - pad + r*ts, ow*st - pad + s*ts], taps outside
+// the input skipped; w(k, c, r, s) is w[((k*C + c)*R + r)*S + s], or w[((c*K + k)*R + r)*S + s]
+// where wt. The forward conv: ts = 1, wt false. The data gradient of a stride-1 conv
+// (layers_cpu_backward.h's order: k, r, s ascending, each dx element from +0): the same kernel
+// with dy as the input, C and K exchanged, ts = -1, pad = -(the conv's pad), wt true.
+typedef struct {
+    int64_t C, H, W;  // input channels, rows, columns
+    int64_t K, Wo;    // output channels, columns
+    int64_t R, S, st, pad, ts;
+    bool wt;
+} conv_shape;
+
 // Geometry shared by the block kernel calls of one conv2d call.
 typedef struct {
-    int64_t C, H, W, Wo, R, S, st, pad;
+    int64_t C, H, W, Wo, R, S, st, pad, ts;
     int64_t in_lo, in_rows, out_rows;
     const int64_t *lo, *hi;  // (S): valid output columns of tap s
     int64_t lo_all, hi_all;  // output columns valid for every tap: [max lo, min hi)
@@ -225,31 +241,39 @@ void ff_cpu_conv2d(float *out, const float *in, const float *w, const float *b, 
     ff_cpu_conv2d_segments(&seg, 1, w, b, L);
 }
 
-void ff_cpu_conv2d_segments(const ff_conv_segment *segs, int n_segs, const float *w, const float *b,
-                            const ff_layer *L) {
-    const int64_t C = L->in.c, W = L->in.w;
-    const int64_t K = L->out.c, Wo = L->out.w;
-    const int64_t R = L->kh, S = L->kw;
-    if (K <= 0) return;
-    int64_t lo[FF_MAX_S], hi[FF_MAX_S];
+// The packed kernel over segments; false where the kernel is too wide for it (the caller then
+// computes the same order another way).
+static bool conv_packed(const ff_conv_segment *segs, int n_segs, const float *w, const float *b, const conv_shape *cs) {
+    if (cs->K <= 0) return true;
     // Kernels wider than FF_MAX_S (none in the models) or so large that one channel's packed
-    // taps overflow the pack buffer fall back to the same arithmetic one column at a time.
-    const int64_t s_tab = min64(S, FF_MAX_S);
-    for (int64_t s = 0; s < s_tab; s++) valid_cols(&lo[s], &hi[s], W, Wo, L->stride, L->pad, s);
-    // taps a channel packs
-    if (S > FF_MAX_S || R * S > FF_PACK_TAPS) {
-        for (int q = 0; q < n_segs; q++) conv2d_plain(segs[q].out, segs[q].in, w, b, L, &segs[q].rows, segs[q].n);
-        return;
-    }
-    const int64_t cb = min64(C, FF_PACK_TAPS / (R * S));  // channels per packed chunk
+    // taps overflow the pack buffer are left to the caller.
+    if (cs->S > FF_MAX_S || cs->R * cs->S > FF_PACK_TAPS) return false;
+    int64_t lo[FF_MAX_S], hi[FF_MAX_S];
+    for (int64_t s = 0; s < cs->S; s++) valid_cols(&lo[s], &hi[s], cs->W, cs->Wo, cs->st, cs->pad, s * cs->ts);
+    const int64_t cb = min64(cs->C, FF_PACK_TAPS / (cs->R * cs->S));  // channels per packed chunk
 #ifdef FF_HAVE_WIDE
     switch (ff_cpu_vector()) {
-        case 512: conv_run_512(segs, n_segs, w, b, L, lo, hi, cb); return;
-        case 256: conv_run_256(segs, n_segs, w, b, L, lo, hi, cb); return;
+        case 512: conv_run_512(segs, n_segs, w, b, cs, lo, hi, cb); return true;
+        case 256: conv_run_256(segs, n_segs, w, b, cs, lo, hi, cb); return true;
         default: break;
     }
 #endif
-    conv_run_128(segs, n_segs, w, b, L, lo, hi, cb);
+    conv_run_128(segs, n_segs, w, b, cs, lo, hi, cb);
+    return true;
+}
+
+void ff_cpu_conv2d_segments(const ff_conv_segment *segs, int n_segs, const float *w, const float *b,
+                            const ff_layer *L) {
+    const conv_shape cs = {L->in.c, L->in.h, L->in.w, L->out.c, L->out.w, L->kh, L->kw, L->stride, L->pad, 1, false};
+    if (conv_packed(segs, n_segs, w, b, &cs)) return;
+    for (int q = 0; q < n_segs; q++) conv2d_plain(segs[q].out, segs[q].in, w, b, L, &segs[q].rows, segs[q].n);
+}
+
+bool ff_cpu_conv2d_backward_data_packed(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n) {
+    if (L->stride != 1) return false;
+    const conv_shape cs = {L->out.c, L->out.h, L->out.w, L->in.c, L->in.w, L->kh, L->kw, 1, -L->pad, -1, true};
+    const ff_conv_segment seg = {dx, dy, {0, L->out.h, 0, L->in.h}, n};
+    return conv_packed(&seg, 1, w, NULL, &cs);
 }
 
 // PyTorch's relu keeps -0.0 as -0.0 and NaN as NaN (torch.relu(tensor([-0., nan])) is

@@ -9,6 +9,8 @@
 // values is already lost, so the skip is documented rather than paid for.
 #include "fivefold/layers_cpu_backward.h"
 
+#include "conv_cpu_private.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -81,6 +83,10 @@ void ff_cpu_conv2d_backward_weights(float *dw, float *db, const float *dy, const
 }
 
 void ff_cpu_conv2d_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L, int64_t n) {
+    // A stride-1 conv's data gradient is a conv of dy with the kernel flipped: the packed kernel
+    // computes it in the same order (conv_cpu_private.h); the loop nest below is the spec and
+    // takes the rest.
+    if (ff_cpu_conv2d_backward_data_packed(dx, dy, w, L, n)) return;
     const int64_t K = L->out_c, C = L->in.c, H = L->in.h, W = L->in.w, R = L->kh, S = L->kw;
     const int64_t Ho = L->out.h, Wo = L->out.w, st = L->stride, pad = L->pad;
     memset(dx, 0, (size_t)(n * C * H * W) * sizeof *dx);
