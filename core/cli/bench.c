@@ -217,14 +217,16 @@ static ff_status run_peer(peer_result *r, const ff_exec_options *o, const char *
     const bool gpu = caps.device == FF_DEVICE_CUDA;
     char cmd[1024], nproc[16];
     snprintf(nproc, sizeof nproc, "%d", ranks);
-    // CPU modes compare with PyTorch on the CPU (one thread for serial, every core otherwise);
+    // CPU modes compare with PyTorch on the CPU with as many threads as we have ranks (one for
+    // serial; torch's own default can be 1 thread where OpenMP sees a CPU quota, which would
+    // flatter a multi-rank run);
     // GPU modes with cuDNN fp32 (TF32 off) or TF32 when --precision tf32, eager or as a variant says;
     // tf32x3 (fp32-class products on tensor cores) is compared with the peer's fp32.
     snprintf(cmd, sizeof cmd,
              "%s %s/bench/peer_pytorch.py --model %s --batch %lld --iters %lld --device %s --threads %d "
              "--precision %s%s%s%s 2>/dev/null",
              py, FF_SOURCE_DIR, model, (long long)batch, (long long)iters, gpu ? "cuda" : "cpu",
-             o->mode == FF_MODE_SERIAL ? 1 : 0,
+             o->mode == FF_MODE_SERIAL ? 1 : ranks,
              ff_precision_name(o->plan.precision == FF_PRECISION_TF32X3 ? FF_PRECISION_FP32 : o->plan.precision),
              variant_flags, gpu && ranks > 1 ? " --nproc " : "", gpu && ranks > 1 ? nproc : "");
     FILE *p = popen(cmd, "r");

@@ -88,5 +88,19 @@ else
     bad "--peer pytorch: exit $rc, or peer/peer_variants/speedup inconsistent in $tmp/p.json"
 fi
 
+# 7. A multi-rank CPU run is compared with PyTorch on as many threads as it has ranks (never with
+#    torch's default, which is one thread where OpenMP sees a CPU quota).
+if [ -n "${MPIEXEC:-}" ] && ! grep -q "PyTorch peer failed" "$tmp/out"; then
+    $MPIEXEC 2 "$ff" bench --model mnist-cnn --mode mpi --split batch --batch 2 --iters 2 --peer pytorch \
+        --json "$tmp/p2.json" >"$tmp/out" 2>&1
+    rc=$?
+    name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["peer"]["name"])' "$tmp/p2.json" 2>/dev/null)
+    if [ $rc -eq 0 ] && [ "$name" = "pytorch-eager-fp32-cpu-2t" ]; then
+        ok "--peer pytorch at P = 2: PyTorch on 2 threads ($name)"
+    else
+        bad "--peer pytorch at P = 2: exit $rc, peer '$name' (expected pytorch-eager-fp32-cpu-2t)"
+    fi
+fi
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
