@@ -20,6 +20,7 @@
 #include "fivefold/digest.h"
 #include "fivefold/gate.h"
 #include "fivefold/json.h"
+#include "fivefold/layers_cpu.h"
 #include "fivefold/machine.h"
 
 #define MAX_BATCHES 16
@@ -295,6 +296,10 @@ static ff_status write_json(const char *path, const bench_args *a, const ff_mode
     ff_json_int(&j, "winograd_m", o->plan.winograd_m);
     ff_json_bool(&j, "s2d", o->plan.s2d);
     ff_json_int(&j, "flops_per_image", m->flops_total);
+    // the CPU kernels' copy (AVX-512, AVX2 or the baseline: the same bits, not the same speed)
+    ff_exec_caps caps;
+    ff_mode_caps(&caps, o->mode);
+    if (caps.device == FF_DEVICE_CPU) ff_json_int(&j, "cpu_vector_bits", ff_cpu_vector());
     ff_json_end_object(&j);
     ff_json_begin_object(&j, "gate");
     ff_json_bool(&j, "passed", g->passed);

@@ -35,7 +35,8 @@ if [ $rc -eq 0 ] && [ -s "$tmp/r.json" ]; then
     for key in '"schema": "fivefold-bench/1"' '"commit"' '"build"' '"flags"' '"machine"' '"cpu"' '"cores"' \
         '"mpi"' '"config"' '"model": "mnist-cnn"' '"mode": "serial"' '"split"' '"ranks": 1' '"batch": 3' \
         '"precision": "fp32"' '"backend": "own"' '"gate"' '"passed": true' '"checks"' '"golden"' '"digest"' \
-        '"timing"' '"median_ms"' '"min_ms"' '"max_ms"' '"iters": 3' '"images_per_s"' '"phases"' '"wrong": 0'; do
+        '"timing"' '"median_ms"' '"min_ms"' '"max_ms"' '"iters": 3' '"images_per_s"' '"phases"' '"wrong": 0' \
+        '"cpu_vector_bits"'; do
         grep -qF "$key" "$tmp/r.json" || missing="$missing $key"
     done
     if [ -z "$missing" ]; then ok "passing configuration: result JSON complete"; else bad "result JSON lacks:$missing"; fi

@@ -102,6 +102,7 @@ expect 2 "FF_CPU_VECTOR=1024: expected 128, 256 or 512" -- infer --model mnist-c
 export FF_CPU_VECTOR=avx2
 expect 2 "FF_CPU_VECTOR=avx2: expected 128, 256 or 512" -- infer --model mnist-cnn
 export FF_CPU_VECTOR=128
+expect 0 "kernels: the 128-bit baseline copy \(FF_CPU_VECTOR=128" -- info --model mnist-cnn
 expect 0 "output digest: [0-9a-f]{16}" -- infer --model mnist-cnn
 base_digest=$(grep -Eo "output digest: [0-9a-f]{16}" "$tmp/out")
 for copy in 256 512; do
