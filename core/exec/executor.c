@@ -217,6 +217,7 @@ ff_status ff_exec_create(ff_executor **out, const ff_model *m, const ff_weights 
     if (d->multirank && o->comm_timeout_s >= 0) ff_comm_set_timeout(o->comm, o->comm_timeout_s);
     int vector_bits;
     FF_TRY(ff_cpu_vector_choose(&vector_bits));  // FF_CPU_VECTOR: refused here, before any work, when bad
+    ff_cpu_set_vector(vector_bits);              // decided here, before any thread runs a kernel
     ff_executor *e = calloc(1, sizeof *e);
     if (!e) return FF_FAIL(FF_ERR_OOM, "executor: %zu bytes", sizeof *e);
     e->mode = o->mode;

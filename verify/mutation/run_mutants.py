@@ -154,9 +154,13 @@ def failed_tests(output):
 
 
 def configure(root, src, build):
-    """Copies the sources to src and configures build (Release, no CUDA, Ninja): None, or what failed."""
+    """Copies the sources to src and configures build (Release at -O2, no CUDA, Ninja): None, or what
+    failed. -O2, not -O3: what a mutant changes and which tests see it does not depend on the level
+    (no FMA contraction, no fast-math at either), and the CPU kernels' unrolled copies compile 3x
+    faster (core/device/cpu/layers_cpu.c: 2.4 against 7.4 s), which most of the mutants rebuild."""
     copy_tree(root, src)
-    r = run(['cmake', '-S', src, '-B', build, '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release', '-DFF_WITH_CUDA=OFF'])
+    r = run(['cmake', '-S', src, '-B', build, '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release', '-DFF_WITH_CUDA=OFF',
+             '-DCMAKE_C_FLAGS_RELEASE=-O2 -DNDEBUG'])
     return None if r.returncode == 0 else r.stdout[-3000:] + r.stderr[-3000:] + '\nconfigure of the copied tree failed'
 
 

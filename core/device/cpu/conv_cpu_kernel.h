@@ -17,6 +17,15 @@
 #define CK_NV (CK_KB / CK_LANES)
 // Packed weights of one k block and a chunk of channels: FF_PACK_TAPS taps (c, r, s) of CK_KB floats.
 #define CK_PACK (FF_PACK_TAPS * CK_KB)
+// Pixels at each end of a block that may meet a padding column while the others do not (see CK_TAPS).
+#define CK_CUT 2
+
+// One pixel, every tap checked: the blocks whose middle pixels meet padding columns go pixel by
+// pixel (pads over CK_CUT columns: none in the models), so that only the small blocks carry the
+// nest that checks every pixel and the copies' code stays small.
+static CK_TARGET void CK_CAT(conv_pixel_, CK_SUFFIX)(float *y, const float *x, const float *wp, const float *bias,
+                                                     const conv_geom *g, int kl, int64_t c0, int64_t c1, int64_t oh,
+                                                     int64_t ol, int64_t ow0);
 
 // Updates pb (a compile-time constant after inlining) pixels ow0 .. ow0+pb-1 of output row oh
 // (local row ol) for the kl valid lanes of one k block, over channels [c0, c1).
@@ -25,6 +34,11 @@
 static inline __attribute__((always_inline)) CK_TARGET void CK_CAT(conv_block_, CK_SUFFIX)(
     float *y, const float *x, const float *wp, const float *bias, const conv_geom *g, int kl, int64_t c0, int64_t c1,
     int64_t oh, int64_t ol, int64_t ow0, const int pb) {
+    const bool inside = ow0 >= g->lo_all && ow0 + pb <= g->hi_all;
+    if (!inside && pb > 2 * CK_CUT && !(ow0 + CK_CUT >= g->lo_all && ow0 + pb - CK_CUT <= g->hi_all)) {
+        for (int p = 0; p < pb; p++) CK_CAT(conv_pixel_, CK_SUFFIX)(y, x, wp, bias, g, kl, c0, c1, oh, ol, ow0 + p);
+        return;
+    }
     const int64_t ystride = g->out_rows * g->Wo;  // floats between channels k and k+1
     float *yp = y + ol * g->Wo + ow0;
     // acc0[p] (and acc1[p] where a pixel's 8 k take two vectors): pixel p's k block, in separate
@@ -49,10 +63,9 @@ static inline __attribute__((always_inline)) CK_TARGET void CK_CAT(conv_block_, 
 #endif
 // The tap loop nest, for c, r, s ascending. STRIDE: the distance between neighbouring pixels'
 // input columns (the constant 1 where it can be, so that the pixels' loads are one base and
-// constant offsets). EDGE: which pixels of the block may meet a padding column at a tap and so
-// check, per tap, the columns valid for them: 0 none (the inside of a row), 1 only the first and
-// last CK_CUT pixels (p is a constant after unrolling, so the others' checks fold away), 2 all.
-#define CK_CUT 2
+// constant offsets). EDGE 0: no pixel of the block meets a padding column (the inside of a row),
+// nothing is checked; EDGE 1: at a tap some may, and the first and last CK_CUT pixels check the
+// columns valid for them (p is a constant after unrolling, so the others' checks fold away).
 #define CK_TAPS(STRIDE, EDGE)                                                                           \
     for (int64_t c = c0; c < c1; c++) {                                                                 \
         for (int64_t r = 0; r < g->R; r++) {                                                            \
@@ -83,22 +96,17 @@ static inline __attribute__((always_inline)) CK_TARGET void CK_CAT(conv_block_, 
     CK_VEC w0;         \
     memcpy(&w0, (src), sizeof w0)
 #endif
-    // Four copies of the nest, chosen once per block: a block whose every pixel sees every tap
-    // column (the inside of a row: [g->lo_all, g->hi_all)) checks nothing, and at stride 1 its
-    // loads need no per-pixel address; a block whose middle pixels do (a row of a padded conv
-    // split into a few wide blocks) checks only its CK_CUT first and last pixels.
-    if (ow0 >= g->lo_all && ow0 + pb <= g->hi_all) {
-        if (g->st == 1) {
-            CK_TAPS(1, 0)
-        } else {
-            CK_TAPS(g->st, 0)
-        }
-    } else if (ow0 + CK_CUT >= g->lo_all && ow0 + pb - CK_CUT <= g->hi_all) {
-        CK_TAPS(g->st, 1)
+    // Two copies of the nest, chosen once per block: a stride-1 block whose every pixel sees every
+    // tap column (the inside of a row: [g->lo_all, g->hi_all)) checks nothing and loads from one
+    // base at constant offsets; any other checks, per tap, whether the whole block is inside
+    // (then nothing more) and else its CK_CUT first and last pixels (all of them in a block of at
+    // most 2 * CK_CUT; a wider block whose middle pixels may meet a padding column went pixel by
+    // pixel above).
+    if (inside && g->st == 1) {
+        CK_TAPS(1, 0)
     } else {
-        CK_TAPS(g->st, 2)
+        CK_TAPS(g->st, 1)
     }
-#undef CK_CUT
 #undef CK_TAPS
 #undef CK_LOAD_W
 #undef CK_MAC
@@ -110,6 +118,14 @@ static inline __attribute__((always_inline)) CK_TARGET void CK_CAT(conv_block_, 
 #endif
         for (int l = 0; l < kl; l++) yp[l * ystride + p] = t[l];
     }
+}
+
+static __attribute__((noinline)) CK_TARGET void CK_CAT(conv_pixel_, CK_SUFFIX)(float *y, const float *x,
+                                                                               const float *wp, const float *bias,
+                                                                               const conv_geom *g, int kl, int64_t c0,
+                                                                               int64_t c1, int64_t oh, int64_t ol,
+                                                                               int64_t ow0) {
+    CK_CAT(conv_block_, CK_SUFFIX)(y, x, wp, bias, g, kl, c0, c1, oh, ol, ow0, 1);
 }
 
 // The k-block / channel-chunk / segment loop nest of ff_cpu_conv2d_segments (see there), with this
@@ -203,5 +219,6 @@ static CK_TARGET void CK_CAT(conv_run_, CK_SUFFIX)(const ff_conv_segment *segs, 
 
 #undef CK_NV
 #undef CK_PACK
+#undef CK_CUT
 #undef CK_CAT
 #undef CK_CAT2

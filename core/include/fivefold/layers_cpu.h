@@ -47,8 +47,9 @@ typedef struct {
 } ff_conv_segment;
 void ff_cpu_conv2d_segments(const ff_conv_segment *segs, int n_segs, const float *w, const float *b, const ff_layer *L);
 // The conv2d kernel's copy in effect, by vector width in bits: 512 (AVX-512F), 256 (AVX2) or 128
-// (the baseline every x86-64 has). All give the same bits. Decided at the first call: the widest
-// the CPU has, or what FF_CPU_VECTOR asks for.
+// (the baseline every x86-64 has). All give the same bits. ff_exec_create decides it before any
+// thread runs a kernel (else the first call does): the widest the CPU has, or what FF_CPU_VECTOR
+// asks for.
 int ff_cpu_vector(void);
 // The copy FF_CPU_VECTOR asks for (unset or empty: the widest the CPU has; 128; 256; 512), or
 // FF_ERR_INPUT naming the value when it is something else or asks for a width the CPU lacks.
