@@ -4,6 +4,7 @@
 # in each round, then `fivefold bench --peer pytorch` (PyTorch measured in the same invocation) and
 # CPU training against PyTorch's. Usage: run.sh OLD_FIVEFOLD NEW_FIVEFOLD OUT_DIR [ROUNDS]
 set -u
+MPIEXEC=${MPIEXEC:-mpiexec}  # the launcher of the MPI the build links (mpiexec.mpich where Open MPI is installed too)
 old=$1 new=$2 out=$3 rounds=${4:-3}
 mkdir -p "$out"
 py=${FF_PYTHON:-/usr/bin/python3}
@@ -22,8 +23,8 @@ for r in $(seq 1 "$rounds"); do
             echo "$1 $2 N=$3 $o $n"
         done
         for split in batch rows; do
-            o=$(infer_ms mpiexec -n 2 "$old" infer --model mnist-cnn --mode mpi --split $split --batch 64)
-            n=$(infer_ms mpiexec -n 2 "$new" infer --model mnist-cnn --mode mpi --split $split --batch 64)
+            o=$(infer_ms $MPIEXEC -n 2 "$old" infer --model mnist-cnn --mode mpi --split $split --batch 64)
+            n=$(infer_ms $MPIEXEC -n 2 "$new" infer --model mnist-cnn --mode mpi --split $split --batch 64)
             echo "mnist-cnn mpi-$split-P2 N=64 $o $n"
         done
         echo "# training: mnist-cnn, 60 steps of batch 64 from Fashion-MNIST: samples/s old, new, PyTorch 1 thread"
@@ -37,7 +38,7 @@ for r in $(seq 1 "$rounds"); do
     "$new" bench --model alexnet --mode serial --batch 1 --iters 20 --peer pytorch --json "$d/" >"$d/bench.log" 2>&1
     "$new" bench --model mnist-cnn --mode serial --batch 1,16,64 --iters 20 --peer pytorch --json "$d/" >>"$d/bench.log" 2>&1
     for split in batch rows; do
-        mpiexec -n 2 "$new" bench --model mnist-cnn --mode mpi --split $split --batch 64 --iters 20 --peer pytorch \
+        $MPIEXEC -n 2 "$new" bench --model mnist-cnn --mode mpi --split $split --batch 64 --iters 20 --peer pytorch \
             --json "$d/" >>"$d/bench.log" 2>&1
     done
     grep -E "^(alexnet|mnist-cnn) |speedup" "$d/bench.log"

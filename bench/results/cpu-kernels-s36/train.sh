@@ -7,6 +7,7 @@
 # thread, serial (2 threads here) and mpi:2 (2 ranks of one thread) with PyTorch on two.
 # Usage: train.sh OLD NEW [ROUNDS]
 set -u
+MPIEXEC=${MPIEXEC:-mpiexec}  # the launcher of the MPI the build links (mpiexec.mpich where Open MPI is installed too)
 old=$1 new=$2 rounds=${3:-2}
 py=${FF_PYTHON:-/usr/bin/python3}
 data=/usr/share/datasets/fashion-mnist
@@ -24,7 +25,7 @@ for r in $(seq 1 "$rounds"); do
     o=$("$old" train --mode serial --steps 60 --batch 64 --log-every 1000 2>&1 | rate)
     n=$("$new" train --mode serial --steps 60 --batch 64 --log-every 1000 2>&1 | rate)
     echo "round $r serial:$(nproc)t $o $n $(nproc)t:$(torch_rate "$(nproc)")"
-    o=$(mpiexec -n 2 "$old" train --mode mpi --steps 60 --batch 64 --log-every 1000 2>&1 | rate)
-    n=$(mpiexec -n 2 "$new" train --mode mpi --steps 60 --batch 64 --log-every 1000 2>&1 | rate)
+    o=$($MPIEXEC -n 2 "$old" train --mode mpi --steps 60 --batch 64 --log-every 1000 2>&1 | rate)
+    n=$($MPIEXEC -n 2 "$new" train --mode mpi --steps 60 --batch 64 --log-every 1000 2>&1 | rate)
     echo "round $r mpi:2 $o $n 2t:$(torch_rate 2)"
 done
