@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "fivefold/layers_cpu.h"
 #include "fivefold/partition.h"
 
 static void help(void) {
@@ -121,6 +122,15 @@ int ff_cmd_info(int argc, char **argv) {
     }
     printf("\nmode %s: ", ff_mode_name(md));
     ff_plan_print(stdout, &plan, &m);
+    if (plan.device == FF_DEVICE_CPU) {  // which copy of the CPU kernels would run (FF_CPU_VECTOR)
+        int bits;
+        if ((st = ff_cpu_vector_choose(&bits)) != FF_OK) return ff_cli_fail("info", st);
+        printf("  kernels: the %s copy (FF_CPU_VECTOR=%d; every copy gives the same bits)\n",
+               bits == 512   ? "AVX-512"
+               : bits == 256 ? "AVX2"
+                             : "128-bit baseline",
+               bits);
+    }
     if (ranks > 0 || split) {
         if (!split || ranks < 1) return ff_cli_usage("info", "--ranks and --split go together");
         ff_split sp;

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fivefold/layers_cpu.h"
 #include "fivefold/winograd.h"
 
 const char *ff_precision_name(ff_precision p) {
@@ -128,14 +127,6 @@ static const char *band_name(ff_band_kind b) {
 void ff_plan_print(FILE *f, const ff_plan *p, const ff_model *m) {
     fprintf(f, "plan (%s device, digest class %s):\n", ff_device_kind_name(p->device),
             p->digest_class[0] ? p->digest_class : "none (tolerance only)");
-    if (p->device == FF_DEVICE_CPU) {
-        const int bits = ff_cpu_vector();
-        fprintf(f, "  kernels: the %s copy (FF_CPU_VECTOR=%d; every copy gives the same bits)\n",
-                bits == 512   ? "AVX-512"
-                : bits == 256 ? "AVX2"
-                              : "128-bit baseline",
-                bits);
-    }
     fprintf(f, "  %-3s %-8s %-16s %-10s %s\n", "#", "layer", "algorithm", "relu", "band");
     for (int i = 0; i < m->n_layers; i++) {
         const ff_layer_plan *lp = &p->layer[i];

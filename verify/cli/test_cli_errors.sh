@@ -101,6 +101,7 @@ export FF_CPU_VECTOR=1024
 expect 2 "FF_CPU_VECTOR=1024: expected 128, 256 or 512" -- infer --model mnist-cnn
 export FF_CPU_VECTOR=avx2
 expect 2 "FF_CPU_VECTOR=avx2: expected 128, 256 or 512" -- infer --model mnist-cnn
+expect 2 "FF_CPU_VECTOR=avx2: expected 128, 256 or 512" -- info --model mnist-cnn
 export FF_CPU_VECTOR=128
 expect 0 "kernels: the 128-bit baseline copy \(FF_CPU_VECTOR=128" -- info --model mnist-cnn
 expect 0 "output digest: [0-9a-f]{16}" -- infer --model mnist-cnn
