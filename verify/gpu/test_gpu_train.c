@@ -1372,6 +1372,161 @@ static ff_layer conv_layer(int64_t K, int64_t C, int64_t H, int64_t W, int k, in
     return L;
 }
 
+// ---------------------------------------------------------------- pool-sparse backward
+
+// The host model of pool_sparse.cu's orders (gpu.h "pool-sparse backward"): each window's pick and
+// relu gate, dx chains k ascending then the covering windows row-major, per-image weight chains
+// over the windows row-major, the bias +0 + g + ..., the group sums in image order. dx (n, C, H, W);
+// dw, db: rows (ngroups, K*C*9) and (ngroups, K). Explicit fmaf and separate adds: no contraction.
+static void pool_sparse_host(float *dx, float *dw, float *db, const float *dy, const float *y, const float *x,
+                             const float *w, bool gate, const ff_layer *conv, const ff_layer *pool, int64_t n,
+                             int64_t group) {
+    const int64_t C = conv->in.c, H = conv->in.h, W = conv->in.w, K = conv->out_c;
+    const int64_t Ho = conv->out.h, Wo = conv->out.w, PH = pool->out.h, PW = pool->out.w, PP = PH * PW;
+    const int64_t KCRS = K * C * 9, PS = KCRS + K, nw = n * K * PP;
+    float *G = malloc((size_t)nw * sizeof(float)), *part = malloc((size_t)(n * PS) * sizeof(float));
+    int *Q = malloc((size_t)nw * sizeof(int));
+    assert_true(G && part && Q);
+    for (int64_t t = 0; t < nw; t++) {
+        const int64_t plane = t / PP, o = t % PP, py = o / PW, px = o % PW;
+        const float *p = y + plane * Ho * Wo + 2 * py * Wo + 2 * px;
+        const float v[4] = {p[0], p[1], p[Wo], p[Wo + 1]};
+        int best = 0;
+        for (int q = 1; q < 4; q++)
+            if (v[q] > v[best] || isnan(v[q])) best = q;
+        G[t] = !(v[best] > 0.0f) ? 0.0f : 0.0f + dy[t];
+        Q[t] = best;
+    }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t yy = 0; yy < H; yy++)
+                for (int64_t xx = 0; xx < W; xx++) {
+                    float acc = 0.0f;
+                    for (int64_t k = 0; k < K; k++)
+                        for (int64_t wy = yy / 2 - 2; wy <= yy / 2; wy++)
+                            for (int64_t wx = xx / 2 - 2; wx <= xx / 2; wx++) {
+                                if (wy < 0 || wy >= PH || wx < 0 || wx >= PW) continue;
+                                const int64_t t = ((i * K + k) * PH + wy) * PW + wx;
+                                const int64_t r = yy - (2 * wy + Q[t] / 2), sc = xx - (2 * wx + Q[t] % 2);
+                                if (G[t] == 0.0f || r < 0 || r > 2 || sc < 0 || sc > 2) continue;
+                                acc = fmaf(G[t], w[((k * C + c) * 3 + r) * 3 + sc], acc);
+                            }
+                    const int64_t at = ((i * C + c) * H + yy) * W + xx;
+                    dx[at] = gate && !(x[at] > 0.0f) ? 0.0f : acc;
+                }
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t k = 0; k < K; k++) {
+            float *pk = part + i * PS + k * C * 9;
+            for (int64_t e = 0; e < C * 9; e++) pk[e] = 0.0f;
+            float b = 0.0f;
+            for (int64_t o = 0; o < PP; o++) {
+                const int64_t t = (i * K + k) * PP + o, ay = 2 * (o / PW) + Q[t] / 2, ax = 2 * (o % PW) + Q[t] % 2;
+                b = b + G[t];
+                if (G[t] == 0.0f) continue;
+                for (int64_t c = 0; c < C; c++)
+                    for (int64_t r = 0; r < 3; r++)
+                        for (int64_t sc = 0; sc < 3; sc++)
+                            pk[(c * 3 + r) * 3 + sc] =
+                                fmaf(G[t], x[((i * C + c) * H + ay + r) * W + ax + sc], pk[(c * 3 + r) * 3 + sc]);
+            }
+            part[i * PS + KCRS + k] = b;
+        }
+    for (int64_t g0 = 0; g0 * group < n; g0++) {
+        const int64_t i0 = g0 * group, i1 = i0 + group < n ? i0 + group : n;
+        for (int64_t e = 0; e < PS; e++) {
+            float v = part[i0 * PS + e];
+            for (int64_t i = i0 + 1; i < i1; i++) v = v + part[i * PS + e];
+            if (e < KCRS)
+                dw[g0 * KCRS + e] = v;
+            else
+                db[g0 * K + e - KCRS] = v;
+        }
+    }
+    free(G), free(Q), free(part);
+}
+
+// The pool-sparse kernels against their host model, bit for bit: mnist's conv2 under pool1 on the
+// real activations (relu1's output as the data gradient's gate), and a layer with two blocks of
+// input channels (40), a partial block of output channels (37) and odd sizes (a row and a column
+// no window covers) on quantized inputs with ties, NaN and -0. The sparse gradient must also fit
+// where the dense one lies, and the dense launchers must give other bits (the kernels ran).
+static void pool_sparse_backward_bits(void **state) {
+    (void)state;
+    size_t bad = 0;
+    const int conv2 = ff_model_find_layer(&F.m, "conv2"), pool = ff_model_find_layer(&F.m, "pool1");
+    const ff_layer cv[2] = {F.m.layers[conv2], conv_layer(37, 40, 11, 13, 3, 0)};
+    const ff_layer pl[2] = {F.m.layers[pool], pool_layer(37, 9, 11, 2, 2, 0)};
+    for (int t = 0; t < 2; t++) {
+        const ff_layer *L = &cv[t], *P = &pl[t];
+        assert_true(ff_gpu_pool_sparse_applies(L, P));
+        const int64_t n = t == 0 ? N_IMG : 5, group = t == 0 ? GROUP : 2, ng = (n + group - 1) / group;
+        const size_t nx = (size_t)(n * ff_shape_numel(L->in)), ny = (size_t)(n * ff_shape_numel(L->out));
+        const size_t ndy = (size_t)(n * ff_shape_numel(P->out)), KCRS = (size_t)L->n_weight, K = (size_t)L->out_c;
+        assert_true(ff_gpu_pool_sparse_floats(P, n) <= (int64_t)ny);
+        float *x = t == 0 ? F.cact[conv2] : tu_rand(nx, 601, 1.0f);
+        float *y = t == 0 ? F.cact[pool] : tu_rand(ny, 602, 1.0f);
+        const float *w = t == 0 ? F.w.w[conv2] : NULL;
+        float *wt = t == 0 ? NULL : tu_rand(KCRS, 603, 0.2f);
+        if (t == 1) {
+            w = wt;
+            for (size_t i = 0; i < ny; i++) y[i] = roundf(y[i] * 2.0f) * 0.5f;  // ties, zeros, negatives
+            for (size_t i = 0; i < ny; i += 37) y[i] = -0.0f;
+            for (size_t i = 11; i + 1 < ny; i += 53) y[i] = NAN, y[i + 1] = NAN;
+        }
+        float *dy = tu_rand(ndy, 604, 1.0f);
+        for (size_t i = 0; i < ndy; i++) dy[i] = ldexpf(dy[i], (int)(i % 9) - 4);  // magnitudes: order shows
+        float *dx_h = malloc(nx * sizeof(float)), *dw_h = malloc((size_t)ng * KCRS * sizeof(float));
+        float *db_h = malloc((size_t)ng * K * sizeof(float));
+        const bool gate = t == 0;
+        pool_sparse_host(dx_h, dw_h, db_h, dy, y, x, w, gate, L, P, n, group);
+
+        float *gx = tu_dev_from(x, nx, F.s), *gy = tu_dev_from(y, ny, F.s), *gdy = tu_dev_from(dy, ndy, F.s);
+        float *gw = tu_dev_from(w, KCRS, F.s), *gq = tu_dev_from(NULL, ny, F.s), *gdx = tu_dev_from(NULL, nx, F.s);
+        const size_t stride = KCRS + K + 5;  // rows with a gap: the kernels write only their own
+        float *grows = tu_dev_from(NULL, (size_t)ng * stride, F.s);
+        float *work = tu_dev_from(NULL, (size_t)ff_gpu_conv2d_backward_weights_workspace_floats(L, n), F.s);
+        CHECK_OK(ff_gpu_pool_sparse_gradient(gq, gdy, gy, L, P, n, F.s));
+        CHECK_OK(ff_gpu_pool_sparse_backward_data(gdx, gq, gw, gate ? gx : NULL, L, P, n, F.s));
+        CHECK_OK(ff_gpu_pool_sparse_backward_weights(grows, grows + KCRS, (int64_t)stride, gq, gx, L, P, n, group, work,
+                                                     F.s));
+        float *dx_g = tu_host_from(gdx, nx, F.s), *rows = tu_host_from(grows, (size_t)ng * stride, F.s);
+        float *dw_g = malloc((size_t)ng * KCRS * sizeof(float)), *db_g = malloc((size_t)ng * K * sizeof(float));
+        for (int64_t g = 0; g < ng; g++) {
+            memcpy(dw_g + g * KCRS, rows + g * stride, KCRS * sizeof(float));
+            memcpy(db_g + g * K, rows + g * stride + KCRS, K * sizeof(float));
+        }
+        static const char *const what[2] = {"mnist conv2 / pool1", "40 -> 37 channels, 11x13 (ties, NaN, -0)"};
+        char name[128];
+        snprintf(name, sizeof name, "pool-sparse dx%s, %s", gate ? " (relu gate)" : "", what[t]);
+        bad += check_bits(name, dx_g, dx_h, nx);
+        snprintf(name, sizeof name, "pool-sparse dw rows, %s", what[t]);
+        bad += check_bits(name, dw_g, dw_h, (size_t)ng * KCRS);
+        snprintf(name, sizeof name, "pool-sparse db rows, %s", what[t]);
+        bad += check_bits(name, db_g, db_h, (size_t)ng * K);
+        // the dense launchers on the same gradient (scattered by the maxpool backward): other bits
+        float *gdense = tu_dev_from(NULL, ny, F.s);
+        CHECK_OK(ff_gpu_maxpool_backward(gdense, gdy, gy, P, n, true, F.s));
+        CHECK_OK(
+            ff_gpu_conv2d_backward_weights(grows, grows + KCRS, (int64_t)stride, gdense, gx, L, n, group, work, F.s));
+        float *rows_d = tu_host_from(grows, (size_t)ng * stride, F.s);
+        size_t differ = 0;
+        for (size_t i = 0; i < (size_t)ng * stride; i++) differ += memcmp(&rows_d[i], &rows[i], 4) != 0;
+        printf("  %-52s %zu of %zu weight-row values differ from the dense kernels'  %s\n", "pool-sparse vs dense",
+               differ, (size_t)ng * stride, differ ? "PASS" : "FAIL");
+        bad += differ == 0;
+        ff_gpu_free(gx), ff_gpu_free(gy), ff_gpu_free(gdy), ff_gpu_free(gw), ff_gpu_free(gq), ff_gpu_free(gdx);
+        ff_gpu_free(grows), ff_gpu_free(work), ff_gpu_free(gdense);
+        if (t == 1) free(x), free(y);
+        free(wt), free(dy), free(dx_h), free(dw_h), free(db_h), free(dx_g), free(rows), free(dw_g), free(db_g);
+        free(rows_d);
+    }
+    // a shape it does not take is refused with a message, not run
+    const ff_layer pad1 = conv_layer(8, 4, 10, 10, 3, 1), p8 = pool_layer(8, 10, 10, 2, 2, 0);
+    assert_false(ff_gpu_pool_sparse_applies(&pad1, &p8));
+    assert_int_equal(ff_gpu_pool_sparse_gradient(NULL, NULL, NULL, &pad1, &p8, 1, F.s), FF_ERR_INPUT);
+    assert_int_equal(bad, 0);
+}
+
 static ff_layer linear_layer(int64_t O, int64_t I) {
     ff_layer L = {.name = "linear-test", .op = FF_OP_LINEAR, .out_c = O};
     L.in = (ff_shape){I, 1, 1};
@@ -1533,6 +1688,20 @@ static void train_backward_within_bound(void **state) {
     size_t per_group[NGROUPS];
     size_t bad = check_rows("cpu ", cgrads, ref, bnd, per_group);
     bad += check_rows("cuda", g1, ref, bnd, per_group);
+    // the dense kernels in place of the pool-sparse path (gpu.h): within the same bound, other bits
+    CHECK_OK(ff_device_upload(F.gpu, gdz, F.dz, ndz));
+    CHECK_OK(ff_device_upload(F.gpu, ggrads, nan_rows, rows_n));
+    ff_gpu_debug_force_pool_dense(true);
+    CHECK_OK(ff_device_train_backward(F.gpu, ggrads, nt, gdz, (const float *const *)F.gact, F.last, N_IMG, GROUP));
+    ff_gpu_debug_force_pool_dense(false);
+    float *gd = download(ggrads, rows_n);
+    bad += check_rows("cuda (dense pool)", gd, ref, bnd, per_group);
+    size_t differ = 0;
+    for (size_t i = 0; i < rows_n; i++) differ += memcmp(&gd[i], &g1[i], 4) != 0;
+    printf("  %-52s %zu of %zu values differ  %s\n", "cuda pool-sparse vs dense pool rows", differ, rows_n,
+           differ ? "PASS" : "FAIL");
+    bad += differ == 0;
+    free(gd);
 
     // determinism: again (dz re-uploaded: the backward may use it as scratch), and each group alone
     CHECK_OK(ff_device_upload(F.gpu, gdz, F.dz, ndz));
@@ -1588,6 +1757,7 @@ int main(void) {
         cmocka_unit_test(conv_wgrad_beside_choice),     cmocka_unit_test(linear_tree_kernel_bits),
         cmocka_unit_test(data_gradients_fast_paths),    cmocka_unit_test(train_backward_within_bound),
         cmocka_unit_test(backward_reduced_bits),        cmocka_unit_test(backward_two_pass_bits),
+        cmocka_unit_test(pool_sparse_backward_bits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -8,6 +8,8 @@
 #           fail. Graph replays (the default) equal eager steps (FF_TRAIN_GRAPHS=0), the gradient
 #           lane (the default) a backward on one stream (FF_TRAIN_CONCURRENT_BACKWARD=0), and, with
 #           NCCL, so do the queued exchange's variants (host waits, uncaptured, --overlap steps).
+#           The dense pool backward (FF_TRAIN_POOL_SPARSE=0) must give other bits than the
+#           pool-sparse one (gpu.h), every step's loss within 1e-4 relative of it.
 #   resume  a cuda run killed after step 5 (test hook) and resumed equals the uninterrupted one;
 #           a checkpoint written by hybrid P = 2 after 3 steps, resumed by direct P = 3, too.
 #   cpu     cuda against serial: the GPU sums with fma chains where the CPU multiplies then adds
@@ -123,6 +125,15 @@ modes)
     GOT=$(digests "$T/ipc3.txt")
     echo "direct P=3 (transport ipc): $GOT"
     [ "$GOT" = "$REF" ] || fail "direct over CUDA IPC, P=3, differs from cuda"
+    # The dense kernels in place of the pool-sparse backward (FF_TRAIN_POOL_SPARSE=0): other chains,
+    # so other bits (the sparse path ran), every step's loss within 1e-4 relative of the default's.
+    run dense env FF_TRAIN_POOL_SPARSE=0 "$F" train --mode cuda $A
+    run sparse "$F" train --mode cuda $A
+    GOT=$(digests "$T/dense.txt")
+    echo "cuda, FF_TRAIN_POOL_SPARSE=0 (dense pool backward): $GOT"
+    [ "$GOT" != "$(digests "$T/sparse.txt")" ] || fail "the dense pool backward gave the pool-sparse path's bits"
+    msg=$(close "$T/dense.txt" "$T/sparse.txt") || fail "dense and pool-sparse runs disagree: $msg"
+    echo "  against the pool-sparse path: $msg"
     run mb4 "$F" train --mode cuda $A0 --microbatch 4
     GOT=$(digests "$T/mb4.txt")
     echo "control, cuda --microbatch 4: $GOT"

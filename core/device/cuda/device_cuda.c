@@ -109,6 +109,7 @@ typedef struct {
     // d_kept, kept_floats floats), the images, groups and top layer of that pass (bw_n -1: none, or
     // a later one-pass backward has reused the buffers).
     const float *bw_dy[FF_MAX_LAYERS];
+    bool bw_sparse[FF_MAX_LAYERS];  // bw_dy[l] holds the pool-sparse gradient (gpu.h), not a dense one
     int64_t bw_n, bw_group;
     int bw_top;
     float *d_kept;
@@ -129,6 +130,7 @@ typedef struct {
     ff_gpu_event lane_fork, lane_join;
     ff_gpu_event prep_done[FF_MAX_LAYERS];  // layer l's rearranged weights made on the lane (prep_floats)
     bool lane_off;
+    bool pool_dense;  // FF_TRAIN_POOL_SPARSE=0: the dense kernels where the pool-sparse path applies
     int64_t lane_seen[4];
     int64_t ones_n;
     bool conv_x3;  // --precision tf32x3: the convs on tensor cores (gpu.h, ff_gpu_set_conv_math)
@@ -276,6 +278,8 @@ ff_status ff_device_cuda_create(ff_device **out, const ff_model *m, const ff_wei
     // The trainer refuses any other value than 0 or 1 (train.c check_env_switch) before it runs a step.
     const char *lane_env = getenv("FF_TRAIN_CONCURRENT_BACKWARD");
     c->lane_off = lane_env && !strcmp(lane_env, "0");
+    const char *sparse_env = getenv("FF_TRAIN_POOL_SPARSE");  // (checked by the trainer too)
+    c->pool_dense = sparse_env && !strcmp(sparse_env, "0");
     ff_status st = cuda_setup(c, m, w, p, o);
     if (st != FF_OK) {
         cuda_destroy(&c->base);
@@ -1039,6 +1043,15 @@ static ff_status data_gradient(cuda_device *c, float *dx, const float *dy, int l
                                  : ff_gpu_linear_backward_data(dx, dy, c->d_w[l], L, n, work_data, c->stream);
 }
 
+// Whether conv layer l of a backward through layers [lo, hi] takes the pool-sparse path (gpu.h):
+// a relu and a 2x2/2 max-pool above it in the same backward, the shapes it applies to. The pool's
+// backward then writes the sparse gradient in place of the dense one, and the conv reads it.
+static bool pool_sparse_conv(const cuda_device *c, int l, int lo, int hi) {
+    const ff_model *m = c->base.model;
+    return l >= lo && l >= 0 && l + 2 <= hi && !c->pool_dense && ff_gpu_pool_sparse_on() &&
+           m->layers[l + 1].op == FF_OP_RELU && ff_gpu_pool_sparse_applies(&m->layers[l], &m->layers[l + 2]);
+}
+
 // From layer hi down to lo, all n images per launch: conv/linear write group g's weight and bias
 // gradients into row g of grads at the layer's offsets in ff_weights' layout (the weight kernels
 // keep each group's sums apart), then the data gradient (not for layer 0: the input's gradient is
@@ -1061,7 +1074,7 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
     if (lanes && data) {
         ff_gpu_stream ls = c->stream;
         for (int l = hi; l > lo; l--) {
-            if (prep_floats(&c->base, hi, l) == 0) continue;
+            if (prep_floats(&c->base, hi, l) == 0 || pool_sparse_conv(c, l, lo, hi)) continue;  // (none to make)
             if (!*forked) FF_TRY(lane_fork(c, true, &ls));
             *forked = true;
             float *at = c->d_train_work + prep_at(&c->base, hi, n, l);
@@ -1071,21 +1084,28 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
         }
     }
     const float *cur = dz;
+    bool cur_sparse = false;  // cur holds the pool-sparse gradient (gpu.h) of the conv below
     int next = 0;
     for (int l = hi; l >= lo; l--) {
         const ff_layer *L = &m->layers[l];
         const float *x = act[l], *y = act[l + 1];
         // A maxpool on a relu's output (mnist's pool1 on relu2) passes the gradient back through
         // both in one kernel: dx is then the relu's (its input's gradient), and the relu is done.
+        // Over a conv where the pool-sparse path applies, that dx is the sparse form (pool_sparse_conv).
         const bool pool_relu = data && L->op == FF_OP_MAXPOOL && l - 1 >= lo && m->layers[l - 1].op == FF_OP_RELU;
-        const int dl = l - pool_relu;  // the layer whose input gradient dx is
+        const bool to_sparse = pool_relu && pool_sparse_conv(c, l - 2, lo, hi);
+        // A conv reading the sparse form computes its data gradient through the relu below it
+        // too (the relu's output is the conv's input): dx is then that relu's input gradient.
+        const bool from_sparse = L->op == FF_OP_CONV2D && (pass == BACKWARD_PARAMS ? c->bw_sparse[l] : cur_sparse);
+        const bool conv_relu = data && from_sparse && l - 1 >= lo && m->layers[l - 1].op == FF_OP_RELU;
+        const int dl = l - pool_relu - conv_relu;  // the layer whose input gradient dx is
         const bool need_dx = data && dl > 0;
         const int64_t keep_at = (pass == BACKWARD_DATA || lanes) && need_dx ? kept_offset(m, dl) : -1;
         float *dx = !need_dx ? NULL : keep_at >= 0 ? c->d_kept + keep_at * n : c->d_grad[next];
         switch (L->op) {
             case FF_OP_CONV2D:
             case FF_OP_LINEAR: {
-                if (pass == BACKWARD_DATA) c->bw_dy[l] = cur;
+                if (pass == BACKWARD_DATA) c->bw_dy[l] = cur, c->bw_sparse[l] = from_sparse;
                 if (pass == BACKWARD_PARAMS) cur = c->bw_dy[l];
                 // (the data pass has no grads: no pointer is formed from it)
                 float *gw = params ? grads + (c->d_w[l] - c->d_params) : NULL;
@@ -1100,7 +1120,15 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                     FF_TRY(lane_fork(c, lanes, &ps));
                     *forked |= lanes;
                 }
-                if (L->op == FF_OP_CONV2D) {
+                if (from_sparse) {
+                    const ff_layer *pool = &m->layers[l + 2];
+                    if (params)  // on the lane (or the stream for the bottom layer), as below
+                        FF_TRY(ff_gpu_pool_sparse_backward_weights(gw, gb, grad_stride, cur, x, L, pool, n, group,
+                                                                   lanes && !need_dx ? work_data : work_params, ps));
+                    if (need_dx)
+                        FF_TRY(ff_gpu_pool_sparse_backward_data(dx, cur, c->d_w[l], conv_relu ? x : NULL, L, pool, n,
+                                                                c->stream));
+                } else if (L->op == FF_OP_CONV2D) {
                     if (params) {  // on the lane beside the data gradient: its kernel for that (gpu.h)
                         ff_gpu_set_wgrad_beside(lanes);
                         // (the bottom layer's on the stream: the data region, which the lane's
@@ -1130,13 +1158,17 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                 if (need_dx) FF_TRY(ff_gpu_relu_backward(dx, cur, y, n * ff_shape_numel(L->out), c->stream));
                 break;
             case FF_OP_MAXPOOL:
-                if (need_dx) FF_TRY(ff_gpu_maxpool_backward(dx, cur, x, L, n, pool_relu, c->stream));
+                if (need_dx && to_sparse)
+                    FF_TRY(ff_gpu_pool_sparse_gradient(dx, cur, x, &m->layers[l - 2], L, n, c->stream));
+                else if (need_dx)
+                    FF_TRY(ff_gpu_maxpool_backward(dx, cur, x, L, n, pool_relu, c->stream));
                 break;
             default: continue;  // flatten (device.c admits no other op)
         }
-        l -= pool_relu;
+        l -= pool_relu + conv_relu;
         if (!need_dx) continue;
         cur = dx;
+        cur_sparse = to_sparse;
         if (keep_at < 0) next ^= 1;  // the ping-pong buffer not holding cur
     }
     return FF_OK;

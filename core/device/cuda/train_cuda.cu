@@ -44,6 +44,7 @@
 #include "tf32x3.cuh"
 #include "train_rules.cuh"
 #include "gpu_check.cuh"
+#include "train_parts.cuh"
 
 #define FF_TRAIN_THREADS 256
 
@@ -957,7 +958,7 @@ extern "C" ff_status ff_gpu_train_kernels_init(void) {
     FF_SET_WXG(WXG_CFG_3)
 #undef FF_SET_WXG
 #endif
-    return FF_OK;
+    return ff_gpu_pool_sparse_init();
 }
 
 // One thread per dx element (n, i): j ascending, zero dy skipped; w reads coalesced across i.
@@ -1284,9 +1285,14 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
     } else {
         FF_TRY(conv_wgrad_tiled(part, dy, x, g, L, n, st));
     }
-    const long long ngroups = (n + group - 1) / group, total = ngroups * g.PW;
-    k_conv_wgrad_sum<<<train_blocks(total), FF_TRAIN_THREADS, 0, st>>>(dw, db, grad_stride, part, KCRS, g.PW, n, group,
-                                                                       total);
+    return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, part, KCRS, g.PW, n, group, (ff_gpu_stream)st);
+}
+
+ff_status ff_gpu_conv_wgrad_group_sums(float *dw, float *db, int64_t grad_stride, const float *part, long long KCRS,
+                                       long long pstride, int64_t n, int64_t group, ff_gpu_stream s) {
+    const long long ngroups = (n + group - 1) / group, total = ngroups * pstride;
+    k_conv_wgrad_sum<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dw, db, grad_stride, part, KCRS,
+                                                                                    pstride, n, group, total);
     FF_LAUNCH_CHECK("k_conv_wgrad_sum");
     return FF_OK;
 }

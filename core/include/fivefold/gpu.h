@@ -454,6 +454,51 @@ ff_status ff_gpu_relu_backward(float *dx, const float *dy, const float *y, int64
 // x > 0), without writing and reading dx twice.
 ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, const ff_layer *L, int64_t n, bool relu,
                                   ff_gpu_stream s);
+
+// The pool-sparse backward of conv -> relu -> max-pool 2x2/2 (mnist's conv2, relu2, pool1;
+// core/device/cuda/pool_sparse.cu, docs/ARCHITECTURE.md §9). A 2x2 window of stride 2 passes its
+// gradient to one input only (its pick), and the relu only where that pick is positive: at most a
+// quarter of the conv's output gradient is nonzero. ff_gpu_pool_sparse_gradient keeps, per window,
+// that gradient g (+0 where the relu stops it) and the pick q; the conv's data and weight gradients
+// then do the nonzero quarter's work only, in fp32 fma chains under every precision. Orders: dx
+// chains k ascending, then the windows covering the element in row-major order (at most one tap a
+// window), zero g skipped; a weight chain runs per image over the windows in row-major order, the
+// bias +0 + g + ... in the same order, and the images of a group are summed in image order (as the
+// dense path's partials). Where it applies: conv 3x3, stride 1, no padding; pool 2x2, stride 2, no
+// padding, on the conv's output shape; the weight kernel's image block (H*W*33 + 32*windows*5/4
+// floats) within FF_GPU_POOL_SPARSE_SMEM_MAX bytes.
+#define FF_GPU_POOL_SPARSE_SMEM_MAX (200 * 1024)
+static inline bool ff_gpu_pool_sparse_applies(const ff_layer *conv, const ff_layer *pool) {
+    return conv->op == FF_OP_CONV2D && pool->op == FF_OP_MAXPOOL && conv->kh == 3 && conv->kw == 3 &&
+           conv->stride == 1 && conv->pad == 0 && pool->kh == 2 && pool->kw == 2 && pool->stride == 2 &&
+           pool->pad == 0 && pool->in.c == conv->out_c && pool->in.h == conv->out.h && pool->in.w == conv->out.w &&
+           pool->out.h >= 1 && pool->out.w >= 1 &&
+           conv->in.h * conv->in.w * 33 * 4 + 32 * 5 * pool->out.h * pool->out.w <= FF_GPU_POOL_SPARSE_SMEM_MAX;
+}
+// Floats of the sparse gradient of n images: g (n, K, PH, PW) floats, then q as as many bytes
+// (rounded up to floats). It fits where the dense gradient (n, K, Ho, Wo) would lie.
+static inline int64_t ff_gpu_pool_sparse_floats(const ff_layer *pool, int64_t n) {
+    const int64_t windows = n * ff_shape_numel(pool->out);
+    return windows + (windows + 3) / 4;
+}
+// gq: the sparse gradient (ff_gpu_pool_sparse_floats); dy: (n, K, PH, PW) the pool's output
+// gradient; y: (n, K, Ho, Wo) the relu's output (the pool's input). The picks and gates are
+// ff_gpu_maxpool_backward's with relu (the same bits once scattered).
+ff_status ff_gpu_pool_sparse_gradient(float *gq, const float *dy, const float *y, const ff_layer *conv,
+                                      const ff_layer *pool, int64_t n, ff_gpu_stream s);
+// dx: (n, C, H, W) the conv's input gradient; w: (K, C, 3, 3). gate: NULL, or the conv's input when
+// that is a relu's output: dx is then that relu's input gradient (y > 0 ? dx : +0), in one pass.
+ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq, const float *w, const float *gate,
+                                           const ff_layer *conv, const ff_layer *pool, int64_t n, ff_gpu_stream s);
+// dw, db: group rows as ff_gpu_conv2d_backward_weights'; x: (n, C, H, W) the conv's input; work:
+// ff_gpu_conv2d_backward_weights_workspace_floats(conv, n) floats (the per-image partials).
+ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, int64_t grad_stride, const float *gq,
+                                              const float *x, const ff_layer *conv, const ff_layer *pool, int64_t n,
+                                              int64_t group, float *work, ff_gpu_stream s);
+// Whether the cuda device's backward takes the pool-sparse path where it applies (the default), and
+// a test hook that turns it off (the dense kernels: maxpool backward, then the conv's gradients).
+bool ff_gpu_pool_sparse_on(void);
+void ff_gpu_debug_force_pool_dense(bool on);
 // ff_cpu_softmax_xent_backward on the GPU: dz (n, classes); loss (n) or NULL; z (n, classes);
 // labels (n) in [0, classes). One thread per image (the CPU's sequential max and sum).
 ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,

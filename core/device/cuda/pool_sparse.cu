@@ -1,0 +1,340 @@
+// The backward of conv -> relu -> 2x2 max-pool (mnist's conv2, relu2, pool1) in the pool's sparse
+// form (gpu.h "pool-sparse backward"; docs/ARCHITECTURE.md §9).
+//
+// Why: a 2x2 window of stride 2 passes its gradient to ONE of its four inputs (its pick), and the
+// relu below passes that only where the pick is positive. So at most a quarter of the conv's output
+// gradient is nonzero, and WHERE it is nonzero is one of four offsets per window. The dense
+// kernels (train_cuda.cu) multiply the other three quarters by their zeros; these kernels keep a
+// window's gradient g and its pick q (0..3: (0,0), (0,1), (1,0), (1,1)) and do only the nonzero
+// quarter's work, in fp32 fma chains, under every --precision (more exact than tf32x3, and less
+// work than its three tensor-core products).
+//
+// Orders (each element one chain computed by one thread, fixed by the geometry alone):
+//   data gradient dx[n][c][y][x]: output channels k ascending, then the windows whose pick's 3x3
+//     taps cover (y, x) in row-major window order (at most one tap a window), fmaf(g, w, acc) from
+//     +0; a zero g adds nothing and is skipped (a zero product would leave acc's bits unchanged,
+//     except against an infinite or NaN weight, where the loss is no longer finite anyway).
+//   weight gradient: per image, dw[k][c][r][s] over the windows in row-major order, fmaf(g, x, acc)
+//     from +0; db[k] = +0 + g + g ... (__fadd_rn) over the windows in the same order; then the
+//     images of a group summed in image order (train_cuda.cu's k_conv_wgrad_sum, the dense path's).
+#include <cuda_runtime.h>
+
+#include <math.h>
+#include <stdint.h>
+
+#include "fivefold/gpu.h"
+#include "gpu_check.cuh"
+#include "train_parts.cuh"
+
+namespace {
+
+struct PsGeom {
+    int C, H, W;  // the conv's input (C, H, W)
+    int K;        // its output channels (the pool's planes)
+    int Ho, Wo;   // its output = the pool's input
+    int PH, PW;   // the pool's windows
+};
+
+PsGeom ps_geom(const ff_layer *conv, const ff_layer *pool) {
+    PsGeom g;
+    g.C = (int)conv->in.c, g.H = (int)conv->in.h, g.W = (int)conv->in.w, g.K = (int)conv->out_c;
+    g.Ho = (int)conv->out.h, g.Wo = (int)conv->out.w, g.PH = (int)pool->out.h, g.PW = (int)pool->out.w;
+    return g;
+}
+
+__device__ __forceinline__ float relu_gate(float y, float dy) {  // train_cuda.cu's relu_pass
+    return y > 0.0f ? dy : 0.0f;
+}
+
+// ------------------------------------------------------------------ the sparse gradient
+// One thread per window: its pick by k_maxpool_bwd_2x2's scan ((0,0), (0,1), (1,0), (1,1); a later
+// one wins if greater or NaN), g = +0 unless the pick is positive (the relu), else 0 + dy.
+template <typename I>
+__global__ void k_ps_gradient(float *__restrict__ G, uint8_t *__restrict__ Q, const float *__restrict__ dy,
+                              const float *__restrict__ y, int Ho, int Wo, int PH, int PW, I total) {
+    const int PP = PH * PW;
+    for (I t = blockIdx.x * (I)blockDim.x + threadIdx.x; t < total; t += (I)gridDim.x * blockDim.x) {
+        const I plane = t / (I)PP;
+        const int o = (int)(t - plane * PP), py = o / PW, px = o - py * PW;
+        const float *p = y + (long long)plane * Ho * Wo + (long long)(2 * py) * Wo + 2 * px;
+        const float a0 = p[0], a1 = p[1], b0 = p[Wo], b1 = p[Wo + 1];
+        int best = 0;
+        float bv = a0;
+        if (a1 > bv || isnan(a1)) best = 1, bv = a1;
+        if (b0 > bv || isnan(b0)) best = 2, bv = b0;
+        if (b1 > bv || isnan(b1)) best = 3, bv = b1;
+        G[t] = !(bv > 0.0f) ? 0.0f : __fadd_rn(0.0f, dy[t]);
+        Q[t] = (uint8_t)best;
+    }
+}
+
+// ------------------------------------------------------------------ data gradient
+// A warp computes an 8 x 8 tile of dx for 32 input channels (a lane each); a block, 4 such tiles
+// side by side (8 rows x 32 columns). The tile's pixels receive from windows rows y0/2 - 1 ..
+// y0/2 + 3 and columns x0/2 - 1 .. x0/2 + 3 (5 x 5): their g and q are the same for the whole warp
+// (no divergence), staged in shared memory for PS_KC output channels at a time. Each window's 3x3
+// taps land at compile-time offsets once its pick is known (the switch below): the accumulators
+// stay in registers.
+constexpr int PS_TILE = 8, PS_WARPS = 4, PS_KC = 32, PS_WR = 5, PS_WC = PS_WARPS * PS_TILE / 2 + 1;
+
+__device__ __forceinline__ void ps_taps(float (&acc)[PS_TILE][PS_TILE], const float (&w)[9], float g, int i, int j,
+                                        int qy, int qx) {
+#pragma unroll
+    for (int r = 0; r < 3; r++)
+#pragma unroll
+        for (int s = 0; s < 3; s++) {
+            const int ly = 2 * (i - 1) + qy + r, lx = 2 * (j - 1) + qx + s;
+            if (ly >= 0 && ly < PS_TILE && lx >= 0 && lx < PS_TILE) acc[ly][lx] = fmaf(g, w[r * 3 + s], acc[ly][lx]);
+        }
+}
+
+__global__ void __launch_bounds__(PS_WARPS * 32)
+    k_ps_dgrad(float *__restrict__ dx, const float *__restrict__ G, const uint8_t *__restrict__ Q,
+               const float *__restrict__ w, const float *__restrict__ gate, PsGeom g, int tiles_y, int tiles_x) {
+    __shared__ float sg[PS_KC][PS_WR][PS_WC];
+    __shared__ uint8_t sq[PS_KC][PS_WR][PS_WC];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    long long b = blockIdx.x;
+    const int bx = (int)(b % tiles_x);
+    b /= tiles_x;
+    const int by = (int)(b % tiles_y);
+    const long long img = b / tiles_y;
+    const int c = blockIdx.y * 32 + lane;
+    const int y0 = by * PS_TILE, bx0 = bx * PS_WARPS * PS_TILE, x0 = bx0 + warp * PS_TILE;
+    const int wy0 = y0 / 2 - 1, wx0 = bx0 / 2 - 1;
+    float acc[PS_TILE][PS_TILE];
+#pragma unroll
+    for (int u = 0; u < PS_TILE; u++)
+#pragma unroll
+        for (int v = 0; v < PS_TILE; v++) acc[u][v] = 0.0f;
+    for (int k0 = 0; k0 < g.K; k0 += PS_KC) {
+        __syncthreads();  // (the previous chunk's reads are done)
+        for (int e = threadIdx.x; e < PS_KC * PS_WR * PS_WC; e += blockDim.x) {
+            const int kk = e / (PS_WR * PS_WC), rem = e - kk * (PS_WR * PS_WC), i = rem / PS_WC, j = rem - i * PS_WC;
+            const int k = k0 + kk, wy = wy0 + i, wx = wx0 + j;
+            float gv = 0.0f;
+            uint8_t qv = 0;
+            if (k < g.K && wy >= 0 && wy < g.PH && wx >= 0 && wx < g.PW) {
+                const long long at = ((img * g.K + k) * g.PH + wy) * g.PW + wx;
+                gv = G[at], qv = Q[at];
+            }
+            sg[kk][i][j] = gv, sq[kk][i][j] = qv;
+        }
+        __syncthreads();
+        const int kn = min(PS_KC, g.K - k0);
+        for (int kk = 0; kk < kn; kk++) {
+            float wv[9];
+            const float *wp = w + ((long long)(k0 + kk) * g.C + (c < g.C ? c : 0)) * 9;
+#pragma unroll
+            for (int t = 0; t < 9; t++) wv[t] = __ldg(wp + t);
+#pragma unroll
+            for (int i = 0; i < PS_WR; i++)
+#pragma unroll
+                for (int j = 0; j < 5; j++) {
+                    const float gv = sg[kk][i][warp * 4 + j];
+                    if (gv == 0.0f) continue;  // (NaN goes on: it must reach dx)
+                    switch (sq[kk][i][warp * 4 + j]) {
+                        case 0: ps_taps(acc, wv, gv, i, j, 0, 0); break;
+                        case 1: ps_taps(acc, wv, gv, i, j, 0, 1); break;
+                        case 2: ps_taps(acc, wv, gv, i, j, 1, 0); break;
+                        default: ps_taps(acc, wv, gv, i, j, 1, 1); break;
+                    }
+                }
+        }
+    }
+    if (c >= g.C) return;
+    const long long plane = (img * g.C + c) * (long long)g.H * g.W;
+#pragma unroll
+    for (int ly = 0; ly < PS_TILE; ly++) {
+        const int yy = y0 + ly;
+        if (yy >= g.H) break;
+#pragma unroll
+        for (int lx = 0; lx < PS_TILE; lx++) {
+            const int xx = x0 + lx;
+            if (xx >= g.W) continue;
+            const long long at = plane + (long long)yy * g.W + xx;
+            dx[at] = gate ? relu_gate(gate[at], acc[ly][lx]) : acc[ly][lx];
+        }
+    }
+}
+
+// ------------------------------------------------------------------ weight gradient
+// A block per (image, 32 output channels, 32 input channels): the image's channels in shared memory
+// pixel-major (a lane per channel, padded to 33: no bank conflicts either way), the block's g and q.
+// A warp holds PSW_KPW output channels' 3x3 taps for its lane's input channel; per window it reads
+// the window's 4 x 4 input patch once and adds it, at the pick's offset, for each of its channels.
+constexpr int PSW_KPW = 4, PSW_WARPS = 8, PSW_KB = PSW_KPW * PSW_WARPS, PSW_PAD = 33;
+
+__host__ __device__ constexpr long long psw_smem(int H, int W, int PP) {
+    return (long long)H * W * PSW_PAD * 4 + (long long)PSW_KB * PP * 5;
+}
+
+__device__ __forceinline__ void psw_taps(float (&a)[9], const float (&p)[16], float g, int qy, int qx) {
+#pragma unroll
+    for (int r = 0; r < 3; r++)
+#pragma unroll
+        for (int s = 0; s < 3; s++) a[r * 3 + s] = fmaf(g, p[(qy + r) * 4 + qx + s], a[r * 3 + s]);
+}
+
+__global__ void __launch_bounds__(PSW_WARPS * 32)
+    k_ps_wgrad(float *__restrict__ part, const float *__restrict__ G, const uint8_t *__restrict__ Q,
+               const float *__restrict__ x, PsGeom g, long long pstride) {
+    extern __shared__ float smem[];
+    const int HW = g.H * g.W, PP = g.PH * g.PW;
+    float *sx = smem;                                                        // (H*W, 33)
+    float *sg = sx + (long long)HW * PSW_PAD;                                // (PSW_KB, PP)
+    uint8_t *sq = reinterpret_cast<uint8_t *>(sg + (long long)PSW_KB * PP);  // (PSW_KB, PP)
+    const long long img = blockIdx.x;
+    const int k0 = blockIdx.y * PSW_KB, c0 = blockIdx.z * 32;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    for (int e = threadIdx.x; e < 32 * HW; e += blockDim.x) {  // coalesced reads, conflict-free writes
+        const int cc = e / HW, pix = e - cc * HW;
+        sx[pix * PSW_PAD + cc] = c0 + cc < g.C ? x[(img * g.C + c0 + cc) * HW + pix] : 0.0f;
+    }
+    for (int e = threadIdx.x; e < PSW_KB * PP; e += blockDim.x) {
+        const int kk = e / PP, o = e - kk * PP, k = k0 + kk;
+        float gv = 0.0f;
+        uint8_t qv = 0;
+        if (k < g.K) {
+            const long long at = (img * g.K + k) * PP + o;
+            gv = G[at], qv = Q[at];
+        }
+        sg[e] = gv, sq[e] = qv;
+    }
+    __syncthreads();
+    float acc[PSW_KPW][9];
+#pragma unroll
+    for (int kk = 0; kk < PSW_KPW; kk++)
+#pragma unroll
+        for (int t = 0; t < 9; t++) acc[kk][t] = 0.0f;
+    const float *sgw = sg + warp * PSW_KPW * PP;
+    const uint8_t *sqw = sq + warp * PSW_KPW * PP;
+    for (int py = 0; py < g.PH; py++)
+        for (int px = 0; px < g.PW; px++) {
+            const int o = py * g.PW + px;
+            float p[16];
+            const float *s0 = sx + ((2 * py) * g.W + 2 * px) * PSW_PAD + lane;
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+#pragma unroll
+                for (int v = 0; v < 4; v++) p[u * 4 + v] = s0[(u * g.W + v) * PSW_PAD];
+#pragma unroll
+            for (int kk = 0; kk < PSW_KPW; kk++) {
+                const float gv = sgw[kk * PP + o];
+                if (gv == 0.0f) continue;
+                switch (sqw[kk * PP + o]) {
+                    case 0: psw_taps(acc[kk], p, gv, 0, 0); break;
+                    case 1: psw_taps(acc[kk], p, gv, 0, 1); break;
+                    case 2: psw_taps(acc[kk], p, gv, 1, 0); break;
+                    default: psw_taps(acc[kk], p, gv, 1, 1); break;
+                }
+            }
+        }
+    float *pi = part + img * pstride;
+    const int c = c0 + lane;
+    const long long CRS = (long long)g.C * 9;
+    if (c < g.C)
+#pragma unroll
+        for (int kk = 0; kk < PSW_KPW; kk++) {
+            const int k = k0 + warp * PSW_KPW + kk;
+            if (k >= g.K) break;
+#pragma unroll
+            for (int t = 0; t < 9; t++) pi[k * CRS + c * 9 + t] = acc[kk][t];
+        }
+    if (blockIdx.z == 0)  // the bias: a thread per output channel of the block, windows in order
+        for (int kk = threadIdx.x; kk < PSW_KB && k0 + kk < g.K; kk += blockDim.x) {
+            float s = 0.0f;
+            for (int o = 0; o < PP; o++) s = __fadd_rn(s, sg[kk * PP + o]);
+            pi[g.K * CRS + k0 + kk] = s;
+        }
+}
+
+bool g_force_dense = false;
+
+}  // namespace
+
+extern "C" void ff_gpu_debug_force_pool_dense(bool on) {
+    g_force_dense = on;
+}
+extern "C" bool ff_gpu_pool_sparse_on(void) {
+    return !g_force_dense;
+}
+
+extern "C" ff_status ff_gpu_pool_sparse_init(void) {
+    FF_CUDA_CHECK(
+        cudaFuncSetAttribute(k_ps_wgrad, cudaFuncAttributeMaxDynamicSharedMemorySize, FF_GPU_POOL_SPARSE_SMEM_MAX));
+    return FF_OK;
+}
+
+static ff_status ps_check(const char *what, const ff_layer *conv, const ff_layer *pool, int64_t n) {
+    if (!ff_gpu_pool_sparse_applies(conv, pool))
+        return FF_FAIL(FF_ERR_INPUT,
+                       "%s of %s through %s: expected a 3x3 stride-1 unpadded conv under a 2x2 stride-2 unpadded "
+                       "max-pool of its (relu'd) output, an input of at most %d bytes a channel block",
+                       what, conv->name, pool->name, FF_GPU_POOL_SPARSE_SMEM_MAX);
+    if (n < 0 || n > 0x7fffffff)
+        return FF_FAIL(FF_ERR_INPUT, "%s of %s: %lld images, expected 0 .. 2^31-1", what, conv->name, (long long)n);
+    return FF_OK;
+}
+
+extern "C" ff_status ff_gpu_pool_sparse_gradient(float *gq, const float *dy, const float *y, const ff_layer *conv,
+                                                 const ff_layer *pool, int64_t n, ff_gpu_stream s) {
+    FF_TRY(ps_check("the sparse pool gradient", conv, pool, n));
+    if (n == 0) return FF_OK;
+    const PsGeom g = ps_geom(conv, pool);
+    const long long total = n * (long long)g.K * g.PH * g.PW;
+    uint8_t *q = reinterpret_cast<uint8_t *>(gq + total);
+    long long blocks = (total + 255) / 256;
+    if (blocks > (1 << 20)) blocks = 1 << 20;
+    if (total <= INT32_MAX && blocks * 256 <= INT32_MAX)
+        k_ps_gradient<unsigned>
+            <<<(unsigned)blocks, 256, 0, ff_cu_stream(s)>>>(gq, q, dy, y, g.Ho, g.Wo, g.PH, g.PW, (unsigned)total);
+    else
+        k_ps_gradient<long long>
+            <<<(unsigned)blocks, 256, 0, ff_cu_stream(s)>>>(gq, q, dy, y, g.Ho, g.Wo, g.PH, g.PW, total);
+    FF_LAUNCH_CHECK("k_ps_gradient");
+    return FF_OK;
+}
+
+extern "C" ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq, const float *w, const float *gate,
+                                                      const ff_layer *conv, const ff_layer *pool, int64_t n,
+                                                      ff_gpu_stream s) {
+    FF_TRY(ps_check("the sparse data gradient", conv, pool, n));
+    if (n == 0) return FF_OK;
+    const PsGeom g = ps_geom(conv, pool);
+    const long long total = n * (long long)g.K * g.PH * g.PW;
+    const int tiles_y = (g.H + PS_TILE - 1) / PS_TILE, tiles_x = (g.W + PS_WARPS * PS_TILE - 1) / (PS_WARPS * PS_TILE);
+    const long long blocks = n * tiles_y * (long long)tiles_x, chunks = (g.C + 31) / 32;
+    if (blocks > 0x7fffffffLL || chunks > 65535)
+        return FF_FAIL(FF_ERR_INPUT, "the sparse data gradient of %s: a grid of %lld x %lld blocks, too large",
+                       conv->name, blocks, chunks);
+    k_ps_dgrad<<<dim3((unsigned)blocks, (unsigned)chunks), PS_WARPS * 32, 0, ff_cu_stream(s)>>>(
+        dx, gq, reinterpret_cast<const uint8_t *>(gq + total), w, gate, g, tiles_y, tiles_x);
+    FF_LAUNCH_CHECK("k_ps_dgrad");
+    return FF_OK;
+}
+
+extern "C" ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, int64_t grad_stride, const float *gq,
+                                                         const float *x, const ff_layer *conv, const ff_layer *pool,
+                                                         int64_t n, int64_t group, float *work, ff_gpu_stream s) {
+    FF_TRY(ps_check("the sparse weight gradient", conv, pool, n));
+    if (group < 1)
+        return FF_FAIL(FF_ERR_INPUT, "the sparse weight gradient of %s: groups of %lld images, expected >= 1",
+                       conv->name, (long long)group);
+    if (!work)
+        return FF_FAIL(FF_ERR_INPUT, "the sparse weight gradient of %s: no workspace (expected %lld floats)",
+                       conv->name, (long long)ff_gpu_conv2d_backward_weights_workspace_floats(conv, n));
+    if (n == 0) return FF_OK;
+    const PsGeom g = ps_geom(conv, pool);
+    const long long total = n * (long long)g.K * g.PH * g.PW;
+    const long long KCRS = (long long)g.K * g.C * 9, pstride = KCRS + g.K;
+    const long long kblocks = (g.K + PSW_KB - 1) / PSW_KB, chunks = (g.C + 31) / 32;
+    if (kblocks > 65535 || chunks > 65535)
+        return FF_FAIL(FF_ERR_INPUT, "the sparse weight gradient of %s: %d output and %d input channels, too many",
+                       conv->name, g.K, g.C);
+    k_ps_wgrad<<<dim3((unsigned)n, (unsigned)kblocks, (unsigned)chunks), PSW_WARPS * 32,
+                 (size_t)psw_smem(g.H, g.W, g.PH * g.PW), ff_cu_stream(s)>>>(
+        work, gq, reinterpret_cast<const uint8_t *>(gq + total), x, g, pstride);
+    FF_LAUNCH_CHECK("k_ps_wgrad");
+    return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, work, KCRS, pstride, n, group, s);
+}
