@@ -470,9 +470,12 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     FF_TRY(check_env_switch("FF_TRAIN_CONCURRENT_BACKWARD", false,
                             "1 (a GPU's weight gradients on a second stream beside the data gradients, the "
                             "default) or 0 (the whole backward on one stream)"));
-    FF_TRY(check_env_switch("FF_TRAIN_POOL_SPARSE", false,
-                            "1 (a GPU's conv under a relu and a 2x2 max-pool takes the pool-sparse backward, the "
-                            "default) or 0 (the dense kernels)"));
+    const char *pool_env = getenv("FF_TRAIN_POOL_SPARSE");
+    if (pool_env && strcmp(pool_env, "0") && strcmp(pool_env, "1") && strcmp(pool_env, "2"))
+        return FF_FAIL(FF_ERR_INPUT,
+                       "FF_TRAIN_POOL_SPARSE='%s': expected 0 (a GPU's conv under a relu and a 2x2 max-pool on the "
+                       "dense kernels), 1 (its weight gradient pool-sparse, the default) or 2 (its data gradient too)",
+                       pool_env);
     const char *graphs_env = getenv("FF_TRAIN_GRAPHS");
     int last = m->n_layers - 1;
     if (last >= 0 && m->layers[last].op == FF_OP_SOFTMAX) last--;

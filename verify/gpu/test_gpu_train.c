@@ -1421,8 +1421,7 @@ static void pool_sparse_host(float *dx, float *dw, float *db, const float *dy, c
             float b = 0.0f;
             for (int64_t o = 0; o < PP; o++) {
                 const int64_t t = (i * K + k) * PP + o, ay = 2 * (o / PW) + Q[t] / 2, ax = 2 * (o % PW) + Q[t] % 2;
-                b = b + G[t];
-                if (G[t] == 0.0f) continue;
+                b = b + G[t];  // (every window's term: a zero g adds +0, x being finite here)
                 for (int64_t c = 0; c < C; c++)
                     for (int64_t r = 0; r < 3; r++)
                         for (int64_t sc = 0; sc < 3; sc++)
@@ -1487,8 +1486,8 @@ static void pool_sparse_backward_bits(void **state) {
         float *work = tu_dev_from(NULL, (size_t)ff_gpu_conv2d_backward_weights_workspace_floats(L, n), F.s);
         CHECK_OK(ff_gpu_pool_sparse_gradient(gq, gdy, gy, L, P, n, F.s));
         CHECK_OK(ff_gpu_pool_sparse_backward_data(gdx, gq, gw, gate ? gx : NULL, L, P, n, F.s));
-        CHECK_OK(ff_gpu_pool_sparse_backward_weights(grows, grows + KCRS, (int64_t)stride, gq, gx, L, P, n, group, work,
-                                                     F.s));
+        CHECK_OK(ff_gpu_pool_sparse_backward_weights(grows, grows + KCRS, (int64_t)stride, gq, true, gx, L, P, n, group,
+                                                     work, F.s));
         float *dx_g = tu_host_from(gdx, nx, F.s), *rows = tu_host_from(grows, (size_t)ng * stride, F.s);
         float *dw_g = malloc((size_t)ng * KCRS * sizeof(float)), *db_g = malloc((size_t)ng * K * sizeof(float));
         for (int64_t g = 0; g < ng; g++) {
@@ -1506,6 +1505,17 @@ static void pool_sparse_backward_bits(void **state) {
         // the dense launchers on the same gradient (scattered by the maxpool backward): other bits
         float *gdense = tu_dev_from(NULL, ny, F.s);
         CHECK_OK(ff_gpu_maxpool_backward(gdense, gdy, gy, P, n, true, F.s));
+        // the pool-sparse weight kernel reading the dense form, with 2 and 4 output channels a warp: the same bits
+        for (int kpw = 2; kpw <= 4; kpw += 2) {
+            ff_gpu_debug_force_pool_sparse_kpw(kpw);
+            CHECK_OK(ff_gpu_pool_sparse_backward_weights(grows, grows + KCRS, (int64_t)stride, gdense, false, gx, L, P,
+                                                         n, group, work, F.s));
+            float *rows_f = tu_host_from(grows, (size_t)ng * stride, F.s);
+            snprintf(name, sizeof name, "pool-sparse dw, db from the dense form, kpw %d, %s", kpw, what[t]);
+            bad += check_bits(name, rows_f, rows, (size_t)ng * stride);
+            free(rows_f);
+        }
+        ff_gpu_debug_force_pool_sparse_kpw(0);
         CHECK_OK(
             ff_gpu_conv2d_backward_weights(grows, grows + KCRS, (int64_t)stride, gdense, gx, L, n, group, work, F.s));
         float *rows_d = tu_host_from(grows, (size_t)ng * stride, F.s);

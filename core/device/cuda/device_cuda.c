@@ -109,6 +109,7 @@ typedef struct {
     // d_kept, kept_floats floats), the images, groups and top layer of that pass (bw_n -1: none, or
     // a later one-pass backward has reused the buffers).
     const float *bw_dy[FF_MAX_LAYERS];
+    bool bw_pool[FF_MAX_LAYERS];    // layer l's weight gradient takes the pool-sparse kernel (gpu.h)
     bool bw_sparse[FF_MAX_LAYERS];  // bw_dy[l] holds the pool-sparse gradient (gpu.h), not a dense one
     int64_t bw_n, bw_group;
     int bw_top;
@@ -130,7 +131,9 @@ typedef struct {
     ff_gpu_event lane_fork, lane_join;
     ff_gpu_event prep_done[FF_MAX_LAYERS];  // layer l's rearranged weights made on the lane (prep_floats)
     bool lane_off;
-    bool pool_dense;  // FF_TRAIN_POOL_SPARSE=0: the dense kernels where the pool-sparse path applies
+    // FF_TRAIN_POOL_SPARSE: where the pool-sparse backward applies (gpu.h), 0 the dense kernels, 1 (the
+    // default) the pool-sparse weight gradient, 2 the data gradient too (the pool writing the sparse form)
+    int pool_mode;
     int64_t lane_seen[4];
     int64_t ones_n;
     bool conv_x3;  // --precision tf32x3: the convs on tensor cores (gpu.h, ff_gpu_set_conv_math)
@@ -279,7 +282,7 @@ ff_status ff_device_cuda_create(ff_device **out, const ff_model *m, const ff_wei
     const char *lane_env = getenv("FF_TRAIN_CONCURRENT_BACKWARD");
     c->lane_off = lane_env && !strcmp(lane_env, "0");
     const char *sparse_env = getenv("FF_TRAIN_POOL_SPARSE");  // (checked by the trainer too)
-    c->pool_dense = sparse_env && !strcmp(sparse_env, "0");
+    c->pool_mode = sparse_env && (!strcmp(sparse_env, "0") || !strcmp(sparse_env, "2")) ? sparse_env[0] - '0' : 1;
     ff_status st = cuda_setup(c, m, w, p, o);
     if (st != FF_OK) {
         cuda_destroy(&c->base);
@@ -1048,7 +1051,7 @@ static ff_status data_gradient(cuda_device *c, float *dx, const float *dy, int l
 // backward then writes the sparse gradient in place of the dense one, and the conv reads it.
 static bool pool_sparse_conv(const cuda_device *c, int l, int lo, int hi) {
     const ff_model *m = c->base.model;
-    return l >= lo && l >= 0 && l + 2 <= hi && !c->pool_dense && ff_gpu_pool_sparse_on() &&
+    return l >= lo && l >= 0 && l + 2 <= hi && c->pool_mode > 0 && ff_gpu_pool_sparse_on() &&
            m->layers[l + 1].op == FF_OP_RELU && ff_gpu_pool_sparse_applies(&m->layers[l], &m->layers[l + 2]);
 }
 
@@ -1074,7 +1077,8 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
     if (lanes && data) {
         ff_gpu_stream ls = c->stream;
         for (int l = hi; l > lo; l--) {
-            if (prep_floats(&c->base, hi, l) == 0 || pool_sparse_conv(c, l, lo, hi)) continue;  // (none to make)
+            if (prep_floats(&c->base, hi, l) == 0 || (c->pool_mode == 2 && pool_sparse_conv(c, l, lo, hi)))
+                continue;  // (none to make)
             if (!*forked) FF_TRY(lane_fork(c, true, &ls));
             *forked = true;
             float *at = c->d_train_work + prep_at(&c->base, hi, n, l);
@@ -1093,10 +1097,13 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
         // both in one kernel: dx is then the relu's (its input's gradient), and the relu is done.
         // Over a conv where the pool-sparse path applies, that dx is the sparse form (pool_sparse_conv).
         const bool pool_relu = data && L->op == FF_OP_MAXPOOL && l - 1 >= lo && m->layers[l - 1].op == FF_OP_RELU;
-        const bool to_sparse = pool_relu && pool_sparse_conv(c, l - 2, lo, hi);
+        const bool to_sparse = pool_relu && c->pool_mode == 2 && pool_sparse_conv(c, l - 2, lo, hi);
         // A conv reading the sparse form computes its data gradient through the relu below it
         // too (the relu's output is the conv's input): dx is then that relu's input gradient.
         const bool from_sparse = L->op == FF_OP_CONV2D && (pass == BACKWARD_PARAMS ? c->bw_sparse[l] : cur_sparse);
+        // Its weight gradient through the pool's structure, from either form (gpu.h)
+        const bool under_pool =
+            L->op == FF_OP_CONV2D && (pass == BACKWARD_PARAMS ? c->bw_pool[l] : pool_sparse_conv(c, l, lo, hi));
         const bool conv_relu = data && from_sparse && l - 1 >= lo && m->layers[l - 1].op == FF_OP_RELU;
         const int dl = l - pool_relu - conv_relu;  // the layer whose input gradient dx is
         const bool need_dx = data && dl > 0;
@@ -1105,7 +1112,7 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
         switch (L->op) {
             case FF_OP_CONV2D:
             case FF_OP_LINEAR: {
-                if (pass == BACKWARD_DATA) c->bw_dy[l] = cur, c->bw_sparse[l] = from_sparse;
+                if (pass == BACKWARD_DATA) c->bw_dy[l] = cur, c->bw_pool[l] = under_pool, c->bw_sparse[l] = from_sparse;
                 if (pass == BACKWARD_PARAMS) cur = c->bw_dy[l];
                 // (the data pass has no grads: no pointer is formed from it)
                 float *gw = params ? grads + (c->d_w[l] - c->d_params) : NULL;
@@ -1120,14 +1127,17 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                     FF_TRY(lane_fork(c, lanes, &ps));
                     *forked |= lanes;
                 }
-                if (from_sparse) {
+                if (under_pool) {
                     const ff_layer *pool = &m->layers[l + 2];
                     if (params)  // on the lane (or the stream for the bottom layer), as below
-                        FF_TRY(ff_gpu_pool_sparse_backward_weights(gw, gb, grad_stride, cur, x, L, pool, n, group,
-                                                                   lanes && !need_dx ? work_data : work_params, ps));
-                    if (need_dx)
+                        FF_TRY(ff_gpu_pool_sparse_backward_weights(gw, gb, grad_stride, cur, from_sparse, x, L, pool, n,
+                                                                   group, lanes && !need_dx ? work_data : work_params,
+                                                                   ps));
+                    if (need_dx && from_sparse)
                         FF_TRY(ff_gpu_pool_sparse_backward_data(dx, cur, c->d_w[l], conv_relu ? x : NULL, L, pool, n,
                                                                 c->stream));
+                    else if (need_dx)
+                        FF_TRY(data_gradient(c, dx, cur, l, slot[l], n, work_data));
                 } else if (L->op == FF_OP_CONV2D) {
                     if (params) {  // on the lane beside the data gradient: its kernel for that (gpu.h)
                         ff_gpu_set_wgrad_beside(lanes);

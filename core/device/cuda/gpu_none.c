@@ -318,11 +318,12 @@ ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq, const flo
     (void)dx, (void)gq, (void)w, (void)gate, (void)conv, (void)pool, (void)n, (void)s;
     return FF_NO_CUDA();
 }
-ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, int64_t grad_stride, const float *gq,
-                                              const float *x, const ff_layer *conv, const ff_layer *pool, int64_t n,
-                                              int64_t group, float *work, ff_gpu_stream s) {
-    (void)dw, (void)db, (void)grad_stride, (void)gq, (void)x, (void)conv, (void)pool, (void)n, (void)group, (void)work,
-        (void)s;
+ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy,
+                                              bool dy_sparse, const float *x, const ff_layer *conv,
+                                              const ff_layer *pool, int64_t n, int64_t group, float *work,
+                                              ff_gpu_stream s) {
+    (void)dw, (void)db, (void)grad_stride, (void)dy, (void)dy_sparse, (void)x, (void)conv, (void)pool, (void)n,
+        (void)group, (void)work, (void)s;
     return FF_NO_CUDA();
 }
 bool ff_gpu_pool_sparse_on(void) {
@@ -330,6 +331,9 @@ bool ff_gpu_pool_sparse_on(void) {
 }
 void ff_gpu_debug_force_pool_dense(bool on) {
     (void)on;
+}
+void ff_gpu_debug_force_pool_sparse_kpw(int kpw) {
+    (void)kpw;
 }
 ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,
                               int64_t classes, int64_t n, ff_gpu_stream s) {

@@ -26,8 +26,6 @@
 #include "gpu_check.cuh"
 #include "train_parts.cuh"
 
-namespace {
-
 struct PsGeom {
     int C, H, W;  // the conv's input (C, H, W)
     int K;        // its output channels (the pool's planes)
@@ -35,14 +33,14 @@ struct PsGeom {
     int PH, PW;   // the pool's windows
 };
 
-PsGeom ps_geom(const ff_layer *conv, const ff_layer *pool) {
+static PsGeom ps_geom(const ff_layer *conv, const ff_layer *pool) {
     PsGeom g;
     g.C = (int)conv->in.c, g.H = (int)conv->in.h, g.W = (int)conv->in.w, g.K = (int)conv->out_c;
     g.Ho = (int)conv->out.h, g.Wo = (int)conv->out.w, g.PH = (int)pool->out.h, g.PW = (int)pool->out.w;
     return g;
 }
 
-__device__ __forceinline__ float relu_gate(float y, float dy) {  // train_cuda.cu's relu_pass
+static __device__ __forceinline__ float relu_gate(float y, float dy) {  // train_cuda.cu's relu_pass
     return y > 0.0f ? dy : 0.0f;
 }
 
@@ -50,8 +48,8 @@ __device__ __forceinline__ float relu_gate(float y, float dy) {  // train_cuda.c
 // One thread per window: its pick by k_maxpool_bwd_2x2's scan ((0,0), (0,1), (1,0), (1,1); a later
 // one wins if greater or NaN), g = +0 unless the pick is positive (the relu), else 0 + dy.
 template <typename I>
-__global__ void k_ps_gradient(float *__restrict__ G, uint8_t *__restrict__ Q, const float *__restrict__ dy,
-                              const float *__restrict__ y, int Ho, int Wo, int PH, int PW, I total) {
+static __global__ void k_ps_gradient(float *__restrict__ G, uint8_t *__restrict__ Q, const float *__restrict__ dy,
+                                     const float *__restrict__ y, int Ho, int Wo, int PH, int PW, I total) {
     const int PP = PH * PW;
     for (I t = blockIdx.x * (I)blockDim.x + threadIdx.x; t < total; t += (I)gridDim.x * blockDim.x) {
         const I plane = t / (I)PP;
@@ -77,8 +75,8 @@ __global__ void k_ps_gradient(float *__restrict__ G, uint8_t *__restrict__ Q, co
 // stay in registers.
 constexpr int PS_TILE = 8, PS_WARPS = 4, PS_KC = 32, PS_WR = 5, PS_WC = PS_WARPS * PS_TILE / 2 + 1;
 
-__device__ __forceinline__ void ps_taps(float (&acc)[PS_TILE][PS_TILE], const float (&w)[9], float g, int i, int j,
-                                        int qy, int qx) {
+static __device__ __forceinline__ void ps_taps(float (&acc)[PS_TILE][PS_TILE], const float (&w)[9], float g, int i,
+                                               int j, int qy, int qx) {
 #pragma unroll
     for (int r = 0; r < 3; r++)
 #pragma unroll
@@ -88,7 +86,7 @@ __device__ __forceinline__ void ps_taps(float (&acc)[PS_TILE][PS_TILE], const fl
         }
 }
 
-__global__ void __launch_bounds__(PS_WARPS * 32)
+static __global__ void __launch_bounds__(PS_WARPS * 32)
     k_ps_dgrad(float *__restrict__ dx, const float *__restrict__ G, const uint8_t *__restrict__ Q,
                const float *__restrict__ w, const float *__restrict__ gate, PsGeom g, int tiles_y, int tiles_x) {
     __shared__ float sg[PS_KC][PS_WR][PS_WC];
@@ -128,18 +126,23 @@ __global__ void __launch_bounds__(PS_WARPS * 32)
 #pragma unroll
             for (int t = 0; t < 9; t++) wv[t] = __ldg(wp + t);
 #pragma unroll
-            for (int i = 0; i < PS_WR; i++)
+            for (int i = 0; i < PS_WR; i++) {
+                float gr[5];  // a window row's g and picks read first: the loads overlap, not the branches
+                int qr[5];
+#pragma unroll
+                for (int j = 0; j < 5; j++) gr[j] = sg[kk][i][warp * 4 + j], qr[j] = sq[kk][i][warp * 4 + j];
 #pragma unroll
                 for (int j = 0; j < 5; j++) {
-                    const float gv = sg[kk][i][warp * 4 + j];
+                    const float gv = gr[j];
                     if (gv == 0.0f) continue;  // (NaN goes on: it must reach dx)
-                    switch (sq[kk][i][warp * 4 + j]) {
+                    switch (qr[j]) {
                         case 0: ps_taps(acc, wv, gv, i, j, 0, 0); break;
                         case 1: ps_taps(acc, wv, gv, i, j, 0, 1); break;
                         case 2: ps_taps(acc, wv, gv, i, j, 1, 0); break;
                         default: ps_taps(acc, wv, gv, i, j, 1, 1); break;
                     }
                 }
+            }
         }
     }
     if (c >= g.C) return;
@@ -159,110 +162,133 @@ __global__ void __launch_bounds__(PS_WARPS * 32)
 }
 
 // ------------------------------------------------------------------ weight gradient
-// A block per (image, 32 output channels, 32 input channels): the image's channels in shared memory
-// pixel-major (a lane per channel, padded to 33: no bank conflicts either way), the block's g and q.
-// A warp holds PSW_KPW output channels' 3x3 taps for its lane's input channel; per window it reads
-// the window's 4 x 4 input patch once and adds it, at the pick's offset, for each of its channels.
-constexpr int PSW_KPW = 4, PSW_WARPS = 8, PSW_KB = PSW_KPW * PSW_WARPS, PSW_PAD = 33;
+// A block per (image, PSW_WARPS * KPW output channels, 32 input channels): the image's channels in
+// shared memory pixel-major (a lane per channel, padded to 33: no bank conflicts either way); for
+// each window and output channel of the block, g and where its pick's 3x3 patch starts in that
+// memory. A warp holds KPW output channels' 3x3 taps for its lane's input channel: per window and
+// channel, 9 loads at the pick's (warp-uniform) offset and 9 fmas, no branch, so the channels'
+// chains overlap. Every window's term is added, a zero g too (it adds +0: the same bits as skipping
+// it where x is finite; the dense kernels multiply every zero as well).
+// The gradient comes in either form: the sparse one (g, q), or the dense (n, K, Ho, Wo) one the
+// maxpool backward wrote (at most one nonzero a window, the pick's: g and q are read off it).
+constexpr int PSW_WARPS = 8, PSW_PAD = 33;
 
-__host__ __device__ constexpr long long psw_smem(int H, int W, int PP) {
-    return (long long)H * W * PSW_PAD * 4 + (long long)PSW_KB * PP * 5;
+__host__ __device__ constexpr long long psw_smem(int H, int W, int PP, int KPW) {
+    return (long long)H * W * PSW_PAD * 4 + (long long)PSW_WARPS * KPW * PP * 8;
 }
 
-__device__ __forceinline__ void psw_taps(float (&a)[9], const float (&p)[16], float g, int qy, int qx) {
-#pragma unroll
-    for (int r = 0; r < 3; r++)
-#pragma unroll
-        for (int s = 0; s < 3; s++) a[r * 3 + s] = fmaf(g, p[(qy + r) * 4 + qx + s], a[r * 3 + s]);
-}
-
-__global__ void __launch_bounds__(PSW_WARPS * 32)
-    k_ps_wgrad(float *__restrict__ part, const float *__restrict__ G, const uint8_t *__restrict__ Q,
+template <int KPW, int WT, bool DENSE>
+static __global__ void __launch_bounds__(PSW_WARPS * 32)
+    k_ps_wgrad(float *__restrict__ part, const float *__restrict__ dy, const uint8_t *__restrict__ Q,
                const float *__restrict__ x, PsGeom g, long long pstride) {
+    constexpr int KB = PSW_WARPS * KPW;
     extern __shared__ float smem[];
-    const int HW = g.H * g.W, PP = g.PH * g.PW;
-    float *sx = smem;                                                        // (H*W, 33)
-    float *sg = sx + (long long)HW * PSW_PAD;                                // (PSW_KB, PP)
-    uint8_t *sq = reinterpret_cast<uint8_t *>(sg + (long long)PSW_KB * PP);  // (PSW_KB, PP)
+    const int W = WT > 0 ? WT : g.W;
+    const int HW = g.H * W, PP = g.PH * g.PW;
+    float *sx = smem;                                            // (H*W, 33)
+    float *sg = sx + (long long)HW * PSW_PAD;                    // (PSW_WARPS, PP, KPW): g
+    int *so = reinterpret_cast<int *>(sg + (long long)KB * PP);  // the same: the pick's patch in sx
     const long long img = blockIdx.x;
-    const int k0 = blockIdx.y * PSW_KB, c0 = blockIdx.z * 32;
+    const int k0 = blockIdx.y * KB, c0 = blockIdx.z * 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     for (int e = threadIdx.x; e < 32 * HW; e += blockDim.x) {  // coalesced reads, conflict-free writes
         const int cc = e / HW, pix = e - cc * HW;
         sx[pix * PSW_PAD + cc] = c0 + cc < g.C ? x[(img * g.C + c0 + cc) * HW + pix] : 0.0f;
     }
-    for (int e = threadIdx.x; e < PSW_KB * PP; e += blockDim.x) {
-        const int kk = e / PP, o = e - kk * PP, k = k0 + kk;
+    for (int e = threadIdx.x; e < KB * PP; e += blockDim.x) {
+        const int kb = e / PP, o = e - kb * PP, k = k0 + kb, py = o / g.PW, px = o - py * g.PW;
         float gv = 0.0f;
-        uint8_t qv = 0;
+        int q = 0;
         if (k < g.K) {
-            const long long at = (img * g.K + k) * PP + o;
-            gv = G[at], qv = Q[at];
-        }
-        sg[e] = gv, sq[e] = qv;
-    }
-    __syncthreads();
-    float acc[PSW_KPW][9];
+            if (DENSE) {  // the window's one nonzero, if any (a NaN counts)
+                const float *d = dy + ((img * g.K + k) * g.Ho + 2 * py) * (long long)g.Wo + 2 * px;
+                const float v[4] = {d[0], d[1], d[g.Wo], d[g.Wo + 1]};
 #pragma unroll
-    for (int kk = 0; kk < PSW_KPW; kk++)
-#pragma unroll
-        for (int t = 0; t < 9; t++) acc[kk][t] = 0.0f;
-    const float *sgw = sg + warp * PSW_KPW * PP;
-    const uint8_t *sqw = sq + warp * PSW_KPW * PP;
-    for (int py = 0; py < g.PH; py++)
-        for (int px = 0; px < g.PW; px++) {
-            const int o = py * g.PW + px;
-            float p[16];
-            const float *s0 = sx + ((2 * py) * g.W + 2 * px) * PSW_PAD + lane;
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-#pragma unroll
-                for (int v = 0; v < 4; v++) p[u * 4 + v] = s0[(u * g.W + v) * PSW_PAD];
-#pragma unroll
-            for (int kk = 0; kk < PSW_KPW; kk++) {
-                const float gv = sgw[kk * PP + o];
-                if (gv == 0.0f) continue;
-                switch (sqw[kk * PP + o]) {
-                    case 0: psw_taps(acc[kk], p, gv, 0, 0); break;
-                    case 1: psw_taps(acc[kk], p, gv, 0, 1); break;
-                    case 2: psw_taps(acc[kk], p, gv, 1, 0); break;
-                    default: psw_taps(acc[kk], p, gv, 1, 1); break;
-                }
+                for (int t = 3; t >= 0; t--)
+                    if (v[t] != 0.0f) gv = v[t], q = t;
+            } else {
+                const long long at = (img * g.K + k) * PP + o;
+                gv = dy[at], q = Q[at];
             }
         }
+        const int at = ((kb / KPW) * PP + o) * KPW + kb % KPW;
+        sg[at] = gv;
+        so[at] = ((2 * py + (q >> 1)) * W + 2 * px + (q & 1)) * PSW_PAD;
+    }
+    __syncthreads();
+    float acc[KPW][9];
+#pragma unroll
+    for (int kk = 0; kk < KPW; kk++)
+#pragma unroll
+        for (int t = 0; t < 9; t++) acc[kk][t] = 0.0f;
+    const float *sgw = sg + warp * PP * KPW, *sxl = sx + lane;
+    const int *sow = so + warp * PP * KPW;
+    for (int o = 0; o < PP; o++) {
+#pragma unroll
+        for (int kk = 0; kk < KPW; kk++) {
+            const float gv = sgw[o * KPW + kk];
+            const float *b = sxl + sow[o * KPW + kk];
+#pragma unroll
+            for (int r = 0; r < 3; r++)
+#pragma unroll
+                for (int t = 0; t < 3; t++) acc[kk][r * 3 + t] = fmaf(gv, b[(r * W + t) * PSW_PAD], acc[kk][r * 3 + t]);
+        }
+    }
     float *pi = part + img * pstride;
     const int c = c0 + lane;
     const long long CRS = (long long)g.C * 9;
     if (c < g.C)
 #pragma unroll
-        for (int kk = 0; kk < PSW_KPW; kk++) {
-            const int k = k0 + warp * PSW_KPW + kk;
+        for (int kk = 0; kk < KPW; kk++) {
+            const int k = k0 + warp * KPW + kk;
             if (k >= g.K) break;
 #pragma unroll
             for (int t = 0; t < 9; t++) pi[k * CRS + c * 9 + t] = acc[kk][t];
         }
     if (blockIdx.z == 0)  // the bias: a thread per output channel of the block, windows in order
-        for (int kk = threadIdx.x; kk < PSW_KB && k0 + kk < g.K; kk += blockDim.x) {
-            float s = 0.0f;
-            for (int o = 0; o < PP; o++) s = __fadd_rn(s, sg[kk * PP + o]);
-            pi[g.K * CRS + k0 + kk] = s;
+        for (int kb = threadIdx.x; kb < KB && k0 + kb < g.K; kb += blockDim.x) {
+            float b = 0.0f;
+            for (int o = 0; o < PP; o++) b = __fadd_rn(b, sg[((kb / KPW) * PP + o) * KPW + kb % KPW]);
+            pi[g.K * CRS + k0 + kb] = b;
         }
 }
 
-bool g_force_dense = false;
+// Every instantiation: output channels a warp, the input width (26: mnist's conv2, its 9 loads at
+// immediate offsets; 0: any), the gradient's form.
+#define PSW_KERNELS(X) \
+    X(2, 26, true)     \
+    X(2, 26, false) X(4, 26, true) X(4, 26, false) X(2, 0, true) X(2, 0, false) X(4, 0, true) X(4, 0, false)
 
-}  // namespace
+static int psw_sms() {  // multiprocessors of the current GPU, asked once (only the grid's shape depends on it)
+    static int n = 0;
+    if (n > 0) return n;
+    int dev = 0, v = 0;
+    const bool ok = cudaGetDevice(&dev) == cudaSuccess &&
+                    cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0;
+    n = ok ? v : 132;
+    return n;
+}
+
+static bool g_force_dense = false;
+static int g_force_kpw = 0;
+constexpr long long PSW_SMEM_TWO_BLOCKS = 113 * 1024;  // (228 KB a multiprocessor, 1 KB of it reserved a block)
 
 extern "C" void ff_gpu_debug_force_pool_dense(bool on) {
     g_force_dense = on;
+}
+extern "C" void ff_gpu_debug_force_pool_sparse_kpw(int kpw) {
+    g_force_kpw = kpw == 2 || kpw == 4 ? kpw : 0;
 }
 extern "C" bool ff_gpu_pool_sparse_on(void) {
     return !g_force_dense;
 }
 
 extern "C" ff_status ff_gpu_pool_sparse_init(void) {
-    FF_CUDA_CHECK(
-        cudaFuncSetAttribute(k_ps_wgrad, cudaFuncAttributeMaxDynamicSharedMemorySize, FF_GPU_POOL_SPARSE_SMEM_MAX));
+#define PSW_SET(kpw, wt, dense)                                                                                 \
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_ps_wgrad<kpw, wt, dense>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
+                                       FF_GPU_POOL_SPARSE_SMEM_MAX));
+    PSW_KERNELS(PSW_SET)
+#undef PSW_SET
     return FF_OK;
 }
 
@@ -314,9 +340,10 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq
     return FF_OK;
 }
 
-extern "C" ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, int64_t grad_stride, const float *gq,
-                                                         const float *x, const ff_layer *conv, const ff_layer *pool,
-                                                         int64_t n, int64_t group, float *work, ff_gpu_stream s) {
+extern "C" ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy,
+                                                         bool dy_sparse, const float *x, const ff_layer *conv,
+                                                         const ff_layer *pool, int64_t n, int64_t group, float *work,
+                                                         ff_gpu_stream s) {
     FF_TRY(ps_check("the sparse weight gradient", conv, pool, n));
     if (group < 1)
         return FF_FAIL(FF_ERR_INPUT, "the sparse weight gradient of %s: groups of %lld images, expected >= 1",
@@ -328,13 +355,29 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, i
     const PsGeom g = ps_geom(conv, pool);
     const long long total = n * (long long)g.K * g.PH * g.PW;
     const long long KCRS = (long long)g.K * g.C * 9, pstride = KCRS + g.K;
-    const long long kblocks = (g.K + PSW_KB - 1) / PSW_KB, chunks = (g.C + 31) / 32;
+    // 4 output channels a warp (fewer copies of the image in shared memory) where two such blocks
+    // fit a multiprocessor and the grid gives each two; else 2 (mnist's conv2: 126 KB a block with
+    // 4). The same bits either way (ff_gpu_debug_force_pool_sparse_kpw).
+    int kpw = psw_smem(g.H, g.W, g.PH * g.PW, 4) <= PSW_SMEM_TWO_BLOCKS &&
+                      n * ((g.K + PSW_WARPS * 4 - 1) / (PSW_WARPS * 4)) >= 2LL * psw_sms()
+                  ? 4
+                  : 2;
+    if (g_force_kpw) kpw = g_force_kpw;
+    const long long kblocks = (g.K + PSW_WARPS * kpw - 1) / (PSW_WARPS * kpw), chunks = (g.C + 31) / 32;
     if (kblocks > 65535 || chunks > 65535)
         return FF_FAIL(FF_ERR_INPUT, "the sparse weight gradient of %s: %d output and %d input channels, too many",
                        conv->name, g.K, g.C);
-    k_ps_wgrad<<<dim3((unsigned)n, (unsigned)kblocks, (unsigned)chunks), PSW_WARPS * 32,
-                 (size_t)psw_smem(g.H, g.W, g.PH * g.PW), ff_cu_stream(s)>>>(
-        work, gq, reinterpret_cast<const uint8_t *>(gq + total), x, g, pstride);
-    FF_LAUNCH_CHECK("k_ps_wgrad");
-    return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, work, KCRS, pstride, n, group, s);
+    const dim3 grid((unsigned)n, (unsigned)kblocks, (unsigned)chunks);
+    const size_t smem = (size_t)psw_smem(g.H, g.W, g.PH * g.PW, kpw);
+    const uint8_t *q = dy_sparse ? reinterpret_cast<const uint8_t *>(dy + total) : NULL;
+    cudaStream_t st = ff_cu_stream(s);
+#define PSW_LAUNCH(kpw_, wt, dense)                                                                  \
+    if (kpw == kpw_ && (wt == 0 || g.W == wt) && dense == !dy_sparse) {                              \
+        k_ps_wgrad<kpw_, wt, dense><<<grid, PSW_WARPS * 32, smem, st>>>(work, dy, q, x, g, pstride); \
+        FF_LAUNCH_CHECK("k_ps_wgrad");                                                               \
+        return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, work, KCRS, pstride, n, group, s);  \
+    }
+    PSW_KERNELS(PSW_LAUNCH)
+#undef PSW_LAUNCH
+    return FF_FAIL(FF_ERR_INPUT, "the sparse weight gradient of %s: no kernel for its shape", conv->name);
 }

@@ -465,15 +465,15 @@ ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, co
 // window), zero g skipped; a weight chain runs per image over the windows in row-major order, the
 // bias +0 + g + ... in the same order, and the images of a group are summed in image order (as the
 // dense path's partials). Where it applies: conv 3x3, stride 1, no padding; pool 2x2, stride 2, no
-// padding, on the conv's output shape; the weight kernel's image block (H*W*33 + 32*windows*5/4
-// floats) within FF_GPU_POOL_SPARSE_SMEM_MAX bytes.
+// padding, on the conv's output shape; the weight kernel's shared memory (an image's 32 channels,
+// H*W*33 floats, and 64 bytes a window) within FF_GPU_POOL_SPARSE_SMEM_MAX bytes.
 #define FF_GPU_POOL_SPARSE_SMEM_MAX (200 * 1024)
 static inline bool ff_gpu_pool_sparse_applies(const ff_layer *conv, const ff_layer *pool) {
     return conv->op == FF_OP_CONV2D && pool->op == FF_OP_MAXPOOL && conv->kh == 3 && conv->kw == 3 &&
            conv->stride == 1 && conv->pad == 0 && pool->kh == 2 && pool->kw == 2 && pool->stride == 2 &&
            pool->pad == 0 && pool->in.c == conv->out_c && pool->in.h == conv->out.h && pool->in.w == conv->out.w &&
            pool->out.h >= 1 && pool->out.w >= 1 &&
-           conv->in.h * conv->in.w * 33 * 4 + 32 * 5 * pool->out.h * pool->out.w <= FF_GPU_POOL_SPARSE_SMEM_MAX;
+           conv->in.h * conv->in.w * 33 * 4 + 256 * pool->out.h * pool->out.w <= FF_GPU_POOL_SPARSE_SMEM_MAX;
 }
 // Floats of the sparse gradient of n images: g (n, K, PH, PW) floats, then q as as many bytes
 // (rounded up to floats). It fits where the dense gradient (n, K, Ho, Wo) would lie.
@@ -490,15 +490,20 @@ ff_status ff_gpu_pool_sparse_gradient(float *gq, const float *dy, const float *y
 // that is a relu's output: dx is then that relu's input gradient (y > 0 ? dx : +0), in one pass.
 ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq, const float *w, const float *gate,
                                            const ff_layer *conv, const ff_layer *pool, int64_t n, ff_gpu_stream s);
-// dw, db: group rows as ff_gpu_conv2d_backward_weights'; x: (n, C, H, W) the conv's input; work:
+// dw, db: group rows as ff_gpu_conv2d_backward_weights'; dy: the conv's output gradient, the sparse
+// form (dy_sparse) or the dense (n, K, Ho, Wo) one the maxpool backward wrote (at most one nonzero a
+// window: its pick's); x: (n, C, H, W) the conv's input; work:
 // ff_gpu_conv2d_backward_weights_workspace_floats(conv, n) floats (the per-image partials).
-ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, int64_t grad_stride, const float *gq,
-                                              const float *x, const ff_layer *conv, const ff_layer *pool, int64_t n,
-                                              int64_t group, float *work, ff_gpu_stream s);
+ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, int64_t grad_stride, const float *dy,
+                                              bool dy_sparse, const float *x, const ff_layer *conv,
+                                              const ff_layer *pool, int64_t n, int64_t group, float *work,
+                                              ff_gpu_stream s);
 // Whether the cuda device's backward takes the pool-sparse path where it applies (the default), and
 // a test hook that turns it off (the dense kernels: maxpool backward, then the conv's gradients).
 bool ff_gpu_pool_sparse_on(void);
 void ff_gpu_debug_force_pool_dense(bool on);
+// Test hook: the weight kernel's output channels a warp (2 or 4; 0: its own rule). The same bits.
+void ff_gpu_debug_force_pool_sparse_kpw(int kpw);
 // ff_cpu_softmax_xent_backward on the GPU: dz (n, classes); loss (n) or NULL; z (n, classes);
 // labels (n) in [0, classes). One thread per image (the CPU's sequential max and sum).
 ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,
