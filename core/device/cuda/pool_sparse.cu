@@ -120,11 +120,17 @@ static __global__ void __launch_bounds__(PS_WARPS * 32)
         }
         __syncthreads();
         const int kn = min(PS_KC, g.K - k0);
+        const float *wc = w + (c < g.C ? c : 0) * 9LL;  // (the next channel's 9 weights load during this one's)
+        float wn[9];
+#pragma unroll
+        for (int t = 0; t < 9; t++) wn[t] = __ldg(wc + (long long)k0 * g.C * 9 + t);
         for (int kk = 0; kk < kn; kk++) {
             float wv[9];
-            const float *wp = w + ((long long)(k0 + kk) * g.C + (c < g.C ? c : 0)) * 9;
 #pragma unroll
-            for (int t = 0; t < 9; t++) wv[t] = __ldg(wp + t);
+            for (int t = 0; t < 9; t++) wv[t] = wn[t];
+            const long long next = (long long)(k0 + (kk + 1 < kn ? kk + 1 : kk)) * g.C * 9;
+#pragma unroll
+            for (int t = 0; t < 9; t++) wn[t] = __ldg(wc + next + t);
 #pragma unroll
             for (int i = 0; i < PS_WR; i++) {
                 float gr[5];  // a window row's g and picks read first: the loads overlap, not the branches
@@ -163,7 +169,10 @@ static __global__ void __launch_bounds__(PS_WARPS * 32)
 
 // ------------------------------------------------------------------ weight gradient
 // A block per (image, PSW_WARPS * KPW output channels, 32 input channels): the image's channels in
-// shared memory pixel-major (a lane per channel, padded to 33: no bank conflicts either way); for
+// shared memory, a row each of an odd stride (H*W | 1: lane c's row starts in bank c * stride mod
+// 32, all 32 distinct, so a warp reading one pixel of every channel has no conflict), copied by
+// warps a channel at a time, four loads in flight a lane (a copy that waited on each load took most
+// of the kernel's 105 us at batch 64: bench/results/issue15-s37 run 2); for
 // each window and output channel of the block, g and where its pick's 3x3 patch starts in that
 // memory. A warp holds KPW output channels' 3x3 taps for its lane's input channel: per window and
 // channel, 9 loads at the pick's (warp-uniform) offset and 9 fmas, no branch, so the channels'
@@ -171,10 +180,10 @@ static __global__ void __launch_bounds__(PS_WARPS * 32)
 // it where x is finite; the dense kernels multiply every zero as well).
 // The gradient comes in either form: the sparse one (g, q), or the dense (n, K, Ho, Wo) one the
 // maxpool backward wrote (at most one nonzero a window, the pick's: g and q are read off it).
-constexpr int PSW_WARPS = 8, PSW_PAD = 33;
+constexpr int PSW_WARPS = 8;
 
 __host__ __device__ constexpr long long psw_smem(int H, int W, int PP, int KPW) {
-    return (long long)H * W * PSW_PAD * 4 + (long long)PSW_WARPS * KPW * PP * 8;
+    return 32LL * ((H * W) | 1) * 4 + (long long)PSW_WARPS * KPW * PP * 8;
 }
 
 template <int KPW, int WT, bool DENSE>
@@ -184,16 +193,25 @@ static __global__ void __launch_bounds__(PSW_WARPS * 32)
     constexpr int KB = PSW_WARPS * KPW;
     extern __shared__ float smem[];
     const int W = WT > 0 ? WT : g.W;
-    const int HW = g.H * W, PP = g.PH * g.PW;
-    float *sx = smem;                                            // (H*W, 33)
-    float *sg = sx + (long long)HW * PSW_PAD;                    // (PSW_WARPS, PP, KPW): g
+    const int HW = g.H * W, HWP = HW | 1, PP = g.PH * g.PW;
+    float *sx = smem;                                            // (32, HWP)
+    float *sg = sx + 32LL * HWP;                                 // (PSW_WARPS, PP, KPW): g
     int *so = reinterpret_cast<int *>(sg + (long long)KB * PP);  // the same: the pick's patch in sx
     const long long img = blockIdx.x;
     const int k0 = blockIdx.y * KB, c0 = blockIdx.z * 32;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int e = threadIdx.x; e < 32 * HW; e += blockDim.x) {  // coalesced reads, conflict-free writes
-        const int cc = e / HW, pix = e - cc * HW;
-        sx[pix * PSW_PAD + cc] = c0 + cc < g.C ? x[(img * g.C + c0 + cc) * HW + pix] : 0.0f;
+    for (int cc = warp; cc < 32; cc += PSW_WARPS) {
+        const float *src = x + (img * g.C + c0 + cc) * HW;
+        float *dst = sx + cc * HWP;
+        const bool have = c0 + cc < g.C;
+        for (int p0 = lane; p0 < HW; p0 += 128) {
+            float v[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) v[u] = have && p0 + 32 * u < HW ? src[p0 + 32 * u] : 0.0f;
+#pragma unroll
+            for (int u = 0; u < 4; u++)
+                if (p0 + 32 * u < HW) dst[p0 + 32 * u] = v[u];
+        }
     }
     for (int e = threadIdx.x; e < KB * PP; e += blockDim.x) {
         const int kb = e / PP, o = e - kb * PP, k = k0 + kb, py = o / g.PW, px = o - py * g.PW;
@@ -213,7 +231,7 @@ static __global__ void __launch_bounds__(PSW_WARPS * 32)
         }
         const int at = ((kb / KPW) * PP + o) * KPW + kb % KPW;
         sg[at] = gv;
-        so[at] = ((2 * py + (q >> 1)) * W + 2 * px + (q & 1)) * PSW_PAD;
+        so[at] = (2 * py + (q >> 1)) * W + 2 * px + (q & 1);
     }
     __syncthreads();
     float acc[KPW][9];
@@ -221,7 +239,7 @@ static __global__ void __launch_bounds__(PSW_WARPS * 32)
     for (int kk = 0; kk < KPW; kk++)
 #pragma unroll
         for (int t = 0; t < 9; t++) acc[kk][t] = 0.0f;
-    const float *sgw = sg + warp * PP * KPW, *sxl = sx + lane;
+    const float *sgw = sg + warp * PP * KPW, *sxl = sx + lane * HWP;
     const int *sow = so + warp * PP * KPW;
     for (int o = 0; o < PP; o++) {
 #pragma unroll
@@ -231,7 +249,7 @@ static __global__ void __launch_bounds__(PSW_WARPS * 32)
 #pragma unroll
             for (int r = 0; r < 3; r++)
 #pragma unroll
-                for (int t = 0; t < 3; t++) acc[kk][r * 3 + t] = fmaf(gv, b[(r * W + t) * PSW_PAD], acc[kk][r * 3 + t]);
+                for (int t = 0; t < 3; t++) acc[kk][r * 3 + t] = fmaf(gv, b[r * W + t], acc[kk][r * 3 + t]);
         }
     }
     float *pi = part + img * pstride;
