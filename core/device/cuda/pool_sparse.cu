@@ -14,9 +14,10 @@
 //     taps cover (y, x) in row-major window order (at most one tap a window), fmaf(g, w, acc) from
 //     +0; a zero g adds nothing and is skipped (a zero product would leave acc's bits unchanged,
 //     except against an infinite or NaN weight, where the loss is no longer finite anyway).
-//   weight gradient: per image, dw[k][c][r][s] over the windows in row-major order, fmaf(g, x, acc)
-//     from +0; db[k] = +0 + g + g ... (__fadd_rn) over the windows in the same order; then the
-//     images of a group summed in image order (train_cuda.cu's k_conv_wgrad_sum, the dense path's).
+//   weight gradient: per image, dw[k][c][r][s] over every window in row-major order, fmaf(g, x, acc)
+//     from +0 (a zero g included: it adds +0 where x is finite); db[k] = +0 + g + g ... (__fadd_rn) over the windows in
+//     the same order; then the images of a group summed in image order (train_cuda.cu's k_conv_wgrad_sum, the dense
+//     path's).
 #include <cuda_runtime.h>
 
 #include <math.h>

@@ -31,6 +31,9 @@
 //     Without a workspace (work == NULL) the direct kernels run, in the CPU's order; the cuda
 //     device always passes one, so its bits are the GEMM paths'.
 //
+// A conv under a relu and a 2x2 max-pool (mnist's conv2) takes other orders again where the cuda
+// device chooses the pool-sparse backward (pool_sparse.cu, gpu.h).
+//
 // The direct kernels (grid-stride loops, one output per thread) stay for the cases the fast paths
 // do not take: strided or non-square convs' data gradient, and callers without a workspace.
 #include <cuda_runtime.h>

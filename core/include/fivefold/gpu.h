@@ -458,15 +458,17 @@ ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, co
 // The pool-sparse backward of conv -> relu -> max-pool 2x2/2 (mnist's conv2, relu2, pool1;
 // core/device/cuda/pool_sparse.cu, docs/ARCHITECTURE.md §9). A 2x2 window of stride 2 passes its
 // gradient to one input only (its pick), and the relu only where that pick is positive: at most a
-// quarter of the conv's output gradient is nonzero. ff_gpu_pool_sparse_gradient keeps, per window,
-// that gradient g (+0 where the relu stops it) and the pick q; the conv's data and weight gradients
-// then do the nonzero quarter's work only, in fp32 fma chains under every precision. Orders: dx
-// chains k ascending, then the windows covering the element in row-major order (at most one tap a
-// window), zero g skipped; a weight chain runs per image over the windows in row-major order, the
-// bias +0 + g + ... in the same order, and the images of a group are summed in image order (as the
-// dense path's partials). Where it applies: conv 3x3, stride 1, no padding; pool 2x2, stride 2, no
-// padding, on the conv's output shape; the weight kernel's shared memory (an image's 32 channels,
-// H*W*33 floats, and 64 bytes a window) within FF_GPU_POOL_SPARSE_SMEM_MAX bytes.
+// quarter of the conv's output gradient is nonzero. Per window that is a gradient g (+0 where the
+// relu stops it) and the pick q, read off the dense gradient ff_gpu_maxpool_backward(relu) writes
+// (its one nonzero a window) or kept in the sparse form ff_gpu_pool_sparse_gradient writes; the
+// conv's gradients then do the picks' work only, in fp32 fma chains under every precision. Orders:
+// dx chains k ascending, then the windows covering the element in row-major order (at most one
+// tap a window), zero g skipped; a weight chain runs per image over every window in row-major order
+// (a zero g adds +0), the bias +0 + g + ... in the same order, and the images of a group are summed
+// in image order (as the dense path's partials). Where it applies: conv 3x3, stride 1, no padding;
+// pool 2x2, stride 2, no padding, on the conv's output shape; the weight kernel's shared memory (32
+// input channels of the image, H*W + 1 floats each, and up to 32 bytes a window and output
+// channel of the block) within FF_GPU_POOL_SPARSE_SMEM_MAX bytes.
 #define FF_GPU_POOL_SPARSE_SMEM_MAX (200 * 1024)
 static inline bool ff_gpu_pool_sparse_applies(const ff_layer *conv, const ff_layer *pool) {
     return conv->op == FF_OP_CONV2D && pool->op == FF_OP_MAXPOOL && conv->kh == 3 && conv->kw == 3 &&
