@@ -125,10 +125,7 @@ int ff_cmd_info(int argc, char **argv) {
     if (plan.device == FF_DEVICE_CPU) {  // which copy of the CPU kernels would run (FF_CPU_VECTOR)
         int bits;
         if ((st = ff_cpu_vector_choose(&bits)) != FF_OK) return ff_cli_fail("info", st);
-        printf("  kernels: the %s copy (FF_CPU_VECTOR=%d; every copy gives the same bits)\n",
-               bits == 512   ? "AVX-512"
-               : bits == 256 ? "AVX2"
-                             : "128-bit baseline",
+        printf("  kernels: the %s copy (FF_CPU_VECTOR=%d; every copy gives the same bits)\n", ff_cpu_vector_name(bits),
                bits);
     }
     if (ranks > 0 || split) {

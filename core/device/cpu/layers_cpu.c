@@ -168,6 +168,19 @@ static int cpu_widest(void) {
 
 static int conv_vector = 0;  // 0: not decided yet; decided once (a race writes the same value)
 
+// The three copies: FF_CPU_VECTOR's value, the instruction set each needs, its name for people.
+static const struct {
+    const char *value, *isa, *name;
+    int bits;
+} copies[] = {
+    {"128", "SSE2", "128-bit baseline", 128}, {"256", "AVX2", "AVX2", 256}, {"512", "AVX-512F", "AVX-512", 512}};
+
+const char *ff_cpu_vector_name(int bits) {
+    for (size_t i = 0; i < sizeof copies / sizeof copies[0]; i++)
+        if (copies[i].bits == bits) return copies[i].name;
+    return "?";
+}
+
 ff_status ff_cpu_vector_choose(int *bits) {
     const char *e = getenv("FF_CPU_VECTOR");
     const int widest = cpu_widest();
@@ -175,10 +188,6 @@ ff_status ff_cpu_vector_choose(int *bits) {
         *bits = widest;
         return FF_OK;
     }
-    static const struct {
-        const char *value, *isa;
-        int bits;
-    } copies[] = {{"128", "SSE2", 128}, {"256", "AVX2", 256}, {"512", "AVX-512F", 512}};
     for (size_t i = 0; i < sizeof copies / sizeof copies[0]; i++)
         if (strcmp(e, copies[i].value) == 0) {
             if (copies[i].bits > widest)

@@ -55,6 +55,8 @@ int ff_cpu_vector(void);
 // FF_ERR_INPUT naming the value when it is something else or asks for a width the CPU lacks.
 // ff_exec_create calls it, so a bad value stops every command before anything runs.
 ff_status ff_cpu_vector_choose(int *bits);
+// The copy's name for people: "AVX-512", "AVX2", "128-bit baseline" ("?" for another width).
+const char *ff_cpu_vector_name(int bits);
 // Chooses the copy (tests compare them): the widest of 512, 256, 128 that is at most `bits` and
 // that the CPU has. Returns the width in effect. Not for use while convs run.
 int ff_cpu_set_vector(int bits);
