@@ -1047,8 +1047,9 @@ static ff_status data_gradient(cuda_device *c, float *dx, const float *dy, int l
 }
 
 // Whether conv layer l of a backward through layers [lo, hi] takes the pool-sparse path (gpu.h):
-// a relu and a 2x2/2 max-pool above it in the same backward, the shapes it applies to. The pool's
-// backward then writes the sparse gradient in place of the dense one, and the conv reads it.
+// a relu and a 2x2/2 max-pool above it in the same backward, the shapes it applies to, not turned
+// off. Its weight gradient then reads the pool's structure; with pool_mode 2 the pool's backward
+// also writes the sparse form in place of the dense gradient, and its data gradient reads that.
 static bool pool_sparse_conv(const cuda_device *c, int l, int lo, int hi) {
     const ff_model *m = c->base.model;
     return l >= lo && l >= 0 && l + 2 <= hi && c->pool_mode > 0 && ff_gpu_pool_sparse_on() &&

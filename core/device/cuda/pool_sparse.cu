@@ -26,6 +26,7 @@
 #include "fivefold/gpu.h"
 #include "gpu_check.cuh"
 #include "train_parts.cuh"
+#include "train_rules.cuh"
 
 struct PsGeom {
     int C, H, W;  // the conv's input (C, H, W)
@@ -41,13 +42,9 @@ static PsGeom ps_geom(const ff_layer *conv, const ff_layer *pool) {
     return g;
 }
 
-static __device__ __forceinline__ float relu_gate(float y, float dy) {  // train_cuda.cu's relu_pass
-    return y > 0.0f ? dy : 0.0f;
-}
-
 // ------------------------------------------------------------------ the sparse gradient
-// One thread per window: its pick by k_maxpool_bwd_2x2's scan ((0,0), (0,1), (1,0), (1,1); a later
-// one wins if greater or NaN), g = +0 unless the pick is positive (the relu), else 0 + dy.
+// One thread per window: its pick (pool2x2_pick, k_maxpool_bwd_2x2's), g = +0 unless the pick is
+// positive (the relu), else 0 + dy.
 template <typename I>
 static __global__ void k_ps_gradient(float *__restrict__ G, uint8_t *__restrict__ Q, const float *__restrict__ dy,
                                      const float *__restrict__ y, int Ho, int Wo, int PH, int PW, I total) {
@@ -56,12 +53,8 @@ static __global__ void k_ps_gradient(float *__restrict__ G, uint8_t *__restrict_
         const I plane = t / (I)PP;
         const int o = (int)(t - plane * PP), py = o / PW, px = o - py * PW;
         const float *p = y + (long long)plane * Ho * Wo + (long long)(2 * py) * Wo + 2 * px;
-        const float a0 = p[0], a1 = p[1], b0 = p[Wo], b1 = p[Wo + 1];
-        int best = 0;
-        float bv = a0;
-        if (a1 > bv || isnan(a1)) best = 1, bv = a1;
-        if (b0 > bv || isnan(b0)) best = 2, bv = b0;
-        if (b1 > bv || isnan(b1)) best = 3, bv = b1;
+        float bv;
+        const int best = pool2x2_pick(p[0], p[1], p[Wo], p[Wo + 1], &bv);
         G[t] = !(bv > 0.0f) ? 0.0f : __fadd_rn(0.0f, dy[t]);
         Q[t] = (uint8_t)best;
     }
@@ -163,7 +156,7 @@ static __global__ void __launch_bounds__(PS_WARPS * 32)
             const int xx = x0 + lx;
             if (xx >= g.W) continue;
             const long long at = plane + (long long)yy * g.W + xx;
-            dx[at] = gate ? relu_gate(gate[at], acc[ly][lx]) : acc[ly][lx];
+            dx[at] = gate ? relu_pass(gate[at], acc[ly][lx]) : acc[ly][lx];
         }
     }
 }
@@ -278,16 +271,6 @@ static __global__ void __launch_bounds__(PSW_WARPS * 32)
     X(2, 26, true)     \
     X(2, 26, false) X(4, 26, true) X(4, 26, false) X(2, 0, true) X(2, 0, false) X(4, 0, true) X(4, 0, false)
 
-static int psw_sms() {  // multiprocessors of the current GPU, asked once (only the grid's shape depends on it)
-    static int n = 0;
-    if (n > 0) return n;
-    int dev = 0, v = 0;
-    const bool ok = cudaGetDevice(&dev) == cudaSuccess &&
-                    cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) == cudaSuccess && v > 0;
-    n = ok ? v : 132;
-    return n;
-}
-
 static bool g_force_dense = false;
 static int g_force_kpw = 0;
 constexpr long long PSW_SMEM_TWO_BLOCKS = 113 * 1024;  // (228 KB a multiprocessor, 1 KB of it reserved a block)
@@ -314,9 +297,14 @@ extern "C" ff_status ff_gpu_pool_sparse_init(void) {
 static ff_status ps_check(const char *what, const ff_layer *conv, const ff_layer *pool, int64_t n) {
     if (!ff_gpu_pool_sparse_applies(conv, pool))
         return FF_FAIL(FF_ERR_INPUT,
-                       "%s of %s through %s: expected a 3x3 stride-1 unpadded conv under a 2x2 stride-2 unpadded "
-                       "max-pool of its (relu'd) output, an input of at most %d bytes a channel block",
-                       what, conv->name, pool->name, FF_GPU_POOL_SPARSE_SMEM_MAX);
+                       "%s of %s through %s: expected a 3x3 conv of stride 1, pad 0 (it is %dx%d, stride %d, pad %d) "
+                       "under a 2x2 max-pool of stride 2, pad 0 over its output (it is %dx%d, stride %d, pad %d, "
+                       "on %lldx%lldx%lld; the conv gives %lldx%lldx%lld), an image of at most %d bytes of shared "
+                       "memory (gpu.h ff_gpu_pool_sparse_applies)",
+                       what, conv->name, pool->name, conv->kh, conv->kw, conv->stride, conv->pad, pool->kh, pool->kw,
+                       pool->stride, pool->pad, (long long)pool->in.c, (long long)pool->in.h, (long long)pool->in.w,
+                       (long long)conv->out_c, (long long)conv->out.h, (long long)conv->out.w,
+                       FF_GPU_POOL_SPARSE_SMEM_MAX);
     if (n < 0 || n > 0x7fffffff)
         return FF_FAIL(FF_ERR_INPUT, "%s of %s: %lld images, expected 0 .. 2^31-1", what, conv->name, (long long)n);
     return FF_OK;
@@ -378,7 +366,7 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, i
     // fit a multiprocessor and the grid gives each two; else 2 (mnist's conv2: 126 KB a block with
     // 4). The same bits either way (ff_gpu_debug_force_pool_sparse_kpw).
     int kpw = psw_smem(g.H, g.W, g.PH * g.PW, 4) <= PSW_SMEM_TWO_BLOCKS &&
-                      n * ((g.K + PSW_WARPS * 4 - 1) / (PSW_WARPS * 4)) >= 2LL * psw_sms()
+                      n * ((g.K + PSW_WARPS * 4 - 1) / (PSW_WARPS * 4)) >= 2LL * ff_gpu_multiprocessors()
                   ? 4
                   : 2;
     if (g_force_kpw) kpw = g_force_kpw;

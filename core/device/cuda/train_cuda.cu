@@ -739,12 +739,8 @@ __global__ void k_maxpool_bwd_2x2(float *__restrict__ dx, const float *__restric
         const int o = (int)(t - plane * HoWo), oh = o / Wo, ow = o - oh * Wo;
         const long long at = (long long)plane * HoWo * 4 + (long long)(2 * oh) * W + 2 * ow;
         const float2 a = *reinterpret_cast<const float2 *>(x + at), b = *reinterpret_cast<const float2 *>(x + at + W);
-        // k_maxpool_bwd_tiled's scan: (0,0), (0,1), (1,0), (1,1); a later one wins if greater or NaN
-        int best = 0;
-        float bv = a.x;
-        if (a.y > bv || isnan(a.y)) best = 1, bv = a.y;
-        if (b.x > bv || isnan(b.x)) best = 2, bv = b.x;
-        if (b.y > bv || isnan(b.y)) best = 3, bv = b.y;
+        float bv;  // (k_maxpool_bwd_tiled's scan)
+        const int best = pool2x2_pick(a.x, a.y, b.x, b.y, &bv);
         const float d = relu && !(bv > 0.0f) ? 0.0f : __fadd_rn(0.0f, dy[t]);
         *reinterpret_cast<float2 *>(dx + at) = make_float2(best == 0 ? d : 0.0f, best == 1 ? d : 0.0f);
         *reinterpret_cast<float2 *>(dx + at + W) = make_float2(best == 2 ? d : 0.0f, best == 3 ? d : 0.0f);
@@ -980,12 +976,9 @@ __global__ void k_linear_bwd_data(float *__restrict__ dx, const float *__restric
 }
 
 // ------------------------------------------------------------------ relu, maxpool backward
-// The CPU's selection exactly: y > 0 is false for NaN and for -0, both giving +0.
-// quads: the first 4 quads elements in float4s (every pointer 16-byte aligned; a memory-bound
-// pass: half the instructions and twice the bytes in flight of a float a thread), the rest one by one.
-__device__ __forceinline__ float relu_pass(float y, float dy) {
-    return y > 0.0f ? dy : 0.0f;
-}
+// relu_pass (train_rules.cuh) per element. quads: the first 4 quads elements in float4s (every
+// pointer 16-byte aligned; a memory-bound pass: half the instructions and twice the bytes in flight
+// of a float a thread), the rest one by one.
 __global__ void k_relu_bwd(float *__restrict__ dx, const float *__restrict__ dy, const float *__restrict__ y,
                            long long quads, long long total) {
     FF_GRID_STRIDE(t, quads) {
@@ -1204,7 +1197,7 @@ __global__ void k_tree_sgd4(float *w_out, const float *w, float *__restrict__ mo
                                            tree_sgd_out{w_out, N > 1 && r.keep_sum ? r.at : nullptr});
 }
 
-static int multiprocessors() {  // of the current GPU, asked once (a process drives one GPU)
+int ff_gpu_multiprocessors() {  // of the current GPU, asked once (a process drives one GPU)
     static std::atomic<int> sms{0};
     int n = sms.load(std::memory_order_relaxed);
     if (n > 0) return n;
@@ -1255,7 +1248,6 @@ static ff_status conv_wgrad_tiled(float *part, const float *dy, const float *x, 
                                   int64_t n, cudaStream_t st);
 static ff_status conv_wgrad_x3(bool *ran, float *part, const float *dy, const float *x, WgradGeom g, const ff_layer *L,
                                int64_t n, cudaStream_t st);
-static int multiprocessors();
 
 // The GEMM path (work given): per-image partials (k_conv_wgrad_img for few columns, else the tiles
 // of k_conv_wgrad_part; the same bits), then the group sums in image order.
@@ -1415,9 +1407,9 @@ static ff_status conv_wgrad_x3(bool *ran, float *part, const float *dy, const fl
     // that warpgroup one at every batch (bench/results/issue15-s31 run 1: batch 64 0.298 ms a
     // step against 0.316 with configuration 1, the one alone; batch 256 the same one either way).
     const long long etiles = (g.CRS + 143) / 144;
-    int cfg = n * etiles < 2 * multiprocessors() ? 1 : 0;
+    int cfg = n * etiles < 2 * ff_gpu_multiprocessors() ? 1 : 0;
 #ifdef FF_HAVE_WGMMA
-    if (2 * n >= 3 * (long long)multiprocessors() || g_wgrad_beside) cfg = 3;
+    if (2 * n >= 3 * (long long)ff_gpu_multiprocessors() || g_wgrad_beside) cfg = 3;
 #endif
     if (g_force_wgrad_x3 >= 0) cfg = g_force_wgrad_x3 % WX_CFGS;
     switch (cfg) {
@@ -1722,7 +1714,7 @@ extern "C" ff_status ff_gpu_tree_sgd(float *w_out, const float *w, float *mom, c
     unsigned blocks = train_blocks(count);
     if (aligned) {  // one block per multiprocessor at most (k_tree_sgd4)
         const long long per_block = (long long)FF_TREE_SGD_CHUNKS * 4 * FF_TRAIN_THREADS;
-        const long long need = (count + per_block - 1) / per_block, sms = multiprocessors();
+        const long long need = (count + per_block - 1) / per_block, sms = ff_gpu_multiprocessors();
         blocks = (unsigned)(need < sms ? need : sms);
     }
     const tree_sgd_args a = {w_out, w, mom, r, count, lr, momentum, weight_decay, first ? 1 : 0};

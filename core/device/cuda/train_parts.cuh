@@ -9,5 +9,9 @@
 ff_status ff_gpu_conv_wgrad_group_sums(float *dw, float *db, int64_t grad_stride, const float *part, long long KCRS,
                                        long long pstride, int64_t n, int64_t group, ff_gpu_stream s);
 
+// Multiprocessors of the current GPU, asked once (a process drives one GPU; 132 if the query fails):
+// kernels size their grids by it, never their bits.
+int ff_gpu_multiprocessors();
+
 // pool_sparse.cu's one-time setup (its weight kernel's shared memory), called by ff_gpu_train_kernels_init.
 extern "C" ff_status ff_gpu_pool_sparse_init(void);

@@ -1,8 +1,25 @@
-// The element-wise arithmetic of the training update that more than one kernel runs: the tree of
-// train.h over N values and the SGD rule, each float operation an explicit _rn intrinsic (no
-// contraction), so that every kernel that includes this gives the same bits: train_cuda.cu's
-// k_tree_sgd4 and the transport's fused exchange (comm_nccl_lsa.cu), which share the loop below.
+// The element-wise arithmetic of the training kernels that more than one kernel runs: relu's and a
+// 2x2 pool's backward rules, the tree of train.h over N values and the SGD rule, each float operation an explicit _rn
+// intrinsic (no contraction), so that every kernel that includes this gives the same bits: train_cuda.cu's k_tree_sgd4
+// and the transport's fused exchange (comm_nccl_lsa.cu), which share the loop below.
 #pragma once
+
+// relu's backward, the CPU's selection exactly: y > 0 is false for NaN and for -0, both giving +0.
+__device__ __forceinline__ float relu_pass(float y, float dy) {
+    return y > 0.0f ? dy : 0.0f;
+}
+
+// A 2x2 pool window's pick, the CPU's scan: (0,0), (0,1), (1,0), (1,1), a later one winning if
+// greater or NaN. Returns 0..3 in that order; *bv receives the picked value.
+__device__ __forceinline__ int pool2x2_pick(float a0, float a1, float b0, float b1, float *bv) {
+    int best = 0;
+    float v = a0;
+    if (a1 > v || isnan(a1)) best = 1, v = a1;
+    if (b0 > v || isnan(b0)) best = 2, v = b0;
+    if (b1 > v || isnan(b1)) best = 3, v = b1;
+    *bv = v;
+    return best;
+}
 
 __host__ __device__ constexpr int tree_levels(int n) {
     return n <= 1 ? 0 : 1 + tree_levels((n + 1) / 2);
