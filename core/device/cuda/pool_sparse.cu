@@ -22,6 +22,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "fivefold/gpu.h"
 #include "gpu_check.cuh"
@@ -159,6 +160,140 @@ static __global__ void __launch_bounds__(PS_WARPS * 32)
             dx[at] = gate ? relu_pass(gate[at], acc[ly][lx]) : acc[ly][lx];
         }
     }
+}
+
+// ------------------------------------------------------------------ data gradient, row strips
+// A warp per (image, RP rows of dx starting at an even row, CT columns from X0); lanes are 32 input
+// channels, so every window's g and pick are the same for the whole warp. For each output channel
+// k, the windows whose 3x3 patch can reach the strip: window rows y0/2 - 1 .. y0/2 + RP/2, the
+// columns JLO .. JHI (compile-time, as every tap's place in the strip once the pick is known). g and
+// q come straight from the sparse form (a load every lane makes at one address), the next channel's
+// while the current one's taps run. STYLE: 0 a switch on the pick, 1 two branches (row, column
+// half), 2 no branch (each of the four picks' taps with g where it is the pick, else +0).
+template <int W>
+struct PsRowsGeom {
+    static constexpr int PW = (W - 2) / 2;
+};
+
+template <int RP, int CT, int X0, int STYLE, int PW>
+static __device__ __forceinline__ void ps_rows_taps(float (&acc)[RP][CT], const float (&w)[9], float gv, int ii, int j,
+                                                    int q) {
+    auto taps = [&](int qy, int qx, float gg) {
+#pragma unroll
+        for (int r = 0; r < 3; r++)
+#pragma unroll
+            for (int s = 0; s < 3; s++) {
+                const int ly = 2 * (ii - 1) + qy + r, lx = 2 * j + qx + s - X0;
+                if (ly >= 0 && ly < RP && lx >= 0 && lx < CT) acc[ly][lx] = fmaf(gg, w[r * 3 + s], acc[ly][lx]);
+            }
+    };
+    if (STYLE == 0) {
+        switch (q) {
+            case 0: taps(0, 0, gv); break;
+            case 1: taps(0, 1, gv); break;
+            case 2: taps(1, 0, gv); break;
+            default: taps(1, 1, gv); break;
+        }
+    } else if (STYLE == 1) {
+        if (q < 2) {
+            if (q == 0)
+                taps(0, 0, gv);
+            else
+                taps(0, 1, gv);
+        } else {
+            if (q == 2)
+                taps(1, 0, gv);
+            else
+                taps(1, 1, gv);
+        }
+    } else {
+        taps(0, 0, q == 0 ? gv : 0.0f);
+        taps(0, 1, q == 1 ? gv : 0.0f);
+        taps(1, 0, q == 2 ? gv : 0.0f);
+        taps(1, 1, q == 3 ? gv : 0.0f);
+    }
+}
+
+template <int W, int RP, int CT, int X0, int STYLE>
+static __device__ __forceinline__ void ps_dgrad_rows_body(float *__restrict__ dx, const float *__restrict__ G,
+                                                          const uint8_t *__restrict__ Q, const float *__restrict__ w,
+                                                          const float *__restrict__ gate, const PsGeom &g,
+                                                          long long img, int y0, int c) {
+    constexpr int PW = PsRowsGeom<W>::PW;
+    constexpr int JLO = X0 >= 3 ? (X0 - 2) / 2 : 0;  // ceil((X0 - 3) / 2)
+    constexpr int JHI = (X0 + CT - 1) / 2 < PW - 1 ? (X0 + CT - 1) / 2 : PW - 1;
+    constexpr int NJ = JHI - JLO + 1, NI = RP / 2 + 1;
+    float acc[RP][CT];
+#pragma unroll
+    for (int u = 0; u < RP; u++)
+#pragma unroll
+        for (int v = 0; v < CT; v++) acc[u][v] = 0.0f;
+    const int cw = c < g.C ? c : 0;
+    const int i0 = y0 / 2 - 1;
+    const long long PP = (long long)g.PH * PW;
+    auto load = [&](int k, float(&gr)[NI][NJ], uint8_t(&qr)[NI][NJ], float(&wr)[9]) {
+#pragma unroll
+        for (int t = 0; t < 9; t++) wr[t] = __ldg(w + ((long long)k * g.C + cw) * 9 + t);
+#pragma unroll
+        for (int ii = 0; ii < NI; ii++) {
+            const int i = i0 + ii;
+            const bool in = i >= 0 && i < g.PH;
+            const long long at = (img * g.K + k) * PP + (long long)(in ? i : 0) * PW + JLO;
+#pragma unroll
+            for (int jj = 0; jj < NJ; jj++) {
+                gr[ii][jj] = in ? __ldg(G + at + jj) : 0.0f;
+                qr[ii][jj] = in ? __ldg(Q + at + jj) : 0;
+            }
+        }
+    };
+    float gc[NI][NJ], wc[9];
+    uint8_t qc[NI][NJ];
+    load(0, gc, qc, wc);
+    for (int k = 0; k < g.K; k++) {
+        float gn[NI][NJ], wn[9];
+        uint8_t qn[NI][NJ];
+        load(k + 1 < g.K ? k + 1 : k, gn, qn, wn);
+#pragma unroll
+        for (int ii = 0; ii < NI; ii++)
+#pragma unroll
+            for (int jj = 0; jj < NJ; jj++)
+                ps_rows_taps<RP, CT, X0, STYLE, PW>(acc, wc, gc[ii][jj], ii, JLO + jj, qc[ii][jj]);
+#pragma unroll
+        for (int ii = 0; ii < NI; ii++)
+#pragma unroll
+            for (int jj = 0; jj < NJ; jj++) gc[ii][jj] = gn[ii][jj], qc[ii][jj] = qn[ii][jj];
+#pragma unroll
+        for (int t = 0; t < 9; t++) wc[t] = wn[t];
+    }
+    if (c >= g.C) return;
+    const long long plane = (img * g.C + c) * (long long)g.H * W;
+#pragma unroll
+    for (int ly = 0; ly < RP; ly++) {
+        const int yy = y0 + ly;
+        if (yy >= g.H) break;
+#pragma unroll
+        for (int lx = 0; lx < CT; lx++) {
+            const long long at = plane + (long long)yy * W + X0 + lx;
+            dx[at] = gate ? relu_pass(gate[at], acc[ly][lx]) : acc[ly][lx];
+        }
+    }
+}
+
+// CT = W: one strip a row pair; CT = W / 2: two (the grid's second dimension picks).
+template <int W, int RP, int CT, int STYLE>
+static __global__ void __launch_bounds__(128)
+    k_ps_dgrad_rows(float *__restrict__ dx, const float *__restrict__ G, const uint8_t *__restrict__ Q,
+                    const float *__restrict__ w, const float *__restrict__ gate, PsGeom g, long long strips) {
+    const long long s = blockIdx.x * 4LL + (threadIdx.x >> 5);
+    if (s >= strips) return;
+    const int per_img = (g.H + RP - 1) / RP;
+    const long long img = s / per_img;
+    const int y0 = (int)(s - img * per_img) * RP;
+    const int c = blockIdx.z * 32 + (threadIdx.x & 31);
+    if (CT == W || blockIdx.y == 0)
+        ps_dgrad_rows_body<W, RP, CT, 0, STYLE>(dx, G, Q, w, gate, g, img, y0, c);
+    else
+        ps_dgrad_rows_body<W, RP, CT, (CT == W ? 0 : CT), STYLE>(dx, G, Q, w, gate, g, img, y0, c);
 }
 
 // ------------------------------------------------------------------ weight gradient
@@ -341,8 +476,27 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq
     if (blocks > 0x7fffffffLL || chunks > 65535)
         return FF_FAIL(FF_ERR_INPUT, "the sparse data gradient of %s: a grid of %lld x %lld blocks, too large",
                        conv->name, blocks, chunks);
-    k_ps_dgrad<<<dim3((unsigned)blocks, (unsigned)chunks), PS_WARPS * 32, 0, ff_cu_stream(s)>>>(
-        dx, gq, reinterpret_cast<const uint8_t *>(gq + total), w, gate, g, tiles_y, tiles_x);
+    const char *ve = getenv("FF_PS_DGRAD");  // (exploration, session 38)
+    const int v = ve ? atoi(ve) : 0;
+    const uint8_t *Qp = reinterpret_cast<const uint8_t *>(gq + total);
+    if (v > 0 && g.W == 26 && g.H == 26 && g.C % 32 == 0) {
+        const long long strips = n * ((g.H + 1) / 2);
+        const dim3 grid((unsigned)((strips + 3) / 4), 1, (unsigned)chunks),
+            grid2((unsigned)((strips + 3) / 4), 2, (unsigned)chunks);
+        cudaStream_t st = ff_cu_stream(s);
+        switch (v) {
+            case 1: k_ps_dgrad_rows<26, 2, 26, 0><<<grid, 128, 0, st>>>(dx, gq, Qp, w, gate, g, strips); break;
+            case 2: k_ps_dgrad_rows<26, 2, 26, 1><<<grid, 128, 0, st>>>(dx, gq, Qp, w, gate, g, strips); break;
+            case 3: k_ps_dgrad_rows<26, 2, 26, 2><<<grid, 128, 0, st>>>(dx, gq, Qp, w, gate, g, strips); break;
+            case 4: k_ps_dgrad_rows<26, 2, 13, 0><<<grid2, 128, 0, st>>>(dx, gq, Qp, w, gate, g, strips); break;
+            case 5: k_ps_dgrad_rows<26, 2, 13, 2><<<grid2, 128, 0, st>>>(dx, gq, Qp, w, gate, g, strips); break;
+            default: k_ps_dgrad_rows<26, 2, 13, 1><<<grid2, 128, 0, st>>>(dx, gq, Qp, w, gate, g, strips); break;
+        }
+        FF_LAUNCH_CHECK("k_ps_dgrad_rows");
+        return FF_OK;
+    }
+    k_ps_dgrad<<<dim3((unsigned)blocks, (unsigned)chunks), PS_WARPS * 32, 0, ff_cu_stream(s)>>>(dx, gq, Qp, w, gate, g,
+                                                                                                tiles_y, tiles_x);
     FF_LAUNCH_CHECK("k_ps_dgrad");
     return FF_OK;
 }
