@@ -279,6 +279,129 @@ static __device__ __forceinline__ void ps_dgrad_rows_body(float *__restrict__ dx
     }
 }
 
+// ------------------------------------------------------------------ data gradient, k in parts
+// A block per (image, row pair, 13 columns, 32 input channels): NW warps, warp w summing output
+// channels in the w-th of NW contiguous parts of 0..K-1 into registers (2 x 13 pixels a lane, lane =
+// input channel), then the parts added in order through shared memory.
+constexpr int PSD_CT = 13, PSD_NJ = 8, PSD_KC = 8;
+
+template <int ODD>
+static __device__ __forceinline__ void psd_taps(float (&acc)[2][PSD_CT], const float (&w)[9], float gv, int ii, int jj,
+                                                unsigned q) {
+    auto taps = [&](int qy, int qx) {
+#pragma unroll
+        for (int r = 0; r < 3; r++)
+#pragma unroll
+            for (int s = 0; s < 3; s++) {
+                const int ly = 2 * ii - 2 + qy + r, lx = 2 * jj - 2 - ODD + qx + s;
+                if (ly >= 0 && ly < 2 && lx >= 0 && lx < PSD_CT) acc[ly][lx] = fmaf(gv, w[r * 3 + s], acc[ly][lx]);
+            }
+    };
+    switch (q) {
+        case 0: taps(0, 0); break;
+        case 1: taps(0, 1); break;
+        case 2: taps(1, 0); break;
+        default: taps(1, 1); break;
+    }
+}
+
+template <int NW, int ODD>
+static __device__ __forceinline__ void psd_part(float (&acc)[2][PSD_CT], float2 (*stage)[2][PSD_NJ],
+                                                const float *__restrict__ G, const uint8_t *__restrict__ Q,
+                                                const float *__restrict__ w, const PsGeom &g, long long img, int i0,
+                                                int J0, int c, int kb, int ke) {
+    const int lane = threadIdx.x & 31;
+    const int cw = c < g.C ? c : 0;
+    float gv[4];
+    unsigned qv[4];
+    auto fetch = [&](int k0) {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int e = lane + 32 * u, k = k0 + (e >> 4), i = i0 + ((e >> 3) & 1), j = J0 + (e & 7);
+            const bool ok = k < ke && i >= 0 && i < g.PH && j >= 0 && j < g.PW;
+            const long long at = ok ? ((img * g.K + k) * g.PH + i) * (long long)g.PW + j : 0;
+            gv[u] = ok ? __ldg(G + at) : 0.0f;
+            qv[u] = ok ? __ldg(Q + at) : 0u;
+        }
+    };
+    fetch(kb);
+    float wn[9];
+#pragma unroll
+    for (int t = 0; t < 9; t++) wn[t] = __ldg(w + ((long long)(kb < ke ? kb : 0) * g.C + cw) * 9 + t);
+    for (int k0 = kb; k0 < ke; k0 += PSD_KC) {
+        __syncwarp();
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int e = lane + 32 * u;
+            stage[e >> 4][(e >> 3) & 1][e & 7] = make_float2(gv[u], __uint_as_float(qv[u]));
+        }
+        __syncwarp();
+        if (k0 + PSD_KC < ke) fetch(k0 + PSD_KC);
+        const int kn = min(PSD_KC, ke - k0);
+        for (int kk = 0; kk < kn; kk++) {
+            float wv[9];
+#pragma unroll
+            for (int t = 0; t < 9; t++) wv[t] = wn[t];
+            const int kx = k0 + kk + 1 < ke ? k0 + kk + 1 : k0 + kk;
+#pragma unroll
+            for (int t = 0; t < 9; t++) wn[t] = __ldg(w + ((long long)kx * g.C + cw) * 9 + t);
+#pragma unroll
+            for (int ii = 0; ii < 2; ii++) {
+                float4 two[PSD_NJ / 2];
+#pragma unroll
+                for (int jp = 0; jp < PSD_NJ / 2; jp++)
+                    two[jp] = *reinterpret_cast<const float4 *>(&stage[kk][ii][2 * jp]);
+#pragma unroll
+                for (int jp = 0; jp < PSD_NJ / 2; jp++) {
+                    psd_taps<ODD>(acc, wv, two[jp].x, ii, 2 * jp, __float_as_uint(two[jp].y));
+                    psd_taps<ODD>(acc, wv, two[jp].z, ii, 2 * jp + 1, __float_as_uint(two[jp].w));
+                }
+            }
+        }
+    }
+}
+
+template <int NW>
+static __global__ void __launch_bounds__(NW * 32)
+    k_ps_dgrad_parts(float *__restrict__ dx, const float *__restrict__ G, const uint8_t *__restrict__ Q,
+                     const float *__restrict__ w, const float *__restrict__ gate, PsGeom g, int tiles_y, int tiles_x) {
+    __shared__ __align__(16) float2 stage[NW][PSD_KC][2][PSD_NJ];
+    __shared__ float part[NW][32][2 * PSD_CT + 1];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    long long b = blockIdx.x;
+    const int tx = (int)(b % tiles_x);
+    b /= tiles_x;
+    const int ty = (int)(b % tiles_y);
+    const long long img = b / tiles_y;
+    const int c0 = blockIdx.y * 32, c = c0 + lane;
+    const int y0 = 2 * ty, X0 = PSD_CT * tx, i0 = ty - 1;
+    const int KS = (g.K + NW - 1) / NW, kb = min(g.K, warp * KS), ke = min(g.K, kb + KS);
+    float acc[2][PSD_CT];
+#pragma unroll
+    for (int u = 0; u < 2; u++)
+#pragma unroll
+        for (int v = 0; v < PSD_CT; v++) acc[u][v] = 0.0f;
+    if (X0 & 1)
+        psd_part<NW, 1>(acc, stage[warp], G, Q, w, g, img, i0, (X0 - 3) / 2, c, kb, ke);
+    else
+        psd_part<NW, 0>(acc, stage[warp], G, Q, w, g, img, i0, X0 / 2 - 1, c, kb, ke);
+#pragma unroll
+    for (int u = 0; u < 2; u++)
+#pragma unroll
+        for (int v = 0; v < PSD_CT; v++) part[warp][lane][u * PSD_CT + v] = acc[u][v];
+    __syncthreads();
+    for (int o = threadIdx.x; o < 32 * 2 * PSD_CT; o += NW * 32) {
+        const int cl = o / (2 * PSD_CT), p = o - cl * (2 * PSD_CT), ly = p / PSD_CT, lx = p - ly * PSD_CT;
+        const int yy = y0 + ly, xx = X0 + lx, cc = c0 + cl;
+        if (yy >= g.H || xx >= g.W || cc >= g.C) continue;
+        float sum = part[0][cl][p];
+#pragma unroll
+        for (int t = 1; t < NW; t++) sum = __fadd_rn(sum, part[t][cl][p]);
+        const long long at = ((img * g.C + cc) * g.H + yy) * (long long)g.W + xx;
+        dx[at] = gate ? relu_pass(gate[at], sum) : sum;
+    }
+}
+
 // CT = W: one strip a row pair; CT = W / 2: two (the grid's second dimension picks).
 template <int W, int RP, int CT, int STYLE>
 static __global__ void __launch_bounds__(128)
@@ -479,6 +602,19 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq
     const char *ve = getenv("FF_PS_DGRAD");  // (exploration, session 38)
     const int v = ve ? atoi(ve) : 0;
     const uint8_t *Qp = reinterpret_cast<const uint8_t *>(gq + total);
+    if (v >= 7) {
+        const int ty = (g.H + 1) / 2, tx = (g.W + PSD_CT - 1) / PSD_CT;
+        const dim3 grid((unsigned)(n * ty * tx), (unsigned)chunks);
+        cudaStream_t st = ff_cu_stream(s);
+        if (v == 7)
+            k_ps_dgrad_parts<2><<<grid, 64, 0, st>>>(dx, gq, Qp, w, gate, g, ty, tx);
+        else if (v == 8)
+            k_ps_dgrad_parts<4><<<grid, 128, 0, st>>>(dx, gq, Qp, w, gate, g, ty, tx);
+        else
+            k_ps_dgrad_parts<8><<<grid, 256, 0, st>>>(dx, gq, Qp, w, gate, g, ty, tx);
+        FF_LAUNCH_CHECK("k_ps_dgrad_parts");
+        return FF_OK;
+    }
     if (v > 0 && g.W == 26 && g.H == 26 && g.C % 32 == 0) {
         const long long strips = n * ((g.H + 1) / 2);
         const dim3 grid((unsigned)((strips + 3) / 4), 1, (unsigned)chunks),
