@@ -152,7 +152,7 @@ static void usage(FILE *f) {
         "kernels read and write them in pinned host memory); FF_TRAIN_CONCURRENT_BACKWARD=0 a GPU's\n"
         "backward on one stream (by default the weight gradients run on a second one beside the data\n"
         "gradients); FF_TRAIN_POOL_SPARSE=0 a GPU's conv under a relu and a 2x2 max-pool (mnist's conv2)\n"
-        "on the dense kernels, 2 its data gradient pool-sparse too (by default its weight gradient does\n"
+        "on the dense kernels, 1 only its weight gradient pool-sparse (by default both its gradients do\n"
         "only the windows' picks' work: docs/ARCHITECTURE.md section 9).\n",
         DEFAULT_DATA, (long long)SYNTH_TRAIN_SMALL, (long long)SYNTH_TRAIN_FULL, (long long)SYNTH_TEST, FF_CKPT_FILE,
         FF_CKPT_FILE);

@@ -474,7 +474,7 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     if (pool_env && strcmp(pool_env, "0") && strcmp(pool_env, "1") && strcmp(pool_env, "2"))
         return FF_FAIL(FF_ERR_INPUT,
                        "FF_TRAIN_POOL_SPARSE='%s': expected 0 (a GPU's conv under a relu and a 2x2 max-pool on the "
-                       "dense kernels), 1 (its weight gradient pool-sparse, the default) or 2 (its data gradient too)",
+                       "dense kernels), 1 (its weight gradient pool-sparse) or 2 (its data gradient too, the default)",
                        pool_env);
     const char *graphs_env = getenv("FF_TRAIN_GRAPHS");
     int last = m->n_layers - 1;

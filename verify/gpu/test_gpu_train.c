@@ -1375,7 +1375,8 @@ static ff_layer conv_layer(int64_t K, int64_t C, int64_t H, int64_t W, int k, in
 // ---------------------------------------------------------------- pool-sparse backward
 
 // The host model of pool_sparse.cu's orders (gpu.h "pool-sparse backward"): each window's pick and
-// relu gate, dx chains k ascending then the covering windows row-major, per-image weight chains
+// relu gate, dx in 4 parts of the output channels (each a chain of k ascending, then the covering
+// windows row-major; the parts added in order), per-image weight chains
 // over the windows row-major, the bias +0 + g + ..., the group sums in image order. dx (n, C, H, W);
 // dw, db: rows (ngroups, K*C*9) and (ngroups, K). Explicit fmaf and separate adds: no contraction.
 static void pool_sparse_host(float *dx, float *dw, float *db, const float *dy, const float *y, const float *x,
@@ -1401,16 +1402,21 @@ static void pool_sparse_host(float *dx, float *dw, float *db, const float *dy, c
         for (int64_t c = 0; c < C; c++)
             for (int64_t yy = 0; yy < H; yy++)
                 for (int64_t xx = 0; xx < W; xx++) {
+                    const int64_t KS = (K + 3) / 4;
                     float acc = 0.0f;
-                    for (int64_t k = 0; k < K; k++)
-                        for (int64_t wy = yy / 2 - 2; wy <= yy / 2; wy++)
-                            for (int64_t wx = xx / 2 - 2; wx <= xx / 2; wx++) {
-                                if (wy < 0 || wy >= PH || wx < 0 || wx >= PW) continue;
-                                const int64_t t = ((i * K + k) * PH + wy) * PW + wx;
-                                const int64_t r = yy - (2 * wy + Q[t] / 2), sc = xx - (2 * wx + Q[t] % 2);
-                                if (G[t] == 0.0f || r < 0 || r > 2 || sc < 0 || sc > 2) continue;
-                                acc = fmaf(G[t], w[((k * C + c) * 3 + r) * 3 + sc], acc);
-                            }
+                    for (int64_t part = 0; part < 4; part++) {
+                        float s = 0.0f;
+                        for (int64_t k = part * KS; k < K && k < (part + 1) * KS; k++)
+                            for (int64_t wy = yy / 2 - 2; wy <= yy / 2; wy++)
+                                for (int64_t wx = xx / 2 - 2; wx <= xx / 2; wx++) {
+                                    if (wy < 0 || wy >= PH || wx < 0 || wx >= PW) continue;
+                                    const int64_t t = ((i * K + k) * PH + wy) * PW + wx;
+                                    const int64_t r = yy - (2 * wy + Q[t] / 2), sc = xx - (2 * wx + Q[t] % 2);
+                                    if (G[t] == 0.0f || r < 0 || r > 2 || sc < 0 || sc > 2) continue;
+                                    s = fmaf(G[t], w[((k * C + c) * 3 + r) * 3 + sc], s);
+                                }
+                        acc = part == 0 ? s : acc + s;
+                    }
                     const int64_t at = ((i * C + c) * H + yy) * W + xx;
                     dx[at] = gate && !(x[at] > 0.0f) ? 0.0f : acc;
                 }

@@ -8,9 +8,10 @@
 #           fail. Graph replays (the default) equal eager steps (FF_TRAIN_GRAPHS=0), the gradient
 #           lane (the default) a backward on one stream (FF_TRAIN_CONCURRENT_BACKWARD=0), and, with
 #           NCCL, so do the queued exchange's variants (host waits, uncaptured, --overlap steps).
-#           The dense pool backward (FF_TRAIN_POOL_SPARSE=0) and both gradients pool-sparse (=2)
-#           must give other bits than the default (gpu.h), every step's loss within 1e-4 relative of
-#           it; =2 gives the same bits in direct P = 2 as in cuda.
+#           The dense pool backward (FF_TRAIN_POOL_SPARSE=0) and only the weight gradient
+#           pool-sparse (=1) must give other bits than the default (=2, both gradients pool-sparse:
+#           gpu.h), every step's loss within 1e-4 relative of it; =1 gives the same bits in direct
+#           P = 2 as in cuda.
 #   resume  a cuda run killed after step 5 (test hook) and resumed equals the uninterrupted one;
 #           a checkpoint written by hybrid P = 2 after 3 steps, resumed by direct P = 3, too.
 #   cpu     cuda against serial: the GPU sums with fma chains where the CPU multiplies then adds
@@ -135,15 +136,20 @@ modes)
     [ "$GOT" != "$(digests "$T/sparse.txt")" ] || fail "the dense pool backward gave the pool-sparse path's bits"
     msg=$(close "$T/dense.txt" "$T/sparse.txt") || fail "dense and pool-sparse runs disagree: $msg"
     echo "  against the pool-sparse path: $msg"
-    # FF_TRAIN_POOL_SPARSE=2: the data gradient pool-sparse too (the sparse form): other bits again, as close
+    # The default is =2 (both gradients pool-sparse): naming it gives its bits.
     run sparse2 env FF_TRAIN_POOL_SPARSE=2 "$F" train --mode cuda $A
-    GOT=$(digests "$T/sparse2.txt")
-    echo "cuda, FF_TRAIN_POOL_SPARSE=2 (both gradients pool-sparse): $GOT"
-    [ "$GOT" != "$(digests "$T/sparse.txt")" ] || fail "FF_TRAIN_POOL_SPARSE=2 gave the default's bits"
-    msg=$(close "$T/sparse2.txt" "$T/sparse.txt") || fail "FF_TRAIN_POOL_SPARSE=2 and the default disagree: $msg"
+    [ "$(digests "$T/sparse2.txt")" = "$(digests "$T/sparse.txt")" ] || fail "FF_TRAIN_POOL_SPARSE=2 is not the default"
+    # FF_TRAIN_POOL_SPARSE=1: only the weight gradient pool-sparse (the data gradient on the dense
+    # kernels): other bits again, as close, and the same in direct P = 2 as in cuda.
+    run sparse1 env FF_TRAIN_POOL_SPARSE=1 "$F" train --mode cuda $A
+    GOT=$(digests "$T/sparse1.txt")
+    echo "cuda, FF_TRAIN_POOL_SPARSE=1 (the weight gradient pool-sparse): $GOT"
+    [ "$GOT" != "$(digests "$T/sparse.txt")" ] || fail "FF_TRAIN_POOL_SPARSE=1 gave the default's bits"
+    [ "$GOT" != "$(digests "$T/dense.txt")" ] || fail "FF_TRAIN_POOL_SPARSE=1 gave the dense kernels' bits"
+    msg=$(close "$T/sparse1.txt" "$T/sparse.txt") || fail "FF_TRAIN_POOL_SPARSE=1 and the default disagree: $msg"
     echo "  against the default: $msg"
-    run sparse2p2 env FF_TRAIN_POOL_SPARSE=2 $MPIEXEC -n 2 "$F" train --mode direct $A
-    [ "$(digests "$T/sparse2p2.txt")" = "$GOT" ] || fail "FF_TRAIN_POOL_SPARSE=2: direct P=2 differs from cuda"
+    run sparse1p2 env FF_TRAIN_POOL_SPARSE=1 $MPIEXEC -n 2 "$F" train --mode direct $A
+    [ "$(digests "$T/sparse1p2.txt")" = "$GOT" ] || fail "FF_TRAIN_POOL_SPARSE=1: direct P=2 differs from cuda"
     echo "  direct P=2: the same digests"
     run mb4 "$F" train --mode cuda $A0 --microbatch 4
     GOT=$(digests "$T/mb4.txt")

@@ -131,8 +131,8 @@ typedef struct {
     ff_gpu_event lane_fork, lane_join;
     ff_gpu_event prep_done[FF_MAX_LAYERS];  // layer l's rearranged weights made on the lane (prep_floats)
     bool lane_off;
-    // FF_TRAIN_POOL_SPARSE: where the pool-sparse backward applies (gpu.h), 0 the dense kernels, 1 (the
-    // default) the pool-sparse weight gradient, 2 the data gradient too (the pool writing the sparse form)
+    // FF_TRAIN_POOL_SPARSE: where the pool-sparse backward applies (gpu.h), 0 the dense kernels, 1 the
+    // pool-sparse weight gradient, 2 (the default) the data gradient too (the pool writing the sparse form)
     int pool_mode;
     int64_t lane_seen[4];
     int64_t ones_n;
@@ -282,7 +282,7 @@ ff_status ff_device_cuda_create(ff_device **out, const ff_model *m, const ff_wei
     const char *lane_env = getenv("FF_TRAIN_CONCURRENT_BACKWARD");
     c->lane_off = lane_env && !strcmp(lane_env, "0");
     const char *sparse_env = getenv("FF_TRAIN_POOL_SPARSE");  // (checked by the trainer too)
-    c->pool_mode = sparse_env && (!strcmp(sparse_env, "0") || !strcmp(sparse_env, "2")) ? sparse_env[0] - '0' : 1;
+    c->pool_mode = sparse_env && (!strcmp(sparse_env, "0") || !strcmp(sparse_env, "1")) ? sparse_env[0] - '0' : 2;
     ff_status st = cuda_setup(c, m, w, p, o);
     if (st != FF_OK) {
         cuda_destroy(&c->base);

@@ -10,10 +10,12 @@
 // work than its three tensor-core products).
 //
 // Orders (each element one chain computed by one thread, fixed by the geometry alone):
-//   data gradient dx[n][c][y][x]: output channels k ascending, then the windows whose pick's 3x3
-//     taps cover (y, x) in row-major window order (at most one tap a window), fmaf(g, w, acc) from
-//     +0; a zero g adds nothing and is skipped (a zero product would leave acc's bits unchanged,
-//     except against an infinite or NaN weight, where the loss is no longer finite anyway).
+//   data gradient dx[n][c][y][x]: the output channels in PSD_PARTS (4) contiguous parts of
+//     ceil(K / 4) (the last ones shorter or empty); in each part, channels k ascending, then the
+//     windows whose pick's 3x3 taps cover (y, x) in row-major window order (at most one tap a
+//     window), fmaf(g, w, acc) from +0; then ((part 0 + part 1) + part 2) + part 3 (__fadd_rn), then
+//     relu1's gate. A zero g's product is added too (+0: the bits of skipping it, the weights
+//     being finite; against an infinite or NaN weight the loss is not finite anyway).
 //   weight gradient: per image, dw[k][c][r][s] over every window in row-major order, fmaf(g, x, acc)
 //     from +0 (a zero g included: it adds +0 where x is finite); db[k] = +0 + g + g ... (__fadd_rn) over the windows in
 //     the same order; then the images of a group summed in image order (train_cuda.cu's k_conv_wgrad_sum, the dense
@@ -22,7 +24,6 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "fivefold/gpu.h"
 #include "gpu_check.cuh"
@@ -62,228 +63,17 @@ static __global__ void k_ps_gradient(float *__restrict__ G, uint8_t *__restrict_
 }
 
 // ------------------------------------------------------------------ data gradient
-// A warp computes an 8 x 8 tile of dx for 32 input channels (a lane each); a block, 4 such tiles
-// side by side (8 rows x 32 columns). The tile's pixels receive from windows rows y0/2 - 1 ..
-// y0/2 + 3 and columns x0/2 - 1 .. x0/2 + 3 (5 x 5): their g and q are the same for the whole warp
-// (no divergence), staged in shared memory for PS_KC output channels at a time. Each window's 3x3
-// taps land at compile-time offsets once its pick is known (the switch below): the accumulators
-// stay in registers.
-constexpr int PS_TILE = 8, PS_WARPS = 4, PS_KC = 32, PS_WR = 5, PS_WC = PS_WARPS * PS_TILE / 2 + 1;
-
-static __device__ __forceinline__ void ps_taps(float (&acc)[PS_TILE][PS_TILE], const float (&w)[9], float g, int i,
-                                               int j, int qy, int qx) {
-#pragma unroll
-    for (int r = 0; r < 3; r++)
-#pragma unroll
-        for (int s = 0; s < 3; s++) {
-            const int ly = 2 * (i - 1) + qy + r, lx = 2 * (j - 1) + qx + s;
-            if (ly >= 0 && ly < PS_TILE && lx >= 0 && lx < PS_TILE) acc[ly][lx] = fmaf(g, w[r * 3 + s], acc[ly][lx]);
-        }
-}
-
-static __global__ void __launch_bounds__(PS_WARPS * 32)
-    k_ps_dgrad(float *__restrict__ dx, const float *__restrict__ G, const uint8_t *__restrict__ Q,
-               const float *__restrict__ w, const float *__restrict__ gate, PsGeom g, int tiles_y, int tiles_x) {
-    __shared__ float sg[PS_KC][PS_WR][PS_WC];
-    __shared__ uint8_t sq[PS_KC][PS_WR][PS_WC];
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    long long b = blockIdx.x;
-    const int bx = (int)(b % tiles_x);
-    b /= tiles_x;
-    const int by = (int)(b % tiles_y);
-    const long long img = b / tiles_y;
-    const int c = blockIdx.y * 32 + lane;
-    const int y0 = by * PS_TILE, bx0 = bx * PS_WARPS * PS_TILE, x0 = bx0 + warp * PS_TILE;
-    const int wy0 = y0 / 2 - 1, wx0 = bx0 / 2 - 1;
-    float acc[PS_TILE][PS_TILE];
-#pragma unroll
-    for (int u = 0; u < PS_TILE; u++)
-#pragma unroll
-        for (int v = 0; v < PS_TILE; v++) acc[u][v] = 0.0f;
-    for (int k0 = 0; k0 < g.K; k0 += PS_KC) {
-        __syncthreads();  // (the previous chunk's reads are done)
-        for (int e = threadIdx.x; e < PS_KC * PS_WR * PS_WC; e += blockDim.x) {
-            const int kk = e / (PS_WR * PS_WC), rem = e - kk * (PS_WR * PS_WC), i = rem / PS_WC, j = rem - i * PS_WC;
-            const int k = k0 + kk, wy = wy0 + i, wx = wx0 + j;
-            float gv = 0.0f;
-            uint8_t qv = 0;
-            if (k < g.K && wy >= 0 && wy < g.PH && wx >= 0 && wx < g.PW) {
-                const long long at = ((img * g.K + k) * g.PH + wy) * g.PW + wx;
-                gv = G[at], qv = Q[at];
-            }
-            sg[kk][i][j] = gv, sq[kk][i][j] = qv;
-        }
-        __syncthreads();
-        const int kn = min(PS_KC, g.K - k0);
-        const float *wc = w + (c < g.C ? c : 0) * 9LL;  // (the next channel's 9 weights load during this one's)
-        float wn[9];
-#pragma unroll
-        for (int t = 0; t < 9; t++) wn[t] = __ldg(wc + (long long)k0 * g.C * 9 + t);
-        for (int kk = 0; kk < kn; kk++) {
-            float wv[9];
-#pragma unroll
-            for (int t = 0; t < 9; t++) wv[t] = wn[t];
-            const long long next = (long long)(k0 + (kk + 1 < kn ? kk + 1 : kk)) * g.C * 9;
-#pragma unroll
-            for (int t = 0; t < 9; t++) wn[t] = __ldg(wc + next + t);
-#pragma unroll
-            for (int i = 0; i < PS_WR; i++) {
-                float gr[5];  // a window row's g and picks read first: the loads overlap, not the branches
-                int qr[5];
-#pragma unroll
-                for (int j = 0; j < 5; j++) gr[j] = sg[kk][i][warp * 4 + j], qr[j] = sq[kk][i][warp * 4 + j];
-#pragma unroll
-                for (int j = 0; j < 5; j++) {
-                    const float gv = gr[j];
-                    if (gv == 0.0f) continue;  // (NaN goes on: it must reach dx)
-                    switch (qr[j]) {
-                        case 0: ps_taps(acc, wv, gv, i, j, 0, 0); break;
-                        case 1: ps_taps(acc, wv, gv, i, j, 0, 1); break;
-                        case 2: ps_taps(acc, wv, gv, i, j, 1, 0); break;
-                        default: ps_taps(acc, wv, gv, i, j, 1, 1); break;
-                    }
-                }
-            }
-        }
-    }
-    if (c >= g.C) return;
-    const long long plane = (img * g.C + c) * (long long)g.H * g.W;
-#pragma unroll
-    for (int ly = 0; ly < PS_TILE; ly++) {
-        const int yy = y0 + ly;
-        if (yy >= g.H) break;
-#pragma unroll
-        for (int lx = 0; lx < PS_TILE; lx++) {
-            const int xx = x0 + lx;
-            if (xx >= g.W) continue;
-            const long long at = plane + (long long)yy * g.W + xx;
-            dx[at] = gate ? relu_pass(gate[at], acc[ly][lx]) : acc[ly][lx];
-        }
-    }
-}
-
-// ------------------------------------------------------------------ data gradient, row strips
-// A warp per (image, RP rows of dx starting at an even row, CT columns from X0); lanes are 32 input
-// channels, so every window's g and pick are the same for the whole warp. For each output channel
-// k, the windows whose 3x3 patch can reach the strip: window rows y0/2 - 1 .. y0/2 + RP/2, the
-// columns JLO .. JHI (compile-time, as every tap's place in the strip once the pick is known). g and
-// q come straight from the sparse form (a load every lane makes at one address), the next channel's
-// while the current one's taps run. STYLE: 0 a switch on the pick, 1 two branches (row, column
-// half), 2 no branch (each of the four picks' taps with g where it is the pick, else +0).
-template <int W>
-struct PsRowsGeom {
-    static constexpr int PW = (W - 2) / 2;
-};
-
-template <int RP, int CT, int X0, int STYLE, int PW>
-static __device__ __forceinline__ void ps_rows_taps(float (&acc)[RP][CT], const float (&w)[9], float gv, int ii, int j,
-                                                    int q) {
-    auto taps = [&](int qy, int qx, float gg) {
-#pragma unroll
-        for (int r = 0; r < 3; r++)
-#pragma unroll
-            for (int s = 0; s < 3; s++) {
-                const int ly = 2 * (ii - 1) + qy + r, lx = 2 * j + qx + s - X0;
-                if (ly >= 0 && ly < RP && lx >= 0 && lx < CT) acc[ly][lx] = fmaf(gg, w[r * 3 + s], acc[ly][lx]);
-            }
-    };
-    if (STYLE == 0) {
-        switch (q) {
-            case 0: taps(0, 0, gv); break;
-            case 1: taps(0, 1, gv); break;
-            case 2: taps(1, 0, gv); break;
-            default: taps(1, 1, gv); break;
-        }
-    } else if (STYLE == 1) {
-        if (q < 2) {
-            if (q == 0)
-                taps(0, 0, gv);
-            else
-                taps(0, 1, gv);
-        } else {
-            if (q == 2)
-                taps(1, 0, gv);
-            else
-                taps(1, 1, gv);
-        }
-    } else {
-        taps(0, 0, q == 0 ? gv : 0.0f);
-        taps(0, 1, q == 1 ? gv : 0.0f);
-        taps(1, 0, q == 2 ? gv : 0.0f);
-        taps(1, 1, q == 3 ? gv : 0.0f);
-    }
-}
-
-template <int W, int RP, int CT, int X0, int STYLE>
-static __device__ __forceinline__ void ps_dgrad_rows_body(float *__restrict__ dx, const float *__restrict__ G,
-                                                          const uint8_t *__restrict__ Q, const float *__restrict__ w,
-                                                          const float *__restrict__ gate, const PsGeom &g,
-                                                          long long img, int y0, int c) {
-    constexpr int PW = PsRowsGeom<W>::PW;
-    constexpr int JLO = X0 >= 3 ? (X0 - 2) / 2 : 0;  // ceil((X0 - 3) / 2)
-    constexpr int JHI = (X0 + CT - 1) / 2 < PW - 1 ? (X0 + CT - 1) / 2 : PW - 1;
-    constexpr int NJ = JHI - JLO + 1, NI = RP / 2 + 1;
-    float acc[RP][CT];
-#pragma unroll
-    for (int u = 0; u < RP; u++)
-#pragma unroll
-        for (int v = 0; v < CT; v++) acc[u][v] = 0.0f;
-    const int cw = c < g.C ? c : 0;
-    const int i0 = y0 / 2 - 1;
-    const long long PP = (long long)g.PH * PW;
-    auto load = [&](int k, float(&gr)[NI][NJ], uint8_t(&qr)[NI][NJ], float(&wr)[9]) {
-#pragma unroll
-        for (int t = 0; t < 9; t++) wr[t] = __ldg(w + ((long long)k * g.C + cw) * 9 + t);
-#pragma unroll
-        for (int ii = 0; ii < NI; ii++) {
-            const int i = i0 + ii;
-            const bool in = i >= 0 && i < g.PH;
-            const long long at = (img * g.K + k) * PP + (long long)(in ? i : 0) * PW + JLO;
-#pragma unroll
-            for (int jj = 0; jj < NJ; jj++) {
-                gr[ii][jj] = in ? __ldg(G + at + jj) : 0.0f;
-                qr[ii][jj] = in ? __ldg(Q + at + jj) : 0;
-            }
-        }
-    };
-    float gc[NI][NJ], wc[9];
-    uint8_t qc[NI][NJ];
-    load(0, gc, qc, wc);
-    for (int k = 0; k < g.K; k++) {
-        float gn[NI][NJ], wn[9];
-        uint8_t qn[NI][NJ];
-        load(k + 1 < g.K ? k + 1 : k, gn, qn, wn);
-#pragma unroll
-        for (int ii = 0; ii < NI; ii++)
-#pragma unroll
-            for (int jj = 0; jj < NJ; jj++)
-                ps_rows_taps<RP, CT, X0, STYLE, PW>(acc, wc, gc[ii][jj], ii, JLO + jj, qc[ii][jj]);
-#pragma unroll
-        for (int ii = 0; ii < NI; ii++)
-#pragma unroll
-            for (int jj = 0; jj < NJ; jj++) gc[ii][jj] = gn[ii][jj], qc[ii][jj] = qn[ii][jj];
-#pragma unroll
-        for (int t = 0; t < 9; t++) wc[t] = wn[t];
-    }
-    if (c >= g.C) return;
-    const long long plane = (img * g.C + c) * (long long)g.H * W;
-#pragma unroll
-    for (int ly = 0; ly < RP; ly++) {
-        const int yy = y0 + ly;
-        if (yy >= g.H) break;
-#pragma unroll
-        for (int lx = 0; lx < CT; lx++) {
-            const long long at = plane + (long long)yy * W + X0 + lx;
-            dx[at] = gate ? relu_pass(gate[at], acc[ly][lx]) : acc[ly][lx];
-        }
-    }
-}
-
-// ------------------------------------------------------------------ data gradient, k in parts
-// A block per (image, row pair, 13 columns, 32 input channels): NW warps, warp w summing output
-// channels in the w-th of NW contiguous parts of 0..K-1 into registers (2 x 13 pixels a lane, lane =
-// input channel), then the parts added in order through shared memory.
-constexpr int PSD_CT = 13, PSD_NJ = 8, PSD_KC = 8;
+// A block per (image, row pair, 13 columns, 32 input channels), lane = input channel: every
+// window's g and pick are the same for the whole warp, so each window's 3x3 taps land at places
+// known at compile time once the pick is (the switch in psd_taps), and the 2 x 13 sums stay in
+// registers. Its PSD_PARTS warps each sum one contiguous part of the output channels (more warps
+// than one a strip: session 38's runs found the kernel latency-bound at 1 or 2 warps a scheduler,
+// 94 us at batch 64 on an H100 with one warp an 8 x 8 tile; 52 us so); the parts are added in order
+// through shared memory. A warp stages its windows' (g, q) for PSD_KC channels at a time in shared
+// memory (two windows a 16-byte load), the next chunk's and the next channel's 9 weights loading
+// during the current one's taps. The strip's windows: rows y0/2 - 1 and y0/2, columns from
+// ceil((X0 - 3) / 2), PSD_NJ of them (one past an edge holds g = 0).
+constexpr int PSD_CT = 13, PSD_NJ = 8, PSD_KC = 8, PSD_PARTS = 4;
 
 template <int ODD>
 static __device__ __forceinline__ void psd_taps(float (&acc)[2][PSD_CT], const float (&w)[9], float gv, int ii, int jj,
@@ -305,7 +95,7 @@ static __device__ __forceinline__ void psd_taps(float (&acc)[2][PSD_CT], const f
     }
 }
 
-template <int NW, int ODD>
+template <int ODD>  // X0's parity (2 * ceil((X0 - 3) / 2) - X0 = -2 - ODD: psd_taps' column offset)
 static __device__ __forceinline__ void psd_part(float (&acc)[2][PSD_CT], float2 (*stage)[2][PSD_NJ],
                                                 const float *__restrict__ G, const uint8_t *__restrict__ Q,
                                                 const float *__restrict__ w, const PsGeom &g, long long img, int i0,
@@ -361,12 +151,11 @@ static __device__ __forceinline__ void psd_part(float (&acc)[2][PSD_CT], float2 
     }
 }
 
-template <int NW>
-static __global__ void __launch_bounds__(NW * 32)
-    k_ps_dgrad_parts(float *__restrict__ dx, const float *__restrict__ G, const uint8_t *__restrict__ Q,
-                     const float *__restrict__ w, const float *__restrict__ gate, PsGeom g, int tiles_y, int tiles_x) {
-    __shared__ __align__(16) float2 stage[NW][PSD_KC][2][PSD_NJ];
-    __shared__ float part[NW][32][2 * PSD_CT + 1];
+static __global__ void __launch_bounds__(PSD_PARTS * 32)
+    k_ps_dgrad(float *__restrict__ dx, const float *__restrict__ G, const uint8_t *__restrict__ Q,
+               const float *__restrict__ w, const float *__restrict__ gate, PsGeom g, int tiles_y, int tiles_x) {
+    __shared__ __align__(16) float2 stage[PSD_PARTS][PSD_KC][2][PSD_NJ];
+    __shared__ float part[PSD_PARTS][32][2 * PSD_CT + 1];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     long long b = blockIdx.x;
     const int tx = (int)(b % tiles_x);
@@ -375,48 +164,31 @@ static __global__ void __launch_bounds__(NW * 32)
     const long long img = b / tiles_y;
     const int c0 = blockIdx.y * 32, c = c0 + lane;
     const int y0 = 2 * ty, X0 = PSD_CT * tx, i0 = ty - 1;
-    const int KS = (g.K + NW - 1) / NW, kb = min(g.K, warp * KS), ke = min(g.K, kb + KS);
+    const int KS = (g.K + PSD_PARTS - 1) / PSD_PARTS, kb = min(g.K, warp * KS), ke = min(g.K, kb + KS);
     float acc[2][PSD_CT];
 #pragma unroll
     for (int u = 0; u < 2; u++)
 #pragma unroll
         for (int v = 0; v < PSD_CT; v++) acc[u][v] = 0.0f;
     if (X0 & 1)
-        psd_part<NW, 1>(acc, stage[warp], G, Q, w, g, img, i0, (X0 - 3) / 2, c, kb, ke);
+        psd_part<1>(acc, stage[warp], G, Q, w, g, img, i0, (X0 - 3) / 2, c, kb, ke);
     else
-        psd_part<NW, 0>(acc, stage[warp], G, Q, w, g, img, i0, X0 / 2 - 1, c, kb, ke);
+        psd_part<0>(acc, stage[warp], G, Q, w, g, img, i0, X0 / 2 - 1, c, kb, ke);
 #pragma unroll
     for (int u = 0; u < 2; u++)
 #pragma unroll
         for (int v = 0; v < PSD_CT; v++) part[warp][lane][u * PSD_CT + v] = acc[u][v];
     __syncthreads();
-    for (int o = threadIdx.x; o < 32 * 2 * PSD_CT; o += NW * 32) {
+    for (int o = threadIdx.x; o < 32 * 2 * PSD_CT; o += PSD_PARTS * 32) {
         const int cl = o / (2 * PSD_CT), p = o - cl * (2 * PSD_CT), ly = p / PSD_CT, lx = p - ly * PSD_CT;
         const int yy = y0 + ly, xx = X0 + lx, cc = c0 + cl;
         if (yy >= g.H || xx >= g.W || cc >= g.C) continue;
         float sum = part[0][cl][p];
 #pragma unroll
-        for (int t = 1; t < NW; t++) sum = __fadd_rn(sum, part[t][cl][p]);
+        for (int t = 1; t < PSD_PARTS; t++) sum = __fadd_rn(sum, part[t][cl][p]);
         const long long at = ((img * g.C + cc) * g.H + yy) * (long long)g.W + xx;
         dx[at] = gate ? relu_pass(gate[at], sum) : sum;
     }
-}
-
-// CT = W: one strip a row pair; CT = W / 2: two (the grid's second dimension picks).
-template <int W, int RP, int CT, int STYLE>
-static __global__ void __launch_bounds__(128)
-    k_ps_dgrad_rows(float *__restrict__ dx, const float *__restrict__ G, const uint8_t *__restrict__ Q,
-                    const float *__restrict__ w, const float *__restrict__ gate, PsGeom g, long long strips) {
-    const long long s = blockIdx.x * 4LL + (threadIdx.x >> 5);
-    if (s >= strips) return;
-    const int per_img = (g.H + RP - 1) / RP;
-    const long long img = s / per_img;
-    const int y0 = (int)(s - img * per_img) * RP;
-    const int c = blockIdx.z * 32 + (threadIdx.x & 31);
-    if (CT == W || blockIdx.y == 0)
-        ps_dgrad_rows_body<W, RP, CT, 0, STYLE>(dx, G, Q, w, gate, g, img, y0, c);
-    else
-        ps_dgrad_rows_body<W, RP, CT, (CT == W ? 0 : CT), STYLE>(dx, G, Q, w, gate, g, img, y0, c);
 }
 
 // ------------------------------------------------------------------ weight gradient
@@ -594,45 +366,13 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq
     if (n == 0) return FF_OK;
     const PsGeom g = ps_geom(conv, pool);
     const long long total = n * (long long)g.K * g.PH * g.PW;
-    const int tiles_y = (g.H + PS_TILE - 1) / PS_TILE, tiles_x = (g.W + PS_WARPS * PS_TILE - 1) / (PS_WARPS * PS_TILE);
-    const long long blocks = n * tiles_y * (long long)tiles_x, chunks = (g.C + 31) / 32;
+    const long long tiles_y = (g.H + 1) / 2, tiles_x = (g.W + PSD_CT - 1) / PSD_CT;
+    const long long blocks = n * tiles_y * tiles_x, chunks = (g.C + 31) / 32;
     if (blocks > 0x7fffffffLL || chunks > 65535)
         return FF_FAIL(FF_ERR_INPUT, "the sparse data gradient of %s: a grid of %lld x %lld blocks, too large",
                        conv->name, blocks, chunks);
-    const char *ve = getenv("FF_PS_DGRAD");  // (exploration, session 38)
-    const int v = ve ? atoi(ve) : 0;
-    const uint8_t *Qp = reinterpret_cast<const uint8_t *>(gq + total);
-    if (v >= 7) {
-        const int ty = (g.H + 1) / 2, tx = (g.W + PSD_CT - 1) / PSD_CT;
-        const dim3 grid((unsigned)(n * ty * tx), (unsigned)chunks);
-        cudaStream_t st = ff_cu_stream(s);
-        if (v == 7)
-            k_ps_dgrad_parts<2><<<grid, 64, 0, st>>>(dx, gq, Qp, w, gate, g, ty, tx);
-        else if (v == 8)
-            k_ps_dgrad_parts<4><<<grid, 128, 0, st>>>(dx, gq, Qp, w, gate, g, ty, tx);
-        else
-            k_ps_dgrad_parts<8><<<grid, 256, 0, st>>>(dx, gq, Qp, w, gate, g, ty, tx);
-        FF_LAUNCH_CHECK("k_ps_dgrad_parts");
-        return FF_OK;
-    }
-    if (v > 0 && g.W == 26 && g.H == 26 && g.C % 32 == 0) {
-        const long long strips = n * ((g.H + 1) / 2);
-        const dim3 grid((unsigned)((strips + 3) / 4), 1, (unsigned)chunks),
-            grid2((unsigned)((strips + 3) / 4), 2, (unsigned)chunks);
-        cudaStream_t st = ff_cu_stream(s);
-        switch (v) {
-            case 1: k_ps_dgrad_rows<26, 2, 26, 0><<<grid, 128, 0, st>>>(dx, gq, Qp, w, gate, g, strips); break;
-            case 2: k_ps_dgrad_rows<26, 2, 26, 1><<<grid, 128, 0, st>>>(dx, gq, Qp, w, gate, g, strips); break;
-            case 3: k_ps_dgrad_rows<26, 2, 26, 2><<<grid, 128, 0, st>>>(dx, gq, Qp, w, gate, g, strips); break;
-            case 4: k_ps_dgrad_rows<26, 2, 13, 0><<<grid2, 128, 0, st>>>(dx, gq, Qp, w, gate, g, strips); break;
-            case 5: k_ps_dgrad_rows<26, 2, 13, 2><<<grid2, 128, 0, st>>>(dx, gq, Qp, w, gate, g, strips); break;
-            default: k_ps_dgrad_rows<26, 2, 13, 1><<<grid2, 128, 0, st>>>(dx, gq, Qp, w, gate, g, strips); break;
-        }
-        FF_LAUNCH_CHECK("k_ps_dgrad_rows");
-        return FF_OK;
-    }
-    k_ps_dgrad<<<dim3((unsigned)blocks, (unsigned)chunks), PS_WARPS * 32, 0, ff_cu_stream(s)>>>(dx, gq, Qp, w, gate, g,
-                                                                                                tiles_y, tiles_x);
+    k_ps_dgrad<<<dim3((unsigned)blocks, (unsigned)chunks), PSD_PARTS * 32, 0, ff_cu_stream(s)>>>(
+        dx, gq, reinterpret_cast<const uint8_t *>(gq + total), w, gate, g, (int)tiles_y, (int)tiles_x);
     FF_LAUNCH_CHECK("k_ps_dgrad");
     return FF_OK;
 }

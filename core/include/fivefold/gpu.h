@@ -462,8 +462,9 @@ ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, co
 // relu stops it) and the pick q, read off the dense gradient ff_gpu_maxpool_backward(relu) writes
 // (its one nonzero a window) or kept in the sparse form ff_gpu_pool_sparse_gradient writes; the
 // conv's gradients then do the picks' work only, in fp32 fma chains under every precision. Orders:
-// dx chains k ascending, then the windows covering the element in row-major order (at most one
-// tap a window), zero g skipped; a weight chain runs per image over every window in row-major order
+// dx sums the output channels in 4 contiguous parts of ceil(K / 4), each a chain from +0 of k
+// ascending, then the windows covering the element in row-major order (at most one tap a window),
+// and adds the parts in order ((p0 + p1) + p2) + p3; a weight chain runs per image over every window in row-major order
 // (a zero g adds +0), the bias +0 + g + ... in the same order, and the images of a group are summed
 // in image order (as the dense path's partials). Where it applies: conv 3x3, stride 1, no padding;
 // pool 2x2, stride 2, no padding, on the conv's output shape; the weight kernel's shared memory (32
