@@ -333,13 +333,13 @@ static __global__ void __launch_bounds__(PSW_WARPS * 32)
 
 // Every instantiation: output channels a warp, the input width (26: mnist's conv2, its 9 loads at
 // immediate offsets; 0: any), the gradient's form.
-#define PSW_KERNELS(X)                                                                                             \
-    X(2, 26, true, false)                                                                                          \
-    X(2, 26, false, false)                                                                                         \
-    X(4, 26, true, false)                                                                                          \
-    X(4, 26, false, false) X(2, 0, true, false) X(2, 0, false, false) X(4, 0, true, false) X(4, 0, false, false)   \
-        X(2, 26, true, true) X(2, 26, false, true) X(4, 26, true, true) X(4, 26, false, true) X(8, 26, true, true) \
-            X(8, 26, false, true)
+// clang-format off
+#define PSW_KERNELS(X) \
+    X(2, 26, true, false) X(2, 26, false, false) X(4, 26, true, false) X(4, 26, false, false) \
+    X(2, 0, true, false) X(2, 0, false, false) X(4, 0, true, false) X(4, 0, false, false) \
+    X(2, 26, true, true) X(2, 26, false, true) X(4, 26, true, true) X(4, 26, false, true) \
+    X(8, 26, true, true) X(8, 26, false, true)
+// clang-format on
 
 static bool g_force_dense = false;
 static int g_force_kpw = 0;
