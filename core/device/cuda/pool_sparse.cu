@@ -24,7 +24,6 @@
 
 #include <math.h>
 #include <stdint.h>
-#include <stdlib.h>
 
 #include "fivefold/gpu.h"
 #include "gpu_check.cuh"
@@ -211,7 +210,7 @@ __host__ __device__ constexpr long long psw_smem(int H, int W, int PP, int KPW) 
     return 32LL * ((H * W) | 1) * 4 + (long long)PSW_WARPS * KPW * PP * 8;
 }
 
-template <int KPW, int WT, bool DENSE, bool FP>
+template <int KPW, int WT, bool DENSE>
 static __global__ void __launch_bounds__(PSW_WARPS * 32)
     k_ps_wgrad(float *__restrict__ part, const float *__restrict__ dy, const uint8_t *__restrict__ Q,
                const float *__restrict__ x, PsGeom g, long long pstride) {
@@ -256,7 +255,7 @@ static __global__ void __launch_bounds__(PSW_WARPS * 32)
         }
         const int at = ((kb / KPW) * PP + o) * KPW + kb % KPW;
         sg[at] = gv;
-        so[at] = FP ? q : (2 * py + (q >> 1)) * W + 2 * px + (q & 1);
+        so[at] = (2 * py + (q >> 1)) * W + 2 * px + (q & 1);
     }
     __syncthreads();
     float acc[KPW][9];
@@ -266,42 +265,7 @@ static __global__ void __launch_bounds__(PSW_WARPS * 32)
         for (int t = 0; t < 9; t++) acc[kk][t] = 0.0f;
     const float *sgw = sg + warp * PP * KPW, *sxl = sx + lane * HWP;
     const int *sow = so + warp * PP * KPW;
-    if (FP) {
-        constexpr int PWC = WT > 0 ? (WT - 2) / 2 : 0;
-        for (int py = 0; py < g.PH; py++) {
-            const float *rowb = sxl + 2 * py * W;
-            float f[4][4];
-#pragma unroll
-            for (int r = 0; r < 4; r++) f[r][2] = rowb[r * W], f[r][3] = rowb[r * W + 1];
-#pragma unroll
-            for (int px = 0; px < (PWC ? PWC : g.PW); px++) {
-#pragma unroll
-                for (int r = 0; r < 4; r++) {
-                    f[r][0] = f[r][2], f[r][1] = f[r][3];
-                    f[r][2] = rowb[r * W + 2 * px + 2], f[r][3] = rowb[r * W + 2 * px + 3];
-                }
-                const int o = py * g.PW + px;
-#pragma unroll
-                for (int kk = 0; kk < KPW; kk++) {
-                    const float gv = sgw[o * KPW + kk];
-                    auto taps = [&](int qy, int qx) {
-#pragma unroll
-                        for (int r = 0; r < 3; r++)
-#pragma unroll
-                            for (int t = 0; t < 3; t++)
-                                acc[kk][r * 3 + t] = fmaf(gv, f[qy + r][qx + t], acc[kk][r * 3 + t]);
-                    };
-                    switch (sow[o * KPW + kk]) {
-                        case 0: taps(0, 0); break;
-                        case 1: taps(0, 1); break;
-                        case 2: taps(1, 0); break;
-                        default: taps(1, 1); break;
-                    }
-                }
-            }
-        }
-    }
-    for (int o = 0; o < (FP ? 0 : PP); o++) {
+    for (int o = 0; o < PP; o++) {
 #pragma unroll
         for (int kk = 0; kk < KPW; kk++) {
             const float gv = sgw[o * KPW + kk];
@@ -333,13 +297,9 @@ static __global__ void __launch_bounds__(PSW_WARPS * 32)
 
 // Every instantiation: output channels a warp, the input width (26: mnist's conv2, its 9 loads at
 // immediate offsets; 0: any), the gradient's form.
-// clang-format off
 #define PSW_KERNELS(X) \
-    X(2, 26, true, false) X(2, 26, false, false) X(4, 26, true, false) X(4, 26, false, false) \
-    X(2, 0, true, false) X(2, 0, false, false) X(4, 0, true, false) X(4, 0, false, false) \
-    X(2, 26, true, true) X(2, 26, false, true) X(4, 26, true, true) X(4, 26, false, true) \
-    X(8, 26, true, true) X(8, 26, false, true)
-// clang-format on
+    X(2, 26, true)     \
+    X(2, 26, false) X(4, 26, true) X(4, 26, false) X(2, 0, true) X(2, 0, false) X(4, 0, true) X(4, 0, false)
 
 static bool g_force_dense = false;
 static int g_force_kpw = 0;
@@ -356,8 +316,8 @@ extern "C" bool ff_gpu_pool_sparse_on(void) {
 }
 
 extern "C" ff_status ff_gpu_pool_sparse_init(void) {
-#define PSW_SET(kpw, wt, dense, fp)                                                                                 \
-    FF_CUDA_CHECK(cudaFuncSetAttribute(k_ps_wgrad<kpw, wt, dense, fp>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
+#define PSW_SET(kpw, wt, dense)                                                                                 \
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_ps_wgrad<kpw, wt, dense>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
                                        FF_GPU_POOL_SPARSE_SMEM_MAX));
     PSW_KERNELS(PSW_SET)
 #undef PSW_SET
@@ -440,10 +400,6 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, i
                   ? 4
                   : 2;
     if (g_force_kpw) kpw = g_force_kpw;
-    const char *fe = getenv("FF_PS_WGRAD");  // (exploration, session 38): 1 footprint kpw 4, 2 kpw 8, 3 kpw 2
-    const int fv = fe ? atoi(fe) : 0;
-    const bool fp = fv > 0 && g.W == 26;
-    if (fp) kpw = fv == 1 ? 4 : fv == 2 ? 8 : 2;
     const long long kblocks = (g.K + PSW_WARPS * kpw - 1) / (PSW_WARPS * kpw), chunks = (g.C + 31) / 32;
     if (kblocks > 65535 || chunks > 65535)
         return FF_FAIL(FF_ERR_INPUT, "the sparse weight gradient of %s: %d output and %d input channels, too many",
@@ -452,11 +408,11 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, i
     const size_t smem = (size_t)psw_smem(g.H, g.W, g.PH * g.PW, kpw);
     const uint8_t *q = dy_sparse ? reinterpret_cast<const uint8_t *>(dy + total) : NULL;
     cudaStream_t st = ff_cu_stream(s);
-#define PSW_LAUNCH(kpw_, wt, dense, fp_)                                                                  \
-    if (kpw == kpw_ && (wt == 0 || g.W == wt) && dense == !dy_sparse && fp == fp_) {                      \
-        k_ps_wgrad<kpw_, wt, dense, fp_><<<grid, PSW_WARPS * 32, smem, st>>>(work, dy, q, x, g, pstride); \
-        FF_LAUNCH_CHECK("k_ps_wgrad");                                                                    \
-        return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, work, KCRS, pstride, n, group, s);       \
+#define PSW_LAUNCH(kpw_, wt, dense)                                                                  \
+    if (kpw == kpw_ && (wt == 0 || g.W == wt) && dense == !dy_sparse) {                              \
+        k_ps_wgrad<kpw_, wt, dense><<<grid, PSW_WARPS * 32, smem, st>>>(work, dy, q, x, g, pstride); \
+        FF_LAUNCH_CHECK("k_ps_wgrad");                                                               \
+        return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, work, KCRS, pstride, n, group, s);  \
     }
     PSW_KERNELS(PSW_LAUNCH)
 #undef PSW_LAUNCH
