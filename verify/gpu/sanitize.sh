@@ -8,15 +8,21 @@
 #   synccheck  barriers (__syncthreads, __syncwarp) that some threads of a block or warp miss
 # FF_SANITIZE_TESTS: "BINARY:GLOB ..." (default: test_gpu_train's pool-sparse kernels and the
 # backward of a whole step through the device interface); FF_SANITIZE_TOOLS: the tools (default
-# "memcheck racecheck synccheck"). Usage: sanitize.sh BUILD_DIR. Exit 77 (skipped, not passed)
-# without compute-sanitizer or a GPU; 1 if any tool reported anything or a test failed.
+# "memcheck racecheck synccheck"); FF_COMPUTE_SANITIZER: the tool's path.
+# Usage: sanitize.sh BUILD_DIR. Exit 77 (skipped, not passed) without compute-sanitizer or a GPU;
+# 1 if any tool reported anything or a test failed.
 set -u
 build=${1:?usage: sanitize.sh BUILD_DIR}
-cs=$(command -v compute-sanitizer 2>/dev/null)
-[ -z "$cs" ] && command -v nvcc > /dev/null 2>&1 && cs="$(dirname "$(command -v nvcc)")/compute-sanitizer"
-[ -z "$cs" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && cs=/usr/local/cuda/bin/compute-sanitizer
-if [ -z "$cs" ] || [ ! -x "$cs" ]; then
-    echo "sanitize.sh: no compute-sanitizer (CUDA toolkit's bin/): skipped"
+# The tool: FF_COMPUTE_SANITIZER, else on PATH, else beside nvcc, else CUDA's default prefix.
+cs=${FF_COMPUTE_SANITIZER:-}
+if [ -z "$cs" ]; then
+    cs=$(command -v compute-sanitizer 2>/dev/null)
+    nvcc_dir=$(dirname "$(command -v nvcc 2>/dev/null || echo /nonexistent/nvcc)")
+    [ -z "$cs" ] && [ -x "$nvcc_dir/compute-sanitizer" ] && cs="$nvcc_dir/compute-sanitizer"
+    [ -z "$cs" ] && cs=/usr/local/cuda/bin/compute-sanitizer
+fi
+if [ ! -x "$cs" ]; then
+    echo "sanitize.sh: no compute-sanitizer (${FF_COMPUTE_SANITIZER:+FF_COMPUTE_SANITIZER=$cs; }the CUDA toolkit's bin/): skipped"
     exit 77
 fi
 nvidia-smi -L > /dev/null 2>&1 || { echo "sanitize.sh: no GPU: skipped"; exit 77; }
