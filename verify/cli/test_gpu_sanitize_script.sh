@@ -2,7 +2,8 @@
 # verify/gpu/sanitize.sh's verdicts, without a GPU: compute-sanitizer, nvidia-smi and the test
 # binary are stubs. A clean report passes (exit 0) with each tool run once per test and the test's
 # glob handed to it in FF_TEST_FILTER; a tool's report, a failing test, a test binary that was not
-# built each fail (exit 1); no compute-sanitizer or no GPU is a skip (exit 77), never a pass.
+# built each fail (exit 1); an unknown tool or a test entry without its glob is refused (exit 2,
+# naming it, nothing run); no compute-sanitizer or no GPU is a skip (exit 77), never a pass.
 # Usage: test_gpu_sanitize_script.sh   (from anywhere)
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -58,6 +59,13 @@ grep -q "Invalid __global__ read" "$T/out" || { echo "FAIL  a tool's report: the
 case_ "a failing test" 1 "$T/bin" FAKE_TEST_RC=1
 case_ "a test binary not built" 1 "$T/bin" FF_SANITIZE_TESTS="test_gpu_nothing:*"
 grep -q "test_gpu_nothing: not built" "$T/out" || { echo "FAIL  not built: no message"; fail=1; }
+case_ "an unknown tool" 2 "$T/bin" FF_SANITIZE_TOOLS="memcheck leakcheck"
+grep -q "FF_SANITIZE_TOOLS 'leakcheck': expected memcheck" "$T/out" && [ ! -s "$T/calls" ] ||
+    { echo "FAIL  an unknown tool: not named, or something ran"; fail=1; }
+case_ "no tools" 2 "$T/bin" FF_SANITIZE_TOOLS=" "
+case_ "a test entry without a glob" 2 "$T/bin" FF_SANITIZE_TESTS="test_gpu_train"
+grep -q "FF_SANITIZE_TESTS 'test_gpu_train': expected BINARY:GLOB" "$T/out" && [ ! -s "$T/calls" ] ||
+    { echo "FAIL  a test entry without a glob: not named, or something ran"; fail=1; }
 case_ "no GPU" 77 "$T/nogpu:$T/bin"
 case_ "FF_COMPUTE_SANITIZER names no tool" 77 "$T/bin" FF_COMPUTE_SANITIZER="$T/none"
 grep -q "FF_COMPUTE_SANITIZER=$T/none" "$T/out" || { echo "FAIL  FF_COMPUTE_SANITIZER: the message does not name it"; fail=1; }

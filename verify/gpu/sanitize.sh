@@ -10,9 +10,27 @@
 # backward of a whole step through the device interface); FF_SANITIZE_TOOLS: the tools (default
 # "memcheck racecheck synccheck"); FF_COMPUTE_SANITIZER: the tool's path.
 # Usage: sanitize.sh BUILD_DIR. Exit 77 (skipped, not passed) without compute-sanitizer or a GPU;
-# 1 if any tool reported anything or a test failed.
+# 1 if any tool reported anything or a test failed; 2 for a tool or test entry it does not know.
 set -u
+set -f  # (the globs in FF_SANITIZE_TESTS are for cmocka, not the shell)
 build=${1:?usage: sanitize.sh BUILD_DIR}
+tests=${FF_SANITIZE_TESTS:-"test_gpu_train:*pool_sparse* test_gpu_train:*backward_reduced_bits*"}
+tools=${FF_SANITIZE_TOOLS:-"memcheck racecheck synccheck"}
+# Bad knobs are refused (exit 2) before anything runs, naming the value and what was expected.
+for tool in $tools; do
+    case $tool in
+        memcheck | racecheck | synccheck | initcheck) ;;
+        *) echo "sanitize.sh: FF_SANITIZE_TOOLS '$tool': expected memcheck, racecheck, synccheck or initcheck" >&2; exit 2 ;;
+    esac
+done
+[ -n "$(echo $tools)" ] || { echo "sanitize.sh: FF_SANITIZE_TOOLS is empty: expected one or more of memcheck, racecheck, synccheck, initcheck" >&2; exit 2; }
+for t in $tests; do
+    case $t in
+        ?*:?*) ;;
+        *) echo "sanitize.sh: FF_SANITIZE_TESTS '$t': expected BINARY:GLOB, e.g. test_gpu_train:*pool_sparse*" >&2; exit 2 ;;
+    esac
+done
+[ -n "$(echo $tests)" ] || { echo "sanitize.sh: FF_SANITIZE_TESTS is empty: expected BINARY:GLOB ..." >&2; exit 2; }
 # The tool: FF_COMPUTE_SANITIZER, else on PATH, else beside nvcc, else CUDA's default prefix.
 cs=${FF_COMPUTE_SANITIZER:-}
 if [ -z "$cs" ]; then
@@ -26,8 +44,6 @@ if [ ! -x "$cs" ]; then
     exit 77
 fi
 nvidia-smi -L > /dev/null 2>&1 || { echo "sanitize.sh: no GPU: skipped"; exit 77; }
-tests=${FF_SANITIZE_TESTS:-"test_gpu_train:*pool_sparse* test_gpu_train:*backward_reduced_bits*"}
-tools=${FF_SANITIZE_TOOLS:-"memcheck racecheck synccheck"}
 bad=0
 for t in $tests; do
     bin=${t%%:*} glob=${t#*:}
