@@ -208,7 +208,8 @@ static ff_layer linear_layer(const char *name, int64_t K, int64_t J) {
 // that is not split (S = 1: K = 128 as mnist fc2; K = 1030, not a multiple of 4, so that even n <= 8
 // runs the GEMM) and split ones (K = 3072: 2 x 1536 with J = 200, a multiple of no tile; fc6's
 // K = 9216: 8 x 1152, with J = 1000), at n = 1 and 7 (the GEMV path) and 20 (the GEMM), automatic
-// and under forced tile configurations (3 is the GEMV where it applies), with and without relu.
+// and under forced tile configurations (3 is the GEMV where it applies: at n = 20 the split GEMV,
+// a block per chunk and group of 8 images), with and without relu.
 // Every image of every batch equals the emulation, so image i alone equals image i of a batch.
 // Then the negative checks: the emulation with a wrong split (S/2, 1) or a wrong order (bias added
 // after the chunk sums instead of starting chunk 0's chain) differs from the GPU's bits in most
@@ -248,6 +249,9 @@ static void linear_split_equals_cpu_emulation(void **state) {
                     assert_int_equal(ff_gpu_fill(dy, NAN, (size_t)count, S), FF_OK);
                     assert_int_equal(ff_gpu_linear(dy, dx, dw, db, &L, relu, n, dwork, S), FF_OK);
                     const int ran = ff_gpu_debug_last_tile();
+                    // A forced 3 runs the GEMV (beyond its 8 images the split GEMV: blocks per chunk
+                    // and image group) where the rows load in quads; K = 1030's do not: a GEMM tile.
+                    if (tiles[t] == 3) assert_true((ran == 3) == (K % 4 == 0));
                     float *y = tu_host_from(dy, (size_t)count, S);
                     char what[96];
                     snprintf(what, sizeof what, "K=%lld S=%d N=%lld relu=%d tile %d (ran %d) = emu", (long long)K,

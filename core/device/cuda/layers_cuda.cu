@@ -716,21 +716,34 @@ __global__ void __launch_bounds__(WG * 128)
 #define GV_T 128   // threads: (row, image) = (tid % RB, tid / RB)
 #define GV_MAXN 8  // images
 #define GV_SMEM_FLOATS (GV_ST * (16 * (GV_KT + 4) + GV_MAXN * GV_KT))  // for RB <= 16
+#define GV_SPLIT_ST 4  // stages of the split GEMV (a chunk is a few stages; 4 blocks a multiprocessor)
+#define GV_SPLIT_SMEM_FLOATS (GV_SPLIT_ST * (16 * (GV_KT + 4) + GV_MAXN * GV_KT))
 
-// RB weight rows per block: 16, or 8 for layers with few rows (more blocks in flight).
+// RB weight rows per block: 16, or 8 for layers with few rows (more blocks in flight); ST stages.
 // kc: stages per split-K chunk (chunk / GV_KT; linear_split.h makes chunks multiples of GV_KT), 0
 // when the layer is not split. A thread runs its output's chunks one after the other: at each chunk
 // border it adds the chunk's chain to the running sum (p_0 + p_1 + ..., chunk order) and starts the
 // next chain at +0, which are the bits of the GEMM path's partial sums and k_linear_sum.
-template <int GV_RB>
+// The split GEMV (launch_gemv_split, any batch) runs the chunks as blocks instead: blockIdx.y is the
+// chunk z (Kd terms from column z Kd of rows ldw / ldx floats apart; its chain starts at the bias
+// for z = 0, at +0 after), blockIdx.z the group of GV_MAXN images, and the block writes p_z to
+// out + z zc: the batched GEMM's partial sums, which k_linear_sum adds. One launch of either kind
+// has gridDim.y = gridDim.z = 1 and ldw = ldx = Kd in the first.
+template <int GV_RB, int ST>
 __global__ void __launch_bounds__(GV_T)
     k_gemv(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
-           const float *__restrict__ bias, int M, int Kd, int n, int kc, int relu) {
+           const float *__restrict__ bias, int M, int Kd, int n, int kc, int relu, int ldw, long long ldx,
+           long long zc) {
     extern __shared__ __align__(16) float smem[];
-    float *Ws = smem;                                // [ST][RB][KT+4]
-    float *Xs = smem + GV_ST * GV_RB * (GV_KT + 4);  // [ST][MAXN][KT]
+    float *Ws = smem;                             // [ST][RB][KT+4]
+    float *Xs = smem + ST * GV_RB * (GV_KT + 4);  // [ST][MAXN][KT]
     const int tid = threadIdx.x;
-    const int m0 = blockIdx.x * GV_RB;
+    const int m0 = blockIdx.x * GV_RB, z = blockIdx.y, img0 = blockIdx.z * GV_MAXN;
+    w += (long long)z * Kd;
+    in += (long long)img0 * ldx + (long long)z * Kd;
+    out += z * zc + (long long)img0 * M;
+    n = min(n - img0, GV_MAXN);
+    if (z > 0) bias = nullptr;  // the chains of chunks after the first start at +0
 
     auto load_stage = [&](int st, int k0) {
 #pragma unroll
@@ -738,36 +751,36 @@ __global__ void __launch_bounds__(GV_T)
             const int i = tid + l * GV_T, r = i / (GV_KT / 4), q = i % (GV_KT / 4);
             const int m = m0 + r, k = k0 + 4 * q;
             const bool v = m < M && k < Kd;  // Kd % 4 == 0: a float4 is wholly in or out
-            cp_async16(Ws + (st * GV_RB + r) * (GV_KT + 4) + 4 * q, v ? w + (long long)m * Kd + k : w, v);
+            cp_async16(Ws + (st * GV_RB + r) * (GV_KT + 4) + 4 * q, v ? w + (long long)m * ldw + k : w, v);
         }
         for (int i = tid; i < n * (GV_KT / 4); i += GV_T) {
             const int img = i / (GV_KT / 4), q = i % (GV_KT / 4), k = k0 + 4 * q;
             const bool v = k < Kd;
-            cp_async16(Xs + (st * GV_MAXN + img) * GV_KT + 4 * q, v ? in + (long long)img * Kd + k : in, v);
+            cp_async16(Xs + (st * GV_MAXN + img) * GV_KT + 4 * q, v ? in + (long long)img * ldx + k : in, v);
         }
     };
 
     const int r = tid % GV_RB, img = tid / GV_RB;
     const int m = m0 + r;
     const bool active = img < n && m < M;
-    float acc = active ? bias[m] : 0.0f;  // the chain of chunk 0 (the only one if not split) starts at the bias
+    float acc = active && bias ? bias[m] : 0.0f;  // chunk 0's chain (the only one if not split) starts at the bias
     float sum = 0.0f;                     // split: the chunks closed so far, added in order
     const int ntiles = (Kd + GV_KT - 1) / GV_KT;
 #pragma unroll
-    for (int s = 0; s < GV_ST - 1; s++) {
+    for (int s = 0; s < ST - 1; s++) {
         if (s < ntiles) load_stage(s, s * GV_KT);
         cp_async_commit();
     }
     for (int t = 0; t < ntiles; t++) {
-        cp_async_wait<GV_ST - 2>();
+        cp_async_wait<ST - 2>();
         __syncthreads();
         {
-            const int tn = t + GV_ST - 1;
-            if (tn < ntiles) load_stage(tn % GV_ST, tn * GV_KT);
+            const int tn = t + ST - 1;
+            if (tn < ntiles) load_stage(tn % ST, tn * GV_KT);
             cp_async_commit();
         }
-        const float *ws = Ws + ((t % GV_ST) * GV_RB + r) * (GV_KT + 4);
-        const float *xs = Xs + ((t % GV_ST) * GV_MAXN + (img < GV_MAXN ? img : 0)) * GV_KT;
+        const float *ws = Ws + ((t % ST) * GV_RB + r) * (GV_KT + 4);
+        const float *xs = Xs + ((t % ST) * GV_MAXN + (img < GV_MAXN ? img : 0)) * GV_KT;
         const int kr = min(GV_KT, Kd - t * GV_KT);
         if (active) {
             if (kr == GV_KT) {
@@ -995,10 +1008,12 @@ extern "C" ff_status ff_gpu_kernels_init(void) {
     FF_FOR_EACH_WP(FF_SET_LIMIT_WP)
 #undef FF_SET_LIMIT_WP
 #endif
-    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<16, GV_ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)(GV_SMEM_FLOATS * sizeof(float))));
-    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<8, GV_ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)(GV_SMEM_FLOATS * sizeof(float))));
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<16, GV_SPLIT_ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)(GV_SPLIT_SMEM_FLOATS * sizeof(float))));
     return ff_gpu_train_kernels_init();
 }
 
@@ -1023,9 +1038,31 @@ static ff_status launch_gemm(float *out, const float *in, const float *w, const 
     return FF_OK;
 }
 
+// The split GEMV (k_gemv, blocks per chunk and image group) in place of a linear layer's batched
+// GEMM (g: run_gemm<true>'s geometry, a chunk of Kd terms a problem): the same chains, so the same
+// partial sums (or, unsplit, outputs). It applies where the rows load in 16-byte quads.
+static bool gemv_split_applies(const GemmGeom &g, const float *in, const float *w) {
+    const bool linear_layout = g.HWo == 1 && g.out_img == g.M &&  // (Winograd's batched GEMMs are not)
+                               (g.batch <= 1 || (g.zA == g.Kd && g.zB == g.Kd && g.zC == g.P * g.M));
+    return linear_layout && g.Kd % 4 == 0 && g.ld % 4 == 0 && g.in_img % 4 == 0 && ((uintptr_t)in & 15) == 0 &&
+           ((uintptr_t)w & 15) == 0 && g.P <= 65535LL * GV_MAXN && g.batch <= 65535;
+}
+static ff_status launch_gemv_split(float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
+                                   bool relu, cudaStream_t s) {
+    if (!gemv_split_applies(g, in, w))
+        return FF_FAIL(FF_ERR_INPUT, "the split GEMV needs rows of whole 16-byte quads (Kd %d, ld %d)", g.Kd, g.ld);
+    const dim3 grid((unsigned)((g.M + 15) / 16), (unsigned)(g.batch > 0 ? g.batch : 1),
+                    (unsigned)((g.P + GV_MAXN - 1) / GV_MAXN));
+    k_gemv<16, GV_SPLIT_ST><<<grid, GV_T, GV_SPLIT_SMEM_FLOATS * sizeof(float), s>>>(
+        out, in, w, b, g.M, g.Kd, (int)g.P, 0, relu ? 1 : 0, g.ld, g.in_img, g.zC);
+    FF_LAUNCH_CHECK("k_gemv");
+    return FF_OK;
+}
+
 template <bool LIN>
 static ff_status launch_cfg(int cfg, float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
                             bool relu, cudaStream_t s) {
+    if (LIN && cfg == TILE_GEMV) return launch_gemv_split(out, in, w, b, g, relu, s);
     switch (cfg) {
 #define FF_CASE(i) \
     case i: return launch_gemm<CFG_##i, LIN>(out, in, w, b, g, relu, s);
@@ -1259,6 +1296,9 @@ static int heuristic_cfg(const GemmGeom &g) {
 }
 
 static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
+// A linear layer's: the GEMM tiles and the split GEMV (TILE_GEMV, where it applies; else skipped).
+static const int g_lin_cfgs[] = {0,  1,  2,  4,  5,  6,  7,  8,  9,  10, 11, 12,
+                                 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, TILE_GEMV};
 
 // Times every configuration on the real buffers (each writes the same bits) and keeps the fastest;
 // launch(cfg) runs configuration cfg of the kernel `kind`.
@@ -1344,10 +1384,14 @@ static ff_status run_gemm(float *out, const float *in, const float *w, const flo
     memcpy(&g, &g0, sizeof g);
     if (LIN && g.ld == 0) g.ld = g.Kd;
     auto launch = [&](int c) { return launch_cfg<LIN>(c, out, in, w, b, g, relu, s); };
-    const bool forced = g_force_tile >= 0 && g_force_tile < N_TILES && g_force_tile != TILE_GEMV;
+    // A forced TILE_GEMV: the split GEMV where it applies (a linear layer's), else the automatic choice.
+    const bool forced = g_force_tile >= 0 && g_force_tile < N_TILES &&
+                        (g_force_tile != TILE_GEMV || (LIN && gemv_split_applies(g, in, w)));
+    const int *cfgs = LIN ? g_lin_cfgs : g_cfgs;
+    const int ncfgs = LIN ? (int)(sizeof g_lin_cfgs / sizeof g_lin_cfgs[0]) : (int)(sizeof g_cfgs / sizeof g_cfgs[0]);
     int cfg;
-    FF_TRY(choose_cfg(&cfg, forced ? g_force_tile : -1, heuristic_cfg(g), g_cfgs,
-                      (int)(sizeof g_cfgs / sizeof g_cfgs[0]), launch, g, LIN ? KIND_LIN : KIND_CONV, s));
+    FF_TRY(choose_cfg(&cfg, forced ? g_force_tile : -1, heuristic_cfg(g), cfgs, ncfgs, launch, g,
+                      LIN ? KIND_LIN : KIND_CONV, s));
     return launch(cfg);
 }
 
@@ -1420,11 +1464,11 @@ extern "C" ff_status ff_gpu_linear(float *out, const float *in, const float *w, 
         const size_t smem = GV_SMEM_FLOATS * sizeof(float);
         const int kc = S > 1 ? (int)(chunk / GV_KT) : 0;
         if ((J + 15) / 16 >= sms_count())
-            k_gemv<16><<<(unsigned)((J + 15) / 16), GV_T, smem, ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I,
-                                                                                   (int)n, kc, relu ? 1 : 0);
+            k_gemv<16, GV_ST><<<(unsigned)((J + 15) / 16), GV_T, smem, ff_cu_stream(s)>>>(
+                out, in, w, b, (int)J, (int)I, (int)n, kc, relu ? 1 : 0, (int)I, I, 0);
         else
-            k_gemv<8><<<(unsigned)((J + 7) / 8), GV_T, smem, ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I, (int)n,
-                                                                                kc, relu ? 1 : 0);
+            k_gemv<8, GV_ST><<<(unsigned)((J + 7) / 8), GV_T, smem, ff_cu_stream(s)>>>(
+                out, in, w, b, (int)J, (int)I, (int)n, kc, relu ? 1 : 0, (int)I, I, 0);
         FF_LAUNCH_CHECK("k_gemv");
         g_last_tile = TILE_GEMV;
         return FF_OK;
