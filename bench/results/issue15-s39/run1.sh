@@ -42,9 +42,9 @@ grep -vE "^train_bench: (fivefold|pytorch|gate)" "$out/mnist-tf32x3.txt" | tail 
 el c done
 NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
 if [ -n "$NCU" ]; then
-    A="--model mnist-cnn --mode cuda --data $DATA --epochs 1 --log-every 0 --precision tf32x3 --batch 64"
+    A="--model mnist-cnn --mode cuda --data $DATA --epochs 4 --log-every 0 --precision tf32x3 --batch 64"
     timeout 150 $NCU --kernel-name regex:"k_conv_wgrad_img|k_ps_wgrad|k_ps_dgrad|k_gemm|k_gemv|k_conv_x3_rows" \
-        --launch-skip 40 --launch-count 8 --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --launch-skip 2500 --launch-count 10 --section SpeedOfLight --section Occupancy --section LaunchStats \
         --section WarpStateStats $F train $A > "$out/ncu-b64.txt" 2>&1
     echo "d. ncu: exit $?"; grep -E "^  [a-z_]+.*\(|Duration|Compute \(SM\) Throughput|Memory Throughput|Achieved Occupancy|Registers Per|Stall" "$out/ncu-b64.txt" | head -90
 else
