@@ -665,6 +665,57 @@ static void nan_propagates_like_cpu(void **state) {
     ff_gpu_free(dx), ff_gpu_free(dy);
 }
 
+// mnist's pool1 (2x2, stride 2: two outputs a thread) on NaN, -0 beside +0, -inf and ties, whole
+// and as a band of rows [5, 9) from its input rows: the CPU's bits, and those of the one-output
+// kernel (ff_gpu_debug_force_maxpool1).
+static void maxpool_pairs_like_cpu(void **state) {
+    (void)state;
+    ff_model m;
+    assert_int_equal(ff_model_init(&m, "mnist-cnn"), FF_OK);
+    const ff_layer *L = &m.layers[ff_model_find_layer(&m, "pool1")];
+    assert_true(L->kh == 2 && L->stride == 2 && L->in.w % 4 == 0);
+    const int64_t n = 3, C = L->in.c, H = L->in.h, W = L->in.w, Ho = L->out.h, Wo = L->out.w;
+    const size_t nin = numel(L->in, n), nout = numel(L->out, n);
+    float *x = tu_rand(nin, 31, 1.0f);
+    for (size_t k = 0; k < nin; k += 7) x[k] = roundf(x[k] * 2.0f) * 0.5f;  // ties
+    for (size_t k = 3; k < nin; k += 101) x[k] = NAN;
+    for (size_t k = 8; k + 1 < nin; k += 61) x[k] = -0.0f, x[k + 1] = 0.0f;
+    for (size_t k = 50; k < nin; k += 97) x[k] = -INFINITY;
+    const ff_rows full = ff_rows_full(L);
+    const ff_range ir = ff_layer_input_rows(L, 5, 9);
+    const ff_rows band = {ir.lo, ir.hi, 5, 9};
+    const int64_t brow = ir.hi - ir.lo;
+    float *xb = malloc((size_t)(n * C * brow * W) * sizeof(float));
+    for (int64_t p = 0; p < n * C; p++) memcpy(xb + p * brow * W, x + (p * H + ir.lo) * W, (size_t)(brow * W) * 4);
+    float *cpu = malloc(nout * sizeof(float)), *cpub = malloc((size_t)(n * C * 4 * Wo) * sizeof(float));
+    ff_cpu_maxpool(cpu, x, L, &full, n);
+    ff_cpu_maxpool(cpub, xb, L, &band, n);
+    float *dx = tu_dev_from(x, nin, S), *dxb = tu_dev_from(xb, (size_t)(n * C * brow * W), S);
+    float *dy = tu_dev_from(NULL, nout, S);
+    size_t bad = 0;
+    for (int one = 0; one < 2; one++) {
+        ff_gpu_debug_force_maxpool1(one);
+        char what[80];
+        assert_int_equal(ff_gpu_maxpool(dy, dx, L, &full, n, S), FF_OK);
+        float *gpu = tu_host_from(dy, nout, S);
+        snprintf(what, sizeof what, "mnist pool1 (%s a thread) vs CPU", one ? "one output" : "two outputs");
+        bad += tu_check_ulp(what, gpu, cpu, nout, 0);
+        assert_int_equal(ff_gpu_maxpool(dy, dxb, L, &band, n, S), FF_OK);
+        float *gb = tu_host_from(dy, (size_t)(n * C * 4 * Wo), S);
+        snprintf(what, sizeof what, "mnist pool1 rows [5, 9) (%s a thread) vs CPU", one ? "one output" : "two outputs");
+        bad += tu_check_ulp(what, gb, cpub, (size_t)(n * C * 4 * Wo), 0);
+        size_t nans = 0;
+        for (size_t k = 0; k < nout; k++) nans += isnan(gpu[k]);
+        assert_true(nans >= 1);
+        free(gpu), free(gb);
+    }
+    ff_gpu_debug_force_maxpool1(false);
+    (void)Ho;
+    assert_int_equal(bad, 0);
+    free(x), free(xb), free(cpu), free(cpub);
+    ff_gpu_free(dx), ff_gpu_free(dxb), ff_gpu_free(dy);
+}
+
 // The softmax max is a tree on the GPU, sequential on the CPU: rows whose maximum is a tie of +0
 // and -0, and rows holding a NaN, must still give the CPU's outputs (NaN rows: NaN everywhere).
 static void softmax_ties_and_nan_like_cpu(void **state) {
@@ -741,6 +792,7 @@ int main(void) {
         cmocka_unit_test(fused_relu_and_fault_rule),
         cmocka_unit_test(conv_tf32x3_within_bound),
         cmocka_unit_test(nan_propagates_like_cpu),
+        cmocka_unit_test(maxpool_pairs_like_cpu),
         cmocka_unit_test(softmax_ties_and_nan_like_cpu),
         cmocka_unit_test(out_of_memory_says_bytes),
         cmocka_unit_test(host_register_round_trip),

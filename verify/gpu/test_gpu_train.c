@@ -1453,15 +1453,17 @@ static void pool_sparse_host(float *dx, float *dw, float *db, const float *dy, c
 // The pool-sparse kernels against their host model, bit for bit: mnist's conv2 under pool1 on the
 // real activations (relu1's output as the data gradient's gate), and a layer with two blocks of
 // input channels (40), a partial block of output channels (37) and odd sizes (a row and a column
-// no window covers) on quantized inputs with ties, NaN and -0. The sparse gradient must also fit
+// no window covers) on quantized inputs with ties, NaN and -0, and the same channels on 10 x 10
+// (8 x 8 under the pool: the sparse gradient two windows a thread, as mnist's, on those inputs;
+// it equals the one-window kernel's G and picks byte for byte). The sparse gradient must also fit
 // where the dense one lies, and the dense launchers must give other bits (the kernels ran).
 static void pool_sparse_backward_bits(void **state) {
     (void)state;
     size_t bad = 0;
     const int conv2 = ff_model_find_layer(&F.m, "conv2"), pool = ff_model_find_layer(&F.m, "pool1");
-    const ff_layer cv[2] = {F.m.layers[conv2], conv_layer(37, 40, 11, 13, 3, 0)};
-    const ff_layer pl[2] = {F.m.layers[pool], pool_layer(37, 9, 11, 2, 2, 0)};
-    for (int t = 0; t < 2; t++) {
+    const ff_layer cv[3] = {F.m.layers[conv2], conv_layer(37, 40, 11, 13, 3, 0), conv_layer(37, 40, 10, 10, 3, 0)};
+    const ff_layer pl[3] = {F.m.layers[pool], pool_layer(37, 9, 11, 2, 2, 0), pool_layer(37, 8, 8, 2, 2, 0)};
+    for (int t = 0; t < 3; t++) {
         const ff_layer *L = &cv[t], *P = &pl[t];
         assert_true(ff_gpu_pool_sparse_applies(L, P));
         const int64_t n = t == 0 ? N_IMG : 5, group = t == 0 ? GROUP : 2, ng = (n + group - 1) / group;
@@ -1472,7 +1474,7 @@ static void pool_sparse_backward_bits(void **state) {
         float *y = t == 0 ? F.cact[pool] : tu_rand(ny, 602, 1.0f);
         const float *w = t == 0 ? F.w.w[conv2] : NULL;
         float *wt = t == 0 ? NULL : tu_rand(KCRS, 603, 0.2f);
-        if (t == 1) {
+        if (t >= 1) {
             w = wt;
             for (size_t i = 0; i < ny; i++) y[i] = roundf(y[i] * 2.0f) * 0.5f;  // ties, zeros, negatives
             for (size_t i = 0; i < ny; i += 37) y[i] = -0.0f;
@@ -1491,6 +1493,22 @@ static void pool_sparse_backward_bits(void **state) {
         float *grows = tu_dev_from(NULL, (size_t)ng * stride, F.s);
         float *work = tu_dev_from(NULL, (size_t)ff_gpu_conv2d_backward_weights_workspace_floats(L, n), F.s);
         CHECK_OK(ff_gpu_pool_sparse_gradient(gq, gdy, gy, L, P, n, F.s));
+        {  // the one-window kernel: the same G and picks, byte for byte
+            float *gq1 = tu_dev_from(NULL, ny, F.s);
+            const size_t gq_bytes = ndy * (sizeof(float) + 1);  // g, then a pick a window
+            ff_gpu_debug_force_pool_sparse_gradient1(true);
+            CHECK_OK(ff_gpu_pool_sparse_gradient(gq1, gdy, gy, L, P, n, F.s));
+            ff_gpu_debug_force_pool_sparse_gradient1(false);
+            unsigned char *a = (unsigned char *)tu_host_from(gq, ny, F.s),
+                          *b = (unsigned char *)tu_host_from(gq1, ny, F.s);
+            size_t differ = 0;
+            for (size_t i = 0; i < gq_bytes; i++) differ += a[i] != b[i];
+            printf("  %-52s %zu of %zu bytes differ  %s\n", "pool-sparse gradient: two windows a thread vs one", differ,
+                   gq_bytes, differ ? "FAIL" : "PASS");
+            bad += differ;
+            free(a), free(b);
+            ff_gpu_free(gq1);
+        }
         CHECK_OK(ff_gpu_pool_sparse_backward_data(gdx, gq, gw, gate ? gx : NULL, L, P, n, F.s));
         CHECK_OK(ff_gpu_pool_sparse_backward_weights(grows, grows + KCRS, (int64_t)stride, gq, true, gx, L, P, n, group,
                                                      work, F.s));
@@ -1500,7 +1518,8 @@ static void pool_sparse_backward_bits(void **state) {
             memcpy(dw_g + g * KCRS, rows + g * stride, KCRS * sizeof(float));
             memcpy(db_g + g * K, rows + g * stride + KCRS, K * sizeof(float));
         }
-        static const char *const what[2] = {"mnist conv2 / pool1", "40 -> 37 channels, 11x13 (ties, NaN, -0)"};
+        static const char *const what[3] = {"mnist conv2 / pool1", "40 -> 37 channels, 11x13 (ties, NaN, -0)",
+                                            "40 -> 37 channels, 10x10 (ties, NaN, -0)"};
         char name[128];
         snprintf(name, sizeof name, "pool-sparse dx%s, %s", gate ? " (relu gate)" : "", what[t]);
         bad += check_bits(name, dx_g, dx_h, nx);
@@ -1532,7 +1551,7 @@ static void pool_sparse_backward_bits(void **state) {
         bad += differ == 0;
         ff_gpu_free(gx), ff_gpu_free(gy), ff_gpu_free(gdy), ff_gpu_free(gw), ff_gpu_free(gq), ff_gpu_free(gdx);
         ff_gpu_free(grows), ff_gpu_free(work), ff_gpu_free(gdense);
-        if (t == 1) free(x), free(y);
+        if (t >= 1) free(x), free(y);
         free(wt), free(dy), free(dx_h), free(dw_h), free(db_h), free(dx_g), free(rows), free(dw_g), free(db_g);
         free(rows_d);
     }

@@ -206,6 +206,9 @@ void ff_gpu_debug_force_wgrad_tiled(bool on) {
 void ff_gpu_debug_force_maxpool_general(bool on) {
     (void)on;
 }
+void ff_gpu_debug_force_maxpool1(bool on) {
+    (void)on;
+}
 void ff_gpu_set_conv_math(bool tf32x3) {
     (void)tf32x3;
 }
@@ -334,6 +337,9 @@ void ff_gpu_debug_force_pool_dense(bool on) {
 }
 void ff_gpu_debug_force_pool_sparse_kpw(int kpw) {
     (void)kpw;
+}
+void ff_gpu_debug_force_pool_sparse_gradient1(bool on) {
+    (void)on;
 }
 ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,
                               int64_t classes, int64_t n, ff_gpu_stream s) {

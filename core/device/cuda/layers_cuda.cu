@@ -730,10 +730,9 @@ __global__ void __launch_bounds__(WG * 128)
 // out + z zc: the batched GEMM's partial sums, which k_linear_sum adds. One launch of either kind
 // has gridDim.y = gridDim.z = 1 and ldw = ldx = Kd in the first.
 template <int GV_RB, int ST>
-__global__ void __launch_bounds__(GV_T)
-    k_gemv(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
-           const float *__restrict__ bias, int M, int Kd, int n, int kc, int relu, int ldw, long long ldx,
-           long long zc) {
+__global__ void __launch_bounds__(GV_T) k_gemv(float *__restrict__ out, const float *__restrict__ in,
+                                               const float *__restrict__ w, const float *__restrict__ bias, int M,
+                                               int Kd, int n, int kc, int relu, int ldw, long long ldx, long long zc) {
     extern __shared__ __align__(16) float smem[];
     float *Ws = smem;                             // [ST][RB][KT+4]
     float *Xs = smem + ST * GV_RB * (GV_KT + 4);  // [ST][MAXN][KT]
@@ -764,7 +763,7 @@ __global__ void __launch_bounds__(GV_T)
     const int m = m0 + r;
     const bool active = img < n && m < M;
     float acc = active && bias ? bias[m] : 0.0f;  // chunk 0's chain (the only one if not split) starts at the bias
-    float sum = 0.0f;                     // split: the chunks closed so far, added in order
+    float sum = 0.0f;                             // split: the chunks closed so far, added in order
     const int ntiles = (Kd + GV_KT - 1) / GV_KT;
 #pragma unroll
     for (int s = 0; s < ST - 1; s++) {
@@ -1788,6 +1787,38 @@ __global__ void k_maxpool(float *__restrict__ out, const float *__restrict__ in,
     }
 }
 
+// A 2x2 window of stride 2, pad 0, two outputs a thread: each input row pair as two 16-byte loads,
+// the outputs as one 8-byte store (mnist's pool1: k_maxpool took 5.8 us at batch 64, 23.7 at 256 on
+// an H100, bench/results/issue15-s38). k_maxpool's taps, order and rule: the same bits. Where the
+// rows are whole quads and the buffers aligned (maxpool_pairs).
+__device__ __forceinline__ float max_tap(float m, float v) {
+    return v > m || isnan(v) ? v : m;
+}
+template <typename I>
+__global__ void k_maxpool2(float *__restrict__ out, const float *__restrict__ in, PoolGeom g, I pairs) {
+    const int HP = g.Wo / 2;  // output pairs a row
+    for (I i = blockIdx.x * (I)blockDim.x + threadIdx.x; i < pairs; i += (I)gridDim.x * blockDim.x) {
+        const int op = (int)(i % (I)HP);
+        const I t = i / (I)HP;
+        const int ol = (int)(t % (I)g.out_rows);
+        const I plane = t / (I)g.out_rows;  // image * C + channel
+        const float *x = in + ((long long)plane * g.in_rows + 2 * (g.out_lo + ol) - g.in_lo) * g.W + 4 * op;
+        const float4 a = *reinterpret_cast<const float4 *>(x), b = *reinterpret_cast<const float4 *>(x + g.W);
+        float2 m;
+        m.x = max_tap(max_tap(max_tap(max_tap(-INFINITY, a.x), a.y), b.x), b.y);
+        m.y = max_tap(max_tap(max_tap(max_tap(-INFINITY, a.z), a.w), b.z), b.w);
+        *reinterpret_cast<float2 *>(out + (long long)t * g.Wo + 2 * op) = m;
+    }
+}
+static bool g_force_maxpool1 = false;  // ff_gpu_debug_force_maxpool1
+extern "C" void ff_gpu_debug_force_maxpool1(bool on) {
+    g_force_maxpool1 = on;
+}
+static bool maxpool_pairs(const PoolGeom &g, const float *out, const float *in) {
+    return g.R == 2 && g.S == 2 && g.stride == 2 && g.pad == 0 && g.W % 4 == 0 && g.Wo * 2 == g.W &&
+           ((uintptr_t)in & 15) == 0 && ((uintptr_t)out & 7) == 0 && !g_force_maxpool1;
+}
+
 extern "C" ff_status ff_gpu_maxpool(float *out, const float *in, const ff_layer *L, const ff_rows *rows, int64_t n,
                                     ff_gpu_stream s) {
     const int64_t out_rows = rows->out_hi - rows->out_lo;
@@ -1805,6 +1836,16 @@ extern "C" ff_status ff_gpu_maxpool(float *out, const float *in, const ff_layer 
                   L->stride,
                   L->pad};
     const long long total = (long long)n * L->in.c * out_rows * L->out.w;
+    if (maxpool_pairs(g, out, in)) {
+        const long long pairs = total / 2;
+        const unsigned blocks = grid_for(pairs, 256);
+        if (pairs <= INT32_MAX && (long long)blocks * 256 <= INT32_MAX)
+            k_maxpool2<unsigned><<<blocks, 256, 0, ff_cu_stream(s)>>>(out, in, g, (unsigned)pairs);
+        else
+            k_maxpool2<long long><<<blocks, 256, 0, ff_cu_stream(s)>>>(out, in, g, pairs);
+        FF_LAUNCH_CHECK("k_maxpool2");
+        return FF_OK;
+    }
     const unsigned blocks = grid_for(total, 256);
     if (total <= INT32_MAX && (long long)blocks * 256 <= INT32_MAX)
         k_maxpool<unsigned><<<blocks, 256, 0, ff_cu_stream(s)>>>(out, in, g, (unsigned)total);

@@ -62,6 +62,32 @@ static __global__ void k_ps_gradient(float *__restrict__ G, uint8_t *__restrict_
     }
 }
 
+// Two windows a thread (px even, px + 1): their rows as two 16-byte loads each, dy and g as 8-byte
+// ones, the picks as one 2-byte store; the same picks and values as k_ps_gradient (one thread a
+// window: 4-byte loads and a 64-bit index split took 12.3 us at batch 64, 34 at 256 on an H100,
+// bench/results/issue15-s38, for about 11 and 43 MB moved). Where the rows are 16-byte aligned
+// and PW is even (ps_gradient_pairs).
+template <typename I>
+static __global__ void k_ps_gradient2(float *__restrict__ G, uint8_t *__restrict__ Q, const float *__restrict__ dy,
+                                      const float *__restrict__ y, int Ho, int Wo, int PH, int PW, I pairs) {
+    const int HP = PW / 2, PP2 = PH * HP;  // pairs a pooled row, a plane
+    for (I t = blockIdx.x * (I)blockDim.x + threadIdx.x; t < pairs; t += (I)gridDim.x * blockDim.x) {
+        const I plane = t / (I)PP2;
+        const int o = (int)(t - plane * PP2), py = o / HP, px = 2 * (o - py * HP);
+        const float *p = y + (long long)plane * Ho * Wo + (long long)(2 * py) * Wo + 2 * px;
+        const float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + Wo);
+        const long long w0 = (long long)plane * PH * PW + py * PW + px;  // the first window
+        const float2 d = *reinterpret_cast<const float2 *>(dy + w0);
+        float v0, v1;
+        const int q0 = pool2x2_pick(a.x, a.y, b.x, b.y, &v0), q1 = pool2x2_pick(a.z, a.w, b.z, b.w, &v1);
+        float2 gv;
+        gv.x = !(v0 > 0.0f) ? 0.0f : __fadd_rn(0.0f, d.x);
+        gv.y = !(v1 > 0.0f) ? 0.0f : __fadd_rn(0.0f, d.y);
+        *reinterpret_cast<float2 *>(G + w0) = gv;
+        *reinterpret_cast<uint16_t *>(Q + w0) = (uint16_t)(q0 | q1 << 8);  // (little-endian: q0 first)
+    }
+}
+
 // ------------------------------------------------------------------ data gradient
 // A block per (image, row pair, 13 columns, 32 input channels), lane = input channel: every
 // window's g and pick are the same for the whole warp, so each window's 3x3 taps land at places
@@ -303,10 +329,14 @@ static __global__ void __launch_bounds__(PSW_WARPS * 32)
 
 static bool g_force_dense = false;
 static int g_force_kpw = 0;
+static bool g_force_gradient1 = false;                 // ff_gpu_debug_force_pool_sparse_gradient1
 constexpr long long PSW_SMEM_TWO_BLOCKS = 113 * 1024;  // (228 KB a multiprocessor, 1 KB of it reserved a block)
 
 extern "C" void ff_gpu_debug_force_pool_dense(bool on) {
     g_force_dense = on;
+}
+extern "C" void ff_gpu_debug_force_pool_sparse_gradient1(bool on) {
+    g_force_gradient1 = on;
 }
 extern "C" void ff_gpu_debug_force_pool_sparse_kpw(int kpw) {
     g_force_kpw = kpw == 2 || kpw == 4 ? kpw : 0;
@@ -347,6 +377,23 @@ extern "C" ff_status ff_gpu_pool_sparse_gradient(float *gq, const float *dy, con
     const PsGeom g = ps_geom(conv, pool);
     const long long total = n * (long long)g.K * g.PH * g.PW;
     uint8_t *q = reinterpret_cast<uint8_t *>(gq + total);
+    // Two windows a thread where every pair's rows, dy, g and picks are aligned: even pooled rows
+    // (so pairs never straddle a row or plane), rows of a multiple of 4 floats, aligned buffers.
+    const bool pairs = g.PW % 2 == 0 && g.Wo % 4 == 0 && ((uintptr_t)y & 15) == 0 && ((uintptr_t)dy & 7) == 0 &&
+                       ((uintptr_t)gq & 7) == 0 && total % 2 == 0 && !g_force_gradient1;
+    if (pairs) {
+        const long long np = total / 2;
+        long long blocks = (np + 255) / 256;
+        if (blocks > (1 << 20)) blocks = 1 << 20;
+        if (np <= INT32_MAX && blocks * 256 <= INT32_MAX)
+            k_ps_gradient2<unsigned>
+                <<<(unsigned)blocks, 256, 0, ff_cu_stream(s)>>>(gq, q, dy, y, g.Ho, g.Wo, g.PH, g.PW, (unsigned)np);
+        else
+            k_ps_gradient2<long long>
+                <<<(unsigned)blocks, 256, 0, ff_cu_stream(s)>>>(gq, q, dy, y, g.Ho, g.Wo, g.PH, g.PW, np);
+        FF_LAUNCH_CHECK("k_ps_gradient2");
+        return FF_OK;
+    }
     long long blocks = (total + 255) / 256;
     if (blocks > (1 << 20)) blocks = 1 << 20;
     if (total <= INT32_MAX && blocks * 256 <= INT32_MAX)

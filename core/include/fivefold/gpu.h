@@ -229,6 +229,9 @@ void ff_gpu_debug_force_wgrad_tiled(bool on);
 // Test hook: the maxpool backward takes its general tiled kernel (k_maxpool_bwd_tiled) where it
 // would take the 2x2 windows' float2 kernel (train_cuda.cu); the same bits. Tests only, process-wide.
 void ff_gpu_debug_force_maxpool_general(bool on);
+// Test hook: the forward maxpool one output a thread (k_maxpool) where two a thread would run
+// (a 2x2 window of stride 2 on rows of whole quads). The same bits.
+void ff_gpu_debug_force_maxpool1(bool on);
 // Test hook: the tf32x3 conv weight gradient runs configuration `config` (0 ..
 // ff_gpu_debug_wgrad_x3_count()-1; every one gives the same bits), -1 the automatic choice.
 // Tests only, process-wide.
@@ -507,6 +510,9 @@ bool ff_gpu_pool_sparse_on(void);
 void ff_gpu_debug_force_pool_dense(bool on);
 // Test hook: the weight kernel's output channels a warp (2 or 4; 0: its own rule). The same bits.
 void ff_gpu_debug_force_pool_sparse_kpw(int kpw);
+// Test hook: the sparse gradient one window a thread (k_ps_gradient) where two a thread would run.
+// The same bits.
+void ff_gpu_debug_force_pool_sparse_gradient1(bool on);
 // ff_cpu_softmax_xent_backward on the GPU: dz (n, classes); loss (n) or NULL; z (n, classes);
 // labels (n) in [0, classes). One thread per image (the CPU's sequential max and sum).
 ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,
