@@ -1779,6 +1779,35 @@ static void train_backward_within_bound(void **state) {
     assert_int_equal(bad, 0);
 }
 
+// A library caller that makes a cuda device itself under a bad FF_TRAIN_POOL_SPARSE or
+// FF_TRAIN_CONCURRENT_BACKWARD is refused, the variable and value named (the trainer checks them
+// first; the device no longer falls back to the default silently); the good values are taken.
+static void device_refuses_bad_switches(void **state) {
+    (void)state;
+    const struct {
+        const char *var, *value;
+        bool ok;
+    } cases[] = {{"FF_TRAIN_POOL_SPARSE", "3", false},
+                 {"FF_TRAIN_POOL_SPARSE", "", false},
+                 {"FF_TRAIN_CONCURRENT_BACKWARD", "2", false},
+                 {"FF_TRAIN_POOL_SPARSE", "1", true},
+                 {"FF_TRAIN_CONCURRENT_BACKWARD", "0", true}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        setenv(cases[i].var, cases[i].value, 1);
+        ff_device *d = make_device(FF_DEVICE_CUDA);
+        unsetenv(cases[i].var);
+        if (cases[i].ok) {
+            assert_non_null(d);
+            ff_device_destroy(d);
+            continue;
+        }
+        assert_null(d);
+        printf("  %s='%s' refused: %s\n", cases[i].var, cases[i].value, ff_last_error());
+        assert_non_null(strstr(ff_last_error(), cases[i].var));
+        ff_clear_error();
+    }
+}
+
 int main(void) {
     int rc = tu_gpu_or_skip();
     if (rc) return rc;
@@ -1792,7 +1821,7 @@ int main(void) {
         cmocka_unit_test(conv_wgrad_beside_choice),     cmocka_unit_test(linear_tree_kernel_bits),
         cmocka_unit_test(data_gradients_fast_paths),    cmocka_unit_test(train_backward_within_bound),
         cmocka_unit_test(backward_reduced_bits),        cmocka_unit_test(backward_two_pass_bits),
-        cmocka_unit_test(pool_sparse_backward_bits),
+        cmocka_unit_test(pool_sparse_backward_bits),    cmocka_unit_test(device_refuses_bad_switches),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

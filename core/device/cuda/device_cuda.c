@@ -278,11 +278,22 @@ ff_status ff_device_cuda_create(ff_device **out, const ff_model *m, const ff_wei
     cuda_device *c = calloc(1, sizeof *c);
     if (!c) return FF_FAIL(FF_ERR_OOM, "cuda device: out of host memory");
     c->bw_n = -1;  // no backward in two passes under way
-    // The trainer refuses any other value than 0 or 1 (train.c check_env_switch) before it runs a step.
+    // The trainer refuses other values before it makes a device (train.c); a library caller that
+    // makes one itself is refused here rather than given the default silently.
     const char *lane_env = getenv("FF_TRAIN_CONCURRENT_BACKWARD");
+    const char *sparse_env = getenv("FF_TRAIN_POOL_SPARSE");
+    const bool lane_ok = !lane_env || !strcmp(lane_env, "0") || !strcmp(lane_env, "1");
+    const bool sparse_ok =
+        !sparse_env || !strcmp(sparse_env, "0") || !strcmp(sparse_env, "1") || !strcmp(sparse_env, "2");
+    if (!lane_ok || !sparse_ok) {
+        free(c);
+        return !lane_ok
+                   ? FF_FAIL(FF_ERR_INPUT, "cuda device: FF_TRAIN_CONCURRENT_BACKWARD='%s': expected 0 or 1", lane_env)
+                   : FF_FAIL(FF_ERR_INPUT, "cuda device: FF_TRAIN_POOL_SPARSE='%s': expected 0, 1 or 2 (the default)",
+                             sparse_env);
+    }
     c->lane_off = lane_env && !strcmp(lane_env, "0");
-    const char *sparse_env = getenv("FF_TRAIN_POOL_SPARSE");  // (checked by the trainer too)
-    c->pool_mode = sparse_env && (!strcmp(sparse_env, "0") || !strcmp(sparse_env, "1")) ? sparse_env[0] - '0' : 2;
+    c->pool_mode = sparse_env ? sparse_env[0] - '0' : 2;
     ff_status st = cuda_setup(c, m, w, p, o);
     if (st != FF_OK) {
         cuda_destroy(&c->base);
