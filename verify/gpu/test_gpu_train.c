@@ -1043,52 +1043,121 @@ static void conv_backward_strided_padded(void **state) {
 
 // ---------------------------------------------------------------- conv weight gradient: two kernels
 
-// The fast conv weight gradient has two kernels for the same chains (train_cuda.cu): a block per
-// image for few columns (mnist's conv1: 9) and the tiles of k_conv_wgrad_part. On layers that take
-// the first (gpu.h ff_gpu_conv2d_backward_weights_per_image), the rows it gives equal the tiled
-// kernel's bit for bit (ff_gpu_debug_force_wgrad_tiled): mnist's conv1, the stride-2 pad-1 layer
-// above, and a 5x5 pad-2 layer; dy with zeros and -0 (a padding tap is fma(dy, +0, acc) in both:
-// -0 + +0 is +0, so a kernel that skipped those taps would keep a -0), x with -0; 13 images in
-// groups of 4, NaN-poisoned workspaces.
+// The host model of the few-column kernel's order (train_cuda.cu k_conv_wgrad_img): per image and
+// strip of `rows` output rows, every (k, c, r, s) chain over the strip's positions ascending from +0
+// (fmaf(dy, x, acc), a padding tap as fmaf(dy, +0, acc)) and every bias chain (acc + dy); an image's
+// strips added in order, then the images of a group in order. rows = Ho: one chain over the whole
+// image, the tiled kernel's (k_conv_wgrad_part). rows_out: (ng, stride) floats, dw then db.
+static void conv_wgrad_strip_host(float *rows_out, const float *x, const float *dy, const ff_layer *L, int64_t n,
+                                  int64_t group, int64_t stride, int64_t rows) {
+    const int64_t K = L->out_c, C = L->in.c, H = L->in.h, W = L->in.w, R = L->kh, S = L->kw, Ho = L->out.h,
+                  Wo = L->out.w, CRS = C * R * S, PW = K * CRS + K, strips = (Ho + rows - 1) / rows;
+    float *img = malloc((size_t)(n * PW) * sizeof(float));
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t e = 0; e <= CRS; e++) {  // e = CRS: the bias
+                const int64_t c = e / (R * S), r = e / S % R, sc = e % S;
+                float v = 0.0f;
+                for (int64_t st = 0; st < strips; st++) {
+                    float acc = 0.0f;
+                    for (int64_t oh = st * rows; oh < Ho && oh < (st + 1) * rows; oh++)
+                        for (int64_t ow = 0; ow < Wo; ow++) {
+                            const float d = dy[((i * K + k) * Ho + oh) * Wo + ow];
+                            if (e == CRS) {
+                                acc = acc + d;
+                                continue;
+                            }
+                            const int64_t h = oh * L->stride - L->pad + r, w = ow * L->stride - L->pad + sc;
+                            const float xv =
+                                h >= 0 && h < H && w >= 0 && w < W ? x[((i * C + c) * H + h) * W + w] : 0.0f;
+                            acc = fmaf(d, xv, acc);
+                        }
+                    v = st == 0 ? acc : v + acc;
+                }
+                img[i * PW + (e == CRS ? K * CRS + k : k * CRS + e)] = v;
+            }
+    for (int64_t g = 0; g * group < n; g++) {
+        const int64_t i0 = g * group, i1 = i0 + group < n ? i0 + group : n;
+        for (int64_t e = 0; e < PW; e++) {
+            float v = img[i0 * PW + e];
+            for (int64_t i = i0 + 1; i < i1; i++) v = v + img[i * PW + e];
+            rows_out[g * stride + e] = v;
+        }
+    }
+    free(img);
+}
+
+// The fast conv weight gradient has two kernels (train_cuda.cu): one for few columns (mnist's
+// conv1: 9), a block per image and strip of FF_GPU_WGRAD_STRIP_ROWS output rows, and the tiles of
+// k_conv_wgrad_part, a chain over the whole image. On layers that take the first (gpu.h
+// ff_gpu_conv2d_backward_weights_per_image) each equals its host model bit for bit
+// (conv_wgrad_strip_host: strips of that many rows, and one strip, under
+// ff_gpu_debug_force_wgrad_tiled), and where an image is one strip the two kernels give the same
+// rows: mnist's conv1 (13 strips), the stride-2 pad-1 layer above (3 strips), a 5x5 pad-2 layer (6)
+// and a 2 x 3 output (one strip); dy with zeros and -0 (a padding tap is fma(dy, +0, acc): -0 + +0
+// is +0, so a kernel that skipped those taps would keep a -0), x with -0; 13 images in groups of
+// 4, NaN-poisoned workspaces. The two host orders differ on conv1 (the check can tell them apart).
 static void conv_wgrad_image_kernel_bits(void **state) {
     (void)state;
-    ff_layer Ls[3] = {
+    ff_layer Ls[4] = {
         F.m.layers[0],
         {.name = "conv 3x3/2 pad 1", .op = FF_OP_CONV2D, .out_c = 40, .kh = 3, .kw = 3, .stride = 2, .pad = 1},
-        {.name = "conv 5x5 pad 2", .op = FF_OP_CONV2D, .out_c = 8, .kh = 5, .kw = 5, .stride = 1, .pad = 2}};
+        {.name = "conv 5x5 pad 2", .op = FF_OP_CONV2D, .out_c = 8, .kh = 5, .kw = 5, .stride = 1, .pad = 2},
+        {.name = "conv 3x3 to 2x3", .op = FF_OP_CONV2D, .out_c = 6, .kh = 3, .kw = 3, .stride = 1, .pad = 0}};
     Ls[1].in = (ff_shape){3, 9, 9}, Ls[1].out = (ff_shape){40, 5, 5};  // channel groups 32 + 8
     Ls[2].in = (ff_shape){1, 11, 11}, Ls[2].out = (ff_shape){8, 11, 11};
+    Ls[3].in = (ff_shape){2, 4, 5}, Ls[3].out = (ff_shape){6, 2, 3};
     const int64_t n = 13, group = 4, ng = (n + group - 1) / group;
     size_t bad = 0;
-    for (int c = 0; c < 3; c++) {
+    for (int c = 0; c < 4; c++) {
         const ff_layer *L = &Ls[c];
         assert_true(ff_gpu_conv2d_backward_weights_per_image(L, n));
+        assert_int_equal(ff_gpu_conv2d_wgrad_strips(L),
+                         (L->out.h + FF_GPU_WGRAD_STRIP_ROWS - 1) / FF_GPU_WGRAD_STRIP_ROWS);
         const int64_t nw = L->out_c * L->in.c * L->kh * L->kw, stride = nw + L->out_c + 5;
         const int64_t nx = n * ff_shape_numel(L->in), ny = n * ff_shape_numel(L->out);
         float *x = tu_rand((size_t)nx, 950 + (uint64_t)c, 1.0f), *dy = tu_rand((size_t)ny, 960 + (uint64_t)c, 1.0f);
         for (int64_t i = 0; i < ny; i += 5) dy[i] = (i / 5) % 2 ? -0.0f : 0.0f;
         for (int64_t i = 0; i < ny / n; i++) dy[i] = -0.0f;  // image 0: every term -0
         for (int64_t i = 3; i < nx; i += 11) x[i] = -0.0f;
-        float *gx = tu_dev_from(x, (size_t)nx, F.s), *gdy = tu_dev_from(dy, (size_t)ny, F.s), *rows[2];
+        float *gx = tu_dev_from(x, (size_t)nx, F.s), *gdy = tu_dev_from(dy, (size_t)ny, F.s), *rows[2], *host[2];
         for (int v = 0; v < 2; v++) {
             float *grad = tu_dev_from(NULL, (size_t)(ng * stride), F.s);
             float *work = tu_dev_from(NULL, (size_t)ff_gpu_conv2d_backward_weights_workspace_floats(L, n), F.s);
+            CHECK_OK(ff_gpu_fill(grad, NAN, (size_t)(ng * stride), F.s));
+            CHECK_OK(ff_gpu_fill(work, NAN, (size_t)ff_gpu_conv2d_backward_weights_workspace_floats(L, n), F.s));
             ff_gpu_debug_force_wgrad_tiled(v == 1);
             const ff_status st =
                 ff_gpu_conv2d_backward_weights(grad, grad + nw, stride, gdy, gx, L, n, group, work, F.s);
             ff_gpu_debug_force_wgrad_tiled(false);
             CHECK_OK(st);
             rows[v] = tu_host_from(grad, (size_t)(ng * stride), F.s);
+            host[v] = malloc((size_t)(ng * stride) * sizeof(float));
+            for (int64_t i = 0; i < ng * stride; i++) host[v][i] = rows[v][i];  // the gaps as the GPU left them
+            conv_wgrad_strip_host(host[v], x, dy, L, n, group, stride, v == 0 ? FF_GPU_WGRAD_STRIP_ROWS : L->out.h);
             ff_gpu_free(grad), ff_gpu_free(work);
         }
         size_t unwritten = 0;
         for (int64_t gi = 0; gi < ng; gi++)
             for (int64_t e = 0; e < nw + L->out_c; e++) unwritten += isnan(rows[0][gi * stride + e]);
         char what[96];
-        snprintf(what, sizeof what, "conv dw, db %s: per image = tiled", L->name);
-        bad += check_bits(what, rows[0], rows[1], (size_t)(ng * stride)) + unwritten;
+        snprintf(what, sizeof what, "conv dw, db %s: strips = host model", L->name);
+        bad += check_bits(what, rows[0], host[0], (size_t)(ng * stride)) + unwritten;
+        snprintf(what, sizeof what, "conv dw, db %s: tiled = host model", L->name);
+        bad += check_bits(what, rows[1], host[1], (size_t)(ng * stride));
+        if (L->out.h <= FF_GPU_WGRAD_STRIP_ROWS) {
+            snprintf(what, sizeof what, "conv dw, db %s (one strip): strips = tiled", L->name);
+            bad += check_bits(what, rows[0], rows[1], (size_t)(ng * stride));
+        }
+        if (c == 0) {  // the two orders are told apart
+            size_t differ = 0;
+            for (int64_t i = 0; i < ng * stride; i++) differ += memcmp(&host[0][i], &host[1][i], 4) != 0;
+            printf("  conv1: %zu of %lld values differ between the strip and whole-image orders\n", differ,
+                   (long long)(ng * stride));
+            assert_true(differ > (size_t)(ng * (nw + L->out_c)) / 4);
+        }
         ff_gpu_free(gx), ff_gpu_free(gdy);
-        free(x), free(dy), free(rows[0]), free(rows[1]);
+        free(x), free(dy), free(rows[0]), free(rows[1]), free(host[0]), free(host[1]);
     }
     assert_int_equal(bad, 0);
 }

@@ -2,6 +2,7 @@
 # Session 39, GPU call 1: two windows a thread in the sparse pool gradient and two outputs in the
 # 2x2 maxpool (16-byte row loads; same bits), and the split GEMV (k_gemv with a block per split-K chunk and group of 8
 # images) as a tuner candidate of the linear layers' GEMMs, for any batch. Same chains, same bits.
+# And conv1's weight gradient in strips of two output rows (k_conv_wgrad_img): new bits.
 #  a. test_gpu_layers (split-K linear = the CPU emulation under every forced tile, the split GEMV
 #     forced at 20 images), test_gpu_train and the gpu_train_* tests (digests unchanged)
 #  b. ms per step tf32x3 batch 64 and 256, and a traced step of each

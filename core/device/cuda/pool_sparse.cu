@@ -459,7 +459,7 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, i
     if (kpw == kpw_ && (wt == 0 || g.W == wt) && dense == !dy_sparse) {                              \
         k_ps_wgrad<kpw_, wt, dense><<<grid, PSW_WARPS * 32, smem, st>>>(work, dy, q, x, g, pstride); \
         FF_LAUNCH_CHECK("k_ps_wgrad");                                                               \
-        return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, work, KCRS, pstride, n, group, s);  \
+        return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, work, KCRS, pstride, n, group, 1, s);  \
     }
     PSW_KERNELS(PSW_LAUNCH)
 #undef PSW_LAUNCH

@@ -20,9 +20,10 @@
 //     length the bound uses; verify/gpu/test_gpu_train.c checks it against float64):
 //       conv2d weights/bias (workspace given): a tiled GEMM per image (k_conv_wgrad_part: chain
 //         over the output positions q ascending, every term), then the per-image partials summed
-//         in image order per group (k_conv_wgrad_sum). Under --precision tf32x3 a stride-1 conv's
-//         weight partials are tf32x3 sums instead (k_conv_wgrad_x3 / k_conv_wgrad_x3wg: chunks of
-//         8 positions ascending, tf32x3.cuh's products), the bias partials the same fp32 chains.
+//         in image order per group (k_conv_wgrad_sum); a layer of few columns (conv1) in strips of
+//         two output rows instead (k_conv_wgrad_img), an image's strips added in order first. Under --precision tf32x3
+//         a stride-1 conv's weight partials are tf32x3 sums instead (k_conv_wgrad_x3 / k_conv_wgrad_x3wg: chunks of 8
+//         positions ascending, tf32x3.cuh's products), the bias partials the same fp32 chains.
 //       conv2d data (stride 1, square kernel, pad <= kh-1, workspace given): the FORWARD conv
 //         kernel (layers_cuda.cu, gpu.h's conv order) on dy with the flipped, transposed weights
 //         (k_conv_flip), so the chain runs k ascending, then r, s DESCENDING.
@@ -201,7 +202,8 @@ struct WgradGeom {
     int CRS;       // C * R * S: the columns
     long long PW;  // floats per image in the partials: K * CRS + K
     long long img0;
-    int KG;  // k_conv_wgrad_img: output channels a block (ff_gpu_conv2d_wgrad_image_group)
+    int KG;      // k_conv_wgrad_img: output channels a block (ff_gpu_conv2d_wgrad_image_group)
+    int Ho, SR;  // k_conv_wgrad_img: output rows, and rows a strip (the last one may be shorter)
 };
 
 __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ part, const float *__restrict__ dy,
@@ -343,40 +345,48 @@ __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ pa
         }
 }
 
-// The same partials for a layer with few columns (C*R*S < 32, gpu.h; mnist's conv1: 9), where a
-// tile would leave most of its columns idle and walk Q / WG_BQ stages in one block per image (conv1
-// at batch 64: 42 us). Here a block owns one image and g.KG of its output channels (blockIdx.y: the
-// group; kg, fewer in the last one): their dy (kg, Q) and the image itself are copied into shared
-// memory, and from the image, for each column e = (c, r, s), the input tap of every position in
-// position order, a padding tap as +0 (CRS, Q); then thread t < kg*CRS runs chain (k, e) =
-// (k0 + t / CRS, t % CRS) and thread kg*CRS + k the bias chain of k0 + k, each over q ascending from
-// +0 with every position, a padding tap as fma(dy, +0, acc): the terms, order and start of
-// k_conv_wgrad_part's chains, so the same bits (test_gpu_train's conv_wgrad_image_kernel_bits checks
-// it against the tiled kernel). Both rows of a chain lie in position order, so the chain reads them
-// four positions a load where Q % 4 == 0 (its latency was the kernel's time: session 28, a load a
-// term, 16 us at batch 64). The groups (session 32) take layers of more than 32 output channels
-// (a block's threads stay within 1024); smaller groups, for more blocks than images, were slower
-// for mnist's conv1: four groups of 8 took 26.3 us at batch 64 against one block's 18.6 with the
-// taps gathered from global memory by each group, 24.2 with them made from the image in shared
-// memory, because each group makes every tap again (bench/results/issue15-s32 runs 2 and 3).
+// The partials of a layer with few columns (C*R*S < 32, gpu.h; mnist's conv1: 9), where a tile
+// would leave most of its columns idle. A block owns one image, one strip of g.SR output rows
+// (blockIdx.z; the last may be shorter) and g.KG of the output channels (blockIdx.y: the group; kg,
+// fewer in the last one): their dy over the strip (kg, rows * Wo) and the image itself are copied
+// into shared memory, and from the image, for each column e = (c, r, s), the input tap of every
+// position of the strip in position order, a padding tap as +0 (CRS, rows * Wo); then thread
+// t < kg*CRS runs chain (k, e) = (k0 + t / CRS, t % CRS) and thread kg*CRS + k the bias chain of
+// k0 + k, each over the strip's positions ascending from +0 with every position, a padding tap as
+// fma(dy, +0, acc), into the strip's partials (part: (n, strips, PW)); k_conv_wgrad_sum adds an
+// image's strips in order, then the images of a group. Where an image is one strip these are
+// k_conv_wgrad_part's chains (test_gpu_train's conv_wgrad_image_kernel_bits checks both orders).
+// Why strips: a block per image (sessions 28-32: 16-18.6 us alone at batch 64, 64 blocks on 132
+// multiprocessors, 114 KB of shared memory each) ran beside conv2's weight gradient for 46 us
+// (bench/results/issue15-s38 run 4), its blocks waiting for that kernel's to leave; a strip's
+// block needs 8 KB and the image 26 of them. The rows of a chain are read four positions a load
+// where the strip's rows allow (a load a term was the old kernel's time: session 28).
 __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x,
                                  WgradGeom g) {
     extern __shared__ __align__(16) float wgi_sm[];
     const int k0 = blockIdx.y * g.KG, kg = min(g.KG, g.K - k0);
-    const int KQ = kg * g.Q, RS = g.R * g.S, CHW = g.C * g.H * g.W;
-    float *dys = wgi_sm;                       // (kg, Q): channels k0.. of dy
-    float *xs = dys + g.KG * g.Q;              // (CRS, Q): the taps, padding as +0
-    float *xin = xs + (long long)g.CRS * g.Q;  // (C, H, W): the image
+    const int strip = blockIdx.z, oh0 = strip * g.SR, QS = g.SR * g.Wo, qs = min(g.SR, g.Ho - oh0) * g.Wo;
+    const int RS = g.R * g.S, CHW = g.C * g.H * g.W;
+    float *dys = wgi_sm;                      // (kg, QS): channels k0.. of dy over the strip
+    float *xs = dys + g.KG * QS;              // (CRS, QS): the strip's taps, padding as +0
+    float *xin = xs + (long long)g.CRS * QS;  // (C, H, W): the image
     const long long img = g.img0 + blockIdx.x;
-    const float *dyi = dy + (img * g.K + k0) * (long long)g.Q;
+    const float *dyi = dy + (img * g.K + k0) * (long long)g.Q + (long long)oh0 * g.Wo;  // channel k: + k Q
     const float *xi = x + img * (long long)CHW;
-    const bool quads = (g.Q & 3) == 0;  // rows 16-byte aligned: dys and xs start so, rows are Q floats
+    // rows of whole quads, 16-byte aligned: the strip's dy rows (Q, QS, qs and its start), xs's rows
+    const bool quads = (g.Q & 3) == 0 && (QS & 3) == 0 && (qs & 3) == 0 && ((oh0 * g.Wo) & 3) == 0;
     // Every copy in flight at once (cp.async, no register round trip), then one wait; 16 bytes a
-    // copy where the rows allow (xin starts 16-byte aligned when Q % 4 == 0).
+    // copy where the rows allow (xin starts 16-byte aligned when QS % 4 == 0).
     if (quads && ((uintptr_t)dyi & 15) == 0)
-        for (int i = threadIdx.x; i < KQ / 4; i += blockDim.x) cp_async16(dys + 4 * i, dyi + 4 * i, true);
+        for (int i = threadIdx.x; i < kg * (qs / 4); i += blockDim.x) {
+            const int k = i / (qs / 4), q4 = i - k * (qs / 4);
+            cp_async16(dys + k * QS + 4 * q4, dyi + (long long)k * g.Q + 4 * q4, true);
+        }
     else
-        for (int i = threadIdx.x; i < KQ; i += blockDim.x) cp_async4(dys + i, dyi + i, true);
+        for (int i = threadIdx.x; i < kg * qs; i += blockDim.x) {
+            const int k = i / qs, q = i - k * qs;
+            cp_async4(dys + k * QS + q, dyi + (long long)k * g.Q + q, true);
+        }
     if (quads && (CHW & 3) == 0 && ((uintptr_t)xi & 15) == 0)
         for (int i = threadIdx.x; i < CHW / 4; i += blockDim.x) cp_async16(xin + 4 * i, xi + 4 * i, true);
     else
@@ -384,45 +394,46 @@ __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restri
     cp_async_commit();
     cp_async_wait<0>();
     __syncthreads();
-    for (int i = threadIdx.x; i < g.CRS * g.Q; i += blockDim.x) {
-        const int e = i / g.Q, q = i - e * g.Q, c = e / RS, rs = e - c * RS, r = rs / g.S, s = rs - r * g.S;
+    for (int i = threadIdx.x; i < g.CRS * qs; i += blockDim.x) {
+        const int e = i / qs, ql = i - e * qs, q = oh0 * g.Wo + ql, c = e / RS, rs = e - c * RS, r = rs / g.S,
+                  s = rs - r * g.S;
         const int h = q / g.Wo * g.stride - g.pad + r, w = q % g.Wo * g.stride - g.pad + s;
         const bool v = (unsigned)h < (unsigned)g.H && (unsigned)w < (unsigned)g.W;
-        xs[i] = v ? xin[(c * g.H + h) * g.W + w] : 0.0f;
+        xs[e * QS + ql] = v ? xin[(c * g.H + h) * g.W + w] : 0.0f;
     }
     __syncthreads();
     const int t = threadIdx.x, KE = kg * g.CRS;
-    float *pi = part + img * g.PW;
+    float *pi = part + (img * gridDim.z + strip) * g.PW;
     if (t >= KE) {  // the bias chains (their own warps where kg*CRS is a multiple of 32)
         const int k = t - KE;
         if (k >= kg) return;
-        const float *dk = dys + k * g.Q;
+        const float *dk = dys + k * QS;
         float acc = 0.0f;
         if (quads) {
 #pragma unroll 4
-            for (int q4 = 0; q4 < g.Q / 4; q4++) {
+            for (int q4 = 0; q4 < qs / 4; q4++) {
                 const float4 a = reinterpret_cast<const float4 *>(dk)[q4];
                 acc = __fadd_rn(__fadd_rn(__fadd_rn(__fadd_rn(acc, a.x), a.y), a.z), a.w);
             }
         } else {
 #pragma unroll 8
-            for (int q = 0; q < g.Q; q++) acc = __fadd_rn(acc, dk[q]);
+            for (int q = 0; q < qs; q++) acc = __fadd_rn(acc, dk[q]);
         }
         pi[(long long)g.K * g.CRS + k0 + k] = acc;
         return;
     }
     const int k = t / g.CRS, e = t - k * g.CRS;
-    const float *dk = dys + k * g.Q, *xe = xs + e * g.Q;
+    const float *dk = dys + k * QS, *xe = xs + e * QS;
     float acc = 0.0f;
     if (quads) {
 #pragma unroll 4
-        for (int q4 = 0; q4 < g.Q / 4; q4++) {
+        for (int q4 = 0; q4 < qs / 4; q4++) {
             const float4 a = reinterpret_cast<const float4 *>(dk)[q4], b = reinterpret_cast<const float4 *>(xe)[q4];
             acc = __fmaf_rn(a.w, b.w, __fmaf_rn(a.z, b.z, __fmaf_rn(a.y, b.y, __fmaf_rn(a.x, b.x, acc))));
         }
     } else {
 #pragma unroll 8
-        for (int q = 0; q < g.Q; q++) acc = __fmaf_rn(dk[q], xe[q], acc);
+        for (int q = 0; q < qs; q++) acc = __fmaf_rn(dk[q], xe[q], acc);
     }
     pi[(long long)(k0 + k) * g.CRS + e] = acc;
 }
@@ -673,15 +684,23 @@ extern "C" void ff_gpu_debug_force_wgrad_tiled(bool on) {
 
 // Group sums of the per-image partials, one thread per (group, element): row g of an element is
 // part[i0], then + part[i0 + 1], ..., + part[i1 - 1] (float additions in image order; a one-image
-// group is part[i0] itself). Elements [0, K*CRS) go to dw, [K*CRS, PW) to db.
+// group is part[i0] itself). Elements [0, K*CRS) go to dw, [K*CRS, PW) to db. With strips > 1 an
+// image's partial is first its strips' (part: (n, strips, PW)) added in strip order.
+__device__ __forceinline__ float wgrad_image_partial(const float *part, long long i, long long e, long long PW,
+                                                     int strips) {
+    const float *p = part + i * strips * PW + e;
+    float v = p[0];
+    for (int s = 1; s < strips; s++) v = __fadd_rn(v, p[s * PW]);
+    return v;
+}
 __global__ void k_conv_wgrad_sum(float *__restrict__ dw, float *__restrict__ db, long long grad_stride,
                                  const float *__restrict__ part, long long KCRS, long long PW, long long n,
-                                 long long group, long long total) {
+                                 long long group, int strips, long long total) {
     FF_GRID_STRIDE(t, total) {
         const long long e = t % PW, grp = t / PW;
         const long long i0 = grp * group, i1 = min(n, i0 + group);
-        float v = part[i0 * PW + e];
-        for (long long i = i0 + 1; i < i1; i++) v = __fadd_rn(v, part[i * PW + e]);
+        float v = wgrad_image_partial(part, i0, e, PW, strips);
+        for (long long i = i0 + 1; i < i1; i++) v = __fadd_rn(v, wgrad_image_partial(part, i, e, PW, strips));
         if (e < KCRS)
             dw[grp * grad_stride + e] = v;
         else
@@ -1273,21 +1292,27 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
     } else if (!g_force_wgrad_tiled && ff_gpu_conv2d_backward_weights_per_image(L, n)) {
         g.img0 = 0;
         g.KG = (int)ff_gpu_conv2d_wgrad_image_group(L);
-        const dim3 grid((unsigned)n, (unsigned)((g.K + g.KG - 1) / g.KG));
+        g.Ho = cg.Ho, g.SR = FF_GPU_WGRAD_STRIP_ROWS;
+        const int strips = (int)ff_gpu_conv2d_wgrad_strips(L);
+        if (n > 0x7fffffffLL || strips > 65535)
+            return FF_FAIL(FF_ERR_INPUT, "%s weight gradient: %lld images of %d strips, too many", L->name,
+                           (long long)n, strips);
+        const dim3 grid((unsigned)n, (unsigned)((g.K + g.KG - 1) / g.KG), (unsigned)strips);
         k_conv_wgrad_img<<<grid, (unsigned)ff_gpu_conv2d_wgrad_image_threads(L),
                            (size_t)ff_gpu_conv2d_wgrad_image_smem(L), st>>>(part, dy, x, g);
         FF_LAUNCH_CHECK("k_conv_wgrad_img");
+        return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, part, KCRS, g.PW, n, group, strips, (ff_gpu_stream)st);
     } else {
         FF_TRY(conv_wgrad_tiled(part, dy, x, g, L, n, st));
     }
-    return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, part, KCRS, g.PW, n, group, (ff_gpu_stream)st);
+    return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, part, KCRS, g.PW, n, group, 1, (ff_gpu_stream)st);
 }
 
 ff_status ff_gpu_conv_wgrad_group_sums(float *dw, float *db, int64_t grad_stride, const float *part, long long KCRS,
-                                       long long pstride, int64_t n, int64_t group, ff_gpu_stream s) {
+                                       long long pstride, int64_t n, int64_t group, int strips, ff_gpu_stream s) {
     const long long ngroups = (n + group - 1) / group, total = ngroups * pstride;
     k_conv_wgrad_sum<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dw, db, grad_stride, part, KCRS,
-                                                                                    pstride, n, group, total);
+                                                                                    pstride, n, group, strips, total);
     FF_LAUNCH_CHECK("k_conv_wgrad_sum");
     return FF_OK;
 }

@@ -223,8 +223,8 @@ long long ff_gpu_debug_presplit_fallbacks(void);
 // The configuration of the calling thread's last conv2d/linear launch (for benchmark rows).
 int ff_gpu_debug_last_tile(void);
 // Test hook: the conv weight gradient's fast path always takes its tiled kernel (k_conv_wgrad_part)
-// instead of the block-per-image kernel it picks for few columns (train_cuda.cu); the same bits.
-// Tests only, process-wide.
+// instead of the strip kernel it picks for few columns (train_cuda.cu); the same bits where an image
+// is one strip (gpu.h FF_GPU_WGRAD_STRIP_ROWS). Tests only, process-wide.
 void ff_gpu_debug_force_wgrad_tiled(bool on);
 // Test hook: the maxpool backward takes its general tiled kernel (k_maxpool_bwd_tiled) where it
 // would take the 2x2 windows' float2 kernel (train_cuda.cu); the same bits. Tests only, process-wide.
@@ -270,6 +270,11 @@ void ff_gpu_set_wgrad_beside(bool beside);
 //                   is instead a tf32x3 sum (tf32x3.cuh: +0, then chunks of 8 positions q ascending,
 //                   the last zero-padded, each chunk's three TF32 products on tensor cores); part[i][k]
 //                   and the group sums stay as above.
+//                   A layer of few columns (ff_gpu_conv2d_backward_weights_per_image: C*R*S < 32,
+//                   mnist's conv1; fp32 chains under every precision) in strips: part[i] is
+//                   ((strip[0] + strip[1]) + ...) + strip[S-1], strip[j] the chains above over the
+//                   positions of output rows [2j, 2j + 2) only (FF_GPU_WGRAD_STRIP_ROWS; S =
+//                   ff_gpu_conv2d_wgrad_strips), float additions in strip order.
 //   conv2d weights, direct: dw[g][k,c,r,s] = +0; for image i of group g ascending, for p = (oh, ow)
 //                   ascending, skipping padding taps and terms whose dy is exactly 0 (the CPU's
 //                   skips): acc = fma(dy[i,k,p], x[i,c,oh*st-pad+r,ow*st-pad+s], acc).
@@ -314,10 +319,21 @@ void ff_gpu_set_wgrad_beside(bool beside);
 // writes it on the stream, so one buffer can serve every layer of a backward in turn). A graph
 // capture must not allocate: size a workspace for the largest n before capturing.
 
-// Floats of ff_gpu_conv2d_backward_weights' workspace for n images: the per-image partials,
-// n * (K*C*R*S + K) (mnist conv2 at n = 256: 256 * 18496 floats, 18.9 MB).
+// The few-column weight-gradient kernel (ff_gpu_conv2d_backward_weights_per_image, below; mnist's
+// conv1) takes an image in strips of FF_GPU_WGRAD_STRIP_ROWS output rows, a block each: its partials
+// are per strip, and ff_gpu_conv2d_wgrad_strips(L) strips make an image (1 for other layers).
+#define FF_GPU_WGRAD_STRIP_ROWS 2
+static inline bool ff_gpu_conv2d_backward_weights_per_image(const ff_layer *L, int64_t n);
+static inline int64_t ff_gpu_conv2d_wgrad_strips(const ff_layer *L) {
+    return ff_gpu_conv2d_backward_weights_per_image(L, 1)
+               ? (L->out.h + FF_GPU_WGRAD_STRIP_ROWS - 1) / FF_GPU_WGRAD_STRIP_ROWS
+               : 1;
+}
+// Floats of ff_gpu_conv2d_backward_weights' workspace for n images: the partials of every image
+// (strip), n * strips * (K*C*R*S + K) (mnist conv2 at n = 256: 256 * 18496 floats, 18.9 MB; conv1
+// at 256: 256 * 13 * 320, 4.3 MB).
 static inline int64_t ff_gpu_conv2d_backward_weights_workspace_floats(const ff_layer *L, int64_t n) {
-    return n * (L->out_c * L->in.c * L->kh * L->kw + L->out_c);
+    return n * ff_gpu_conv2d_wgrad_strips(L) * (L->out_c * L->in.c * L->kh * L->kw + L->out_c);
 }
 
 // Whether ff_gpu_conv2d_backward_data takes the fast path (given a workspace): stride 1, a square
@@ -380,11 +396,12 @@ static inline int64_t ff_gpu_linear_backward_data_workspace_floats(const ff_laye
     return ff_gpu_linear_backward_data_split_offset(L) + ff_gpu_linear_workspace_floats(&t, n);
 }
 
-// The block-per-image weight-gradient kernel's launch for layer L: a block per image and group of
-// ff_gpu_conv2d_wgrad_image_group(L) output channels (fewer in the last group), a thread per
-// (k, c, r, s) chain of the group and one per bias, in whole warps; shared memory for the group's
-// dy (group, Ho*Wo), each column's input tap of every position in position order (C*R*S, Ho*Wo),
-// padding as +0, and the image (C, H, W) the taps are made from.
+// The few-column weight-gradient kernel's launch for layer L: a block per image, strip of
+// FF_GPU_WGRAD_STRIP_ROWS output rows and group of ff_gpu_conv2d_wgrad_image_group(L) output
+// channels (fewer in the last group), a thread per (k, c, r, s) chain of the group and one per
+// bias, in whole warps; shared memory for the group's dy over the strip (group, rows * Wo), each
+// column's input tap of every position of the strip in position order (C*R*S, rows * Wo), padding
+// as +0, and the image (C, H, W) the taps are made from.
 #define FF_GPU_WGRAD_IMAGE_SMEM_MAX (200 * 1024)
 #define FF_GPU_WGRAD_IMAGE_CHANNELS 32         // a group's output channels (mnist's conv1: one group)
 #define FF_GPU_WGRAD_X3_SMEM_MAX (200 * 1024)  // the tf32x3 weight gradient's staging (train_cuda.cu)
@@ -395,13 +412,15 @@ static inline int64_t ff_gpu_conv2d_wgrad_image_threads(const ff_layer *L) {
     return (ff_gpu_conv2d_wgrad_image_group(L) * (L->in.c * L->kh * L->kw + 1) + 31) / 32 * 32;
 }
 static inline int64_t ff_gpu_conv2d_wgrad_image_smem(const ff_layer *L) {
-    return ((ff_gpu_conv2d_wgrad_image_group(L) + L->in.c * L->kh * L->kw) * L->out.h * L->out.w +
+    const int64_t rows = L->out.h < FF_GPU_WGRAD_STRIP_ROWS ? L->out.h : FF_GPU_WGRAD_STRIP_ROWS;
+    return ((ff_gpu_conv2d_wgrad_image_group(L) + L->in.c * L->kh * L->kw) * rows * L->out.w +
             L->in.c * L->in.h * L->in.w) *
            (int64_t)sizeof(float);
 }
 // Whether ff_gpu_conv2d_backward_weights' fast path runs that kernel (few columns: C*R*S < 32, at
 // most 1024 threads, at most FF_GPU_WGRAD_IMAGE_SMEM_MAX bytes; mnist's conv1) rather than its
-// tiled one. The same bits either way.
+// tiled one. Its chains are a strip's (train_cuda.cu): the tiled kernel's bits where an image is
+// one strip (Ho <= FF_GPU_WGRAD_STRIP_ROWS), others elsewhere.
 static inline bool ff_gpu_conv2d_backward_weights_per_image(const ff_layer *L, int64_t n) {
     return L->in.c * L->kh * L->kw < 32 && n <= 0x7fffffff && ff_gpu_conv2d_wgrad_image_threads(L) <= 1024 &&
            ff_gpu_conv2d_wgrad_image_smem(L) <= FF_GPU_WGRAD_IMAGE_SMEM_MAX;
