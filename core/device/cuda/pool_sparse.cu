@@ -455,11 +455,11 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, i
     const size_t smem = (size_t)psw_smem(g.H, g.W, g.PH * g.PW, kpw);
     const uint8_t *q = dy_sparse ? reinterpret_cast<const uint8_t *>(dy + total) : NULL;
     cudaStream_t st = ff_cu_stream(s);
-#define PSW_LAUNCH(kpw_, wt, dense)                                                                  \
-    if (kpw == kpw_ && (wt == 0 || g.W == wt) && dense == !dy_sparse) {                              \
-        k_ps_wgrad<kpw_, wt, dense><<<grid, PSW_WARPS * 32, smem, st>>>(work, dy, q, x, g, pstride); \
-        FF_LAUNCH_CHECK("k_ps_wgrad");                                                               \
-        return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, work, KCRS, pstride, n, group, 1, s);  \
+#define PSW_LAUNCH(kpw_, wt, dense)                                                                    \
+    if (kpw == kpw_ && (wt == 0 || g.W == wt) && dense == !dy_sparse) {                                \
+        k_ps_wgrad<kpw_, wt, dense><<<grid, PSW_WARPS * 32, smem, st>>>(work, dy, q, x, g, pstride);   \
+        FF_LAUNCH_CHECK("k_ps_wgrad");                                                                 \
+        return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, work, KCRS, pstride, n, group, 1, s); \
     }
     PSW_KERNELS(PSW_LAUNCH)
 #undef PSW_LAUNCH
