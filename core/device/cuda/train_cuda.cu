@@ -682,25 +682,31 @@ extern "C" void ff_gpu_debug_force_wgrad_tiled(bool on) {
     g_force_wgrad_tiled = on;
 }
 
+// An image's partials from its strips' (k_conv_wgrad_img), one thread per (image, element):
+// img[i][e] = ((strip[i][0][e] + strip[i][1][e]) + ...) + strip[i][S-1][e], float additions in strip
+// order. (Run 1 of session 39 summed the strips inside k_conv_wgrad_sum, a thread per (group,
+// element): 2560 threads each walking 104 partials took 9.1 us at batch 64; the same sums.)
+__global__ void k_conv_wgrad_strip_sum(float *__restrict__ img, const float *__restrict__ strip, long long PW,
+                                       int strips, long long total) {
+    FF_GRID_STRIDE(t, total) {
+        const long long e = t % PW, i = t / PW;
+        const float *p = strip + i * strips * PW + e;
+        float v = p[0];
+        for (int s = 1; s < strips; s++) v = __fadd_rn(v, p[s * PW]);
+        img[t] = v;
+    }
+}
 // Group sums of the per-image partials, one thread per (group, element): row g of an element is
 // part[i0], then + part[i0 + 1], ..., + part[i1 - 1] (float additions in image order; a one-image
-// group is part[i0] itself). Elements [0, K*CRS) go to dw, [K*CRS, PW) to db. With strips > 1 an
-// image's partial is first its strips' (part: (n, strips, PW)) added in strip order.
-__device__ __forceinline__ float wgrad_image_partial(const float *part, long long i, long long e, long long PW,
-                                                     int strips) {
-    const float *p = part + i * strips * PW + e;
-    float v = p[0];
-    for (int s = 1; s < strips; s++) v = __fadd_rn(v, p[s * PW]);
-    return v;
-}
+// group is part[i0] itself). Elements [0, K*CRS) go to dw, [K*CRS, PW) to db.
 __global__ void k_conv_wgrad_sum(float *__restrict__ dw, float *__restrict__ db, long long grad_stride,
                                  const float *__restrict__ part, long long KCRS, long long PW, long long n,
-                                 long long group, int strips, long long total) {
+                                 long long group, long long total) {
     FF_GRID_STRIDE(t, total) {
         const long long e = t % PW, grp = t / PW;
         const long long i0 = grp * group, i1 = min(n, i0 + group);
-        float v = wgrad_image_partial(part, i0, e, PW, strips);
-        for (long long i = i0 + 1; i < i1; i++) v = __fadd_rn(v, wgrad_image_partial(part, i, e, PW, strips));
+        float v = part[i0 * PW + e];
+        for (long long i = i0 + 1; i < i1; i++) v = __fadd_rn(v, part[i * PW + e]);
         if (e < KCRS)
             dw[grp * grad_stride + e] = v;
         else
@@ -1311,8 +1317,15 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
 ff_status ff_gpu_conv_wgrad_group_sums(float *dw, float *db, int64_t grad_stride, const float *part, long long KCRS,
                                        long long pstride, int64_t n, int64_t group, int strips, ff_gpu_stream s) {
     const long long ngroups = (n + group - 1) / group, total = ngroups * pstride;
+    if (strips > 1) {  // the images' partials from the strips' (the workspace's last n * pstride floats)
+        float *img = const_cast<float *>(part) + (long long)n * strips * pstride;
+        k_conv_wgrad_strip_sum<<<train_blocks(n * pstride), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(
+            img, part, pstride, strips, n * pstride);
+        FF_LAUNCH_CHECK("k_conv_wgrad_strip_sum");
+        part = img;
+    }
     k_conv_wgrad_sum<<<train_blocks(total), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(dw, db, grad_stride, part, KCRS,
-                                                                                    pstride, n, group, strips, total);
+                                                                                    pstride, n, group, total);
     FF_LAUNCH_CHECK("k_conv_wgrad_sum");
     return FF_OK;
 }

@@ -329,11 +329,12 @@ static inline int64_t ff_gpu_conv2d_wgrad_strips(const ff_layer *L) {
                ? (L->out.h + FF_GPU_WGRAD_STRIP_ROWS - 1) / FF_GPU_WGRAD_STRIP_ROWS
                : 1;
 }
-// Floats of ff_gpu_conv2d_backward_weights' workspace for n images: the partials of every image
-// (strip), n * strips * (K*C*R*S + K) (mnist conv2 at n = 256: 256 * 18496 floats, 18.9 MB; conv1
-// at 256: 256 * 13 * 320, 4.3 MB).
+// Floats of ff_gpu_conv2d_backward_weights' workspace for n images: the partials of every image,
+// n * (K*C*R*S + K) (mnist conv2 at n = 256: 256 * 18496 floats, 18.9 MB), after those of every
+// strip where an image is several (conv1 at 256: 256 * 14 * 320 floats, 4.6 MB).
 static inline int64_t ff_gpu_conv2d_backward_weights_workspace_floats(const ff_layer *L, int64_t n) {
-    return n * ff_gpu_conv2d_wgrad_strips(L) * (L->out_c * L->in.c * L->kh * L->kw + L->out_c);
+    const int64_t strips = ff_gpu_conv2d_wgrad_strips(L);
+    return n * (strips > 1 ? strips + 1 : 1) * (L->out_c * L->in.c * L->kh * L->kw + L->out_c);
 }
 
 // Whether ff_gpu_conv2d_backward_data takes the fast path (given a workspace): stride 1, a square
