@@ -716,21 +716,33 @@ __global__ void __launch_bounds__(WG * 128)
 #define GV_T 128   // threads: (row, image) = (tid % RB, tid / RB)
 #define GV_MAXN 8  // images
 #define GV_SMEM_FLOATS (GV_ST * (16 * (GV_KT + 4) + GV_MAXN * GV_KT))  // for RB <= 16
+#define GV_SPLIT_ST 4  // stages of the split GEMV (a chunk is a few stages; 4 blocks a multiprocessor)
+#define GV_SPLIT_SMEM_FLOATS (GV_SPLIT_ST * (16 * (GV_KT + 4) + GV_MAXN * GV_KT))
 
-// RB weight rows per block: 16, or 8 for layers with few rows (more blocks in flight).
+// RB weight rows per block: 16, or 8 for layers with few rows (more blocks in flight); ST stages.
 // kc: stages per split-K chunk (chunk / GV_KT; linear_split.h makes chunks multiples of GV_KT), 0
 // when the layer is not split. A thread runs its output's chunks one after the other: at each chunk
 // border it adds the chunk's chain to the running sum (p_0 + p_1 + ..., chunk order) and starts the
 // next chain at +0, which are the bits of the GEMM path's partial sums and k_linear_sum.
-template <int GV_RB>
-__global__ void __launch_bounds__(GV_T)
-    k_gemv(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
-           const float *__restrict__ bias, int M, int Kd, int n, int kc, int relu) {
+// The split GEMV (launch_gemv_split, any batch) runs the chunks as blocks instead: blockIdx.y is the
+// chunk z (Kd terms from column z Kd of rows ldw / ldx floats apart; its chain starts at the bias
+// for z = 0, at +0 after), blockIdx.z the group of GV_MAXN images, and the block writes p_z to
+// out + z zc: the batched GEMM's partial sums, which k_linear_sum adds. One launch of either kind
+// has gridDim.y = gridDim.z = 1 and ldw = ldx = Kd in the first.
+template <int GV_RB, int ST>
+__global__ void __launch_bounds__(GV_T) k_gemv(float *__restrict__ out, const float *__restrict__ in,
+                                               const float *__restrict__ w, const float *__restrict__ bias, int M,
+                                               int Kd, int n, int kc, int relu, int ldw, long long ldx, long long zc) {
     extern __shared__ __align__(16) float smem[];
-    float *Ws = smem;                                // [ST][RB][KT+4]
-    float *Xs = smem + GV_ST * GV_RB * (GV_KT + 4);  // [ST][MAXN][KT]
+    float *Ws = smem;                             // [ST][RB][KT+4]
+    float *Xs = smem + ST * GV_RB * (GV_KT + 4);  // [ST][MAXN][KT]
     const int tid = threadIdx.x;
-    const int m0 = blockIdx.x * GV_RB;
+    const int m0 = blockIdx.x * GV_RB, z = blockIdx.y, img0 = blockIdx.z * GV_MAXN;
+    w += (long long)z * Kd;
+    in += (long long)img0 * ldx + (long long)z * Kd;
+    out += z * zc + (long long)img0 * M;
+    n = min(n - img0, GV_MAXN);
+    if (z > 0) bias = nullptr;  // the chains of chunks after the first start at +0
 
     auto load_stage = [&](int st, int k0) {
 #pragma unroll
@@ -738,36 +750,36 @@ __global__ void __launch_bounds__(GV_T)
             const int i = tid + l * GV_T, r = i / (GV_KT / 4), q = i % (GV_KT / 4);
             const int m = m0 + r, k = k0 + 4 * q;
             const bool v = m < M && k < Kd;  // Kd % 4 == 0: a float4 is wholly in or out
-            cp_async16(Ws + (st * GV_RB + r) * (GV_KT + 4) + 4 * q, v ? w + (long long)m * Kd + k : w, v);
+            cp_async16(Ws + (st * GV_RB + r) * (GV_KT + 4) + 4 * q, v ? w + (long long)m * ldw + k : w, v);
         }
         for (int i = tid; i < n * (GV_KT / 4); i += GV_T) {
             const int img = i / (GV_KT / 4), q = i % (GV_KT / 4), k = k0 + 4 * q;
             const bool v = k < Kd;
-            cp_async16(Xs + (st * GV_MAXN + img) * GV_KT + 4 * q, v ? in + (long long)img * Kd + k : in, v);
+            cp_async16(Xs + (st * GV_MAXN + img) * GV_KT + 4 * q, v ? in + (long long)img * ldx + k : in, v);
         }
     };
 
     const int r = tid % GV_RB, img = tid / GV_RB;
     const int m = m0 + r;
     const bool active = img < n && m < M;
-    float acc = active ? bias[m] : 0.0f;  // the chain of chunk 0 (the only one if not split) starts at the bias
-    float sum = 0.0f;                     // split: the chunks closed so far, added in order
+    float acc = active && bias ? bias[m] : 0.0f;  // chunk 0's chain (the only one if not split) starts at the bias
+    float sum = 0.0f;                             // split: the chunks closed so far, added in order
     const int ntiles = (Kd + GV_KT - 1) / GV_KT;
 #pragma unroll
-    for (int s = 0; s < GV_ST - 1; s++) {
+    for (int s = 0; s < ST - 1; s++) {
         if (s < ntiles) load_stage(s, s * GV_KT);
         cp_async_commit();
     }
     for (int t = 0; t < ntiles; t++) {
-        cp_async_wait<GV_ST - 2>();
+        cp_async_wait<ST - 2>();
         __syncthreads();
         {
-            const int tn = t + GV_ST - 1;
-            if (tn < ntiles) load_stage(tn % GV_ST, tn * GV_KT);
+            const int tn = t + ST - 1;
+            if (tn < ntiles) load_stage(tn % ST, tn * GV_KT);
             cp_async_commit();
         }
-        const float *ws = Ws + ((t % GV_ST) * GV_RB + r) * (GV_KT + 4);
-        const float *xs = Xs + ((t % GV_ST) * GV_MAXN + (img < GV_MAXN ? img : 0)) * GV_KT;
+        const float *ws = Ws + ((t % ST) * GV_RB + r) * (GV_KT + 4);
+        const float *xs = Xs + ((t % ST) * GV_MAXN + (img < GV_MAXN ? img : 0)) * GV_KT;
         const int kr = min(GV_KT, Kd - t * GV_KT);
         if (active) {
             if (kr == GV_KT) {
@@ -801,101 +813,6 @@ __global__ void __launch_bounds__(GV_T)
     cp_async_wait<0>();
     const float v = kc > 0 ? __fadd_rn(sum, acc) : acc;  // + p_{S-1}
     if (active) out[(long long)img * M + m] = relu ? relu_f(v) : v;
-}
-
-// The split GEMV (launch_gemv_split: a linear layer's chunks at any batch, the tuner's
-// configuration 3): a block per (64 weight rows, chunk z, group of GV_MAXN images), a thread per
-// row and GS_IPT images, so each weight read from shared memory serves GS_IPT chains (k_gemv, a
-// thread an output, read 16 rows' float4 for one chain each: shared-memory bound, 19.2 us for
-// mnist's fc1 at batch 64 on an H100, bench/results/issue15-s39 run 1). Chunk z reads Kd terms from
-// column z Kd of rows ldw (w) and ldx (in) floats apart; its chains start at the bias for z = 0,
-// at +0 after, run k ascending, and p_z goes to out + z zc: the batched GEMM's partial sums (the
-// same chains, so the same bits), which k_linear_sum adds.
-#define GS_RB 64                         // weight rows a block, a thread each per image slot
-#define GS_IPT 4                         // images a thread
-#define GS_T (GS_RB * GV_MAXN / GS_IPT)  // 128 threads
-#define GS_KT 64                         // reduction columns a stage
-#define GS_ST 4                          // stages in flight
-#define GS_SMEM_FLOATS (GS_ST * (GS_RB * (GS_KT + 4) + GV_MAXN * GS_KT))
-__global__ void __launch_bounds__(GS_T)
-    k_gemv_split(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
-                 const float *__restrict__ bias, int M, int Kd, int n, int relu, int ldw, long long ldx, long long zc) {
-    extern __shared__ __align__(16) float smem[];
-    float *Ws = smem;  // [ST][RB][KT+4]: rows 4 banks apart, a warp's float4s in 4 wavefronts
-    float *Xs = smem + GS_ST * GS_RB * (GS_KT + 4);  // [ST][MAXN][KT]: a warp's images are one slot's (broadcast)
-    const int tid = threadIdx.x, r = tid % GS_RB, slot = tid / GS_RB;
-    const int m0 = blockIdx.x * GS_RB, z = blockIdx.y, img0 = blockIdx.z * GV_MAXN;
-    w += (long long)z * Kd;
-    in += (long long)img0 * ldx + (long long)z * Kd;
-    out += z * zc + (long long)img0 * M;
-    n = min(n - img0, GV_MAXN);
-    auto load_stage = [&](int st, int k0) {
-        for (int i = tid; i < GS_RB * GS_KT / 4; i += GS_T) {
-            const int rr = i / (GS_KT / 4), q = i % (GS_KT / 4), m = m0 + rr, k = k0 + 4 * q;
-            const bool v = m < M && k < Kd;  // Kd % 4 == 0: a float4 is wholly in or out
-            cp_async16(Ws + (st * GS_RB + rr) * (GS_KT + 4) + 4 * q, v ? w + (long long)m * ldw + k : w, v);
-        }
-        for (int i = tid; i < n * (GS_KT / 4); i += GS_T) {
-            const int img = i / (GS_KT / 4), q = i % (GS_KT / 4), k = k0 + 4 * q;
-            const bool v = k < Kd;
-            cp_async16(Xs + (st * GV_MAXN + img) * GS_KT + 4 * q, v ? in + (long long)img * ldx + k : in, v);
-        }
-    };
-    const int m = m0 + r;
-    const float start = m < M && bias && z == 0 ? bias[m] : 0.0f;  // chunk 0's chains start at the bias
-    float acc[GS_IPT];
-#pragma unroll
-    for (int i = 0; i < GS_IPT; i++) acc[i] = start;
-    const int ntiles = (Kd + GS_KT - 1) / GS_KT;
-#pragma unroll
-    for (int s = 0; s < GS_ST - 1; s++) {
-        if (s < ntiles) load_stage(s, s * GS_KT);
-        cp_async_commit();
-    }
-    for (int t = 0; t < ntiles; t++) {
-        cp_async_wait<GS_ST - 2>();
-        __syncthreads();
-        {
-            const int tn = t + GS_ST - 1;
-            if (tn < ntiles) load_stage(tn % GS_ST, tn * GS_KT);
-            cp_async_commit();
-        }
-        const float *ws = Ws + ((t % GS_ST) * GS_RB + r) * (GS_KT + 4);
-        const float *xs = Xs + ((t % GS_ST) * GV_MAXN + slot * GS_IPT) * GS_KT;  // images past n: unused values
-        const int kr = min(GS_KT, Kd - t * GS_KT);
-        if (kr == GS_KT) {
-#pragma unroll
-            for (int k0 = 0; k0 < GS_KT; k0 += 16) {
-                float4 a[4], x[GS_IPT][4];
-#pragma unroll
-                for (int q = 0; q < 4; q++) {
-                    a[q] = *(const float4 *)(ws + k0 + 4 * q);
-#pragma unroll
-                    for (int i = 0; i < GS_IPT; i++) x[i][q] = *(const float4 *)(xs + i * GS_KT + k0 + 4 * q);
-                }
-#pragma unroll
-                for (int q = 0; q < 4; q++)
-#pragma unroll
-                    for (int i = 0; i < GS_IPT; i++) {
-                        acc[i] = __fmaf_rn(a[q].x, x[i][q].x, acc[i]);
-                        acc[i] = __fmaf_rn(a[q].y, x[i][q].y, acc[i]);
-                        acc[i] = __fmaf_rn(a[q].z, x[i][q].z, acc[i]);
-                        acc[i] = __fmaf_rn(a[q].w, x[i][q].w, acc[i]);
-                    }
-            }
-        } else {
-            for (int k = 0; k < kr; k++)
-#pragma unroll
-                for (int i = 0; i < GS_IPT; i++) acc[i] = __fmaf_rn(ws[k], xs[i * GS_KT + k], acc[i]);
-        }
-    }
-    cp_async_wait<0>();
-    if (m < M)
-#pragma unroll
-        for (int i = 0; i < GS_IPT; i++) {
-            const int img = slot * GS_IPT + i;
-            if (img < n) out[(long long)img * M + m] = relu ? relu_f(acc[i]) : acc[i];
-        }
 }
 
 // ------------------------------------------------------------------ configurations
@@ -1090,12 +1007,12 @@ extern "C" ff_status ff_gpu_kernels_init(void) {
     FF_FOR_EACH_WP(FF_SET_LIMIT_WP)
 #undef FF_SET_LIMIT_WP
 #endif
-    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<16>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<16, GV_ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)(GV_SMEM_FLOATS * sizeof(float))));
-    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<8>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<8, GV_ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)(GV_SMEM_FLOATS * sizeof(float))));
-    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv_split, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       (int)(GS_SMEM_FLOATS * sizeof(float))));
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<16, GV_SPLIT_ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)(GV_SPLIT_SMEM_FLOATS * sizeof(float))));
     return ff_gpu_train_kernels_init();
 }
 
@@ -1120,7 +1037,7 @@ static ff_status launch_gemm(float *out, const float *in, const float *w, const 
     return FF_OK;
 }
 
-// The split GEMV (k_gemv_split, blocks per chunk and image group) in place of a linear layer's batched
+// The split GEMV (k_gemv, blocks per chunk and image group) in place of a linear layer's batched
 // GEMM (g: run_gemm<true>'s geometry, a chunk of Kd terms a problem): the same chains, so the same
 // partial sums (or, unsplit, outputs). It applies where the rows load in 16-byte quads.
 static bool gemv_split_applies(const GemmGeom &g, const float *in, const float *w) {
@@ -1133,11 +1050,11 @@ static ff_status launch_gemv_split(float *out, const float *in, const float *w, 
                                    bool relu, cudaStream_t s) {
     if (!gemv_split_applies(g, in, w))
         return FF_FAIL(FF_ERR_INPUT, "the split GEMV needs rows of whole 16-byte quads (Kd %d, ld %d)", g.Kd, g.ld);
-    const dim3 grid((unsigned)((g.M + GS_RB - 1) / GS_RB), (unsigned)(g.batch > 0 ? g.batch : 1),
+    const dim3 grid((unsigned)((g.M + 15) / 16), (unsigned)(g.batch > 0 ? g.batch : 1),
                     (unsigned)((g.P + GV_MAXN - 1) / GV_MAXN));
-    k_gemv_split<<<grid, GS_T, GS_SMEM_FLOATS * sizeof(float), s>>>(out, in, w, b, g.M, g.Kd, (int)g.P, relu ? 1 : 0,
-                                                                    g.ld, g.in_img, g.zC);
-    FF_LAUNCH_CHECK("k_gemv_split");
+    k_gemv<16, GV_SPLIT_ST><<<grid, GV_T, GV_SPLIT_SMEM_FLOATS * sizeof(float), s>>>(
+        out, in, w, b, g.M, g.Kd, (int)g.P, 0, relu ? 1 : 0, g.ld, g.in_img, g.zC);
+    FF_LAUNCH_CHECK("k_gemv");
     return FF_OK;
 }
 
@@ -1546,11 +1463,11 @@ extern "C" ff_status ff_gpu_linear(float *out, const float *in, const float *w, 
         const size_t smem = GV_SMEM_FLOATS * sizeof(float);
         const int kc = S > 1 ? (int)(chunk / GV_KT) : 0;
         if ((J + 15) / 16 >= sms_count())
-            k_gemv<16><<<(unsigned)((J + 15) / 16), GV_T, smem, ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I,
-                                                                                   (int)n, kc, relu ? 1 : 0);
+            k_gemv<16, GV_ST><<<(unsigned)((J + 15) / 16), GV_T, smem, ff_cu_stream(s)>>>(
+                out, in, w, b, (int)J, (int)I, (int)n, kc, relu ? 1 : 0, (int)I, I, 0);
         else
-            k_gemv<8><<<(unsigned)((J + 7) / 8), GV_T, smem, ff_cu_stream(s)>>>(out, in, w, b, (int)J, (int)I, (int)n,
-                                                                                kc, relu ? 1 : 0);
+            k_gemv<8, GV_ST><<<(unsigned)((J + 7) / 8), GV_T, smem, ff_cu_stream(s)>>>(
+                out, in, w, b, (int)J, (int)I, (int)n, kc, relu ? 1 : 0, (int)I, I, 0);
         FF_LAUNCH_CHECK("k_gemv");
         g_last_tile = TILE_GEMV;
         return FF_OK;
