@@ -204,8 +204,9 @@ void ff_gpu_set_conv_math(bool tf32x3);
 // The calling thread's setting (true: tf32x3). The conv weight gradient reads it too: under
 // tf32x3 a stride-1 conv's per-image partials run on tensor cores (train_cuda.cu k_conv_wgrad_x3).
 bool ff_gpu_conv_math_tf32x3(void);
-// Test hook: force configuration `tile` (0 .. ff_gpu_debug_tile_count()-1; 3 is the small-batch
-// linear GEMV path, used where it applies; a tf32x3 conv runs its configuration
+// Test hook: force configuration `tile` (0 .. ff_gpu_debug_tile_count()-1; 3 is the linear GEMV
+// path, used where it applies: up to 8 images a thread an output, its chunks in turn; more, the
+// split GEMV, a block per chunk and group of 8 images; a tf32x3 conv runs its configuration
 // tile % ff_gpu_debug_x3_tile_count()); -1 restores the automatic choice. Tests only:
 // process-wide, set it while no other thread launches kernels.
 void ff_gpu_debug_force_tile(int tile);
