@@ -727,8 +727,8 @@ __global__ void __launch_bounds__(WG * 128)
 // The split GEMV (launch_gemv_split, any batch) runs the chunks as blocks instead: blockIdx.y is the
 // chunk z (Kd terms from column z Kd of rows ldw / ldx floats apart; its chain starts at the bias
 // for z = 0, at +0 after), blockIdx.z the group of GV_MAXN images, and the block writes p_z to
-// out + z zc: the batched GEMM's partial sums, which k_linear_sum adds. One launch of either kind
-// has gridDim.y = gridDim.z = 1 and ldw = ldx = Kd in the first.
+// out + z zc: the batched GEMM's partial sums, which k_linear_sum adds. The small-batch launch
+// (ff_gpu_linear, n <= GV_MAXN) has gridDim.y = gridDim.z = 1 and ldw = ldx = Kd.
 template <int GV_RB, int ST>
 __global__ void __launch_bounds__(GV_T) k_gemv(float *__restrict__ out, const float *__restrict__ in,
                                                const float *__restrict__ w, const float *__restrict__ bias, int M,
@@ -1049,7 +1049,10 @@ static bool gemv_split_applies(const GemmGeom &g, const float *in, const float *
 static ff_status launch_gemv_split(float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
                                    bool relu, cudaStream_t s) {
     if (!gemv_split_applies(g, in, w))
-        return FF_FAIL(FF_ERR_INPUT, "the split GEMV needs rows of whole 16-byte quads (Kd %d, ld %d)", g.Kd, g.ld);
+        return FF_FAIL(FF_ERR_INPUT,
+                       "the split GEMV takes a linear layer's chunks on rows of whole 16-byte quads and at most "
+                       "%lld images (Kd %d, ld %d, %lld images, %d chunks)",
+                       65535LL * GV_MAXN, g.Kd, g.ld, g.P, g.batch);
     const dim3 grid((unsigned)((g.M + 15) / 16), (unsigned)(g.batch > 0 ? g.batch : 1),
                     (unsigned)((g.P + GV_MAXN - 1) / GV_MAXN));
     k_gemv<16, GV_SPLIT_ST><<<grid, GV_T, GV_SPLIT_SMEM_FLOATS * sizeof(float), s>>>(

@@ -353,13 +353,13 @@ __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ pa
 // position of the strip in position order, a padding tap as +0 (CRS, rows * Wo); then thread
 // t < kg*CRS runs chain (k, e) = (k0 + t / CRS, t % CRS) and thread kg*CRS + k the bias chain of
 // k0 + k, each over the strip's positions ascending from +0 with every position, a padding tap as
-// fma(dy, +0, acc), into the strip's partials (part: (n, strips, PW)); k_conv_wgrad_sum adds an
-// image's strips in order, then the images of a group. Where an image is one strip these are
+// fma(dy, +0, acc), into the strip's partials (part: (n, strips, PW)); k_conv_wgrad_strip_sum adds
+// an image's strips in order, then k_conv_wgrad_sum the images of a group. Where an image is one strip these are
 // k_conv_wgrad_part's chains (test_gpu_train's conv_wgrad_image_kernel_bits checks both orders).
 // Why strips: a block per image (sessions 28-32: 16-18.6 us alone at batch 64, 64 blocks on 132
 // multiprocessors, 114 KB of shared memory each) ran beside conv2's weight gradient for 46 us
 // (bench/results/issue15-s38 run 4), its blocks waiting for that kernel's to leave; a strip's
-// block needs 8 KB and the image 26 of them. The rows of a chain are read four positions a load
+// block needs 12 KB, and mnist's 26 x 26 output makes 13 strips. The rows of a chain are read four positions a load
 // where the strip's rows allow (a load a term was the old kernel's time: session 28).
 __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x,
                                  WgradGeom g) {
@@ -1314,11 +1314,11 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
     return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, part, KCRS, g.PW, n, group, 1, (ff_gpu_stream)st);
 }
 
-ff_status ff_gpu_conv_wgrad_group_sums(float *dw, float *db, int64_t grad_stride, const float *part, long long KCRS,
+ff_status ff_gpu_conv_wgrad_group_sums(float *dw, float *db, int64_t grad_stride, float *part, long long KCRS,
                                        long long pstride, int64_t n, int64_t group, int strips, ff_gpu_stream s) {
     const long long ngroups = (n + group - 1) / group, total = ngroups * pstride;
     if (strips > 1) {  // the images' partials from the strips' (the workspace's last n * pstride floats)
-        float *img = const_cast<float *>(part) + (long long)n * strips * pstride;
+        float *img = part + (long long)n * strips * pstride;
         k_conv_wgrad_strip_sum<<<train_blocks(n * pstride), FF_TRAIN_THREADS, 0, ff_cu_stream(s)>>>(
             img, part, pstride, strips, n * pstride);
         FF_LAUNCH_CHECK("k_conv_wgrad_strip_sum");
