@@ -534,6 +534,15 @@ void ff_gpu_debug_force_pool_sparse_kpw(int kpw);
 // Test hook: the sparse gradient one window a thread (k_ps_gradient) where two a thread would run.
 // The same bits.
 void ff_gpu_debug_force_pool_sparse_gradient1(bool on);
+// Test hook: the sparse data gradient in strips of 2 x 13 (k_ps_dgrad) where the row tiles over the
+// whole width would run (k_ps_dgrad_rows). The same bits.
+void ff_gpu_debug_force_pool_sparse_dgrad_strips(bool on);
+// Test hook: the sparse weight gradient with 9 shared-memory loads a tap (k_ps_wgrad) where the
+// patch walk would run (k_ps_wgrad_rows). The same bits.
+void ff_gpu_debug_force_pool_sparse_wgrad_loads(bool on);
+// Whether the calling thread's last sparse data (weights: false) or weight gradient (true) ran the
+// row kernel (k_ps_dgrad_rows, k_ps_wgrad_rows) rather than the general one.
+bool ff_gpu_debug_pool_sparse_rows_ran(bool weights);
 // ff_cpu_softmax_xent_backward on the GPU: dz (n, classes); loss (n) or NULL; z (n, classes);
 // labels (n) in [0, classes). One thread per image (the CPU's sequential max and sum).
 ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,
