@@ -1599,9 +1599,10 @@ static void pool_sparse_backward_bits(void **state) {
         {  // the row kernels where the image is as wide as its windows reach (mnist's, 10 x 10), else the
            // general ones; forced to the general ones, the same bytes
             const bool rows_shape = L->in.w == 2 * P->out.w + 2;
-            const bool ran_d = ff_gpu_debug_pool_sparse_rows_ran(false), ran_w = ff_gpu_debug_pool_sparse_rows_ran(true);
-            printf("  %-52s data %s, weights %s (expected %s)  %s\n", "pool-sparse row kernels ran", ran_d ? "yes" : "no",
-                   ran_w ? "yes" : "no", rows_shape ? "yes" : "no",
+            const bool ran_d = ff_gpu_debug_pool_sparse_rows_ran(false),
+                       ran_w = ff_gpu_debug_pool_sparse_rows_ran(true);
+            printf("  %-52s data %s, weights %s (expected %s)  %s\n", "pool-sparse row kernels ran",
+                   ran_d ? "yes" : "no", ran_w ? "yes" : "no", rows_shape ? "yes" : "no",
                    ran_d == rows_shape && ran_w == rows_shape ? "PASS" : "FAIL");
             bad += ran_d != rows_shape || ran_w != rows_shape;
             float *gdx2 = tu_dev_from(NULL, nx, F.s), *grows2 = tu_dev_from(NULL, (size_t)ng * stride, F.s);

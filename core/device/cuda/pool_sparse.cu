@@ -234,8 +234,8 @@ __host__ __device__ constexpr int psr_smem() {  // bytes: the staged windows, th
 }
 
 template <int PW, int R>  // R: the window row in the tile (0: above, 1: middle, 2: below)
-static __device__ __forceinline__ void psr_taps(float (&acc)[PSR_TR][2 * PW + 2], const float (&w)[9], float gv,
-                                                int j, unsigned q) {
+static __device__ __forceinline__ void psr_taps(float (&acc)[PSR_TR][2 * PW + 2], const float (&w)[9], float gv, int j,
+                                                unsigned q) {
     auto taps = [&](int qy, int qx) {
 #pragma unroll
         for (int r = 0; r < 3; r++)
@@ -440,7 +440,7 @@ static __global__ void __launch_bounds__(PSW_WARPS * 32)
     constexpr int KB = PSW_WARPS * KPW, W = 2 * PW + 2;
     extern __shared__ float smem[];
     const int HW = g.H * W, HWP = HW | 1, PP = g.PH * PW;
-    float *sx = smem;                                  // (32, HWP)
+    float *sx = smem;                                           // (32, HWP)
     float2 *sgq = reinterpret_cast<float2 *>(sx + 32LL * HWP);  // (PSW_WARPS, PP, KPW): g and the pick's bits
     const long long img = blockIdx.x;
     const int k0 = blockIdx.y * KB, c0 = blockIdx.z * 32;
@@ -540,7 +540,8 @@ static __global__ void __launch_bounds__(PSW_WARPS * 32)
 // k_ps_wgrad_rows' instantiations: output channels a warp, windows a row (mnist's 12, the tests'
 // 4), the gradient's form.
 #define PSWR_KERNELS(X) \
-    X(2, 12, true) X(2, 12, false) X(4, 12, true) X(4, 12, false) X(2, 4, true) X(2, 4, false) X(4, 4, true) X(4, 4, false)
+    X(2, 12, true)      \
+    X(2, 12, false) X(4, 12, true) X(4, 12, false) X(2, 4, true) X(2, 4, false) X(4, 4, true) X(4, 4, false)
 
 // Every instantiation: output channels a warp, the input width (26: mnist's conv2, its 9 loads at
 // immediate offsets; 0: any), the gradient's form.
@@ -584,13 +585,14 @@ extern "C" ff_status ff_gpu_pool_sparse_init(void) {
                                        FF_GPU_POOL_SPARSE_SMEM_MAX));
     PSW_KERNELS(PSW_SET)
 #undef PSW_SET
-#define PSWR_SET(kpw, pw, dense)                                                                                  \
+#define PSWR_SET(kpw, pw, dense)                                                                                     \
     FF_CUDA_CHECK(cudaFuncSetAttribute(k_ps_wgrad_rows<kpw, pw, dense>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
                                        FF_GPU_POOL_SPARSE_SMEM_MAX));
     PSWR_KERNELS(PSWR_SET)
 #undef PSWR_SET
 #define PSR_SET(pw) \
-    FF_CUDA_CHECK(cudaFuncSetAttribute(k_ps_dgrad_rows<pw>, cudaFuncAttributeMaxDynamicSharedMemorySize, psr_smem<pw>()));
+    FF_CUDA_CHECK(  \
+        cudaFuncSetAttribute(k_ps_dgrad_rows<pw>, cudaFuncAttributeMaxDynamicSharedMemorySize, psr_smem<pw>()));
     PSR_WIDTHS(PSR_SET)
 #undef PSR_SET
     return FF_OK;
@@ -660,14 +662,14 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq
     // is built for that width (PSR_WIDTHS); else strips of 2 x 13. The same bits.
     const long long rtiles = (g.H + PSR_TR - 1) / PSR_TR;
     if (g.W == 2 * g.PW + 2 && !g_force_dgrad_strips && n * rtiles <= 0x7fffffffLL && chunks <= 65535) {
-#define PSR_LAUNCH(pw)                                                                                          \
-    if (g.PW == pw) {                                                                                           \
-        k_ps_dgrad_rows<pw><<<dim3((unsigned)(n * rtiles), (unsigned)chunks), PSD_PARTS * 32, psr_smem<pw>(),   \
-                              ff_cu_stream(s)>>>(dx, gq, reinterpret_cast<const uint8_t *>(gq + total), w, gate, g, \
-                                                 (int)rtiles);                                                  \
-        FF_LAUNCH_CHECK("k_ps_dgrad_rows");                                                                     \
-        g_rows_ran[0] = true;                                                                                   \
-        return FF_OK;                                                                                           \
+#define PSR_LAUNCH(pw)                                                                                             \
+    if (g.PW == pw) {                                                                                              \
+        k_ps_dgrad_rows<pw>                                                                                        \
+            <<<dim3((unsigned)(n * rtiles), (unsigned)chunks), PSD_PARTS * 32, psr_smem<pw>(), ff_cu_stream(s)>>>( \
+                dx, gq, reinterpret_cast<const uint8_t *>(gq + total), w, gate, g, (int)rtiles);                   \
+        FF_LAUNCH_CHECK("k_ps_dgrad_rows");                                                                        \
+        g_rows_ran[0] = true;                                                                                      \
+        return FF_OK;                                                                                              \
     }
         PSR_WIDTHS(PSR_LAUNCH)
 #undef PSR_LAUNCH
@@ -718,12 +720,12 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, i
     // The patch walk where the image is as wide as its windows reach and a kernel is built for
     // that width (PSWR_KERNELS); else 9 loads a tap. The same bits.
     const bool walk = g.W == 2 * g.PW + 2 && g.H >= 2 * g.PH + 2 && !g_force_wgrad_loads;
-#define PSWR_LAUNCH(kpw_, pw, dense)                                                                        \
-    if (walk && kpw == kpw_ && g.PW == pw && dense == !dy_sparse) {                                         \
-        k_ps_wgrad_rows<kpw_, pw, dense><<<grid, PSW_WARPS * 32, smem, st>>>(work, dy, q, x, g, pstride);   \
-        FF_LAUNCH_CHECK("k_ps_wgrad_rows");                                                                 \
-        g_rows_ran[1] = true;                                                                               \
-        return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, work, KCRS, pstride, n, group, 1, s);      \
+#define PSWR_LAUNCH(kpw_, pw, dense)                                                                      \
+    if (walk && kpw == kpw_ && g.PW == pw && dense == !dy_sparse) {                                       \
+        k_ps_wgrad_rows<kpw_, pw, dense><<<grid, PSW_WARPS * 32, smem, st>>>(work, dy, q, x, g, pstride); \
+        FF_LAUNCH_CHECK("k_ps_wgrad_rows");                                                               \
+        g_rows_ran[1] = true;                                                                             \
+        return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, work, KCRS, pstride, n, group, 1, s);    \
     }
     PSWR_KERNELS(PSWR_LAUNCH)
 #undef PSWR_LAUNCH
