@@ -2,7 +2,9 @@
 // checked to give the automatic choice's bits; or the layer's weight gradient timed. With
 // --stalls, PC sampling (tools/pc_stalls.c, CUPTI) of the tuner's choice: why its warps wait. For
 // kernel writers: which tile shape a layer wants, by how much, and what bounds it, without the
-// tuner's two-launch guesses or Nsight (the GPU machines have none). Usage: ff_conv_tiles --help.
+// tuner's two-launch guesses or Nsight (the GPU machines have none). With --pool-sparse, the
+// pool-sparse gradients of a conv under relu and 2x2 max-pool (mnist's conv2), each of their kernels
+// timed and checked to give the automatic choice's bits. Usage: ff_conv_tiles --help.
 #include <errno.h>
 #include <math.h>
 #include <stdbool.h>
@@ -22,7 +24,8 @@
 static void usage(FILE *f) {
     fprintf(f,
             "usage: ff_conv_tiles [--model mnist-cnn|alexnet] [--layer NAME] [--batch N] [--iters K]\n"
-            "                     [--precision fp32|tf32x3] [--data-grad | --weight-grad] [--stalls]\n"
+            "                     [--precision fp32|tf32x3] [--data-grad | --weight-grad | --pool-sparse]\n"
+            "                     [--stalls]\n"
             "Times every configuration of the GPU conv kernel for one layer (forced one at a time, --iters\n"
             "launches each after one untimed, on one stream between two events) and prints microseconds per\n"
             "call and TFLOP/s, then names the fastest; every configuration's output is compared bit for bit with\n"
@@ -32,6 +35,11 @@ static void usage(FILE *f) {
             "of 8 images), checks a second run gives the same bits and prints their FNV-1a digest (equal across\n"
             "builds with other tile sizes: train_cuda.cu's WG_* give the same bits); with tf32x3, each of its\n"
             "tensor-core configurations too, each compared bit for bit with the automatic choice.\n"
+            "--pool-sparse times the pool-sparse backward of the layer under its relu and 2x2 max-pool (gpu.h;\n"
+            "mnist's conv2): the sparse gradient, the data gradient with each of its kernels (the general\n"
+            "strips, row tiles of 2 and 4 rows) and the weight gradient with each of its (9 loads a tap or the\n"
+            "patch walk, 2 or 4 output channels a warp), each compared bit for bit with the automatic choice\n"
+            "(every kernel gives the same bits); --stalls then samples the automatic data and weight gradients.\n"
             "--stalls samples the program counters of the tuner's choice (or the weight gradient's kernels)\n"
             "over min(--iters, 20) launches through CUPTI and prints, per kernel, the share of samples in each\n"
             "stall reason and the hottest SASS offsets (match them with cuobjdump -sass on libfivefold.so).\n"
@@ -57,18 +65,29 @@ static int fail(const char *what) {
     return 1;
 }
 
+// What a launch runs.
+typedef enum { RUN_CONV, RUN_WEIGHT_GRAD, RUN_PS_DATA, RUN_PS_WEIGHTS } run_kind;
+
 // One launch of what is being timed or sampled.
 typedef struct {
-    const ff_layer *L;
+    const ff_layer *L, *pool;  // pool: the max-pool over L's relu (the pool-sparse runs)
     long batch;
-    float *out, *in, *w, *b, *work;  // the conv: out = conv(in); the weight gradient: rows out, dy in, x w
+    // the conv: out = conv(in); the weight gradient: rows out, dy in, x w; the pool-sparse data
+    // gradient: dx out, the sparse gradient in, weights w, relu gate b; its weight gradient: rows
+    // out, the sparse gradient in, x w
+    float *out, *in, *w, *b, *work;
     ff_gpu_stream s;
-    bool weight_grad;
+    run_kind what;
 } launch;
 
 static ff_status run_once(const launch *k) {
-    if (k->weight_grad) {
-        const int64_t nw = k->L->out_c * k->L->in.c * k->L->kh * k->L->kw;
+    const int64_t nw = k->L->out_c * k->L->in.c * k->L->kh * k->L->kw;
+    if (k->what == RUN_PS_DATA)
+        return ff_gpu_pool_sparse_backward_data(k->out, k->in, k->w, k->b, k->L, k->pool, k->batch, k->s);
+    if (k->what == RUN_PS_WEIGHTS)
+        return ff_gpu_pool_sparse_backward_weights(k->out, k->out + nw, nw + k->L->out_c, k->in, true, k->w, k->L,
+                                                   k->pool, k->batch, WGRAD_GROUP, k->work, k->s);
+    if (k->what == RUN_WEIGHT_GRAD) {
         return ff_gpu_conv2d_backward_weights(k->out, k->out + nw, nw + k->L->out_c, k->in, k->w, k->L, k->batch,
                                               WGRAD_GROUP, k->work, k->s);
     }
@@ -139,10 +158,132 @@ static int time_weight_grad(const launch *k, long iters, ff_gpu_event e0, ff_gpu
     return same && as_auto ? 0 : 1;
 }
 
+// --pool-sparse: one kernel variant of a pool-sparse gradient timed (iters launches after one
+// untimed, the output poisoned with NaN first); ref: the automatic choice's output to compare with,
+// or NULL to keep this one as that reference. ran: what the launcher says ran.
+static int time_ps_variant(const launch *k, long iters, ff_gpu_event e0, ff_gpu_event e1, size_t count, float *ref,
+                           float *got, const char *label, double flops) {
+    if (ff_gpu_fill(k->out, NAN, count, k->s) || run_once(k) ||
+        ff_gpu_copy_d2h(got, k->out, count * sizeof(float), k->s) || ff_gpu_stream_sync(k->s))
+        return fail(label);
+    const int ran = ff_gpu_debug_pool_sparse_last(k->what == RUN_PS_WEIGHTS);
+    if (ff_gpu_event_record(e0, k->s)) return fail("event");
+    for (long it = 0; it < iters; it++)
+        if (run_once(k)) return fail(label);
+    double sec = 0;
+    if (ff_gpu_event_record(e1, k->s) || ff_gpu_event_sync(e1) || ff_gpu_event_elapsed(&sec, e0, e1))
+        return fail("timing");
+    const int same = !ref || memcmp(got, ref, count * sizeof(float)) == 0;
+    const double us = sec / (double)iters * 1e6;
+    printf("  %-44s %9.2f us  %6.2f TFLOP/s (the picks' fmas)  ran %d  %s\n", label, us, flops / (us * 1e-6) * 1e-12,
+           ran,
+           !ref   ? "(the reference)"
+           : same ? "bits = automatic"
+                  : "BITS DIFFER from the automatic choice");
+    if (!ref) return 0;
+    return same ? 0 : 1;
+}
+
+static int pool_sparse_times(const ff_model *m, int li, long batch, long iters, bool stalls) {
+    const ff_layer *L = &m->layers[li], *P = li + 2 < m->n_layers ? &m->layers[li + 2] : NULL;
+    if (!P || m->layers[li + 1].op != FF_OP_RELU || !ff_gpu_pool_sparse_applies(L, P)) {
+        fprintf(stderr,
+                "ff_conv_tiles: --pool-sparse: %s is not a conv under a relu and a 2x2 max-pool where the "
+                "pool-sparse backward applies (gpu.h ff_gpu_pool_sparse_applies)\n",
+                L->name);
+        return 2;
+    }
+    const size_t nx = (size_t)(batch * ff_shape_numel(L->in)), ny = (size_t)(batch * ff_shape_numel(L->out));
+    const size_t ndy = (size_t)(batch * ff_shape_numel(P->out)), nw = (size_t)L->n_weight, K = (size_t)L->out_c;
+    const size_t nrows = (size_t)((batch + WGRAD_GROUP - 1) / WGRAD_GROUP) * (nw + K);
+    const size_t nh = nx > ny ? nx : ny, nmax = nh > nrows ? nh : nrows;
+    float *h = malloc(nmax * sizeof(float)), *ref = malloc(nmax * sizeof(float)), *got = malloc(nmax * sizeof(float));
+    float *x = NULL, *y = NULL, *dy = NULL, *w = NULL, *gq = NULL, *dx = NULL, *rows = NULL, *work = NULL;
+    ff_gpu_stream s = NULL;
+    ff_gpu_event e0 = NULL, e1 = NULL;
+    if (!h || !ref || !got) return fail("host memory");
+    if (ff_gpu_stream_create(&s) || ff_gpu_event_create(&e0) || ff_gpu_event_create(&e1) ||
+        ff_gpu_alloc((void **)&x, nx * sizeof(float), "input") ||
+        ff_gpu_alloc((void **)&y, ny * sizeof(float), "relu output") ||
+        ff_gpu_alloc((void **)&dy, ndy * sizeof(float), "pool gradient") ||
+        ff_gpu_alloc((void **)&w, nw * sizeof(float), "weights") ||
+        ff_gpu_alloc((void **)&gq, ny * sizeof(float), "sparse gradient") ||
+        ff_gpu_alloc((void **)&dx, nx * sizeof(float), "data gradient") ||
+        ff_gpu_alloc((void **)&rows, nrows * sizeof(float), "gradient rows") ||
+        ff_gpu_alloc((void **)&work, (size_t)ff_gpu_conv2d_backward_weights_workspace_floats(L, batch) * sizeof(float),
+                     "workspace"))
+        return fail("device set-up");
+    // relu outputs (x, y: half zero), a gradient, weights
+    ff_rng_fill(h, nx, 24, 1, 1.0f);
+    for (size_t i = 0; i < nx; i++) h[i] = h[i] > 0.0f ? h[i] : 0.0f;
+    if (ff_gpu_copy_h2d(x, h, nx * sizeof(float), s)) return fail("copy");
+    ff_rng_fill(h, ny, 24, 2, 1.0f);
+    for (size_t i = 0; i < ny; i++) h[i] = h[i] > 0.0f ? h[i] : 0.0f;
+    if (ff_gpu_copy_h2d(y, h, ny * sizeof(float), s)) return fail("copy");
+    ff_rng_fill(h, ndy, 24, 3, 1.0f);
+    if (ff_gpu_copy_h2d(dy, h, ndy * sizeof(float), s)) return fail("copy");
+    ff_rng_fill(h, nw, 24, 4, 0.1f);
+    if (ff_gpu_copy_h2d(w, h, nw * sizeof(float), s)) return fail("copy");
+
+    // the picks' fmas: 9 a window, input and output channel, for each gradient
+    const double flops = 2.0 * 9.0 * (double)ndy * (double)L->in.c;
+    printf("%s.%s under %s, batch %ld: pool-sparse backward, %.3f GFLOP of picks a gradient\n", m->name, L->name,
+           P->name, batch, flops * 1e-9);
+    int rc = 0;
+    {  // the sparse gradient
+        if (ff_gpu_pool_sparse_gradient(gq, dy, y, L, P, batch, s) || ff_gpu_stream_sync(s))
+            return fail("sparse gradient");
+        if (ff_gpu_event_record(e0, s)) return fail("event");
+        for (long it = 0; it < iters; it++)
+            if (ff_gpu_pool_sparse_gradient(gq, dy, y, L, P, batch, s)) return fail("sparse gradient");
+        double sec = 0;
+        if (ff_gpu_event_record(e1, s) || ff_gpu_event_sync(e1) || ff_gpu_event_elapsed(&sec, e0, e1))
+            return fail("timing");
+        printf("  %-44s %9.2f us\n", "sparse gradient (g and picks)", sec / (double)iters * 1e6);
+    }
+    launch kd = {.L = L, .pool = P, .batch = batch, .out = dx, .in = gq, .w = w, .b = x, .s = s, .what = RUN_PS_DATA};
+    static const int dgrad[3] = {0, 2, 4};
+    static const char *const dname[3] = {"data gradient: strips of 2 x 13", "data gradient: row tiles of 2",
+                                         "data gradient: row tiles of 4"};
+    rc |= time_ps_variant(&kd, iters, e0, e1, nx, NULL, ref, "data gradient: automatic", flops);
+    for (int v = 0; v < 3 && rc == 0; v++) {
+        ff_gpu_debug_force_pool_sparse_dgrad(dgrad[v]);
+        rc |= time_ps_variant(&kd, iters, e0, e1, nx, ref, got, dname[v], flops);
+        ff_gpu_debug_force_pool_sparse_dgrad(-1);
+    }
+    launch kw = {
+        .L = L, .pool = P, .batch = batch, .out = rows, .in = gq, .w = x, .work = work, .s = s, .what = RUN_PS_WEIGHTS};
+    rc |= time_ps_variant(&kw, iters, e0, e1, nrows, NULL, ref, "weight gradient: automatic (with group sums)", flops);
+    for (int v = 0; v < 4 && rc == 0; v++) {
+        char label[64];
+        snprintf(label, sizeof label, "weight gradient: %s, %d a warp", v < 2 ? "9 loads a tap" : "patch walk",
+                 v % 2 ? 4 : 2);
+        ff_gpu_debug_force_pool_sparse_wgrad_loads(v < 2);
+        ff_gpu_debug_force_pool_sparse_kpw(v % 2 ? 4 : 2);
+        rc |= time_ps_variant(&kw, iters, e0, e1, nrows, ref, got, label, flops);
+        ff_gpu_debug_force_pool_sparse_wgrad_loads(false);
+        ff_gpu_debug_force_pool_sparse_kpw(0);
+    }
+    if (rc == 0 && stalls) {
+        printf("\nPC samples of the automatic data gradient:");
+        rc = sample_stalls(&kd, iters);
+        if (rc == 0) {
+            printf("\nPC samples of the automatic weight gradient:");
+            rc = sample_stalls(&kw, iters);
+        }
+    }
+    free(h), free(ref), free(got);
+    ff_gpu_free(x), ff_gpu_free(y), ff_gpu_free(dy), ff_gpu_free(w), ff_gpu_free(gq), ff_gpu_free(dx);
+    ff_gpu_free(rows), ff_gpu_free(work);
+    ff_gpu_event_destroy(e0), ff_gpu_event_destroy(e1), ff_gpu_stream_destroy(s);
+    if (rc == 1) fprintf(stderr, "ff_conv_tiles: a pool-sparse kernel gave other bits or failed\n");
+    return rc;
+}
+
 int main(int argc, char **argv) {
     const char *model = "mnist-cnn", *layer = "conv2", *precision = "fp32";
     long batch = 64, iters = 50;
-    int data_grad = 0, weight_grad = 0, stalls = 0;
+    int data_grad = 0, weight_grad = 0, pool_sparse = 0, stalls = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
@@ -152,6 +293,8 @@ int main(int argc, char **argv) {
             data_grad = 1;
         } else if (!strcmp(a, "--weight-grad")) {
             weight_grad = 1;
+        } else if (!strcmp(a, "--pool-sparse")) {
+            pool_sparse = 1;
         } else if (!strcmp(a, "--stalls")) {
             stalls = 1;
         } else if (v && !strcmp(a, "--model")) {
@@ -174,8 +317,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (data_grad && weight_grad) {
-        fprintf(stderr, "ff_conv_tiles: --data-grad and --weight-grad: expected one of them\n");
+    if (data_grad + weight_grad + pool_sparse > 1) {
+        fprintf(stderr, "ff_conv_tiles: --data-grad, --weight-grad and --pool-sparse: expected one of them\n");
         return 2;
     }
 #ifndef FF_HAVE_CUPTI
@@ -200,6 +343,12 @@ int main(int argc, char **argv) {
         return 2;
     }
     const ff_layer *L0 = &m.layers[li];
+    if (pool_sparse) {
+        int ngpu = 0;
+        if (ff_gpu_device_count(&ngpu) != FF_OK || ngpu < 1) return fail("no GPU");
+        if (ff_gpu_select(0) != FF_OK) return fail("ff_gpu_select");
+        return pool_sparse_times(&m, li, batch, iters, stalls);
+    }
     if (data_grad && !ff_gpu_conv2d_backward_data_flips(L0)) {
         fprintf(stderr, "ff_conv_tiles: %s.%s: its data gradient does not run through the forward conv\n", model,
                 layer);
@@ -241,8 +390,14 @@ int main(int argc, char **argv) {
             return fail("device set-up");
         ff_rng_fill(hy, nout, 24, 4, 1.0f);
         if (ff_gpu_copy_h2d(dout, hy, nout * sizeof(float), s)) return fail("copy");
-        const launch k = {
-            .L = &L, .batch = batch, .out = rows_d, .in = dout, .w = din, .work = work, .s = s, .weight_grad = true};
+        const launch k = {.L = &L,
+                          .batch = batch,
+                          .out = rows_d,
+                          .in = dout,
+                          .w = din,
+                          .work = work,
+                          .s = s,
+                          .what = RUN_WEIGHT_GRAD};
         ff_gpu_set_conv_math(x3);
         float *autorows = malloc(nrows * sizeof(float));
         if (!autorows) return fail("host memory");

@@ -341,15 +341,15 @@ void ff_gpu_debug_force_pool_sparse_kpw(int kpw) {
 void ff_gpu_debug_force_pool_sparse_gradient1(bool on) {
     (void)on;
 }
-void ff_gpu_debug_force_pool_sparse_dgrad_strips(bool on) {
-    (void)on;
+void ff_gpu_debug_force_pool_sparse_dgrad(int rows) {
+    (void)rows;
 }
 void ff_gpu_debug_force_pool_sparse_wgrad_loads(bool on) {
     (void)on;
 }
-bool ff_gpu_debug_pool_sparse_rows_ran(bool weights) {
+int ff_gpu_debug_pool_sparse_last(bool weights) {
     (void)weights;
-    return false;
+    return 0;
 }
 ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,
                               int64_t classes, int64_t n, ff_gpu_stream s) {

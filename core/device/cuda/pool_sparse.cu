@@ -217,24 +217,25 @@ static __global__ void __launch_bounds__(PSD_PARTS * 32)
     }
 }
 
-// The same sums over tiles of PSR_TR rows x the whole width, where the image is as wide as its
-// windows reach (W = 2 PW + 2, PW a template argument: mnist's conv2 has 12). Why: a window's 3x3
-// taps then land in the tile at places known at compile time for the middle window row (all 9)
-// and for the rows above and below (3 or 6), so each switch on a pick does 4.5 to 9 fmas instead
-// of the 13-column strips' 3.7 (their kernel issued about four instructions an fma: 54 us at batch
-// 64 on an H100, bench/results/issue15-s39). Tile t covers rows 4t .. 4t + 3 and the window rows
-// 2t - 1 .. 2t + 1; a warp adds its part's channels k ascending, each k's windows row-major: the
-// same chains as k_ps_dgrad, so the same bits (test_gpu_train pool_sparse_backward_bits). The
-// (g, q) of PSR_KC channels' 3 x PW windows are staged a chunk at a time (they lie contiguous).
-constexpr int PSR_TR = 4, PSR_KC = 8;
+// The same sums over tiles of TR rows (2 or 4) x the whole width, where the image is as wide as
+// its windows reach (W = 2 PW + 2, PW a template argument: mnist's conv2 has 12). Why: a window's
+// 3x3 taps then land in the tile at places known at compile time, all 9 for the inner window rows
+// and 3 or 6 for the rows above and below, so a switch on a pick does 4.5 to 9 fmas instead of the
+// 13-column strips' 3.7 (their kernel issued about four instructions an fma: 54 us at batch 64 on
+// an H100, bench/results/issue15-s39). Tile t covers rows TR t .. TR t + TR - 1 and the window rows
+// (TR / 2) t - 1 .. (TR / 2)(t + 1); a warp adds its part's channels k ascending, each k's windows
+// row-major: the chains of k_ps_dgrad, so its bits whatever TR is (test_gpu_train
+// pool_sparse_backward_bits). The (g, q) of PSR_KC channels' windows are staged a chunk at a time
+// (a channel's lie contiguous).
+constexpr int PSR_KC = 8;
 
-template <int PW>
+template <int PW, int TR>
 __host__ __device__ constexpr int psr_smem() {  // bytes: the staged windows, then the parts
-    return PSD_PARTS * PSR_KC * 3 * PW * 8 + PSD_PARTS * 32 * (PSR_TR * (2 * PW + 2) + 1) * 4;
+    return PSD_PARTS * PSR_KC * (TR / 2 + 1) * PW * 8 + PSD_PARTS * 32 * (TR * (2 * PW + 2) + 1) * 4;
 }
 
-template <int PW, int R>  // R: the window row in the tile (0: above, 1: middle, 2: below)
-static __device__ __forceinline__ void psr_taps(float (&acc)[PSR_TR][2 * PW + 2], const float (&w)[9], float gv, int j,
+template <int PW, int TR, int R>  // R: the window row in the tile (0: the one above its first row)
+static __device__ __forceinline__ void psr_taps(float (&acc)[TR][2 * PW + 2], const float (&w)[9], float gv, int j,
                                                 unsigned q) {
     auto taps = [&](int qy, int qx) {
 #pragma unroll
@@ -242,7 +243,7 @@ static __device__ __forceinline__ void psr_taps(float (&acc)[PSR_TR][2 * PW + 2]
 #pragma unroll
             for (int s = 0; s < 3; s++) {
                 const int ly = 2 * R - 2 + qy + r, lx = 2 * j + qx + s;
-                if (ly >= 0 && ly < PSR_TR) acc[ly][lx] = fmaf(gv, w[r * 3 + s], acc[ly][lx]);
+                if (ly >= 0 && ly < TR) acc[ly][lx] = fmaf(gv, w[r * 3 + s], acc[ly][lx]);
             }
     };
     switch (q) {
@@ -253,25 +254,35 @@ static __device__ __forceinline__ void psr_taps(float (&acc)[PSR_TR][2 * PW + 2]
     }
 }
 
-template <int PW>
-static __global__ void __launch_bounds__(PSD_PARTS * 32, 3)
+template <int PW, int TR, int R>  // the tile's window row R, (g, q) two windows a 16-byte load
+static __device__ __forceinline__ void psr_row(float (&acc)[TR][2 * PW + 2], const float (&w)[9], const float4 *row) {
+#pragma unroll
+    for (int jp = 0; jp < PW / 2; jp++) {
+        const float4 a = row[jp];
+        psr_taps<PW, TR, R>(acc, w, a.x, 2 * jp, __float_as_uint(a.y));
+        psr_taps<PW, TR, R>(acc, w, a.z, 2 * jp + 1, __float_as_uint(a.w));
+    }
+}
+
+template <int PW, int TR>
+static __global__ void __launch_bounds__(PSD_PARTS * 32, TR == 4 ? 3 : 4)
     k_ps_dgrad_rows(float *__restrict__ dx, const float *__restrict__ G, const uint8_t *__restrict__ Q,
                     const float *__restrict__ w, const float *__restrict__ gate, PsGeom g, int tiles_y) {
-    constexpr int W = 2 * PW + 2, NW = 3 * PW;  // the tile's width, its windows a channel
+    static_assert(TR == 2 || TR == 4, "whole window rows");
+    constexpr int W = 2 * PW + 2, NR = TR / 2 + 1, NW = NR * PW;  // the tile's width, window rows, windows
     extern __shared__ __align__(16) float psr_mem[];
     float2(*stage)[PSR_KC][NW] = reinterpret_cast<float2(*)[PSR_KC][NW]>(psr_mem);  // [warp][kk][window]
-    float(*part)[32][PSR_TR * W + 1] =
-        reinterpret_cast<float(*)[32][PSR_TR * W + 1]>(psr_mem + PSD_PARTS * PSR_KC * NW * 2);
+    float(*part)[32][TR * W + 1] = reinterpret_cast<float(*)[32][TR * W + 1]>(psr_mem + PSD_PARTS * PSR_KC * NW * 2);
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int ty = (int)(blockIdx.x % (unsigned)tiles_y);
     const long long img = blockIdx.x / (unsigned)tiles_y;
     const int c0 = blockIdx.y * 32, c = c0 + lane, cw = c < g.C ? c : 0;
-    const int i0 = 2 * ty - 1;  // the tile's first window row
+    const int i0 = (TR / 2) * ty - 1;  // the tile's first window row
     const int KS = (g.K + PSD_PARTS - 1) / PSD_PARTS, kb = min(g.K, warp * KS), ke = min(g.K, kb + KS);
     const long long PP = (long long)g.PH * PW;
-    float acc[PSR_TR][W];
+    float acc[TR][W];
 #pragma unroll
-    for (int u = 0; u < PSR_TR; u++)
+    for (int u = 0; u < TR; u++)
 #pragma unroll
         for (int v = 0; v < W; v++) acc[u][v] = 0.0f;
     float2(*st)[NW] = stage[warp];
@@ -290,26 +301,19 @@ static __global__ void __launch_bounds__(PSD_PARTS * 32, 3)
 #pragma unroll
             for (int t = 0; t < 9; t++) wv[t] = __ldg(w + ((long long)(k0 + kk) * g.C + cw) * 9 + t);
             const float4 *row = reinterpret_cast<const float4 *>(st[kk]);
-#pragma unroll
-            for (int jp = 0; jp < PW / 2; jp++) {
-                const float4 a = row[jp], b = row[PW / 2 + jp], d = row[PW + jp];
-                psr_taps<PW, 0>(acc, wv, a.x, 2 * jp, __float_as_uint(a.y));
-                psr_taps<PW, 0>(acc, wv, a.z, 2 * jp + 1, __float_as_uint(a.w));
-                psr_taps<PW, 1>(acc, wv, b.x, 2 * jp, __float_as_uint(b.y));
-                psr_taps<PW, 1>(acc, wv, b.z, 2 * jp + 1, __float_as_uint(b.w));
-                psr_taps<PW, 2>(acc, wv, d.x, 2 * jp, __float_as_uint(d.y));
-                psr_taps<PW, 2>(acc, wv, d.z, 2 * jp + 1, __float_as_uint(d.w));
-            }
+            psr_row<PW, TR, 0>(acc, wv, row);
+            psr_row<PW, TR, 1>(acc, wv, row + PW / 2);
+            if constexpr (NR > 2) psr_row<PW, TR, 2>(acc, wv, row + PW);
         }
     }
 #pragma unroll
-    for (int u = 0; u < PSR_TR; u++)
+    for (int u = 0; u < TR; u++)
 #pragma unroll
         for (int v = 0; v < W; v++) part[warp][lane][u * W + v] = acc[u][v];
     __syncthreads();
-    const int y0 = PSR_TR * ty;
-    for (int o = threadIdx.x; o < 32 * PSR_TR * W; o += PSD_PARTS * 32) {
-        const int cl = o / (PSR_TR * W), p = o - cl * (PSR_TR * W), yy = y0 + p / W, xx = p % W, cc = c0 + cl;
+    const int y0 = TR * ty;
+    for (int o = threadIdx.x; o < 32 * TR * W; o += PSD_PARTS * 32) {
+        const int cl = o / (TR * W), p = o - cl * (TR * W), yy = y0 + p / W, xx = p % W, cc = c0 + cl;
         if (yy >= g.H || cc >= g.C) continue;
         float sum = part[0][cl][p];
 #pragma unroll
@@ -319,8 +323,8 @@ static __global__ void __launch_bounds__(PSD_PARTS * 32, 3)
     }
 }
 
-// Every width k_ps_dgrad_rows is built for (mnist's conv2: 12 windows a row; the tests' 4).
-#define PSR_WIDTHS(X) X(12) X(4)
+// Every k_ps_dgrad_rows: windows a row (mnist's conv2: 12; the tests' 4), rows a tile.
+#define PSR_KERNELS(X) X(12, 4) X(12, 2) X(4, 4) X(4, 2)
 
 // ------------------------------------------------------------------ weight gradient
 // A block per (image, PSW_WARPS * KPW output channels, 32 input channels): the image's channels in
@@ -552,9 +556,9 @@ static __global__ void __launch_bounds__(PSW_WARPS * 32)
 static bool g_force_dense = false;
 static int g_force_kpw = 0;
 static bool g_force_gradient1 = false;                 // ff_gpu_debug_force_pool_sparse_gradient1
-static bool g_force_dgrad_strips = false;              // ff_gpu_debug_force_pool_sparse_dgrad_strips
+static int g_force_dgrad = -1;                         // ff_gpu_debug_force_pool_sparse_dgrad
 static bool g_force_wgrad_loads = false;               // ff_gpu_debug_force_pool_sparse_wgrad_loads
-static thread_local bool g_rows_ran[2];                // ff_gpu_debug_pool_sparse_rows_ran: data, weights
+static thread_local int g_last[2];                     // ff_gpu_debug_pool_sparse_last: data, weights
 constexpr long long PSW_SMEM_TWO_BLOCKS = 113 * 1024;  // (228 KB a multiprocessor, 1 KB of it reserved a block)
 
 extern "C" void ff_gpu_debug_force_pool_dense(bool on) {
@@ -563,14 +567,14 @@ extern "C" void ff_gpu_debug_force_pool_dense(bool on) {
 extern "C" void ff_gpu_debug_force_pool_sparse_gradient1(bool on) {
     g_force_gradient1 = on;
 }
-extern "C" void ff_gpu_debug_force_pool_sparse_dgrad_strips(bool on) {
-    g_force_dgrad_strips = on;
+extern "C" void ff_gpu_debug_force_pool_sparse_dgrad(int rows) {
+    g_force_dgrad = rows == 0 || rows == 2 || rows == 4 ? rows : -1;
 }
 extern "C" void ff_gpu_debug_force_pool_sparse_wgrad_loads(bool on) {
     g_force_wgrad_loads = on;
 }
-extern "C" bool ff_gpu_debug_pool_sparse_rows_ran(bool weights) {
-    return g_rows_ran[weights];
+extern "C" int ff_gpu_debug_pool_sparse_last(bool weights) {
+    return g_last[weights];
 }
 extern "C" void ff_gpu_debug_force_pool_sparse_kpw(int kpw) {
     g_force_kpw = kpw == 2 || kpw == 4 ? kpw : 0;
@@ -590,10 +594,10 @@ extern "C" ff_status ff_gpu_pool_sparse_init(void) {
                                        FF_GPU_POOL_SPARSE_SMEM_MAX));
     PSWR_KERNELS(PSWR_SET)
 #undef PSWR_SET
-#define PSR_SET(pw) \
-    FF_CUDA_CHECK(  \
-        cudaFuncSetAttribute(k_ps_dgrad_rows<pw>, cudaFuncAttributeMaxDynamicSharedMemorySize, psr_smem<pw>()));
-    PSR_WIDTHS(PSR_SET)
+#define PSR_SET(pw, tr)                                                                                      \
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_ps_dgrad_rows<pw, tr>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
+                                       psr_smem<pw, tr>()));
+    PSR_KERNELS(PSR_SET)
 #undef PSR_SET
     return FF_OK;
 }
@@ -659,19 +663,23 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq
     const long long total = n * (long long)g.K * g.PH * g.PW;
     const long long chunks = (g.C + 31) / 32;
     // Row tiles over the whole width where the image is as wide as its windows reach and a kernel
-    // is built for that width (PSR_WIDTHS); else strips of 2 x 13. The same bits.
-    const long long rtiles = (g.H + PSR_TR - 1) / PSR_TR;
-    if (g.W == 2 * g.PW + 2 && !g_force_dgrad_strips && n * rtiles <= 0x7fffffffLL && chunks <= 65535) {
-#define PSR_LAUNCH(pw)                                                                                             \
-    if (g.PW == pw) {                                                                                              \
-        k_ps_dgrad_rows<pw>                                                                                        \
-            <<<dim3((unsigned)(n * rtiles), (unsigned)chunks), PSD_PARTS * 32, psr_smem<pw>(), ff_cu_stream(s)>>>( \
-                dx, gq, reinterpret_cast<const uint8_t *>(gq + total), w, gate, g, (int)rtiles);                   \
+    // is built for that width (PSR_KERNELS); else strips of 2 x 13. The same bits either way. Tiles
+    // of 4 rows where they make at least two full waves of 3 blocks a multiprocessor, else of 2 (5
+    // blocks fit: batch 64 has 448 tiles of 4 for 396 places, a second wave 13 % full).
+    if (g.W == 2 * g.PW + 2 && g_force_dgrad != 0 && chunks <= 65535) {
+        const long long t4 = n * ((g.H + 3) / 4) * chunks;
+        const int tr = g_force_dgrad > 0 ? g_force_dgrad : t4 >= 6LL * ff_gpu_multiprocessors() ? 4 : 2;
+        const long long rtiles = (g.H + tr - 1) / tr;
+#define PSR_LAUNCH(pw, tr_)                                                                                        \
+    if (g.PW == pw && tr == tr_ && n * rtiles <= 0x7fffffffLL) {                                                   \
+        k_ps_dgrad_rows<pw, tr_>                                                                                   \
+            <<<dim3((unsigned)(n * rtiles), (unsigned)chunks), PSD_PARTS * 32, psr_smem<pw, tr_>(),                \
+               ff_cu_stream(s)>>>(dx, gq, reinterpret_cast<const uint8_t *>(gq + total), w, gate, g, (int)rtiles); \
         FF_LAUNCH_CHECK("k_ps_dgrad_rows");                                                                        \
-        g_rows_ran[0] = true;                                                                                      \
+        g_last[0] = tr_;                                                                                           \
         return FF_OK;                                                                                              \
     }
-        PSR_WIDTHS(PSR_LAUNCH)
+        PSR_KERNELS(PSR_LAUNCH)
 #undef PSR_LAUNCH
     }
     const long long tiles_y = (g.H + 1) / 2, tiles_x = (g.W + PSD_CT - 1) / PSD_CT;
@@ -679,7 +687,7 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq
     if (blocks > 0x7fffffffLL || chunks > 65535)
         return FF_FAIL(FF_ERR_INPUT, "the sparse data gradient of %s: a grid of %lld x %lld blocks, too large",
                        conv->name, blocks, chunks);
-    g_rows_ran[0] = false;
+    g_last[0] = 0;
     k_ps_dgrad<<<dim3((unsigned)blocks, (unsigned)chunks), PSD_PARTS * 32, 0, ff_cu_stream(s)>>>(
         dx, gq, reinterpret_cast<const uint8_t *>(gq + total), w, gate, g, (int)tiles_y, (int)tiles_x);
     FF_LAUNCH_CHECK("k_ps_dgrad");
@@ -724,7 +732,7 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, i
     if (walk && kpw == kpw_ && g.PW == pw && dense == !dy_sparse) {                                       \
         k_ps_wgrad_rows<kpw_, pw, dense><<<grid, PSW_WARPS * 32, smem, st>>>(work, dy, q, x, g, pstride); \
         FF_LAUNCH_CHECK("k_ps_wgrad_rows");                                                               \
-        g_rows_ran[1] = true;                                                                             \
+        g_last[1] = 1;                                                                                    \
         return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, work, KCRS, pstride, n, group, 1, s);    \
     }
     PSWR_KERNELS(PSWR_LAUNCH)
@@ -733,7 +741,7 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, i
     if (kpw == kpw_ && (wt == 0 || g.W == wt) && dense == !dy_sparse) {                                \
         k_ps_wgrad<kpw_, wt, dense><<<grid, PSW_WARPS * 32, smem, st>>>(work, dy, q, x, g, pstride);   \
         FF_LAUNCH_CHECK("k_ps_wgrad");                                                                 \
-        g_rows_ran[1] = false;                                                                         \
+        g_last[1] = 0;                                                                                 \
         return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, work, KCRS, pstride, n, group, 1, s); \
     }
     PSW_KERNELS(PSW_LAUNCH)
