@@ -36,10 +36,9 @@ static void usage(FILE *f) {
             "builds with other tile sizes: train_cuda.cu's WG_* give the same bits); with tf32x3, each of its\n"
             "tensor-core configurations too, each compared bit for bit with the automatic choice.\n"
             "--pool-sparse times the pool-sparse backward of the layer under its relu and 2x2 max-pool (gpu.h;\n"
-            "mnist's conv2): the sparse gradient, the data gradient with each of its kernels (the general\n"
-            "strips, row tiles of 2 and 4 rows) and the weight gradient with each of its (9 loads a tap or the\n"
-            "patch walk, 2 or 4 output channels a warp), each compared bit for bit with the automatic choice\n"
-            "(every kernel gives the same bits); --stalls then samples the automatic data and weight gradients.\n"
+            "mnist's conv2): the sparse gradient, the data gradient, and the weight gradient (with its group\n"
+            "sums) as chosen and with 2 and 4 output channels a warp, those compared bit for bit with the\n"
+            "automatic choice; --stalls then samples the data and weight gradients.\n"
             "--stalls samples the program counters of the tuner's choice (or the weight gradient's kernels)\n"
             "over min(--iters, 20) launches through CUPTI and prints, per kernel, the share of samples in each\n"
             "stall reason and the hottest SASS offsets (match them with cuobjdump -sass on libfivefold.so).\n"
@@ -160,13 +159,12 @@ static int time_weight_grad(const launch *k, long iters, ff_gpu_event e0, ff_gpu
 
 // --pool-sparse: one kernel variant of a pool-sparse gradient timed (iters launches after one
 // untimed, the output poisoned with NaN first); ref: the automatic choice's output to compare with,
-// or NULL to keep this one as that reference. ran: what the launcher says ran.
+// or NULL to keep this one as that reference.
 static int time_ps_variant(const launch *k, long iters, ff_gpu_event e0, ff_gpu_event e1, size_t count, float *ref,
                            float *got, const char *label, double flops) {
     if (ff_gpu_fill(k->out, NAN, count, k->s) || run_once(k) ||
         ff_gpu_copy_d2h(got, k->out, count * sizeof(float), k->s) || ff_gpu_stream_sync(k->s))
         return fail(label);
-    const int ran = ff_gpu_debug_pool_sparse_last(k->what == RUN_PS_WEIGHTS);
     if (ff_gpu_event_record(e0, k->s)) return fail("event");
     for (long it = 0; it < iters; it++)
         if (run_once(k)) return fail(label);
@@ -175,8 +173,7 @@ static int time_ps_variant(const launch *k, long iters, ff_gpu_event e0, ff_gpu_
         return fail("timing");
     const int same = !ref || memcmp(got, ref, count * sizeof(float)) == 0;
     const double us = sec / (double)iters * 1e6;
-    printf("  %-44s %9.2f us  %6.2f TFLOP/s (the picks' fmas)  ran %d  %s\n", label, us, flops / (us * 1e-6) * 1e-12,
-           ran,
+    printf("  %-44s %9.2f us  %6.2f TFLOP/s (the picks' fmas)  %s\n", label, us, flops / (us * 1e-6) * 1e-12,
            !ref   ? "(the reference)"
            : same ? "bits = automatic"
                   : "BITS DIFFER from the automatic choice");
@@ -242,33 +239,22 @@ static int pool_sparse_times(const ff_model *m, int li, long batch, long iters, 
         printf("  %-44s %9.2f us\n", "sparse gradient (g and picks)", sec / (double)iters * 1e6);
     }
     launch kd = {.L = L, .pool = P, .batch = batch, .out = dx, .in = gq, .w = w, .b = x, .s = s, .what = RUN_PS_DATA};
-    static const int dgrad[3] = {0, 2, 4};
-    static const char *const dname[3] = {"data gradient: strips of 2 x 13", "data gradient: row tiles of 2",
-                                         "data gradient: row tiles of 4"};
-    rc |= time_ps_variant(&kd, iters, e0, e1, nx, NULL, ref, "data gradient: automatic", flops);
-    for (int v = 0; v < 3 && rc == 0; v++) {
-        ff_gpu_debug_force_pool_sparse_dgrad(dgrad[v]);
-        rc |= time_ps_variant(&kd, iters, e0, e1, nx, ref, got, dname[v], flops);
-        ff_gpu_debug_force_pool_sparse_dgrad(-1);
-    }
+    rc |= time_ps_variant(&kd, iters, e0, e1, nx, NULL, ref, "data gradient", flops);
     launch kw = {
         .L = L, .pool = P, .batch = batch, .out = rows, .in = gq, .w = x, .work = work, .s = s, .what = RUN_PS_WEIGHTS};
     rc |= time_ps_variant(&kw, iters, e0, e1, nrows, NULL, ref, "weight gradient: automatic (with group sums)", flops);
-    for (int v = 0; v < 4 && rc == 0; v++) {
+    for (int kpw = 2; kpw <= 4 && rc == 0; kpw += 2) {
         char label[64];
-        snprintf(label, sizeof label, "weight gradient: %s, %d a warp", v < 2 ? "9 loads a tap" : "patch walk",
-                 v % 2 ? 4 : 2);
-        ff_gpu_debug_force_pool_sparse_wgrad_loads(v < 2);
-        ff_gpu_debug_force_pool_sparse_kpw(v % 2 ? 4 : 2);
+        snprintf(label, sizeof label, "weight gradient: %d output channels a warp", kpw);
+        ff_gpu_debug_force_pool_sparse_kpw(kpw);
         rc |= time_ps_variant(&kw, iters, e0, e1, nrows, ref, got, label, flops);
-        ff_gpu_debug_force_pool_sparse_wgrad_loads(false);
         ff_gpu_debug_force_pool_sparse_kpw(0);
     }
     if (rc == 0 && stalls) {
-        printf("\nPC samples of the automatic data gradient:");
+        printf("\nPC samples of the data gradient:");
         rc = sample_stalls(&kd, iters);
         if (rc == 0) {
-            printf("\nPC samples of the automatic weight gradient:");
+            printf("\nPC samples of the weight gradient:");
             rc = sample_stalls(&kw, iters);
         }
     }

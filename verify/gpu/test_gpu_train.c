@@ -1596,44 +1596,6 @@ static void pool_sparse_backward_bits(void **state) {
         bad += check_bits(name, dw_g, dw_h, (size_t)ng * KCRS);
         snprintf(name, sizeof name, "pool-sparse db rows, %s", what[t]);
         bad += check_bits(name, db_g, db_h, (size_t)ng * K);
-        {  // the row kernels where the image is as wide as its windows reach (mnist's, 10 x 10), else the
-           // general ones; every data-gradient kernel (the general strips, row tiles of 2 and 4 rows) and
-           // both weight kernels (9 loads a tap, the patch walk) forced in turn: the same bytes
-            const bool rows_shape = L->in.w == 2 * P->out.w + 2;
-            const int ran_d = ff_gpu_debug_pool_sparse_last(false), ran_w = ff_gpu_debug_pool_sparse_last(true);
-            printf("  %-52s data %d, weights %d (expected %s)  %s\n", "pool-sparse row kernels ran (rows, walk)", ran_d,
-                   ran_w, rows_shape ? "2 or 4, 1" : "0, 0",
-                   (ran_d > 0) == rows_shape && ran_w == rows_shape ? "PASS" : "FAIL");
-            bad += (ran_d > 0) != rows_shape || ran_w != rows_shape;
-            float *gdx2 = tu_dev_from(NULL, nx, F.s), *grows2 = tu_dev_from(NULL, (size_t)ng * stride, F.s);
-            static const int dgrad_kernels[3] = {0, 2, 4};
-            for (int v = 0; v < 3; v++) {
-                const int want = rows_shape ? dgrad_kernels[v] : 0;
-                ff_gpu_debug_force_pool_sparse_dgrad(dgrad_kernels[v]);
-                ff_gpu_debug_force_pool_sparse_wgrad_loads(v == 0);
-                CHECK_OK(ff_gpu_fill(gdx2, NAN, nx, F.s));
-                CHECK_OK(ff_gpu_pool_sparse_backward_data(gdx2, gq, gw, gate ? gx : NULL, L, P, n, F.s));
-                CHECK_OK(ff_gpu_pool_sparse_backward_weights(grows2, grows2 + KCRS, (int64_t)stride, gq, true, gx, L, P,
-                                                             n, group, work, F.s));
-                ff_gpu_debug_force_pool_sparse_dgrad(-1);
-                ff_gpu_debug_force_pool_sparse_wgrad_loads(false);
-                const int got_d = ff_gpu_debug_pool_sparse_last(false), got_w = ff_gpu_debug_pool_sparse_last(true);
-                float *dx2 = tu_host_from(gdx2, nx, F.s), *rows2 = tu_host_from(grows2, (size_t)ng * stride, F.s);
-                size_t dd = 0, dw = 0;
-                for (size_t i = 0; i < nx; i++) dd += memcmp(&dx2[i], &dx_g[i], 4) != 0;
-                for (int64_t g = 0; g < ng; g++)  // (the gap between rows is never written)
-                    for (size_t e = 0; e < KCRS + K; e++)
-                        dw += memcmp(&rows2[g * stride + e], &rows[g * stride + e], 4) != 0;
-                const bool ran_ok = got_d == want && got_w == (rows_shape && v > 0);
-                snprintf(name, sizeof name, "pool-sparse dx kernel %d, dw %s vs default, %s", got_d,
-                         got_w ? "walk" : "loads", what[t]);
-                printf("  %-52s dx %zu, dw/db %zu values differ%s  %s\n", name, dd, dw,
-                       ran_ok ? "" : " (not the kernel asked for)", dd || dw || !ran_ok ? "FAIL" : "PASS");
-                bad += dd + dw + !ran_ok;
-                free(dx2), free(rows2);
-            }
-            ff_gpu_free(gdx2), ff_gpu_free(grows2);
-        }
         // the dense launchers on the same gradient (scattered by the maxpool backward): other bits
         float *gdense = tu_dev_from(NULL, ny, F.s);
         CHECK_OK(ff_gpu_maxpool_backward(gdense, gdy, gy, P, n, true, F.s));

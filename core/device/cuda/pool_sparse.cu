@@ -217,115 +217,6 @@ static __global__ void __launch_bounds__(PSD_PARTS * 32)
     }
 }
 
-// The same sums over tiles of TR rows (2 or 4) x the whole width, where the image is as wide as
-// its windows reach (W = 2 PW + 2, PW a template argument: mnist's conv2 has 12). Why: a window's
-// 3x3 taps then land in the tile at places known at compile time, all 9 for the inner window rows
-// and 3 or 6 for the rows above and below, so a switch on a pick does 4.5 to 9 fmas instead of the
-// 13-column strips' 3.7 (their kernel issued about four instructions an fma: 54 us at batch 64 on
-// an H100, bench/results/issue15-s39). Tile t covers rows TR t .. TR t + TR - 1 and the window rows
-// (TR / 2) t - 1 .. (TR / 2)(t + 1); a warp adds its part's channels k ascending, each k's windows
-// row-major: the chains of k_ps_dgrad, so its bits whatever TR is (test_gpu_train
-// pool_sparse_backward_bits). The (g, q) of PSR_KC channels' windows are staged a chunk at a time
-// (a channel's lie contiguous).
-constexpr int PSR_KC = 8;
-
-template <int PW, int TR>
-__host__ __device__ constexpr int psr_smem() {  // bytes: the staged windows, then the parts
-    return PSD_PARTS * PSR_KC * (TR / 2 + 1) * PW * 8 + PSD_PARTS * 32 * (TR * (2 * PW + 2) + 1) * 4;
-}
-
-template <int PW, int TR, int R>  // R: the window row in the tile (0: the one above its first row)
-static __device__ __forceinline__ void psr_taps(float (&acc)[TR][2 * PW + 2], const float (&w)[9], float gv, int j,
-                                                unsigned q) {
-    auto taps = [&](int qy, int qx) {
-#pragma unroll
-        for (int r = 0; r < 3; r++)
-#pragma unroll
-            for (int s = 0; s < 3; s++) {
-                const int ly = 2 * R - 2 + qy + r, lx = 2 * j + qx + s;
-                if (ly >= 0 && ly < TR) acc[ly][lx] = fmaf(gv, w[r * 3 + s], acc[ly][lx]);
-            }
-    };
-    switch (q) {
-        case 0: taps(0, 0); break;
-        case 1: taps(0, 1); break;
-        case 2: taps(1, 0); break;
-        default: taps(1, 1); break;
-    }
-}
-
-template <int PW, int TR, int R>  // the tile's window row R, (g, q) two windows a 16-byte load
-static __device__ __forceinline__ void psr_row(float (&acc)[TR][2 * PW + 2], const float (&w)[9], const float4 *row) {
-#pragma unroll
-    for (int jp = 0; jp < PW / 2; jp++) {
-        const float4 a = row[jp];
-        psr_taps<PW, TR, R>(acc, w, a.x, 2 * jp, __float_as_uint(a.y));
-        psr_taps<PW, TR, R>(acc, w, a.z, 2 * jp + 1, __float_as_uint(a.w));
-    }
-}
-
-template <int PW, int TR>
-static __global__ void __launch_bounds__(PSD_PARTS * 32, TR == 4 ? 3 : 4)
-    k_ps_dgrad_rows(float *__restrict__ dx, const float *__restrict__ G, const uint8_t *__restrict__ Q,
-                    const float *__restrict__ w, const float *__restrict__ gate, PsGeom g, int tiles_y) {
-    static_assert(TR == 2 || TR == 4, "whole window rows");
-    constexpr int W = 2 * PW + 2, NR = TR / 2 + 1, NW = NR * PW;  // the tile's width, window rows, windows
-    extern __shared__ __align__(16) float psr_mem[];
-    float2(*stage)[PSR_KC][NW] = reinterpret_cast<float2(*)[PSR_KC][NW]>(psr_mem);  // [warp][kk][window]
-    float(*part)[32][TR * W + 1] = reinterpret_cast<float(*)[32][TR * W + 1]>(psr_mem + PSD_PARTS * PSR_KC * NW * 2);
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const int ty = (int)(blockIdx.x % (unsigned)tiles_y);
-    const long long img = blockIdx.x / (unsigned)tiles_y;
-    const int c0 = blockIdx.y * 32, c = c0 + lane, cw = c < g.C ? c : 0;
-    const int i0 = (TR / 2) * ty - 1;  // the tile's first window row
-    const int KS = (g.K + PSD_PARTS - 1) / PSD_PARTS, kb = min(g.K, warp * KS), ke = min(g.K, kb + KS);
-    const long long PP = (long long)g.PH * PW;
-    float acc[TR][W];
-#pragma unroll
-    for (int u = 0; u < TR; u++)
-#pragma unroll
-        for (int v = 0; v < W; v++) acc[u][v] = 0.0f;
-    float2(*st)[NW] = stage[warp];
-    for (int k0 = kb; k0 < ke; k0 += PSR_KC) {
-        const int kn = min(PSR_KC, ke - k0);
-        __syncwarp();
-        for (int e = lane; e < PSR_KC * NW; e += 32) {  // the chunk's windows, contiguous a channel
-            const int kk = e / NW, o = e - kk * NW, i = i0 + o / PW;
-            const bool ok = kk < kn && i >= 0 && i < g.PH;
-            const long long at = ok ? (img * g.K + k0 + kk) * PP + (long long)i0 * PW + o : 0;
-            st[kk][o] = make_float2(ok ? __ldg(G + at) : 0.0f, __uint_as_float(ok ? (unsigned)__ldg(Q + at) : 0u));
-        }
-        __syncwarp();
-        for (int kk = 0; kk < kn; kk++) {
-            float wv[9];
-#pragma unroll
-            for (int t = 0; t < 9; t++) wv[t] = __ldg(w + ((long long)(k0 + kk) * g.C + cw) * 9 + t);
-            const float4 *row = reinterpret_cast<const float4 *>(st[kk]);
-            psr_row<PW, TR, 0>(acc, wv, row);
-            psr_row<PW, TR, 1>(acc, wv, row + PW / 2);
-            if constexpr (NR > 2) psr_row<PW, TR, 2>(acc, wv, row + PW);
-        }
-    }
-#pragma unroll
-    for (int u = 0; u < TR; u++)
-#pragma unroll
-        for (int v = 0; v < W; v++) part[warp][lane][u * W + v] = acc[u][v];
-    __syncthreads();
-    const int y0 = TR * ty;
-    for (int o = threadIdx.x; o < 32 * TR * W; o += PSD_PARTS * 32) {
-        const int cl = o / (TR * W), p = o - cl * (TR * W), yy = y0 + p / W, xx = p % W, cc = c0 + cl;
-        if (yy >= g.H || cc >= g.C) continue;
-        float sum = part[0][cl][p];
-#pragma unroll
-        for (int t = 1; t < PSD_PARTS; t++) sum = __fadd_rn(sum, part[t][cl][p]);
-        const long long at = ((img * g.C + cc) * g.H + yy) * (long long)W + xx;
-        dx[at] = gate ? relu_pass(gate[at], sum) : sum;
-    }
-}
-
-// Every k_ps_dgrad_rows: windows a row (mnist's conv2: 12; the tests' 4), rows a tile.
-#define PSR_KERNELS(X) X(12, 4) X(12, 2) X(4, 4) X(4, 2)
-
 // ------------------------------------------------------------------ weight gradient
 // A block per (image, PSW_WARPS * KPW output channels, 32 input channels): the image's channels in
 // shared memory, a row each of an odd stride (H*W | 1: lane c's row starts in bank c * stride mod
@@ -430,123 +321,6 @@ static __global__ void __launch_bounds__(PSW_WARPS * 32)
         }
 }
 
-// The same sums where the image is as wide as its windows reach (W = 2 PW + 2, PW a template
-// argument): a warp walks each window row left to right holding the 4 x 4 input patch every pick of
-// the window can read in registers (16 loads for a row's first window, then the 8 of the two new
-// columns), and per output channel switches on the pick to 9 fmas from those registers. Why: the
-// 9 loads a window and channel of k_ps_wgrad bound it (ncu: 68 % of shared-memory bandwidth, 46 us
-// at batch 64 on an H100, bench/results/issue15-s39); here a window costs 8 / KPW loads a channel.
-// The same chains (windows row-major a chain, the bias the same), so the same bits.
-template <int KPW, int PW, bool DENSE>
-static __global__ void __launch_bounds__(PSW_WARPS * 32)
-    k_ps_wgrad_rows(float *__restrict__ part, const float *__restrict__ dy, const uint8_t *__restrict__ Q,
-                    const float *__restrict__ x, PsGeom g, long long pstride) {
-    constexpr int KB = PSW_WARPS * KPW, W = 2 * PW + 2;
-    extern __shared__ float smem[];
-    const int HW = g.H * W, HWP = HW | 1, PP = g.PH * PW;
-    float *sx = smem;                                           // (32, HWP)
-    float2 *sgq = reinterpret_cast<float2 *>(sx + 32LL * HWP);  // (PSW_WARPS, PP, KPW): g and the pick's bits
-    const long long img = blockIdx.x;
-    const int k0 = blockIdx.y * KB, c0 = blockIdx.z * 32;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    for (int cc = warp; cc < 32; cc += PSW_WARPS) {
-        const float *src = x + (img * g.C + c0 + cc) * HW;
-        float *dst = sx + cc * HWP;
-        const bool have = c0 + cc < g.C;
-        for (int p0 = lane; p0 < HW; p0 += 128) {
-            float v[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++) v[u] = have && p0 + 32 * u < HW ? src[p0 + 32 * u] : 0.0f;
-#pragma unroll
-            for (int u = 0; u < 4; u++)
-                if (p0 + 32 * u < HW) dst[p0 + 32 * u] = v[u];
-        }
-    }
-    for (int e = threadIdx.x; e < KB * PP; e += blockDim.x) {
-        const int kb = e / PP, o = e - kb * PP, k = k0 + kb, py = o / PW, px = o - py * PW;
-        float gv = 0.0f;
-        int q = 0;
-        if (k < g.K) {
-            if (DENSE) {  // the window's one nonzero, if any (a NaN counts)
-                const float *d = dy + ((img * g.K + k) * g.Ho + 2 * py) * (long long)g.Wo + 2 * px;
-                const float v[4] = {d[0], d[1], d[g.Wo], d[g.Wo + 1]};
-#pragma unroll
-                for (int t = 3; t >= 0; t--)
-                    if (v[t] != 0.0f) gv = v[t], q = t;
-            } else {
-                const long long at = (img * g.K + k) * PP + o;
-                gv = dy[at], q = Q[at];
-            }
-        }
-        const int at = ((kb / KPW) * PP + o) * KPW + kb % KPW;
-        sgq[at] = make_float2(gv, __int_as_float(q));
-    }
-    __syncthreads();
-    float acc[KPW][9];
-#pragma unroll
-    for (int kk = 0; kk < KPW; kk++)
-#pragma unroll
-        for (int t = 0; t < 9; t++) acc[kk][t] = 0.0f;
-    const float2 *sgqw = sgq + warp * PP * KPW;
-    const float *sxl = sx + lane * HWP;
-    for (int py = 0; py < g.PH; py++) {
-        const float *rows = sxl + 2 * py * W;
-        float f[4][W];  // the window row's input rows; only the columns the unrolled walk touches live
-#pragma unroll
-        for (int px = 0; px < PW; px++) {
-#pragma unroll
-            for (int a = 0; a < 4; a++)
-#pragma unroll
-                for (int b = (px == 0 ? 0 : 2); b < 4; b++) f[a][2 * px + b] = rows[a * W + 2 * px + b];
-            const int o = py * PW + px;
-            float4 gq[KPW / 2];  // (g, q) of the window's KPW channels, two a 16-byte load
-#pragma unroll
-            for (int h = 0; h < KPW / 2; h++) gq[h] = reinterpret_cast<const float4 *>(sgqw + o * KPW)[h];
-#pragma unroll
-            for (int kk = 0; kk < KPW; kk++) {
-                const float gv = kk % 2 ? gq[kk / 2].z : gq[kk / 2].x;
-                const int q = __float_as_int(kk % 2 ? gq[kk / 2].w : gq[kk / 2].y);
-                auto taps = [&](int qy, int qx) {
-#pragma unroll
-                    for (int r = 0; r < 3; r++)
-#pragma unroll
-                        for (int t = 0; t < 3; t++)
-                            acc[kk][r * 3 + t] = fmaf(gv, f[qy + r][2 * px + qx + t], acc[kk][r * 3 + t]);
-                };
-                switch (q) {
-                    case 0: taps(0, 0); break;
-                    case 1: taps(0, 1); break;
-                    case 2: taps(1, 0); break;
-                    default: taps(1, 1); break;
-                }
-            }
-        }
-    }
-    float *pi = part + img * pstride;
-    const int c = c0 + lane;
-    const long long CRS = (long long)g.C * 9;
-    if (c < g.C)
-#pragma unroll
-        for (int kk = 0; kk < KPW; kk++) {
-            const int k = k0 + warp * KPW + kk;
-            if (k >= g.K) break;
-#pragma unroll
-            for (int t = 0; t < 9; t++) pi[k * CRS + c * 9 + t] = acc[kk][t];
-        }
-    if (blockIdx.z == 0)  // the bias: a thread per output channel of the block, windows in order
-        for (int kb = threadIdx.x; kb < KB && k0 + kb < g.K; kb += blockDim.x) {
-            float b = 0.0f;
-            for (int o = 0; o < PP; o++) b = __fadd_rn(b, sgq[((kb / KPW) * PP + o) * KPW + kb % KPW].x);
-            pi[g.K * CRS + k0 + kb] = b;
-        }
-}
-
-// k_ps_wgrad_rows' instantiations: output channels a warp, windows a row (mnist's 12, the tests'
-// 4), the gradient's form.
-#define PSWR_KERNELS(X) \
-    X(2, 12, true)      \
-    X(2, 12, false) X(4, 12, true) X(4, 12, false) X(2, 4, true) X(2, 4, false) X(4, 4, true) X(4, 4, false)
-
 // Every instantiation: output channels a warp, the input width (26: mnist's conv2, its 9 loads at
 // immediate offsets; 0: any), the gradient's form.
 #define PSW_KERNELS(X) \
@@ -556,9 +330,6 @@ static __global__ void __launch_bounds__(PSW_WARPS * 32)
 static bool g_force_dense = false;
 static int g_force_kpw = 0;
 static bool g_force_gradient1 = false;                 // ff_gpu_debug_force_pool_sparse_gradient1
-static int g_force_dgrad = -1;                         // ff_gpu_debug_force_pool_sparse_dgrad
-static bool g_force_wgrad_loads = false;               // ff_gpu_debug_force_pool_sparse_wgrad_loads
-static thread_local int g_last[2];                     // ff_gpu_debug_pool_sparse_last: data, weights
 constexpr long long PSW_SMEM_TWO_BLOCKS = 113 * 1024;  // (228 KB a multiprocessor, 1 KB of it reserved a block)
 
 extern "C" void ff_gpu_debug_force_pool_dense(bool on) {
@@ -566,15 +337,6 @@ extern "C" void ff_gpu_debug_force_pool_dense(bool on) {
 }
 extern "C" void ff_gpu_debug_force_pool_sparse_gradient1(bool on) {
     g_force_gradient1 = on;
-}
-extern "C" void ff_gpu_debug_force_pool_sparse_dgrad(int rows) {
-    g_force_dgrad = rows == 0 || rows == 2 || rows == 4 ? rows : -1;
-}
-extern "C" void ff_gpu_debug_force_pool_sparse_wgrad_loads(bool on) {
-    g_force_wgrad_loads = on;
-}
-extern "C" int ff_gpu_debug_pool_sparse_last(bool weights) {
-    return g_last[weights];
 }
 extern "C" void ff_gpu_debug_force_pool_sparse_kpw(int kpw) {
     g_force_kpw = kpw == 2 || kpw == 4 ? kpw : 0;
@@ -589,16 +351,6 @@ extern "C" ff_status ff_gpu_pool_sparse_init(void) {
                                        FF_GPU_POOL_SPARSE_SMEM_MAX));
     PSW_KERNELS(PSW_SET)
 #undef PSW_SET
-#define PSWR_SET(kpw, pw, dense)                                                                                     \
-    FF_CUDA_CHECK(cudaFuncSetAttribute(k_ps_wgrad_rows<kpw, pw, dense>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
-                                       FF_GPU_POOL_SPARSE_SMEM_MAX));
-    PSWR_KERNELS(PSWR_SET)
-#undef PSWR_SET
-#define PSR_SET(pw, tr)                                                                                      \
-    FF_CUDA_CHECK(cudaFuncSetAttribute(k_ps_dgrad_rows<pw, tr>, cudaFuncAttributeMaxDynamicSharedMemorySize, \
-                                       psr_smem<pw, tr>()));
-    PSR_KERNELS(PSR_SET)
-#undef PSR_SET
     return FF_OK;
 }
 
@@ -661,33 +413,11 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq
     if (n == 0) return FF_OK;
     const PsGeom g = ps_geom(conv, pool);
     const long long total = n * (long long)g.K * g.PH * g.PW;
-    const long long chunks = (g.C + 31) / 32;
-    // Row tiles over the whole width where the image is as wide as its windows reach and a kernel
-    // is built for that width (PSR_KERNELS); else strips of 2 x 13. The same bits either way. Tiles
-    // of 4 rows where they make at least two full waves of 3 blocks a multiprocessor, else of 2 (5
-    // blocks fit: batch 64 has 448 tiles of 4 for 396 places, a second wave 13 % full).
-    if (g.W == 2 * g.PW + 2 && g_force_dgrad != 0 && chunks <= 65535) {
-        const long long t4 = n * ((g.H + 3) / 4) * chunks;
-        const int tr = g_force_dgrad > 0 ? g_force_dgrad : t4 >= 6LL * ff_gpu_multiprocessors() ? 4 : 2;
-        const long long rtiles = (g.H + tr - 1) / tr;
-#define PSR_LAUNCH(pw, tr_)                                                                                        \
-    if (g.PW == pw && tr == tr_ && n * rtiles <= 0x7fffffffLL) {                                                   \
-        k_ps_dgrad_rows<pw, tr_>                                                                                   \
-            <<<dim3((unsigned)(n * rtiles), (unsigned)chunks), PSD_PARTS * 32, psr_smem<pw, tr_>(),                \
-               ff_cu_stream(s)>>>(dx, gq, reinterpret_cast<const uint8_t *>(gq + total), w, gate, g, (int)rtiles); \
-        FF_LAUNCH_CHECK("k_ps_dgrad_rows");                                                                        \
-        g_last[0] = tr_;                                                                                           \
-        return FF_OK;                                                                                              \
-    }
-        PSR_KERNELS(PSR_LAUNCH)
-#undef PSR_LAUNCH
-    }
     const long long tiles_y = (g.H + 1) / 2, tiles_x = (g.W + PSD_CT - 1) / PSD_CT;
-    const long long blocks = n * tiles_y * tiles_x;
+    const long long blocks = n * tiles_y * tiles_x, chunks = (g.C + 31) / 32;
     if (blocks > 0x7fffffffLL || chunks > 65535)
         return FF_FAIL(FF_ERR_INPUT, "the sparse data gradient of %s: a grid of %lld x %lld blocks, too large",
                        conv->name, blocks, chunks);
-    g_last[0] = 0;
     k_ps_dgrad<<<dim3((unsigned)blocks, (unsigned)chunks), PSD_PARTS * 32, 0, ff_cu_stream(s)>>>(
         dx, gq, reinterpret_cast<const uint8_t *>(gq + total), w, gate, g, (int)tiles_y, (int)tiles_x);
     FF_LAUNCH_CHECK("k_ps_dgrad");
@@ -725,23 +455,10 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_weights(float *dw, float *db, i
     const size_t smem = (size_t)psw_smem(g.H, g.W, g.PH * g.PW, kpw);
     const uint8_t *q = dy_sparse ? reinterpret_cast<const uint8_t *>(dy + total) : NULL;
     cudaStream_t st = ff_cu_stream(s);
-    // The patch walk where the image is as wide as its windows reach and a kernel is built for
-    // that width (PSWR_KERNELS); else 9 loads a tap. The same bits.
-    const bool walk = g.W == 2 * g.PW + 2 && g.H >= 2 * g.PH + 2 && !g_force_wgrad_loads;
-#define PSWR_LAUNCH(kpw_, pw, dense)                                                                      \
-    if (walk && kpw == kpw_ && g.PW == pw && dense == !dy_sparse) {                                       \
-        k_ps_wgrad_rows<kpw_, pw, dense><<<grid, PSW_WARPS * 32, smem, st>>>(work, dy, q, x, g, pstride); \
-        FF_LAUNCH_CHECK("k_ps_wgrad_rows");                                                               \
-        g_last[1] = 1;                                                                                    \
-        return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, work, KCRS, pstride, n, group, 1, s);    \
-    }
-    PSWR_KERNELS(PSWR_LAUNCH)
-#undef PSWR_LAUNCH
 #define PSW_LAUNCH(kpw_, wt, dense)                                                                    \
     if (kpw == kpw_ && (wt == 0 || g.W == wt) && dense == !dy_sparse) {                                \
         k_ps_wgrad<kpw_, wt, dense><<<grid, PSW_WARPS * 32, smem, st>>>(work, dy, q, x, g, pstride);   \
         FF_LAUNCH_CHECK("k_ps_wgrad");                                                                 \
-        g_last[1] = 0;                                                                                 \
         return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, work, KCRS, pstride, n, group, 1, s); \
     }
     PSW_KERNELS(PSW_LAUNCH)

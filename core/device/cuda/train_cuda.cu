@@ -1540,10 +1540,15 @@ extern "C" ff_status ff_gpu_linear_backward_weights_tree(float *dw, float *db, i
         return FF_FAIL(FF_ERR_INPUT, "linear weight gradient of %s in one pass: %lld inputs, %lld outputs, %lld groups",
                        L->name, I, O, (long long)((n + group - 1) / group));
     const long long ng = (n + group - 1) / group;
+    // The bias rows first: on the gradient lane the kernel after this one is the next layer's weight
+    // gradient, which waits for free multiprocessors behind the data gradient's blocks; a bias kernel
+    // launched after the tree waited there too and held it back (4.7 us at batch 64, 7.3 at 256 on an
+    // H100: bench/results/issue15-s39 run 2's traces). Independent outputs: the same bits.
+    FF_TRY(linear_bias_rows(db, grad_stride, dy, O, n, group, s));
     k_linear_bwd_weights_tree<<<dim3((unsigned)gx, (unsigned)gy), LT_T, tree_level_bytes(tree_levels(ng)),
                                 ff_cu_stream(s)>>>(dw, dy, x, O, I, n, group);
     FF_LAUNCH_CHECK("k_linear_bwd_weights_tree");
-    return linear_bias_rows(db, grad_stride, dy, O, n, group, s);
+    return FF_OK;
 }
 
 extern "C" ff_status ff_gpu_linear_backward_data(float *dx, const float *dy, const float *w, const ff_layer *L,

@@ -534,16 +534,6 @@ void ff_gpu_debug_force_pool_sparse_kpw(int kpw);
 // Test hook: the sparse gradient one window a thread (k_ps_gradient) where two a thread would run.
 // The same bits.
 void ff_gpu_debug_force_pool_sparse_gradient1(bool on);
-// Test hook: the sparse data gradient's kernel where the row tiles over the whole width apply
-// (k_ps_dgrad_rows): 0 the general strips of 2 x 13 (k_ps_dgrad), 2 or 4 row tiles of that many
-// rows, -1 its own rule. The same bits.
-void ff_gpu_debug_force_pool_sparse_dgrad(int rows);
-// Test hook: the sparse weight gradient with 9 shared-memory loads a tap (k_ps_wgrad) where the
-// patch walk would run (k_ps_wgrad_rows). The same bits.
-void ff_gpu_debug_force_pool_sparse_wgrad_loads(bool on);
-// What the calling thread's last sparse data gradient (weights: false) ran: its row tiles' rows, 0
-// the general strips; or its last weight gradient (true): 1 the patch walk, 0 the general kernel.
-int ff_gpu_debug_pool_sparse_last(bool weights);
 // ff_cpu_softmax_xent_backward on the GPU: dz (n, classes); loss (n) or NULL; z (n, classes);
 // labels (n) in [0, classes). One thread per image (the CPU's sequential max and sum).
 ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,
