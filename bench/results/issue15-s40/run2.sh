@@ -4,6 +4,8 @@
 #  - the general pool-sparse kernels as in session 39 (digests must equal session 39's and run 1's)
 #  - fc1's bias rows launched before its weight-gradient tree on the gradient lane, so that the
 #    next kernel there (conv2's weight gradient) no longer waits behind it (same bits)
+#  - the data gradient as a dense gather (every cell of a window, fmas only, 4x the fmas, no branch;
+#    same bits) behind a test hook: ff_conv_tiles times it beside the default switch
 #  - ff_conv_tiles --pool-sparse as it lands (the sparse gradient, the data gradient, the weight
 #    gradient with 2 and 4 channels a warp; PC samples at batch 64)
 #  a. test_gpu_layers, test_gpu_train and the gpu_train_* tests
@@ -27,7 +29,7 @@ el a done
 for b in 64 256; do
     st=""; [ $b = 64 ] && st=--stalls
     timeout 60 build-gpu/ff_conv_tiles --pool-sparse --batch $b --iters 100 $st > "$out/ps-tiles-b$b.txt" 2>&1
-    echo "b. ff_conv_tiles --pool-sparse b$b: exit $?"; grep -E "^  [a-z]|pool-sparse" "$out/ps-tiles-b$b.txt" | head -12
+    echo "b. ff_conv_tiles --pool-sparse b$b: exit $?"; grep -E "^  [a-z]|pool-sparse" "$out/ps-tiles-b$b.txt" | head -14
 done
 el b done
 F=$PWD/build-gpu/fivefold

@@ -177,10 +177,93 @@ static __device__ __forceinline__ void psd_part(float (&acc)[2][PSD_CT], float2 
     }
 }
 
+// The same sums without the switch (a test hook's, ff_gpu_debug_force_pool_sparse_dgrad_dense): a warp stages each
+// window's four cells of the conv's output gradient, the pick's g and three zeros, so that every
+// output of the strip gathers all 9 taps from registers, the covering windows row-major, with
+// fmas only: 4x the fmas of the picks, no branch, 26 independent chains a lane. A zero cell adds
+// +0 (the weights finite; see the orders above), so the bits are the switch's. Why: PC samples put
+// the switch's warps mostly waiting on fixed latencies and branch resolution, issuing 12 % of the
+// time (bench/results/issue15-s40, run 1).
+template <int ODD>
+static __device__ __forceinline__ void psd_part_dense(float (&acc)[2][PSD_CT], float (*stage)[4][2 * PSD_NJ],
+                                                      const float *__restrict__ G, const uint8_t *__restrict__ Q,
+                                                      const float *__restrict__ w, const PsGeom &g, long long img,
+                                                      int i0, int J0, int c, int kb, int ke) {
+    const int lane = threadIdx.x & 31;
+    const int cw = c < g.C ? c : 0;
+    float gv[4];
+    unsigned qv[4];
+    auto fetch = [&](int k0) {
+#pragma unroll
+        for (int u = 0; u < 4; u++) {
+            const int e = lane + 32 * u, k = k0 + (e >> 4), i = i0 + ((e >> 3) & 1), j = J0 + (e & 7);
+            const bool ok = k < ke && i >= 0 && i < g.PH && j >= 0 && j < g.PW;
+            const long long at = ok ? ((img * g.K + k) * g.PH + i) * (long long)g.PW + j : 0;
+            gv[u] = ok ? __ldg(G + at) : 0.0f;
+            qv[u] = ok ? __ldg(Q + at) : 0u;
+        }
+    };
+    fetch(kb);
+    float wn[9];
+#pragma unroll
+    for (int t = 0; t < 9; t++) wn[t] = __ldg(w + ((long long)(kb < ke ? kb : 0) * g.C + cw) * 9 + t);
+    for (int k0 = kb; k0 < ke; k0 += PSD_KC) {
+        __syncwarp();
+#pragma unroll
+        for (int u = 0; u < 4; u++) {  // window (ii, jj)'s cells: rows 2 ii + qy, columns 2 jj + qx
+            const int e = lane + 32 * u, kk = e >> 4, ii = (e >> 3) & 1, jj = e & 7;
+            const float z = 0.0f, v = gv[u];
+            const unsigned q = qv[u];
+            *reinterpret_cast<float2 *>(&stage[kk][2 * ii][2 * jj]) = make_float2(q == 0 ? v : z, q == 1 ? v : z);
+            *reinterpret_cast<float2 *>(&stage[kk][2 * ii + 1][2 * jj]) = make_float2(q == 2 ? v : z, q == 3 ? v : z);
+        }
+        __syncwarp();
+        if (k0 + PSD_KC < ke) fetch(k0 + PSD_KC);
+        const int kn = min(PSD_KC, ke - k0);
+        for (int kk = 0; kk < kn; kk++) {
+            float wv[9];
+#pragma unroll
+            for (int t = 0; t < 9; t++) wv[t] = wn[t];
+            const int kx = k0 + kk + 1 < ke ? k0 + kk + 1 : k0 + kk;
+#pragma unroll
+            for (int t = 0; t < 9; t++) wn[t] = __ldg(w + ((long long)kx * g.C + cw) * 9 + t);
+#pragma unroll
+            for (int ii = 0; ii < 2; ii++) {  // a window row: its two cell rows, then every tap it has
+                float cell[2][2 * PSD_NJ];
+#pragma unroll
+                for (int a = 0; a < 2; a++)
+#pragma unroll
+                    for (int v4 = 0; v4 < PSD_NJ / 2; v4++) {
+                        const float4 f = *reinterpret_cast<const float4 *>(&stage[kk][2 * ii + a][4 * v4]);
+                        cell[a][4 * v4] = f.x, cell[a][4 * v4 + 1] = f.y, cell[a][4 * v4 + 2] = f.z,
+                                    cell[a][4 * v4 + 3] = f.w;
+                    }
+#pragma unroll
+                for (int ly = 0; ly < 2; ly++)
+#pragma unroll
+                    for (int lx = 0; lx < PSD_CT; lx++)
+#pragma unroll
+                        for (int jj = 0; jj < PSD_NJ; jj++)  // the windows in order, each's cells
+#pragma unroll
+                            for (int a = 0; a < 2; a++)
+#pragma unroll
+                                for (int b = 0; b < 2; b++) {
+                                    const int r = ly - 2 * ii + 2 - a, s = lx - 2 * jj - b + 2 + ODD;
+                                    if (r >= 0 && r <= 2 && s >= 0 && s <= 2)
+                                        acc[ly][lx] = fmaf(cell[a][2 * jj + b], wv[r * 3 + s], acc[ly][lx]);
+                                }
+            }
+        }
+    }
+}
+
+static bool g_force_dgrad_dense = false;  // ff_gpu_debug_force_pool_sparse_dgrad_dense
+
+template <bool DENSE>
 static __global__ void __launch_bounds__(PSD_PARTS * 32)
     k_ps_dgrad(float *__restrict__ dx, const float *__restrict__ G, const uint8_t *__restrict__ Q,
                const float *__restrict__ w, const float *__restrict__ gate, PsGeom g, int tiles_y, int tiles_x) {
-    __shared__ __align__(16) float2 stage[PSD_PARTS][PSD_KC][2][PSD_NJ];
+    __shared__ __align__(16) float stage[PSD_PARTS][PSD_KC * 4 * 2 * PSD_NJ];  // (either part's layout)
     __shared__ float part[PSD_PARTS][32][2 * PSD_CT + 1];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     long long b = blockIdx.x;
@@ -196,10 +279,20 @@ static __global__ void __launch_bounds__(PSD_PARTS * 32)
     for (int u = 0; u < 2; u++)
 #pragma unroll
         for (int v = 0; v < PSD_CT; v++) acc[u][v] = 0.0f;
-    if (X0 & 1)
-        psd_part<1>(acc, stage[warp], G, Q, w, g, img, i0, (X0 - 3) / 2, c, kb, ke);
-    else
-        psd_part<0>(acc, stage[warp], G, Q, w, g, img, i0, X0 / 2 - 1, c, kb, ke);
+    const int J0 = X0 & 1 ? (X0 - 3) / 2 : X0 / 2 - 1;
+    if (DENSE) {
+        float(*st)[4][2 * PSD_NJ] = reinterpret_cast<float(*)[4][2 * PSD_NJ]>(stage[warp]);
+        if (X0 & 1)
+            psd_part_dense<1>(acc, st, G, Q, w, g, img, i0, J0, c, kb, ke);
+        else
+            psd_part_dense<0>(acc, st, G, Q, w, g, img, i0, J0, c, kb, ke);
+    } else {
+        float2(*st)[2][PSD_NJ] = reinterpret_cast<float2(*)[2][PSD_NJ]>(stage[warp]);
+        if (X0 & 1)
+            psd_part<1>(acc, st, G, Q, w, g, img, i0, J0, c, kb, ke);
+        else
+            psd_part<0>(acc, st, G, Q, w, g, img, i0, J0, c, kb, ke);
+    }
 #pragma unroll
     for (int u = 0; u < 2; u++)
 #pragma unroll
@@ -335,6 +428,9 @@ constexpr long long PSW_SMEM_TWO_BLOCKS = 113 * 1024;  // (228 KB a multiprocess
 extern "C" void ff_gpu_debug_force_pool_dense(bool on) {
     g_force_dense = on;
 }
+extern "C" void ff_gpu_debug_force_pool_sparse_dgrad_dense(bool on) {
+    g_force_dgrad_dense = on;
+}
 extern "C" void ff_gpu_debug_force_pool_sparse_gradient1(bool on) {
     g_force_gradient1 = on;
 }
@@ -418,8 +514,13 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq
     if (blocks > 0x7fffffffLL || chunks > 65535)
         return FF_FAIL(FF_ERR_INPUT, "the sparse data gradient of %s: a grid of %lld x %lld blocks, too large",
                        conv->name, blocks, chunks);
-    k_ps_dgrad<<<dim3((unsigned)blocks, (unsigned)chunks), PSD_PARTS * 32, 0, ff_cu_stream(s)>>>(
-        dx, gq, reinterpret_cast<const uint8_t *>(gq + total), w, gate, g, (int)tiles_y, (int)tiles_x);
+    const uint8_t *q = reinterpret_cast<const uint8_t *>(gq + total);
+    if (!g_force_dgrad_dense)
+        k_ps_dgrad<false><<<dim3((unsigned)blocks, (unsigned)chunks), PSD_PARTS * 32, 0, ff_cu_stream(s)>>>(
+            dx, gq, q, w, gate, g, (int)tiles_y, (int)tiles_x);
+    else
+        k_ps_dgrad<true><<<dim3((unsigned)blocks, (unsigned)chunks), PSD_PARTS * 32, 0, ff_cu_stream(s)>>>(
+            dx, gq, q, w, gate, g, (int)tiles_y, (int)tiles_x);
     FF_LAUNCH_CHECK("k_ps_dgrad");
     return FF_OK;
 }

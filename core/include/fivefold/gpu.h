@@ -534,6 +534,9 @@ void ff_gpu_debug_force_pool_sparse_kpw(int kpw);
 // Test hook: the sparse gradient one window a thread (k_ps_gradient) where two a thread would run.
 // The same bits.
 void ff_gpu_debug_force_pool_sparse_gradient1(bool on);
+// Test hook: the sparse data gradient gathers every tap of each window's four cells, fmas only
+// (psd_part_dense), instead of switching on the pick to issue only its taps (psd_part). The same bits.
+void ff_gpu_debug_force_pool_sparse_dgrad_dense(bool on);
 // ff_cpu_softmax_xent_backward on the GPU: dz (n, classes); loss (n) or NULL; z (n, classes);
 // labels (n) in [0, classes). One thread per image (the CPU's sequential max and sum).
 ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,
