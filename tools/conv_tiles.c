@@ -36,10 +36,10 @@ static void usage(FILE *f) {
             "builds with other tile sizes: train_cuda.cu's WG_* give the same bits); with tf32x3, each of its\n"
             "tensor-core configurations too, each compared bit for bit with the automatic choice.\n"
             "--pool-sparse times the pool-sparse backward of the layer under its relu and 2x2 max-pool (gpu.h;\n"
-            "mnist's conv2): the sparse gradient, the data gradient as chosen and as a dense gather, and the\n"
+            "mnist's conv2): the sparse gradient, the data gradient as chosen and with a switch, and the\n"
             "weight gradient (with its group sums) as chosen and with 2 and 4 output channels a warp, those\n"
             "compared bit for bit with the automatic choice; --stalls then samples the automatic data and\n"
-            "weight gradients and the dense gather.\n"
+            "weight gradients and the switch.\n"
             "--stalls samples the program counters of the tuner's choice (or the weight gradient's kernels)\n"
             "over min(--iters, 20) launches through CUPTI and prints, per kernel, the share of samples in each\n"
             "stall reason and the hottest SASS offsets (match them with cuobjdump -sass on libfivefold.so).\n"
@@ -241,9 +241,9 @@ static int pool_sparse_times(const ff_model *m, int li, long batch, long iters, 
     }
     launch kd = {.L = L, .pool = P, .batch = batch, .out = dx, .in = gq, .w = w, .b = x, .s = s, .what = RUN_PS_DATA};
     rc |= time_ps_variant(&kd, iters, e0, e1, nx, NULL, ref, "data gradient: automatic", flops);
-    ff_gpu_debug_force_pool_sparse_dgrad_dense(true);
-    rc |= time_ps_variant(&kd, iters, e0, e1, nx, ref, got, "data gradient: dense gather (4x the fmas)", flops);
-    ff_gpu_debug_force_pool_sparse_dgrad_dense(false);
+    ff_gpu_debug_force_pool_sparse_dgrad_switch(true);
+    rc |= time_ps_variant(&kd, iters, e0, e1, nx, ref, got, "data gradient: a switch on each pick", flops);
+    ff_gpu_debug_force_pool_sparse_dgrad_switch(false);
     launch kw = {
         .L = L, .pool = P, .batch = batch, .out = rows, .in = gq, .w = x, .work = work, .s = s, .what = RUN_PS_WEIGHTS};
     rc |= time_ps_variant(&kw, iters, e0, e1, nrows, NULL, ref, "weight gradient: automatic (with group sums)", flops);
@@ -258,10 +258,10 @@ static int pool_sparse_times(const ff_model *m, int li, long batch, long iters, 
         printf("\nPC samples of the data gradient:");
         rc = sample_stalls(&kd, iters);
         if (rc == 0) {
-            printf("\nPC samples of the data gradient as a dense gather:");
-            ff_gpu_debug_force_pool_sparse_dgrad_dense(true);
+            printf("\nPC samples of the data gradient with a switch on each pick:");
+            ff_gpu_debug_force_pool_sparse_dgrad_switch(true);
             rc = sample_stalls(&kd, iters);
-            ff_gpu_debug_force_pool_sparse_dgrad_dense(false);
+            ff_gpu_debug_force_pool_sparse_dgrad_switch(false);
         }
         if (rc == 0) {
             printf("\nPC samples of the weight gradient:");

@@ -1596,16 +1596,16 @@ static void pool_sparse_backward_bits(void **state) {
         bad += check_bits(name, dw_g, dw_h, (size_t)ng * KCRS);
         snprintf(name, sizeof name, "pool-sparse db rows, %s", what[t]);
         bad += check_bits(name, db_g, db_h, (size_t)ng * K);
-        {  // the data gradient's dense gather (fmas over every cell of a window) = its switch, byte for byte
+        {  // the data gradient's switch on the pick = its dense gather (the default), byte for byte
             float *gdx2 = tu_dev_from(NULL, nx, F.s);
             CHECK_OK(ff_gpu_fill(gdx2, NAN, nx, F.s));
-            ff_gpu_debug_force_pool_sparse_dgrad_dense(true);
+            ff_gpu_debug_force_pool_sparse_dgrad_switch(true);
             CHECK_OK(ff_gpu_pool_sparse_backward_data(gdx2, gq, gw, gate ? gx : NULL, L, P, n, F.s));
-            ff_gpu_debug_force_pool_sparse_dgrad_dense(false);
+            ff_gpu_debug_force_pool_sparse_dgrad_switch(false);
             float *dx2 = tu_host_from(gdx2, nx, F.s);
             size_t dd = 0;
             for (size_t i = 0; i < nx; i++) dd += memcmp(&dx2[i], &dx_g[i], 4) != 0;
-            snprintf(name, sizeof name, "pool-sparse dx, dense gather vs switch, %s", what[t]);
+            snprintf(name, sizeof name, "pool-sparse dx, switch vs dense gather, %s", what[t]);
             printf("  %-52s %zu of %zu values differ  %s\n", name, dd, nx, dd ? "FAIL" : "PASS");
             bad += dd;
             ff_gpu_free(gdx2);

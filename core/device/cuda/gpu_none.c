@@ -341,7 +341,7 @@ void ff_gpu_debug_force_pool_sparse_kpw(int kpw) {
 void ff_gpu_debug_force_pool_sparse_gradient1(bool on) {
     (void)on;
 }
-void ff_gpu_debug_force_pool_sparse_dgrad_dense(bool on) {
+void ff_gpu_debug_force_pool_sparse_dgrad_switch(bool on) {
     (void)on;
 }
 ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,

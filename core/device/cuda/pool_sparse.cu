@@ -5,9 +5,10 @@
 // relu below passes that only where the pick is positive. So at most a quarter of the conv's output
 // gradient is nonzero, and WHERE it is nonzero is one of four offsets per window. The dense
 // kernels (train_cuda.cu) multiply the other three quarters by their zeros; these kernels keep a
-// window's gradient g and its pick q (0..3: (0,0), (0,1), (1,0), (1,1)) and do only the nonzero
-// quarter's work, in fp32 fma chains, under every --precision (more exact than tf32x3, and less
-// work than its three tensor-core products).
+// window's gradient g and its pick q (0..3: (0,0), (0,1), (1,0), (1,1)) and compute in fp32 fma
+// chains under every --precision (more exact than tf32x3): the weight gradient does only the
+// nonzero quarter's work; the data gradient multiplies the three zero cells of each window too
+// (branch-free, it outran a switch on the pick) but reads only the windows' g and q.
 //
 // Orders (each element one chain computed by one thread, fixed by the geometry alone):
 //   data gradient dx[n][c][y][x]: the output channels in PSD_PARTS (4) contiguous parts of
@@ -90,15 +91,15 @@ static __global__ void k_ps_gradient2(float *__restrict__ G, uint8_t *__restrict
 
 // ------------------------------------------------------------------ data gradient
 // A block per (image, row pair, 13 columns, 32 input channels), lane = input channel: every
-// window's g and pick are the same for the whole warp, so each window's 3x3 taps land at places
-// known at compile time once the pick is (the switch in psd_taps), and the 2 x 13 sums stay in
-// registers. Its PSD_PARTS warps each sum one contiguous part of the output channels (more warps
-// than one a strip: session 38's runs found the kernel latency-bound at 1 or 2 warps a scheduler,
-// 94 us at batch 64 on an H100 with one warp an 8 x 8 tile; 52 us so); the parts are added in order
-// through shared memory. A warp stages its windows' (g, q) for PSD_KC channels at a time in shared
-// memory (two windows a 16-byte load), the next chunk's and the next channel's 9 weights loading
-// during the current one's taps. The strip's windows: rows y0/2 - 1 and y0/2, columns from
-// ceil((X0 - 3) / 2), PSD_NJ of them (one past an edge holds g = 0).
+// window's g and pick are the same for the whole warp, so a window's taps land at places known at
+// compile time, either once a switch on the pick has chosen them (psd_taps, a test hook's) or as
+// the taps of all four cells of the window, three of them zero (psd_part_dense, the default), and
+// the 2 x 13 sums stay in registers. Its PSD_PARTS warps each sum one contiguous part of the output channels (more
+// warps than one a strip: session 38's runs found the kernel latency-bound at 1 or 2 warps a scheduler, 94 us at batch
+// 64 on an H100 with one warp an 8 x 8 tile; 52 us so); the parts are added in order through shared memory. A warp
+// stages its windows' (g, q) for PSD_KC channels at a time in shared memory (two windows a 16-byte load), the next
+// chunk's and the next channel's 9 weights loading during the current one's taps. The strip's windows: rows y0/2 - 1
+// and y0/2, columns from ceil((X0 - 3) / 2), PSD_NJ of them (one past an edge holds g = 0).
 constexpr int PSD_CT = 13, PSD_NJ = 8, PSD_KC = 8, PSD_PARTS = 4;
 
 template <int ODD>
@@ -177,13 +178,14 @@ static __device__ __forceinline__ void psd_part(float (&acc)[2][PSD_CT], float2 
     }
 }
 
-// The same sums without the switch (a test hook's, ff_gpu_debug_force_pool_sparse_dgrad_dense): a warp stages each
-// window's four cells of the conv's output gradient, the pick's g and three zeros, so that every
-// output of the strip gathers all 9 taps from registers, the covering windows row-major, with
-// fmas only: 4x the fmas of the picks, no branch, 26 independent chains a lane. A zero cell adds
-// +0 (the weights finite; see the orders above), so the bits are the switch's. Why: PC samples put
-// the switch's warps mostly waiting on fixed latencies and branch resolution, issuing 12 % of the
-// time (bench/results/issue15-s40, run 1).
+// The same sums without the switch (the default; psd_part is ff_gpu_debug_force_pool_sparse_dgrad_switch's): a
+// warp stages each window's four cells of the conv's output gradient, the pick's g and three zeros,
+// so that every output of the strip gathers all 9 taps from registers, the covering windows
+// row-major, with fmas only: 4x the fmas of the picks, no branch, 26 independent chains a lane. A
+// zero cell adds +0 (the weights finite; see the orders above), so the bits are the switch's. Why:
+// PC samples put the switch's warps mostly waiting on fixed latencies and branch resolution; the
+// gather keeps the schedulers issuing (fma-bound) and took 51.5 against 53.7 us at batch 64 and
+// 190.8 against 202.9 at 256 on an H100 (bench/results/issue15-s40, run 2).
 template <int ODD>
 static __device__ __forceinline__ void psd_part_dense(float (&acc)[2][PSD_CT], float (*stage)[4][2 * PSD_NJ],
                                                       const float *__restrict__ G, const uint8_t *__restrict__ Q,
@@ -257,7 +259,7 @@ static __device__ __forceinline__ void psd_part_dense(float (&acc)[2][PSD_CT], f
     }
 }
 
-static bool g_force_dgrad_dense = false;  // ff_gpu_debug_force_pool_sparse_dgrad_dense
+static bool g_force_dgrad_switch = false;  // ff_gpu_debug_force_pool_sparse_dgrad_switch
 
 template <bool DENSE>
 static __global__ void __launch_bounds__(PSD_PARTS * 32)
@@ -428,8 +430,8 @@ constexpr long long PSW_SMEM_TWO_BLOCKS = 113 * 1024;  // (228 KB a multiprocess
 extern "C" void ff_gpu_debug_force_pool_dense(bool on) {
     g_force_dense = on;
 }
-extern "C" void ff_gpu_debug_force_pool_sparse_dgrad_dense(bool on) {
-    g_force_dgrad_dense = on;
+extern "C" void ff_gpu_debug_force_pool_sparse_dgrad_switch(bool on) {
+    g_force_dgrad_switch = on;
 }
 extern "C" void ff_gpu_debug_force_pool_sparse_gradient1(bool on) {
     g_force_gradient1 = on;
@@ -515,7 +517,7 @@ extern "C" ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq
         return FF_FAIL(FF_ERR_INPUT, "the sparse data gradient of %s: a grid of %lld x %lld blocks, too large",
                        conv->name, blocks, chunks);
     const uint8_t *q = reinterpret_cast<const uint8_t *>(gq + total);
-    if (!g_force_dgrad_dense)
+    if (g_force_dgrad_switch)
         k_ps_dgrad<false><<<dim3((unsigned)blocks, (unsigned)chunks), PSD_PARTS * 32, 0, ff_cu_stream(s)>>>(
             dx, gq, q, w, gate, g, (int)tiles_y, (int)tiles_x);
     else

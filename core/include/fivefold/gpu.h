@@ -485,7 +485,9 @@ ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, co
 // quarter of the conv's output gradient is nonzero. Per window that is a gradient g (+0 where the
 // relu stops it) and the pick q, read off the dense gradient ff_gpu_maxpool_backward(relu) writes
 // (its one nonzero a window) or kept in the sparse form ff_gpu_pool_sparse_gradient writes; the
-// conv's gradients then do the picks' work only, in fp32 fma chains under every precision. Orders:
+// conv's gradients then read only (g, q) and sum in fp32 fma chains under every precision (the weight
+// gradient over the picks only; the data gradient over a window's four cells, three of them zero,
+// without a branch: the same bits). Orders:
 // dx sums the output channels in 4 contiguous parts of ceil(K / 4), each a chain from +0 of k
 // ascending, then the windows covering the element in row-major order (at most one tap a window),
 // and adds the parts in order ((p0 + p1) + p2) + p3; a weight chain runs per image over every window in row-major order
@@ -534,9 +536,10 @@ void ff_gpu_debug_force_pool_sparse_kpw(int kpw);
 // Test hook: the sparse gradient one window a thread (k_ps_gradient) where two a thread would run.
 // The same bits.
 void ff_gpu_debug_force_pool_sparse_gradient1(bool on);
-// Test hook: the sparse data gradient gathers every tap of each window's four cells, fmas only
-// (psd_part_dense), instead of switching on the pick to issue only its taps (psd_part). The same bits.
-void ff_gpu_debug_force_pool_sparse_dgrad_dense(bool on);
+// Test hook: the sparse data gradient switches on each window's pick to issue only its taps
+// (psd_part) instead of gathering every tap of the window's four cells, fmas only (psd_part_dense).
+// The same bits.
+void ff_gpu_debug_force_pool_sparse_dgrad_switch(bool on);
 // ff_cpu_softmax_xent_backward on the GPU: dz (n, classes); loss (n) or NULL; z (n, classes);
 // labels (n) in [0, classes). One thread per image (the CPU's sequential max and sum).
 ff_status ff_gpu_softmax_xent(float *dz, float *loss, const float *z, const int32_t *labels, float scale,
