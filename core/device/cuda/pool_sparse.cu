@@ -93,7 +93,7 @@ static __global__ void k_ps_gradient2(float *__restrict__ G, uint8_t *__restrict
 // A block per (image, row pair, 13 columns, 32 input channels), lane = input channel: every
 // window's g and pick are the same for the whole warp, so a window's taps land at places known at
 // compile time, either once a switch on the pick has chosen them (psd_taps, a test hook's) or as
-// the taps of all four cells of the window, three of them zero (psd_part_dense, the default), and
+// the taps of all four cells of the window, three of them zero (DENSE, the default), and
 // the 2 x 13 sums stay in registers. Its PSD_PARTS warps each sum one contiguous part of the output channels (more
 // warps than one a strip: session 38's runs found the kernel latency-bound at 1 or 2 warps a scheduler, 94 us at batch
 // 64 on an H100 with one warp an 8 x 8 tile; 52 us so); the parts are added in order through shared memory. A warp
@@ -122,75 +122,21 @@ static __device__ __forceinline__ void psd_taps(float (&acc)[2][PSD_CT], const f
     }
 }
 
-template <int ODD>  // X0's parity (2 * ceil((X0 - 3) / 2) - X0 = -2 - ODD: psd_taps' column offset)
-static __device__ __forceinline__ void psd_part(float (&acc)[2][PSD_CT], float2 (*stage)[2][PSD_NJ],
-                                                const float *__restrict__ G, const uint8_t *__restrict__ Q,
-                                                const float *__restrict__ w, const PsGeom &g, long long img, int i0,
-                                                int J0, int c, int kb, int ke) {
-    const int lane = threadIdx.x & 31;
-    const int cw = c < g.C ? c : 0;
-    float gv[4];
-    unsigned qv[4];
-    auto fetch = [&](int k0) {
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const int e = lane + 32 * u, k = k0 + (e >> 4), i = i0 + ((e >> 3) & 1), j = J0 + (e & 7);
-            const bool ok = k < ke && i >= 0 && i < g.PH && j >= 0 && j < g.PW;
-            const long long at = ok ? ((img * g.K + k) * g.PH + i) * (long long)g.PW + j : 0;
-            gv[u] = ok ? __ldg(G + at) : 0.0f;
-            qv[u] = ok ? __ldg(Q + at) : 0u;
-        }
-    };
-    fetch(kb);
-    float wn[9];
-#pragma unroll
-    for (int t = 0; t < 9; t++) wn[t] = __ldg(w + ((long long)(kb < ke ? kb : 0) * g.C + cw) * 9 + t);
-    for (int k0 = kb; k0 < ke; k0 += PSD_KC) {
-        __syncwarp();
-#pragma unroll
-        for (int u = 0; u < 4; u++) {
-            const int e = lane + 32 * u;
-            stage[e >> 4][(e >> 3) & 1][e & 7] = make_float2(gv[u], __uint_as_float(qv[u]));
-        }
-        __syncwarp();
-        if (k0 + PSD_KC < ke) fetch(k0 + PSD_KC);
-        const int kn = min(PSD_KC, ke - k0);
-        for (int kk = 0; kk < kn; kk++) {
-            float wv[9];
-#pragma unroll
-            for (int t = 0; t < 9; t++) wv[t] = wn[t];
-            const int kx = k0 + kk + 1 < ke ? k0 + kk + 1 : k0 + kk;
-#pragma unroll
-            for (int t = 0; t < 9; t++) wn[t] = __ldg(w + ((long long)kx * g.C + cw) * 9 + t);
-#pragma unroll
-            for (int ii = 0; ii < 2; ii++) {
-                float4 two[PSD_NJ / 2];
-#pragma unroll
-                for (int jp = 0; jp < PSD_NJ / 2; jp++)
-                    two[jp] = *reinterpret_cast<const float4 *>(&stage[kk][ii][2 * jp]);
-#pragma unroll
-                for (int jp = 0; jp < PSD_NJ / 2; jp++) {
-                    psd_taps<ODD>(acc, wv, two[jp].x, ii, 2 * jp, __float_as_uint(two[jp].y));
-                    psd_taps<ODD>(acc, wv, two[jp].z, ii, 2 * jp + 1, __float_as_uint(two[jp].w));
-                }
-            }
-        }
-    }
-}
-
-// The same sums without the switch (the default; psd_part is ff_gpu_debug_force_pool_sparse_dgrad_switch's): a
-// warp stages each window's four cells of the conv's output gradient, the pick's g and three zeros,
-// so that every output of the strip gathers all 9 taps from registers, the covering windows
-// row-major, with fmas only: 4x the fmas of the picks, no branch, 26 independent chains a lane. A
-// zero cell adds +0 (the weights finite; see the orders above), so the bits are the switch's. Why:
-// PC samples put the switch's warps mostly waiting on fixed latencies and branch resolution; the
+// A warp's part of a strip. Without DENSE, a switch on each window's pick issues only its taps
+// (psd_taps; ff_gpu_debug_force_pool_sparse_dgrad_switch). With DENSE (the default), the warp
+// stages each window's four cells of the conv's output gradient, the pick's g and three zeros, and
+// every output of the strip gathers all 9 taps from registers, the covering windows row-major,
+// with fmas only: 4x the fmas of the picks, no branch, 26 independent chains a lane. A zero cell
+// adds +0 (the weights finite; see the orders above), so the bits are the switch's. Why: PC
+// samples put the switch's warps mostly waiting on fixed latencies and branch resolution; the
 // gather keeps the schedulers issuing (fma-bound) and took 51.5 against 53.7 us at batch 64 and
 // 190.8 against 202.9 at 256 on an H100 (bench/results/issue15-s40, run 2).
-template <int ODD>
-static __device__ __forceinline__ void psd_part_dense(float (&acc)[2][PSD_CT], float (*stage)[4][2 * PSD_NJ],
-                                                      const float *__restrict__ G, const uint8_t *__restrict__ Q,
-                                                      const float *__restrict__ w, const PsGeom &g, long long img,
-                                                      int i0, int J0, int c, int kb, int ke) {
+template <int ODD, bool DENSE>  // ODD: X0's parity (2 * ceil((X0 - 3) / 2) - X0 = -2 - ODD: the column offset)
+static __device__ __forceinline__ void psd_part(float (&acc)[2][PSD_CT], float *stage_mem, const float *__restrict__ G,
+                                                const uint8_t *__restrict__ Q, const float *__restrict__ w,
+                                                const PsGeom &g, long long img, int i0, int J0, int c, int kb, int ke) {
+    float2(*stage)[2][PSD_NJ] = reinterpret_cast<float2(*)[2][PSD_NJ]>(stage_mem);        // (g, q) a window
+    float(*cells)[4][2 * PSD_NJ] = reinterpret_cast<float(*)[4][2 * PSD_NJ]>(stage_mem);  // DENSE: 4 a window
     const int lane = threadIdx.x & 31;
     const int cw = c < g.C ? c : 0;
     float gv[4];
@@ -212,12 +158,17 @@ static __device__ __forceinline__ void psd_part_dense(float (&acc)[2][PSD_CT], f
     for (int k0 = kb; k0 < ke; k0 += PSD_KC) {
         __syncwarp();
 #pragma unroll
-        for (int u = 0; u < 4; u++) {  // window (ii, jj)'s cells: rows 2 ii + qy, columns 2 jj + qx
+        for (int u = 0; u < 4; u++) {
             const int e = lane + 32 * u, kk = e >> 4, ii = (e >> 3) & 1, jj = e & 7;
-            const float z = 0.0f, v = gv[u];
-            const unsigned q = qv[u];
-            *reinterpret_cast<float2 *>(&stage[kk][2 * ii][2 * jj]) = make_float2(q == 0 ? v : z, q == 1 ? v : z);
-            *reinterpret_cast<float2 *>(&stage[kk][2 * ii + 1][2 * jj]) = make_float2(q == 2 ? v : z, q == 3 ? v : z);
+            if constexpr (DENSE) {  // window (ii, jj)'s cells: rows 2 ii + qy, columns 2 jj + qx
+                const float z = 0.0f, v = gv[u];
+                const unsigned q = qv[u];
+                *reinterpret_cast<float2 *>(&cells[kk][2 * ii][2 * jj]) = make_float2(q == 0 ? v : z, q == 1 ? v : z);
+                *reinterpret_cast<float2 *>(&cells[kk][2 * ii + 1][2 * jj]) =
+                    make_float2(q == 2 ? v : z, q == 3 ? v : z);
+            } else {
+                stage[kk][ii][jj] = make_float2(gv[u], __uint_as_float(qv[u]));
+            }
         }
         __syncwarp();
         if (k0 + PSD_KC < ke) fetch(k0 + PSD_KC);
@@ -229,31 +180,46 @@ static __device__ __forceinline__ void psd_part_dense(float (&acc)[2][PSD_CT], f
             const int kx = k0 + kk + 1 < ke ? k0 + kk + 1 : k0 + kk;
 #pragma unroll
             for (int t = 0; t < 9; t++) wn[t] = __ldg(w + ((long long)kx * g.C + cw) * 9 + t);
+            if constexpr (DENSE) {
 #pragma unroll
-            for (int ii = 0; ii < 2; ii++) {  // a window row: its two cell rows, then every tap it has
-                float cell[2][2 * PSD_NJ];
+                for (int ii = 0; ii < 2; ii++) {  // a window row: its two cell rows, then every tap it has
+                    float cell[2][2 * PSD_NJ];
 #pragma unroll
-                for (int a = 0; a < 2; a++)
+                    for (int a = 0; a < 2; a++)
 #pragma unroll
-                    for (int v4 = 0; v4 < PSD_NJ / 2; v4++) {
-                        const float4 f = *reinterpret_cast<const float4 *>(&stage[kk][2 * ii + a][4 * v4]);
-                        cell[a][4 * v4] = f.x, cell[a][4 * v4 + 1] = f.y, cell[a][4 * v4 + 2] = f.z,
-                                    cell[a][4 * v4 + 3] = f.w;
+                        for (int v4 = 0; v4 < PSD_NJ / 2; v4++) {
+                            const float4 f = *reinterpret_cast<const float4 *>(&cells[kk][2 * ii + a][4 * v4]);
+                            cell[a][4 * v4] = f.x, cell[a][4 * v4 + 1] = f.y, cell[a][4 * v4 + 2] = f.z,
+                                        cell[a][4 * v4 + 3] = f.w;
+                        }
+#pragma unroll
+                    for (int ly = 0; ly < 2; ly++)
+#pragma unroll
+                        for (int lx = 0; lx < PSD_CT; lx++)
+#pragma unroll
+                            for (int jj = 0; jj < PSD_NJ; jj++)  // the windows in order, each's cells
+#pragma unroll
+                                for (int a = 0; a < 2; a++)
+#pragma unroll
+                                    for (int b = 0; b < 2; b++) {
+                                        const int r = ly - 2 * ii + 2 - a, s = lx - 2 * jj - b + 2 + ODD;
+                                        if (r >= 0 && r <= 2 && s >= 0 && s <= 2)
+                                            acc[ly][lx] = fmaf(cell[a][2 * jj + b], wv[r * 3 + s], acc[ly][lx]);
+                                    }
+                }
+            } else {
+#pragma unroll
+                for (int ii = 0; ii < 2; ii++) {
+                    float4 two[PSD_NJ / 2];
+#pragma unroll
+                    for (int jp = 0; jp < PSD_NJ / 2; jp++)
+                        two[jp] = *reinterpret_cast<const float4 *>(&stage[kk][ii][2 * jp]);
+#pragma unroll
+                    for (int jp = 0; jp < PSD_NJ / 2; jp++) {
+                        psd_taps<ODD>(acc, wv, two[jp].x, ii, 2 * jp, __float_as_uint(two[jp].y));
+                        psd_taps<ODD>(acc, wv, two[jp].z, ii, 2 * jp + 1, __float_as_uint(two[jp].w));
                     }
-#pragma unroll
-                for (int ly = 0; ly < 2; ly++)
-#pragma unroll
-                    for (int lx = 0; lx < PSD_CT; lx++)
-#pragma unroll
-                        for (int jj = 0; jj < PSD_NJ; jj++)  // the windows in order, each's cells
-#pragma unroll
-                            for (int a = 0; a < 2; a++)
-#pragma unroll
-                                for (int b = 0; b < 2; b++) {
-                                    const int r = ly - 2 * ii + 2 - a, s = lx - 2 * jj - b + 2 + ODD;
-                                    if (r >= 0 && r <= 2 && s >= 0 && s <= 2)
-                                        acc[ly][lx] = fmaf(cell[a][2 * jj + b], wv[r * 3 + s], acc[ly][lx]);
-                                }
+                }
             }
         }
     }
@@ -282,19 +248,10 @@ static __global__ void __launch_bounds__(PSD_PARTS * 32)
 #pragma unroll
         for (int v = 0; v < PSD_CT; v++) acc[u][v] = 0.0f;
     const int J0 = X0 & 1 ? (X0 - 3) / 2 : X0 / 2 - 1;
-    if (DENSE) {
-        float(*st)[4][2 * PSD_NJ] = reinterpret_cast<float(*)[4][2 * PSD_NJ]>(stage[warp]);
-        if (X0 & 1)
-            psd_part_dense<1>(acc, st, G, Q, w, g, img, i0, J0, c, kb, ke);
-        else
-            psd_part_dense<0>(acc, st, G, Q, w, g, img, i0, J0, c, kb, ke);
-    } else {
-        float2(*st)[2][PSD_NJ] = reinterpret_cast<float2(*)[2][PSD_NJ]>(stage[warp]);
-        if (X0 & 1)
-            psd_part<1>(acc, st, G, Q, w, g, img, i0, J0, c, kb, ke);
-        else
-            psd_part<0>(acc, st, G, Q, w, g, img, i0, J0, c, kb, ke);
-    }
+    if (X0 & 1)
+        psd_part<1, DENSE>(acc, stage[warp], G, Q, w, g, img, i0, J0, c, kb, ke);
+    else
+        psd_part<0, DENSE>(acc, stage[warp], G, Q, w, g, img, i0, J0, c, kb, ke);
 #pragma unroll
     for (int u = 0; u < 2; u++)
 #pragma unroll
