@@ -2,6 +2,7 @@
 # Session 40, GPU call 3: run 2 timed the data gradient's dense gather (every cell of a window,
 # fmas only) at 51.5 / 190.8 us against the switch's 53.7 / 202.9 at batch 64 / 256 (same bits);
 # the gather is now the default and the switch the test hook's. This checks the tree that lands:
+# (the switch and the gather share one psd_part since; compiled to the same instruction mix)
 #  a. test_gpu_layers, test_gpu_train and the gpu_train_* tests (digests as sessions 39 and 40)
 #  b. ff_conv_tiles --pool-sparse, batch 64 (with --stalls) and 256
 #  c. ms per step tf32x3 and fp32, batch 64 and 256, traced steps
