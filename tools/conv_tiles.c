@@ -183,14 +183,7 @@ static int time_ps_variant(const launch *k, long iters, ff_gpu_event e0, ff_gpu_
 }
 
 static int pool_sparse_times(const ff_model *m, int li, long batch, long iters, bool stalls) {
-    const ff_layer *L = &m->layers[li], *P = li + 2 < m->n_layers ? &m->layers[li + 2] : NULL;
-    if (!P || m->layers[li + 1].op != FF_OP_RELU || !ff_gpu_pool_sparse_applies(L, P)) {
-        fprintf(stderr,
-                "ff_conv_tiles: --pool-sparse: %s is not a conv under a relu and a 2x2 max-pool where the "
-                "pool-sparse backward applies (gpu.h ff_gpu_pool_sparse_applies)\n",
-                L->name);
-        return 2;
-    }
+    const ff_layer *L = &m->layers[li], *P = &m->layers[li + 2];  // (main checked they apply)
     const size_t nx = (size_t)(batch * ff_shape_numel(L->in)), ny = (size_t)(batch * ff_shape_numel(L->out));
     const size_t ndy = (size_t)(batch * ff_shape_numel(P->out)), nw = (size_t)L->n_weight, K = (size_t)L->out_c;
     const size_t nrows = (size_t)((batch + WGRAD_GROUP - 1) / WGRAD_GROUP) * (nw + K);
@@ -339,7 +332,15 @@ int main(int argc, char **argv) {
         return 2;
     }
     const ff_layer *L0 = &m.layers[li];
-    if (pool_sparse) {
+    if (pool_sparse) {  // (refused before any GPU work, as every bad value)
+        const ff_layer *P = li + 2 < m.n_layers ? &m.layers[li + 2] : NULL;
+        if (!P || m.layers[li + 1].op != FF_OP_RELU || !ff_gpu_pool_sparse_applies(L0, P)) {
+            fprintf(stderr,
+                    "ff_conv_tiles: --pool-sparse: %s.%s is not a conv under a relu and a 2x2 max-pool where the "
+                    "pool-sparse backward applies (gpu.h ff_gpu_pool_sparse_applies; mnist-cnn's conv2 is)\n",
+                    model, layer);
+            return 2;
+        }
         int ngpu = 0;
         if (ff_gpu_device_count(&ngpu) != FF_OK || ngpu < 1) return fail("no GPU");
         if (ff_gpu_select(0) != FF_OK) return fail("ff_gpu_select");

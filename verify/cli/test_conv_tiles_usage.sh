@@ -27,7 +27,10 @@ expect 2 "unknown model 'nope'" --model nope
 expect 2 "has no conv layer named 'fc6'" --model alexnet --layer fc6
 expect 2 "alexnet.conv1: its data gradient does not run through the forward conv" --model alexnet --layer conv1 --data-grad
 expect 2 "unknown or incomplete argument '--batch'" --batch
-expect 2 "--data-grad and --weight-grad: expected one of them" --data-grad --weight-grad
+expect 2 "--data-grad, --weight-grad and --pool-sparse: expected one of them" --data-grad --weight-grad
+expect 2 "--data-grad, --weight-grad and --pool-sparse: expected one of them" --pool-sparse --weight-grad
+expect 2 "--pool-sparse: mnist-cnn.conv1 is not a conv under a relu and a 2x2 max-pool" --pool-sparse --layer conv1
+expect 2 "--pool-sparse: alexnet.conv2 is not a conv under a relu and a 2x2 max-pool" --pool-sparse --model alexnet
 # tf32x3 weight gradients are timed too (since session 27): not a usage error (exit 1 without a GPU)
 "$tool" --weight-grad --precision tf32x3 --iters 1 >/dev/null 2>&1
 [ $? != 2 ] || { echo "FAIL: --weight-grad --precision tf32x3 refused as a usage error"; bad=1; }
