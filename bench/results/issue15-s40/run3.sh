@@ -3,7 +3,8 @@
 # fmas only) at 51.5 / 190.8 us against the switch's 53.7 / 202.9 at batch 64 / 256 (same bits);
 # the gather is now the default and the switch the test hook's. This checks the tree that lands:
 # (the switch and the gather share one psd_part since; compiled to the same instruction mix)
-#  a. test_gpu_layers, test_gpu_train and the gpu_train_* tests (digests as sessions 39 and 40)
+#  a. test_gpu_layers, test_gpu_train, the gpu_train_* tests (digests as sessions 39 and 40),
+#     ff_conv_tiles' usage and stalls tests
 #  b. ff_conv_tiles --pool-sparse, batch 64 (with --stalls) and 256
 #  c. ms per step tf32x3 and fp32, batch 64 and 256, traced steps
 #  d. train_bench tf32x3 then fp32 against PyTorch's CUDA graph in the same call
@@ -16,7 +17,7 @@ dr_begin run3 "${1:?usage: run3.sh OUTDIR}"
 export DATA="$PWD/.data-mid/fashion-mnist"
 dr_build . fivefold test_gpu_train test_gpu_layers ff_kernel_trace ff_conv_tiles || exit 1
 el built
-timeout 240 ctest --test-dir build-gpu -R "^(test_gpu_layers|test_gpu_train|gpu_train_.*)$" -j 4 --timeout 220 -V > "$out/ctest-gpu.log" 2>&1
+timeout 240 ctest --test-dir build-gpu -R "^(test_gpu_layers|test_gpu_train|gpu_train_.*|tools_conv_tiles_usage|gpu_conv_stalls)$" -j 4 --timeout 220 -V > "$out/ctest-gpu.log" 2>&1
 echo "a. ctest: exit $?"; grep -E "Test +#|tests passed|Total Test" "$out/ctest-gpu.log"
 grep -E "pool-sparse dx|pool-sparse dw|FAIL" "$out/ctest-gpu.log" | grep -v "negative\|must FAIL\|vs split\|vs bias\|shifted\|one element" | head -30
 gzip "$out/ctest-gpu.log"
