@@ -93,13 +93,14 @@ static __global__ void k_ps_gradient2(float *__restrict__ G, uint8_t *__restrict
 // A block per (image, row pair, 13 columns, 32 input channels), lane = input channel: every
 // window's g and pick are the same for the whole warp, so a window's taps land at places known at
 // compile time, either once a switch on the pick has chosen them (psd_taps, a test hook's) or as
-// the taps of all four cells of the window, three of them zero (DENSE, the default), and
-// the 2 x 13 sums stay in registers. Its PSD_PARTS warps each sum one contiguous part of the output channels (more
-// warps than one a strip: session 38's runs found the kernel latency-bound at 1 or 2 warps a scheduler, 94 us at batch
-// 64 on an H100 with one warp an 8 x 8 tile; 52 us so); the parts are added in order through shared memory. A warp
-// stages its windows' (g, q) for PSD_KC channels at a time in shared memory (two windows a 16-byte load), the next
-// chunk's and the next channel's 9 weights loading during the current one's taps. The strip's windows: rows y0/2 - 1
-// and y0/2, columns from ceil((X0 - 3) / 2), PSD_NJ of them (one past an edge holds g = 0).
+// the taps of all four cells of the window, three of them zero (DENSE, the default), and the 2 x 13
+// sums stay in registers. Its PSD_PARTS warps each sum one contiguous part of the output channels
+// (more warps than one a strip: session 38's runs found the kernel latency-bound at 1 or 2 warps a
+// scheduler, 94 us at batch 64 on an H100 with one warp an 8 x 8 tile; 52 us so); the parts are
+// added in order through shared memory. A warp stages its windows' (g, q) for PSD_KC channels at a
+// time in shared memory (two windows a 16-byte load), the next chunk's and the next channel's 9
+// weights loading during the current one's taps. The strip's windows: rows y0/2 - 1 and y0/2,
+// columns from ceil((X0 - 3) / 2), PSD_NJ of them (one past an edge holds g = 0).
 constexpr int PSD_CT = 13, PSD_NJ = 8, PSD_KC = 8, PSD_PARTS = 4;
 
 template <int ODD>

@@ -21,9 +21,10 @@
 //       conv2d weights/bias (workspace given): a tiled GEMM per image (k_conv_wgrad_part: chain
 //         over the output positions q ascending, every term), then the per-image partials summed
 //         in image order per group (k_conv_wgrad_sum); a layer of few columns (conv1) in strips of
-//         two output rows instead (k_conv_wgrad_img), an image's strips added in order first. Under --precision tf32x3
-//         a stride-1 conv's weight partials are tf32x3 sums instead (k_conv_wgrad_x3 / k_conv_wgrad_x3wg: chunks of 8
-//         positions ascending, tf32x3.cuh's products), the bias partials the same fp32 chains.
+//         two output rows instead (k_conv_wgrad_img), an image's strips added in order first.
+//         Under --precision tf32x3 a stride-1 conv's weight partials are tf32x3 sums instead
+//         (k_conv_wgrad_x3 / k_conv_wgrad_x3wg: chunks of 8 positions ascending, tf32x3.cuh's
+//         products), the bias partials the same fp32 chains.
 //       conv2d data (stride 1, square kernel, pad <= kh-1, workspace given): the FORWARD conv
 //         kernel (layers_cuda.cu, gpu.h's conv order) on dy with the flipped, transposed weights
 //         (k_conv_flip), so the chain runs k ascending, then r, s DESCENDING.
@@ -354,13 +355,14 @@ __global__ void __launch_bounds__(WG_T) k_conv_wgrad_part(float *__restrict__ pa
 // t < kg*CRS runs chain (k, e) = (k0 + t / CRS, t % CRS) and thread kg*CRS + k the bias chain of
 // k0 + k, each over the strip's positions ascending from +0 with every position, a padding tap as
 // fma(dy, +0, acc), into the strip's partials (part: (n, strips, PW)); k_conv_wgrad_strip_sum adds
-// an image's strips in order, then k_conv_wgrad_sum the images of a group. Where an image is one strip these are
-// k_conv_wgrad_part's chains (test_gpu_train's conv_wgrad_image_kernel_bits checks both orders).
-// Why strips: a block per image (sessions 28-32: 16-18.6 us alone at batch 64, 64 blocks on 132
-// multiprocessors, 114 KB of shared memory each) ran beside conv2's weight gradient for 46 us
-// (bench/results/issue15-s38 run 4), its blocks waiting for that kernel's to leave; a strip's
-// block needs 12 KB, and mnist's 26 x 26 output makes 13 strips. The rows of a chain are read four positions a load
-// where the strip's rows allow (a load a term was the old kernel's time: session 28).
+// an image's strips in order, then k_conv_wgrad_sum the images of a group. Where an image is one
+// strip these are k_conv_wgrad_part's chains (test_gpu_train's conv_wgrad_image_kernel_bits checks
+// both orders). Why strips: a block per image (sessions 28-32: 16-18.6 us alone at batch 64, 64
+// blocks on 132 multiprocessors, 114 KB of shared memory each) ran beside conv2's weight gradient
+// for 46 us (bench/results/issue15-s38 run 4), its blocks waiting for that kernel's to leave; a
+// strip's block needs 12 KB, and mnist's 26 x 26 output makes 13 strips. The rows of a chain are
+// read four positions a load where the strip's rows allow (a load a term was the old kernel's time:
+// session 28).
 __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x,
                                  WgradGeom g) {
     extern __shared__ __align__(16) float wgi_sm[];

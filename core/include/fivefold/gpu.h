@@ -490,12 +490,12 @@ ff_status ff_gpu_maxpool_backward(float *dx, const float *dy, const float *x, co
 // without a branch: the same bits). Orders:
 // dx sums the output channels in 4 contiguous parts of ceil(K / 4), each a chain from +0 of k
 // ascending, then the windows covering the element in row-major order (at most one tap a window),
-// and adds the parts in order ((p0 + p1) + p2) + p3; a weight chain runs per image over every window in row-major order
-// (a zero g adds +0), the bias +0 + g + ... in the same order, and the images of a group are summed
-// in image order (as the dense path's partials). Where it applies: conv 3x3, stride 1, no padding;
-// pool 2x2, stride 2, no padding, on the conv's output shape; the weight kernel's shared memory (32
-// input channels of the image, H*W + 1 floats each, and up to 32 bytes a window and output
-// channel of the block) within FF_GPU_POOL_SPARSE_SMEM_MAX bytes.
+// and adds the parts in order ((p0 + p1) + p2) + p3; a weight chain runs per image over every
+// window in row-major order (a zero g adds +0), the bias +0 + g + ... in the same order, and the
+// images of a group are summed in image order (as the dense path's partials). Where it applies: conv 3x3, stride 1, no
+// padding; pool 2x2, stride 2, no padding, on the conv's output shape; the weight kernel's shared memory (32 input
+// channels of the image, H*W + 1 floats each, and up to 32 bytes a window and output channel of the block) within
+// FF_GPU_POOL_SPARSE_SMEM_MAX bytes.
 #define FF_GPU_POOL_SPARSE_SMEM_MAX (200 * 1024)
 static inline bool ff_gpu_pool_sparse_applies(const ff_layer *conv, const ff_layer *pool) {
     return conv->op == FF_OP_CONV2D && pool->op == FF_OP_MAXPOOL && conv->kh == 3 && conv->kw == 3 &&
@@ -537,8 +537,8 @@ void ff_gpu_debug_force_pool_sparse_kpw(int kpw);
 // The same bits.
 void ff_gpu_debug_force_pool_sparse_gradient1(bool on);
 // Test hook: the sparse data gradient switches on each window's pick to issue only its taps
-// (psd_part) instead of gathering every tap of the window's four cells, fmas only (psd_part_dense).
-// The same bits.
+// (pool_sparse.cu psd_part without DENSE) instead of gathering every tap of the window's four
+// cells, fmas only (the default). The same bits.
 void ff_gpu_debug_force_pool_sparse_dgrad_switch(bool on);
 // ff_cpu_softmax_xent_backward on the GPU: dz (n, classes); loss (n) or NULL; z (n, classes);
 // labels (n) in [0, classes). One thread per image (the CPU's sequential max and sum).
