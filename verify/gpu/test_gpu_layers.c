@@ -209,7 +209,8 @@ static ff_layer linear_layer(const char *name, int64_t K, int64_t J) {
 // runs the GEMM) and split ones (K = 3072: 2 x 1536 with J = 200, a multiple of no tile; fc6's
 // K = 9216: 8 x 1152, with J = 1000), at n = 1 and 7 (the GEMV path) and 20 (the GEMM), automatic
 // and under forced tile configurations (3 is the GEMV where it applies: at n = 20 the split GEMV,
-// a block per chunk and group of 8 images), with and without relu.
+// a block per chunk and group of 8 images; the linear tiles, k_lin, where rows load in quads: every
+// n, partial row and image tiles), with and without relu.
 // Every image of every batch equals the emulation, so image i alone equals image i of a batch.
 // Then the negative checks: the emulation with a wrong split (S/2, 1) or a wrong order (bias added
 // after the chunk sums instead of starting chunk 0's chain) differs from the GPU's bits in most
@@ -226,7 +227,11 @@ static void linear_split_equals_cpu_emulation(void **state) {
         int64_t K, J;
     } cases[] = {{"lin128", 128, 10}, {"lin1030", 1030, 96}, {"lin3072", 3072, 200}, {"lin9216", 9216, 1000}};
     const int64_t ns[] = {1, 7, 20}, nmax = 20;
-    const int tiles[] = {-1, 0, 2, 10, 3};
+    // the linear tiles: the first (16 chains a thread), 2 (4 chains, 256 threads), the last (4 x 2)
+    const int lt = ff_gpu_debug_lin_tile_first(), nt = ff_gpu_debug_tile_count();
+    assert_true(lt > 3 && nt > lt + 2);
+    const int tiles[] = {-1, 0, 2, 10, 3, lt, lt + 2, nt - 1};
+    const int ntile = (int)(sizeof tiles / sizeof tiles[0]);
     size_t bad = 0;
     for (int c = 0; c < 4; c++) {
         const int64_t K = cases[c].K, J = cases[c].J;
@@ -244,7 +249,7 @@ static void linear_split_equals_cpu_emulation(void **state) {
             assert_int_equal(ff_linear_split_cpu(emu, x, w, b, &L, split, false, n), FF_OK);
             for (int64_t k = 0; k < count; k++) emu_r[k] = emu[k] < 0.0f ? 0.0f : emu[k];  // relu's rule
             for (int relu = 0; relu < 2; relu++)
-                for (int t = 0; t < 5; t++) {
+                for (int t = 0; t < ntile; t++) {
                     ff_gpu_debug_force_tile(tiles[t]);
                     assert_int_equal(ff_gpu_fill(dy, NAN, (size_t)count, S), FF_OK);
                     assert_int_equal(ff_gpu_linear(dy, dx, dw, db, &L, relu, n, dwork, S), FF_OK);
@@ -252,6 +257,8 @@ static void linear_split_equals_cpu_emulation(void **state) {
                     // A forced 3 runs the GEMV (beyond its 8 images the split GEMV: blocks per chunk
                     // and image group) where the rows load in quads; K = 1030's do not: a GEMM tile.
                     if (tiles[t] == 3) assert_true((ran == 3) == (K % 4 == 0));
+                    // A forced linear tile runs where rows load in quads; K = 1030 the automatic choice.
+                    if (tiles[t] >= lt) assert_true((ran == tiles[t]) == (K % 4 == 0));
                     float *y = tu_host_from(dy, (size_t)count, S);
                     char what[96];
                     snprintf(what, sizeof what, "K=%lld S=%d N=%lld relu=%d tile %d (ran %d) = emu", (long long)K,

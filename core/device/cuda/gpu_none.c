@@ -239,6 +239,9 @@ int ff_gpu_debug_x3_tile_count(void) {
 int ff_gpu_debug_x3_presplit_first(void) {
     return -1;
 }
+int ff_gpu_debug_lin_tile_first(void) {
+    return -1;
+}
 void ff_gpu_debug_split_scratch_off(bool off) {
     (void)off;
 }

@@ -294,6 +294,122 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MINB > 0 ? MINB : 512 /
     }
 }
 
+// ------------------------------------------------------------------ linear layers' tiles (k_lin)
+// A linear layer's GEMM (run_gemm<true>; rows of whole 16-byte quads, lin_tiles_apply) with
+// k_gemm's chains: each output its own, k ascending from the bias (chunk 0) or +0 (the chunks
+// after it: problem z of a split layer), so the same bits. k_gemm's LIN tiles copy the operands
+// transposed, a float at a time (a cp.async per element), and at mnist's fc1 one 4 x 4 block a
+// multiprocessor leaves each scheduler one warp (40 us at batch 256 for 0.6 GFLOP, the split GEMV
+// 19.5 at batch 64: its one chain a thread reads 8 bytes of shared memory a term). Here the tiles
+// are staged as they lie, k contiguous, in 16-byte copies, and a thread's TM x TN chains step four
+// terms at a time on float4 reads of its TM weight rows and TN input rows ((TM + TN) reads for
+// 4 TM TN fmas).
+// A thread owns rows m0 + tr + RT i (RT = BM / TM) and images p0 + tc + CT j (CT = BN / TN): the
+// RT lanes of consecutive tr read consecutive weight rows (pitch BK + 4 = 4 mod 32 words: no bank
+// conflict) and store consecutive floats of an output row; the few tc of a warp read broadcast
+// input rows.
+template <int BM, int BN, int TM, int TN, int BK, int ST>
+constexpr int lin_smem_floats() {
+    return ST * (BM + BN) * (BK + 4);
+}
+template <int BM, int BN, int TM, int TN, int BK, int ST>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN))
+    k_lin(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
+          const float *__restrict__ bias, GemmGeom g, int relu) {
+    constexpr int RT = BM / TM, CT = BN / TN, T = RT * CT, KP = BK + 4;
+    static_assert(BK % 4 == 0 && BM % TM == 0 && BN % TN == 0, "whole quads, whole thread tiles");
+    extern __shared__ __align__(16) float smem[];
+    float *Ws = smem;                // [ST][BM][KP]: weight rows, k contiguous
+    float *Xs = Ws + ST * BM * KP;   // [ST][BN][KP]: input rows (images), k contiguous
+    const int tid = threadIdx.x, tr = tid % RT, tc = tid / RT;
+    const int m0 = blockIdx.y * BM;
+    const long long p0 = (long long)blockIdx.x * BN;
+    if (blockIdx.z > 0) bias = nullptr;  // split-K: only chunk 0 starts at the bias
+    w += blockIdx.z * g.zA;
+    in += blockIdx.z * g.zB;
+    out += blockIdx.z * g.zC;
+
+    auto load_stage = [&](int st, int k0) {  // rows g.ld floats apart (as k_gemm's LIN loads)
+        float *ws = Ws + st * BM * KP, *xs = Xs + st * BN * KP;
+        for (int e = tid; e < BM * BK / 4; e += T) {
+            const int r = e / (BK / 4), c = (e % (BK / 4)) * 4;
+            const bool v = m0 + r < g.M && k0 + c < g.Kd;  // Kd % 4 == 0: a quad is wholly in or out
+            cp_async16(ws + r * KP + c, v ? w + (long long)(m0 + r) * g.ld + k0 + c : w, v);
+        }
+        for (int e = tid; e < BN * BK / 4; e += T) {
+            const int r = e / (BK / 4), c = (e % (BK / 4)) * 4;
+            const bool v = p0 + r < g.P && k0 + c < g.Kd;
+            cp_async16(xs + r * KP + c, v ? in + (p0 + r) * g.ld + k0 + c : in, v);
+        }
+    };
+
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        const int m = m0 + tr + RT * i;
+        const float b0 = bias && m < g.M ? bias[m] : 0.0f;  // the chain starts at the bias (or +0)
+#pragma unroll
+        for (int j = 0; j < TN; j++) acc[i][j] = b0;
+    }
+    const int ntiles = (g.Kd + BK - 1) / BK;
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++) {
+        if (s < ntiles) load_stage(s, s * BK);
+        cp_async_commit();
+    }
+    for (int t = 0; t < ntiles; t++) {
+        cp_async_wait<ST - 2>();
+        __syncthreads();  // stage t is visible to all; stage t - 1 is no longer being read
+        {
+            const int tn = t + ST - 1;
+            if (tn < ntiles) load_stage(tn % ST, tn * BK);
+            cp_async_commit();
+        }
+        const float *ws = Ws + (t % ST) * BM * KP + tr * KP;
+        const float *xs = Xs + (t % ST) * BN * KP + tc * KP;
+        const int kr = min(BK, g.Kd - t * BK);  // a multiple of 4; only the last tile is partial
+#pragma unroll
+        for (int k = 0; k < BK; k += 4) {
+            if (k >= kr) break;  // terms past Kd are never added
+            float4 a[TM], x[TN];
+#pragma unroll
+            for (int i = 0; i < TM; i++) a[i] = *(const float4 *)(ws + RT * i * KP + k);
+#pragma unroll
+            for (int j = 0; j < TN; j++) x[j] = *(const float4 *)(xs + CT * j * KP + k);
+            // terms k, k + 1, k + 2, k + 3 of every chain, in that order
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].x, x[j].x, acc[i][j]);
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].y, x[j].y, acc[i][j]);
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].z, x[j].z, acc[i][j]);
+#pragma unroll
+            for (int i = 0; i < TM; i++)
+#pragma unroll
+                for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].w, x[j].w, acc[i][j]);
+        }
+    }
+    cp_async_wait<0>();
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+        const int m = m0 + tr + RT * i;
+        if (m >= g.M) continue;
+#pragma unroll
+        for (int j = 0; j < TN; j++) {
+            const long long p = p0 + tc + CT * j;
+            if (p >= g.P) continue;
+            const float v = acc[i][j];
+            out[p * g.out_img + m] = relu ? relu_f(v) : v;  // k_gemm's store at HWo = 1
+        }
+    }
+}
+
 // ------------------------------------------------------------------ conv on tensor cores, 3xTF32
 // The products, their order and the epilogue are tf32x3.cuh's (shared with the weight gradient).
 template <int BM, int BN, int BK, int STAGES>
@@ -854,7 +970,20 @@ __global__ void __launch_bounds__(GV_T) k_gemv(float *__restrict__ out, const fl
 #define CFG_21 64, 64, 8, 4, 16, 4, 5  // 128 threads
 #define CFG_22 64, 64, 8, 4, 16, 3, 5  // 128 threads
 #define CFG_23 32, 64, 4, 4, 16, 4, 6  // 128 threads
-enum { TILE_GEMV = 3, N_TILES = 24 };
+// Linear layers' tiles (k_lin, where lin_tiles_apply; a forced one elsewhere runs the automatic
+// choice): BM, BN, TM, TN, BK, ST. Configuration TILE_LIN + i is LCFG_i. mnist's fc1 (128 rows,
+// 8 chunks of 1152) forward and its data gradient (9216 rows, 128 terms) at batch 64 and 256 span
+// one to nine blocks a multiprocessor: 16 chains a thread where there are many, 4 where few.
+#define LCFG_0 32, 64, 4, 4, 32, 4  // 128 threads
+#define LCFG_1 32, 32, 4, 4, 32, 4  // 64 threads
+#define LCFG_2 32, 32, 2, 2, 32, 4  // 256 threads
+#define LCFG_3 16, 32, 2, 2, 32, 4  // 128 threads
+#define LCFG_4 64, 64, 4, 4, 32, 3  // 256 threads
+#define LCFG_5 64, 32, 4, 4, 32, 4  // 128 threads
+#define LCFG_6 16, 16, 2, 2, 64, 4  // 64 threads
+#define LCFG_7 32, 16, 4, 2, 32, 4  // 64 threads
+#define FF_FOR_EACH_LIN(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+enum { TILE_GEMV = 3, TILE_LIN = 24, N_TILES = 32 };
 // --precision tf32x3's conv configurations (k_conv_x3): BM, BN, WM, WN, BK, STAGES, MINB.
 #define X3CFG_0 64, 128, 32, 32, 32, 3, 0   // 256 threads
 #define X3CFG_1 64, 64, 32, 32, 32, 4, 0    // 128 threads
@@ -948,6 +1077,9 @@ extern "C" void ff_gpu_debug_force_tile(int tile) {
 extern "C" int ff_gpu_debug_tile_count(void) {
     return N_TILES;
 }
+extern "C" int ff_gpu_debug_lin_tile_first(void) {
+    return TILE_LIN;
+}
 extern "C" void ff_gpu_set_tuning(bool on) {
     g_tuning = on;
 }
@@ -1007,6 +1139,10 @@ extern "C" ff_status ff_gpu_kernels_init(void) {
     FF_FOR_EACH_WP(FF_SET_LIMIT_WP)
 #undef FF_SET_LIMIT_WP
 #endif
+#define FF_SET_LIMIT_LIN(i) \
+    FF_CUDA_CHECK(cudaFuncSetAttribute(k_lin<LCFG_##i>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+    FF_FOR_EACH_LIN(FF_SET_LIMIT_LIN)
+#undef FF_SET_LIMIT_LIN
     FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<16, GV_ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)(GV_SMEM_FLOATS * sizeof(float))));
     FF_CUDA_CHECK(cudaFuncSetAttribute(k_gemv<8, GV_ST>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1061,11 +1197,39 @@ static ff_status launch_gemv_split(float *out, const float *in, const float *w, 
     return FF_OK;
 }
 
+// k_lin (linear layers' tiles) where the rows load in 16-byte quads: the split GEMV's layouts, any batch.
+static bool lin_tiles_apply(const GemmGeom &g, const float *in, const float *w) {
+    const bool linear_layout = g.HWo == 1 && g.out_img == g.M &&  // (Winograd's batched GEMMs are not)
+                               (g.batch <= 1 || (g.zA == g.Kd && g.zB == g.Kd && g.zC == g.P * g.M));
+    return linear_layout && g.Kd % 4 == 0 && g.ld % 4 == 0 && ((uintptr_t)in & 15) == 0 && ((uintptr_t)w & 15) == 0;
+}
+template <int BM, int BN, int TM, int TN, int BK, int ST>
+static ff_status launch_lin(float *out, const float *in, const float *w, const float *b, const GemmGeom &g, bool relu,
+                            cudaStream_t s) {
+    if (!lin_tiles_apply(g, in, w))
+        return FF_FAIL(FF_ERR_INPUT, "the linear tiles take rows of whole 16-byte quads (Kd %d, ld %d)", g.Kd, g.ld);
+    const long long gx = (g.P + BN - 1) / BN;
+    const int gy = (g.M + BM - 1) / BM, gz = g.batch > 0 ? g.batch : 1;
+    if (gx > 0x7fffffffLL || gy > 65535 || gz > 65535)
+        return FF_FAIL(FF_ERR_INPUT, "linear grid %lld x %d x %d too large (M=%d, P=%lld)", gx, gy, gz, g.M, g.P);
+    k_lin<BM, BN, TM, TN, BK, ST><<<dim3((unsigned)gx, (unsigned)gy, (unsigned)gz), (BM / TM) * (BN / TN),
+                                    lin_smem_floats<BM, BN, TM, TN, BK, ST>() * sizeof(float), s>>>(out, in, w, b, g,
+                                                                                                     relu ? 1 : 0);
+    FF_LAUNCH_CHECK("k_lin");
+    return FF_OK;
+}
+
 template <bool LIN>
 static ff_status launch_cfg(int cfg, float *out, const float *in, const float *w, const float *b, const GemmGeom &g,
                             bool relu, cudaStream_t s) {
     if (LIN && cfg == TILE_GEMV) return launch_gemv_split(out, in, w, b, g, relu, s);
     switch (cfg) {
+#define FF_CASE(i) \
+    case TILE_LIN + i: \
+        if (LIN) return launch_lin<LCFG_##i>(out, in, w, b, g, relu, s); \
+        break;
+        FF_FOR_EACH_LIN(FF_CASE)
+#undef FF_CASE
 #define FF_CASE(i) \
     case i: return launch_gemm<CFG_##i, LIN>(out, in, w, b, g, relu, s);
         FF_FOR_EACH_CFG(FF_CASE)
@@ -1298,9 +1462,10 @@ static int heuristic_cfg(const GemmGeom &g) {
 }
 
 static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
-// A linear layer's: the GEMM tiles and the split GEMV (TILE_GEMV, where it applies; else skipped).
-static const int g_lin_cfgs[] = {0,  1,  2,  4,  5,  6,  7,  8,  9,  10, 11, 12,
-                                 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, TILE_GEMV};
+// A linear layer's: the GEMM tiles, the split GEMV (TILE_GEMV) and the linear tiles (TILE_LIN..;
+// these two where they apply, else skipped).
+static const int g_lin_cfgs[] = {0,  1,  2,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
+                                 17, 18, 19, 20, 21, 22, 23, TILE_GEMV, 24, 25, 26, 27, 28, 29, 30, 31};
 
 // Times every configuration on the real buffers (each writes the same bits) and keeps the fastest;
 // launch(cfg) runs configuration cfg of the kernel `kind`.
@@ -1386,9 +1551,12 @@ static ff_status run_gemm(float *out, const float *in, const float *w, const flo
     memcpy(&g, &g0, sizeof g);
     if (LIN && g.ld == 0) g.ld = g.Kd;
     auto launch = [&](int c) { return launch_cfg<LIN>(c, out, in, w, b, g, relu, s); };
-    // A forced TILE_GEMV: the split GEMV where it applies (a linear layer's), else the automatic choice.
+    // A forced TILE_GEMV or linear tile: that kernel where it applies (a linear layer's), else the
+    // automatic choice.
+    const bool lin_tile = g_force_tile >= TILE_LIN && g_force_tile < N_TILES;
     const bool forced = g_force_tile >= 0 && g_force_tile < N_TILES &&
-                        (g_force_tile != TILE_GEMV || (LIN && gemv_split_applies(g, in, w)));
+                        (g_force_tile != TILE_GEMV || (LIN && gemv_split_applies(g, in, w))) &&
+                        (!lin_tile || (LIN && lin_tiles_apply(g, in, w)));
     const int *cfgs = LIN ? g_lin_cfgs : g_cfgs;
     const int ncfgs = LIN ? (int)(sizeof g_lin_cfgs / sizeof g_lin_cfgs[0]) : (int)(sizeof g_cfgs / sizeof g_cfgs[0]);
     int cfg;

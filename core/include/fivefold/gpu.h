@@ -206,11 +206,15 @@ void ff_gpu_set_conv_math(bool tf32x3);
 bool ff_gpu_conv_math_tf32x3(void);
 // Test hook: force configuration `tile` (0 .. ff_gpu_debug_tile_count()-1; 3 is the linear GEMV
 // path, used where it applies: up to 8 images a thread an output, its chunks in turn; more, the
-// split GEMV, a block per chunk and group of 8 images; a tf32x3 conv runs its configuration
-// tile % ff_gpu_debug_x3_tile_count()); -1 restores the automatic choice. Tests only:
-// process-wide, set it while no other thread launches kernels.
+// split GEMV, a block per chunk and group of 8 images; ff_gpu_debug_lin_tile_first() and up are
+// the linear tiles, where they apply; elsewhere these two run the automatic choice; a tf32x3 conv
+// runs its configuration tile % ff_gpu_debug_x3_tile_count()); -1 restores the automatic choice.
+// Tests only: process-wide, set it while no other thread launches kernels.
 void ff_gpu_debug_force_tile(int tile);
 int ff_gpu_debug_tile_count(void);
+// The first of the linear layers' tiles (k_lin, layers_cuda.cu: rows of whole 16-byte quads, the
+// chains of the GEMM tiles), up to ff_gpu_debug_tile_count() - 1; -1 in a build without CUDA.
+int ff_gpu_debug_lin_tile_first(void);
 // The number of tf32x3 conv configurations (k_conv_x3's tiles, layers_cuda.cu).
 int ff_gpu_debug_x3_tile_count(void);
 // The first tf32x3 configuration that runs on operands split before the conv (k_conv_x3_wgp; those
