@@ -319,8 +319,8 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
     constexpr int RT = BM / TM, CT = BN / TN, T = RT * CT, KP = BK + 4;
     static_assert(BK % 4 == 0 && BM % TM == 0 && BN % TN == 0, "whole quads, whole thread tiles");
     extern __shared__ __align__(16) float smem[];
-    float *Ws = smem;                // [ST][BM][KP]: weight rows, k contiguous
-    float *Xs = Ws + ST * BM * KP;   // [ST][BN][KP]: input rows (images), k contiguous
+    float *Ws = smem;               // [ST][BM][KP]: weight rows, k contiguous
+    float *Xs = Ws + ST * BM * KP;  // [ST][BN][KP]: input rows (images), k contiguous
     const int tid = threadIdx.x, tr = tid % RT, tc = tid / RT;
     const int m0 = blockIdx.y * BM;
     const long long p0 = (long long)blockIdx.x * BN;
@@ -376,7 +376,7 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
             for (int i = 0; i < TM; i++) a[i] = *(const float4 *)(ws + RT * i * KP + k);
 #pragma unroll
             for (int j = 0; j < TN; j++) x[j] = *(const float4 *)(xs + CT * j * KP + k);
-            // terms k, k + 1, k + 2, k + 3 of every chain, in that order
+                // terms k, k + 1, k + 2, k + 3 of every chain, in that order
 #pragma unroll
             for (int i = 0; i < TM; i++)
 #pragma unroll
@@ -1212,9 +1212,9 @@ static ff_status launch_lin(float *out, const float *in, const float *w, const f
     const int gy = (g.M + BM - 1) / BM, gz = g.batch > 0 ? g.batch : 1;
     if (gx > 0x7fffffffLL || gy > 65535 || gz > 65535)
         return FF_FAIL(FF_ERR_INPUT, "linear grid %lld x %d x %d too large (M=%d, P=%lld)", gx, gy, gz, g.M, g.P);
-    k_lin<BM, BN, TM, TN, BK, ST><<<dim3((unsigned)gx, (unsigned)gy, (unsigned)gz), (BM / TM) * (BN / TN),
-                                    lin_smem_floats<BM, BN, TM, TN, BK, ST>() * sizeof(float), s>>>(out, in, w, b, g,
-                                                                                                     relu ? 1 : 0);
+    k_lin<BM, BN, TM, TN, BK, ST>
+        <<<dim3((unsigned)gx, (unsigned)gy, (unsigned)gz), (BM / TM) * (BN / TN),
+           lin_smem_floats<BM, BN, TM, TN, BK, ST>() * sizeof(float), s>>>(out, in, w, b, g, relu ? 1 : 0);
     FF_LAUNCH_CHECK("k_lin");
     return FF_OK;
 }
@@ -1224,8 +1224,8 @@ static ff_status launch_cfg(int cfg, float *out, const float *in, const float *w
                             bool relu, cudaStream_t s) {
     if (LIN && cfg == TILE_GEMV) return launch_gemv_split(out, in, w, b, g, relu, s);
     switch (cfg) {
-#define FF_CASE(i) \
-    case TILE_LIN + i: \
+#define FF_CASE(i)                                                       \
+    case TILE_LIN + i:                                                   \
         if (LIN) return launch_lin<LCFG_##i>(out, in, w, b, g, relu, s); \
         break;
         FF_FOR_EACH_LIN(FF_CASE)
@@ -1464,7 +1464,7 @@ static int heuristic_cfg(const GemmGeom &g) {
 static const int g_cfgs[] = {0, 1, 2, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23};
 // A linear layer's: the GEMM tiles, the split GEMV (TILE_GEMV) and the linear tiles (TILE_LIN..;
 // these two where they apply, else skipped).
-static const int g_lin_cfgs[] = {0,  1,  2,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
+static const int g_lin_cfgs[] = {0,  1,  2,  4,  5,  6,  7,  8,         9,  10, 11, 12, 13, 14, 15, 16,
                                  17, 18, 19, 20, 21, 22, 23, TILE_GEMV, 24, 25, 26, 27, 28, 29, 30, 31};
 
 // Times every configuration on the real buffers (each writes the same bits) and keeps the fastest;
