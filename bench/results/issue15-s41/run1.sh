@@ -47,7 +47,7 @@ for p in tf32x3 fp32; do
 done
 el c done
 if [ "$(dr_left 470)" -gt 100 ]; then
-    rm -rf /tmp/mut && mkdir /tmp/mut && git ls-files -z | xargs -0 cp --parents -t /tmp/mut
+    rm -rf /tmp/mut && mkdir /tmp/mut && tar -C . --exclude=./build-gpu --exclude=./.data-mid --exclude=./bench/results -cf - . | tar -C /tmp/mut -xf -
     python3 - /tmp/mut/core/device/cuda/layers_cuda.cu <<'PY'
 import sys
 p = sys.argv[1]; s = open(p).read()
