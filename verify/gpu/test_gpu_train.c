@@ -1578,6 +1578,34 @@ static void pool_sparse_backward_bits(void **state) {
             free(a), free(b);
             ff_gpu_free(gq1);
         }
+        {  // in two halves (the picks from y, then the gate from dy and the pool's forward output): the
+           // same bytes, two windows a thread and one (the picks) over NaN-poisoned buffers
+            const ff_rows prow = ff_rows_full(P);
+            float *gpooled = tu_dev_from(NULL, ndy, F.s);
+            CHECK_OK(ff_gpu_maxpool(gpooled, gy, P, &prow, n, F.s));
+            const size_t gq_bytes = ndy * (sizeof(float) + 1);
+            unsigned char *a = (unsigned char *)tu_host_from(gq, ny, F.s);
+            for (int one = 0; one < 2; one++) {
+                float *gq2 = tu_dev_from(NULL, ny, F.s);
+                CHECK_OK(ff_gpu_fill(gq2, NAN, ny, F.s));
+                ff_gpu_debug_force_pool_sparse_gradient1(one);
+                CHECK_OK(ff_gpu_pool_sparse_picks(gq2, gy, L, P, n, F.s));
+                ff_gpu_debug_force_pool_sparse_gradient1(false);
+                CHECK_OK(ff_gpu_pool_sparse_gate(gq2, gdy, gpooled, L, P, n, F.s));
+                unsigned char *b = (unsigned char *)tu_host_from(gq2, ny, F.s);
+                size_t differ = 0;
+                for (size_t i = 0; i < gq_bytes; i++) differ += a[i] != b[i];
+                printf(
+                    "  %-52s %zu of %zu bytes differ  %s\n",
+                    one ? "pool-sparse picks (one window) + gate vs gradient" : "pool-sparse picks + gate vs gradient",
+                    differ, gq_bytes, differ ? "FAIL" : "PASS");
+                bad += differ;
+                free(b);
+                ff_gpu_free(gq2);
+            }
+            free(a);
+            ff_gpu_free(gpooled);
+        }
         CHECK_OK(ff_gpu_pool_sparse_backward_data(gdx, gq, gw, gate ? gx : NULL, L, P, n, F.s));
         CHECK_OK(ff_gpu_pool_sparse_backward_weights(grows, grows + KCRS, (int64_t)stride, gq, true, gx, L, P, n, group,
                                                      work, F.s));

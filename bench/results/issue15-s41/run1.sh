@@ -7,7 +7,11 @@
 #     as sessions 39-40: tf32x3 d03b85df / 81bc1407 b64, 76f6ddbd / d2cdb73c b256)
 #  b. ms per step tf32x3 and fp32, batch 64 and 256, and traced steps (which kernel the tuner took)
 #  c. train_bench tf32x3 then fp32 against PyTorch's CUDA graph in the same call
-#  d. a mutant of k_lin (terms k + 2 and k + 3 of each chain swapped) must fail test_gpu_layers
+#  d. mutants: k_lin with terms k + 2 and k + 3 of each chain swapped must fail test_gpu_layers; the
+#     gate passing dy where the pooled value is 0 (>= for >) must fail test_gpu_train's picks + gate
+# And the pool-sparse gradient in two halves: the picks on the gradient lane at the start of the
+# backward (beside fc2's and fc1's), the stream only gating dy (k_ps_gate) where k_ps_gradient2
+# ran (14.8 / 29.4 us at batch 64 / 256 in session 40): test_gpu_train compares the halves' bytes.
 # Usage: bash bench/results/issue15-s41/run1.sh OUTDIR  (carry .deps, .ff-source-commit, .data-mid)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -57,8 +61,19 @@ assert s.count(z) == 1 and s.count(w) == 1
 s = s.replace(z, "@Z@").replace(w, z).replace("@Z@", w)
 open(p, "w").write(s)
 PY
-    dr_build /tmp/mut test_gpu_layers && (cd /tmp/mut/build-gpu && timeout 100 ./verify/gpu/test_gpu_layers > "$out/mutant.log" 2>&1)
+    python3 - /tmp/mut/core/device/cuda/pool_sparse.cu <<'PY'
+import sys
+p = sys.argv[1]; s = open(p).read()
+g = "G[t] = !(pooled[t] > 0.0f) ? 0.0f : __fadd_rn(0.0f, dy[t]);"
+assert s.count(g) == 1
+s = s.replace(g, g.replace("> 0.0f", ">= 0.0f"))
+open(p, "w").write(s)
+PY
+    dr_build /tmp/mut test_gpu_layers test_gpu_train && (cd /tmp/mut/build-gpu && timeout 100 ./verify/gpu/test_gpu_layers > "$out/mutant.log" 2>&1)
     echo "d. mutant (k_lin terms k+2, k+3 swapped): test_gpu_layers exit $? (must be nonzero)"
     grep -E "tile 2[4-9].*FAIL|tile 3[01].*FAIL|FAILED|PASSED" "$out/mutant.log" | head -8
+    (cd /tmp/mut/build-gpu && timeout 100 ./verify/gpu/test_gpu_train > "$out/mutant-train.log" 2>&1)
+    echo "d. mutants: test_gpu_train exit $? (must be nonzero); picks + gate lines:"
+    grep -E "picks" "$out/mutant-train.log" | head -6
 fi
 el done

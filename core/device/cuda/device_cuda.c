@@ -130,6 +130,7 @@ typedef struct {
     ff_gpu_stream lane;
     ff_gpu_event lane_fork, lane_join;
     ff_gpu_event prep_done[FF_MAX_LAYERS];  // layer l's rearranged weights made on the lane (prep_floats)
+    ff_gpu_event picks_done;                // the pool-sparse picks made on the lane (pool_picks_early)
     bool lane_off;
     // FF_TRAIN_POOL_SPARSE: where the pool-sparse backward applies (gpu.h), 0 the dense kernels, 1 the
     // pool-sparse weight gradient, 2 (the default) the data gradient too (the pool writing the sparse form)
@@ -170,6 +171,7 @@ static void cuda_destroy(ff_device *d) {
     if (c->side_done) ff_gpu_event_destroy(c->side_done);
     if (c->lane_fork) ff_gpu_event_destroy(c->lane_fork);
     if (c->lane_join) ff_gpu_event_destroy(c->lane_join);
+    if (c->picks_done) ff_gpu_event_destroy(c->picks_done);
     for (int i = 0; i < FF_MAX_LAYERS; i++)
         if (c->prep_done[i]) ff_gpu_event_destroy(c->prep_done[i]);
     if (c->lane) ff_gpu_stream_destroy(c->lane);
@@ -1067,6 +1069,16 @@ static bool pool_sparse_conv(const cuda_device *c, int l, int lo, int hi) {
            m->layers[l + 1].op == FF_OP_RELU && ff_gpu_pool_sparse_applies(&m->layers[l], &m->layers[l + 2]);
 }
 
+// Whether maxpool layer l of a backward through [lo, hi] writes the pool-sparse form (a relu below
+// it, a conv below that where the path applies, pool_mode 2) into a kept gradient (kept_offset,
+// where backward_layers puts it under lanes): its picks, which read only the forward's activations,
+// can then be made on the lane at the start of the backward, beside the layers above.
+static bool pool_picks_early(const cuda_device *c, int l, int lo, int hi) {
+    const ff_model *m = c->base.model;
+    return l - 2 >= lo && l - 1 > 0 && m->layers[l].op == FF_OP_MAXPOOL && m->layers[l - 1].op == FF_OP_RELU &&
+           c->pool_mode == 2 && pool_sparse_conv(c, l - 2, lo, hi) && kept_offset(m, l - 1) >= 0;
+}
+
 // From layer hi down to lo, all n images per launch: conv/linear write group g's weight and bias
 // gradients into row g of grads at the layer's offsets in ff_weights' layout (the weight kernels
 // keep each group's sums apart), then the data gradient (not for layer 0: the input's gradient is
@@ -1086,6 +1098,7 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
     // layer (they read only the weights, which nothing writes before the join), each slot with its
     // event, so that the stream runs only the data gradient itself when it gets there.
     const float *slot[FF_MAX_LAYERS] = {NULL};  // layer l's weights made on the lane, NULL: none
+    bool picks[FF_MAX_LAYERS] = {false};        // maxpool l's picks made on the lane
     if (lanes && data) {
         ff_gpu_stream ls = c->stream;
         for (int l = hi; l > lo; l--) {
@@ -1098,6 +1111,18 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
             FF_TRY(ff_gpu_event_record(c->prep_done[l], c->lane));
             slot[l] = at;
         }
+        // Then the picks of the pool-sparse gradients, into the kept gradient each pool's backward
+        // fills (their q part; the stream gates dy into the g part once picks_done is in).
+        bool any = false;
+        for (int l = hi; l > lo; l--) {
+            if (!pool_picks_early(c, l, lo, hi)) continue;
+            if (!*forked) FF_TRY(lane_fork(c, true, &ls));
+            *forked = true;
+            float *gq = c->d_kept + kept_offset(m, l - 1) * n;  // the pool's dx below (keep_at)
+            FF_TRY(ff_gpu_pool_sparse_picks(gq, act[l], &m->layers[l - 2], &m->layers[l], n, c->lane));
+            picks[l] = any = true;
+        }
+        if (any) FF_TRY(ff_gpu_event_record(c->picks_done, c->lane));
     }
     const float *cur = dz;
     bool cur_sparse = false;  // cur holds the pool-sparse gradient (gpu.h) of the conv below
@@ -1180,7 +1205,10 @@ static ff_status backward_layers(cuda_device *c, bool *forked, backward_pass pas
                 if (need_dx) FF_TRY(ff_gpu_relu_backward(dx, cur, y, n * ff_shape_numel(L->out), c->stream));
                 break;
             case FF_OP_MAXPOOL:
-                if (need_dx && to_sparse)
+                if (need_dx && to_sparse && picks[l]) {  // dx is the kept gradient the lane put q in
+                    FF_TRY(ff_gpu_stream_wait_event(c->stream, c->picks_done));
+                    FF_TRY(ff_gpu_pool_sparse_gate(dx, cur, y, &m->layers[l - 2], L, n, c->stream));
+                } else if (need_dx && to_sparse)
                     FF_TRY(ff_gpu_pool_sparse_gradient(dx, cur, x, &m->layers[l - 2], L, n, c->stream));
                 else if (need_dx)
                     FF_TRY(ff_gpu_maxpool_backward(dx, cur, x, L, n, pool_relu, c->stream));
@@ -1222,6 +1250,7 @@ static ff_status train_backward(cuda_device *c, backward_pass pass, float *grads
     if (lane_on && !c->lane) FF_TRY(ff_gpu_stream_create(&c->lane));
     if (lane_on && !c->lane_fork) FF_TRY(ff_gpu_event_create(&c->lane_fork));
     if (lane_on && !c->lane_join) FF_TRY(ff_gpu_event_create(&c->lane_join));
+    if (lane_on && !c->picks_done) FF_TRY(ff_gpu_event_create(&c->picks_done));
     for (int l = lo + 1; lane_on && l <= hi; l++)
         if (prep_floats(&c->base, hi, l) > 0 && !c->prep_done[l]) FF_TRY(ff_gpu_event_create(&c->prep_done[l]));
     const size_t kept_need = (size_t)n * (size_t)kept_per_image(m, hi);

@@ -319,6 +319,16 @@ ff_status ff_gpu_pool_sparse_gradient(float *gq, const float *dy, const float *y
     (void)gq, (void)dy, (void)y, (void)conv, (void)pool, (void)n, (void)s;
     return FF_NO_CUDA();
 }
+ff_status ff_gpu_pool_sparse_picks(float *gq, const float *y, const ff_layer *conv, const ff_layer *pool, int64_t n,
+                                   ff_gpu_stream s) {
+    (void)gq, (void)y, (void)conv, (void)pool, (void)n, (void)s;
+    return FF_NO_CUDA();
+}
+ff_status ff_gpu_pool_sparse_gate(float *gq, const float *dy, const float *pooled, const ff_layer *conv,
+                                  const ff_layer *pool, int64_t n, ff_gpu_stream s) {
+    (void)gq, (void)dy, (void)pooled, (void)conv, (void)pool, (void)n, (void)s;
+    return FF_NO_CUDA();
+}
 ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq, const float *w, const float *gate,
                                            const ff_layer *conv, const ff_layer *pool, int64_t n, ff_gpu_stream s) {
     (void)dx, (void)gq, (void)w, (void)gate, (void)conv, (void)pool, (void)n, (void)s;

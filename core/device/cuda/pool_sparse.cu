@@ -89,6 +89,45 @@ static __global__ void k_ps_gradient2(float *__restrict__ G, uint8_t *__restrict
     }
 }
 
+// The sparse gradient in two halves (ff_gpu_pool_sparse_picks, ff_gpu_pool_sparse_gate): the picks
+// read only the forward's y, so they can be made before dy exists (on the gradient lane while the
+// layers above run their backward); the gate then needs only dy and the pool's output, which is
+// the window's max by the pick's rule (k_maxpool2's max_tap: the value pool2x2_pick returns), so
+// pooled > 0 is the pick's test. Together they write k_ps_gradient's bytes.
+template <typename I>
+static __global__ void k_ps_picks(uint8_t *__restrict__ Q, const float *__restrict__ y, int Ho, int Wo, int PH, int PW,
+                                  I total) {
+    const int PP = PH * PW;
+    for (I t = blockIdx.x * (I)blockDim.x + threadIdx.x; t < total; t += (I)gridDim.x * blockDim.x) {
+        const I plane = t / (I)PP;
+        const int o = (int)(t - plane * PP), py = o / PW, px = o - py * PW;
+        const float *p = y + (long long)plane * Ho * Wo + (long long)(2 * py) * Wo + 2 * px;
+        float bv;
+        Q[t] = (uint8_t)pool2x2_pick(p[0], p[1], p[Wo], p[Wo + 1], &bv);
+    }
+}
+// Two windows a thread, as k_ps_gradient2 (where ps_gradient_pairs' alignment holds).
+template <typename I>
+static __global__ void k_ps_picks2(uint8_t *__restrict__ Q, const float *__restrict__ y, int Ho, int Wo, int PH, int PW,
+                                   I pairs) {
+    const int HP = PW / 2, PP2 = PH * HP;
+    for (I t = blockIdx.x * (I)blockDim.x + threadIdx.x; t < pairs; t += (I)gridDim.x * blockDim.x) {
+        const I plane = t / (I)PP2;
+        const int o = (int)(t - plane * PP2), py = o / HP, px = 2 * (o - py * HP);
+        const float *p = y + (long long)plane * Ho * Wo + (long long)(2 * py) * Wo + 2 * px;
+        const float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + Wo);
+        float v0, v1;
+        const int q0 = pool2x2_pick(a.x, a.y, b.x, b.y, &v0), q1 = pool2x2_pick(a.z, a.w, b.z, b.w, &v1);
+        *reinterpret_cast<uint16_t *>(Q + (long long)plane * PH * PW + py * PW + px) = (uint16_t)(q0 | q1 << 8);
+    }
+}
+static __global__ void k_ps_gate(float *__restrict__ G, const float *__restrict__ dy, const float *__restrict__ pooled,
+                                 long long total) {
+    for (long long t = blockIdx.x * (long long)blockDim.x + threadIdx.x; t < total;
+         t += (long long)gridDim.x * blockDim.x)
+        G[t] = !(pooled[t] > 0.0f) ? 0.0f : __fadd_rn(0.0f, dy[t]);
+}
+
 // ------------------------------------------------------------------ data gradient
 // A block per (image, row pair, 13 columns, 32 input channels), lane = input channel: every
 // window's g and pick are the same for the whole warp, so a window's taps land at places known at
@@ -459,6 +498,46 @@ extern "C" ff_status ff_gpu_pool_sparse_gradient(float *gq, const float *dy, con
         k_ps_gradient<long long>
             <<<(unsigned)blocks, 256, 0, ff_cu_stream(s)>>>(gq, q, dy, y, g.Ho, g.Wo, g.PH, g.PW, total);
     FF_LAUNCH_CHECK("k_ps_gradient");
+    return FF_OK;
+}
+
+extern "C" ff_status ff_gpu_pool_sparse_picks(float *gq, const float *y, const ff_layer *conv, const ff_layer *pool,
+                                              int64_t n, ff_gpu_stream s) {
+    FF_TRY(ps_check("the pool's picks", conv, pool, n));
+    if (n == 0) return FF_OK;
+    const PsGeom g = ps_geom(conv, pool);
+    const long long total = n * (long long)g.K * g.PH * g.PW;
+    uint8_t *q = reinterpret_cast<uint8_t *>(gq + total);
+    const bool pairs = g.PW % 2 == 0 && g.Wo % 4 == 0 && ((uintptr_t)y & 15) == 0 && ((uintptr_t)gq & 7) == 0 &&
+                       total % 2 == 0 && !g_force_gradient1;
+    const long long items = pairs ? total / 2 : total;
+    long long blocks = (items + 255) / 256;
+    if (blocks > (1 << 20)) blocks = 1 << 20;
+    const bool narrow = items <= INT32_MAX && blocks * 256 <= INT32_MAX;
+    if (pairs && narrow)
+        k_ps_picks2<unsigned>
+            <<<(unsigned)blocks, 256, 0, ff_cu_stream(s)>>>(q, y, g.Ho, g.Wo, g.PH, g.PW, (unsigned)items);
+    else if (pairs)
+        k_ps_picks2<long long><<<(unsigned)blocks, 256, 0, ff_cu_stream(s)>>>(q, y, g.Ho, g.Wo, g.PH, g.PW, items);
+    else if (narrow)
+        k_ps_picks<unsigned>
+            <<<(unsigned)blocks, 256, 0, ff_cu_stream(s)>>>(q, y, g.Ho, g.Wo, g.PH, g.PW, (unsigned)items);
+    else
+        k_ps_picks<long long><<<(unsigned)blocks, 256, 0, ff_cu_stream(s)>>>(q, y, g.Ho, g.Wo, g.PH, g.PW, items);
+    FF_LAUNCH_CHECK("k_ps_picks");
+    return FF_OK;
+}
+
+extern "C" ff_status ff_gpu_pool_sparse_gate(float *gq, const float *dy, const float *pooled, const ff_layer *conv,
+                                             const ff_layer *pool, int64_t n, ff_gpu_stream s) {
+    FF_TRY(ps_check("the sparse gradient's gate", conv, pool, n));
+    if (n == 0) return FF_OK;
+    const PsGeom g = ps_geom(conv, pool);
+    const long long total = n * (long long)g.K * g.PH * g.PW;
+    long long blocks = (total + 255) / 256;
+    if (blocks > (1 << 20)) blocks = 1 << 20;
+    k_ps_gate<<<(unsigned)blocks, 256, 0, ff_cu_stream(s)>>>(gq, dy, pooled, total);
+    FF_LAUNCH_CHECK("k_ps_gate");
     return FF_OK;
 }
 

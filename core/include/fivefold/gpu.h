@@ -519,6 +519,15 @@ static inline int64_t ff_gpu_pool_sparse_floats(const ff_layer *pool, int64_t n)
 // ff_gpu_maxpool_backward's with relu (the same bits once scattered).
 ff_status ff_gpu_pool_sparse_gradient(float *gq, const float *dy, const float *y, const ff_layer *conv,
                                       const ff_layer *pool, int64_t n, ff_gpu_stream s);
+// The same bytes in two halves, so that the picks, which read only the forward's y, can be made
+// before dy exists (the cuda device makes them on its gradient lane while the layers above run
+// their backward): ff_gpu_pool_sparse_picks writes the q of gq from y; ff_gpu_pool_sparse_gate
+// then its g from dy and pooled, (n, K, PH, PW) the pool's forward output over y (the window's
+// max by the pick's rule, so pooled > 0 is the relu's test): g = pooled > 0 ? +0 + dy : +0.
+ff_status ff_gpu_pool_sparse_picks(float *gq, const float *y, const ff_layer *conv, const ff_layer *pool, int64_t n,
+                                   ff_gpu_stream s);
+ff_status ff_gpu_pool_sparse_gate(float *gq, const float *dy, const float *pooled, const ff_layer *conv,
+                                  const ff_layer *pool, int64_t n, ff_gpu_stream s);
 // dx: (n, C, H, W) the conv's input gradient; w: (K, C, 3, 3). gate: NULL, or the conv's input when
 // that is a relu's output: dx is then that relu's input gradient (y > 0 ? dx : +0), in one pass.
 ff_status ff_gpu_pool_sparse_backward_data(float *dx, const float *gq, const float *w, const float *gate,
