@@ -23,18 +23,21 @@
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: ff_conv_tiles [--model mnist-cnn|alexnet] [--layer NAME] [--batch N] [--iters K]\n"
+            "usage: ff_conv_tiles [--model mnist-cnn|alexnet|mlp] [--layer NAME] [--batch N] [--iters K]\n"
             "                     [--precision fp32|tf32x3] [--data-grad | --weight-grad | --pool-sparse]\n"
             "                     [--stalls]\n"
             "Times every configuration of the GPU conv kernel for one layer (forced one at a time, --iters\n"
             "launches each after one untimed, on one stream between two events) and prints microseconds per\n"
             "call and TFLOP/s, then names the fastest; every configuration's output is compared bit for bit with\n"
-            "the automatic choice's. --data-grad times the conv that the layer's data gradient runs (the\n"
-            "forward conv on dy with flipped weights; stride-1 layers only). --weight-grad times the layer's\n"
-            "weight and bias gradient as training runs it (per-image partials, then the sums over micro-batches\n"
-            "of 8 images), checks a second run gives the same bits and prints their FNV-1a digest (equal across\n"
-            "builds with other tile sizes: train_cuda.cu's WG_* give the same bits); with tf32x3, each of its\n"
-            "tensor-core configurations too, each compared bit for bit with the automatic choice.\n"
+            "the automatic choice's. A linear layer (--layer fc1) times the linear kernels the same way: the\n"
+            "GEMM tiles, the split GEMV and the linear tiles (fp32 chains under every precision).\n"
+            "--data-grad times the conv that the layer's data gradient runs (the forward conv on dy with\n"
+            "flipped weights; stride-1 layers only; a linear layer's: the linear layer of dy with the weights\n"
+            "transposed). --weight-grad times a conv's weight and bias gradient as training runs it (per-image\n"
+            "partials, then the sums over micro-batches of 8 images), checks a second run gives the same bits\n"
+            "and prints their FNV-1a digest (equal across builds with other tile sizes: train_cuda.cu's WG_*\n"
+            "give the same bits); with tf32x3, each of its tensor-core configurations too, each compared bit\n"
+            "for bit with the automatic choice.\n"
             "--pool-sparse times the pool-sparse backward of the layer under its relu and 2x2 max-pool (gpu.h;\n"
             "mnist's conv2): the sparse gradient, the data gradient as chosen and with a switch, and the\n"
             "weight gradient (with its group sums) as chosen and with 2 and 4 output channels a warp, those\n"
@@ -67,13 +70,14 @@ static int fail(const char *what) {
 }
 
 // What a launch runs.
-typedef enum { RUN_CONV, RUN_WEIGHT_GRAD, RUN_PS_DATA, RUN_PS_WEIGHTS } run_kind;
+typedef enum { RUN_CONV, RUN_LINEAR, RUN_WEIGHT_GRAD, RUN_PS_DATA, RUN_PS_WEIGHTS } run_kind;
 
 // One launch of what is being timed or sampled.
 typedef struct {
     const ff_layer *L, *pool;  // pool: the max-pool over L's relu (the pool-sparse runs)
     long batch;
-    // the conv: out = conv(in); the weight gradient: rows out, dy in, x w; the pool-sparse data
+    // the conv: out = conv(in); the linear layer: out = in w^T + b, split-K sums in work; the
+    // weight gradient: rows out, dy in, x w; the pool-sparse data
     // gradient: dx out, the sparse gradient in, weights w, relu gate b; its weight gradient: rows
     // out, the sparse gradient in, x w
     float *out, *in, *w, *b, *work;
@@ -92,6 +96,7 @@ static ff_status run_once(const launch *k) {
         return ff_gpu_conv2d_backward_weights(k->out, k->out + nw, nw + k->L->out_c, k->in, k->w, k->L, k->batch,
                                               WGRAD_GROUP, k->work, k->s);
     }
+    if (k->what == RUN_LINEAR) return ff_gpu_linear(k->out, k->in, k->w, k->b, k->L, false, k->batch, k->work, k->s);
     const ff_rows rows = ff_rows_full(k->L);
     return ff_gpu_conv2d(k->out, k->in, k->w, k->b, k->L, false, &rows, k->batch, k->s);
 }
@@ -328,11 +333,17 @@ int main(int argc, char **argv) {
         return 2;
     }
     const int li = ff_model_find_layer(&m, layer);
-    if (li < 0 || m.layers[li].op != FF_OP_CONV2D) {
-        fprintf(stderr, "ff_conv_tiles: %s has no conv layer named '%s'\n", model, layer);
+    if (li < 0 || (m.layers[li].op != FF_OP_CONV2D && m.layers[li].op != FF_OP_LINEAR)) {
+        fprintf(stderr, "ff_conv_tiles: %s has no conv or linear layer named '%s'\n", model, layer);
         return 2;
     }
     const ff_layer *L0 = &m.layers[li];
+    const bool linear = L0->op == FF_OP_LINEAR;
+    if (linear && (weight_grad || pool_sparse)) {
+        fprintf(stderr, "ff_conv_tiles: %s: %s.%s is a linear layer (those time a conv's gradients)\n",
+                weight_grad ? "--weight-grad" : "--pool-sparse", model, layer);
+        return 2;
+    }
     if (pool_sparse) {  // (refused before any GPU work, as every bad value)
         const ff_layer *P = li + 2 < m.n_layers ? &m.layers[li + 2] : NULL;
         if (!P || m.layers[li + 1].op != FF_OP_RELU || !ff_gpu_pool_sparse_applies(L0, P)) {
@@ -347,21 +358,25 @@ int main(int argc, char **argv) {
         if (ff_gpu_select(0) != FF_OK) return fail("ff_gpu_select");
         return pool_sparse_times(&m, li, batch, iters, stalls);
     }
-    if (data_grad && !ff_gpu_conv2d_backward_data_flips(L0)) {
+    if (data_grad && !linear && !ff_gpu_conv2d_backward_data_flips(L0)) {
         fprintf(stderr, "ff_conv_tiles: %s.%s: its data gradient does not run through the forward conv\n", model,
                 layer);
         return 2;
     }
-    const ff_layer L = data_grad ? ff_gpu_conv2d_backward_data_layer(L0) : *L0;
+    // (a linear layer's data gradient: the linear layer of dy with the weights transposed)
+    const ff_layer L = !data_grad ? *L0
+                       : linear   ? ff_gpu_linear_backward_data_layer(L0)
+                                  : ff_gpu_conv2d_backward_data_layer(L0);
     int ngpu = 0;
     if (ff_gpu_device_count(&ngpu) != FF_OK || ngpu < 1) return fail("no GPU");
     if (ff_gpu_select(0) != FF_OK) return fail("ff_gpu_select");
 
     const size_t nin = (size_t)(batch * L.in.c * L.in.h * L.in.w), nout = (size_t)(batch * L.out.c * L.out.h * L.out.w);
-    const size_t nw = (size_t)(L.out.c * L.in.c * L.kh * L.kw), nb = (size_t)L.out.c;
+    const size_t nw = (size_t)(L.out.c * (linear ? ff_shape_numel(L.in) : L.in.c * L.kh * L.kw)), nb = (size_t)L.out.c;
+    const size_t nwork = linear ? (size_t)ff_gpu_linear_workspace_floats(&L, batch) : 0;
     float *h = malloc((nin > nw ? nin : nw) * sizeof(float)), *y0 = malloc(nout * sizeof(float)),
           *y = malloc(nout * sizeof(float));
-    float *din = NULL, *dout = NULL, *dw = NULL, *db = NULL;
+    float *din = NULL, *dout = NULL, *dw = NULL, *db = NULL, *dwork = NULL;
     ff_gpu_stream s = NULL;
     ff_gpu_event e0 = NULL, e1 = NULL;
     if (!h || !y0 || !y) return fail("host memory");
@@ -369,7 +384,8 @@ int main(int argc, char **argv) {
         ff_gpu_alloc((void **)&din, nin * sizeof(float), "input") ||
         ff_gpu_alloc((void **)&dout, nout * sizeof(float), "output") ||
         ff_gpu_alloc((void **)&dw, nw * sizeof(float), "weights") ||
-        ff_gpu_alloc((void **)&db, nb * sizeof(float), "bias"))
+        ff_gpu_alloc((void **)&db, nb * sizeof(float), "bias") ||
+        (nwork && ff_gpu_alloc((void **)&dwork, nwork * sizeof(float), "split-K sums")))
         return fail("device set-up");
     ff_rng_fill(h, nin, 24, 1, 1.0f);
     if (ff_gpu_copy_h2d(din, h, nin * sizeof(float), s)) return fail("copy");
@@ -416,24 +432,33 @@ int main(int argc, char **argv) {
         ff_gpu_event_destroy(e0), ff_gpu_event_destroy(e1), ff_gpu_stream_destroy(s);
         return rc;
     }
-    const ff_rows rows = ff_rows_full(&L);
-    const double flops = 2.0 * (double)nout * (double)(L.in.c * L.kh * L.kw);
+    const double flops = 2.0 * (double)nout * (double)(linear ? ff_shape_numel(L.in) : L.in.c * L.kh * L.kw);
+    const launch k = {.L = &L,
+                      .batch = batch,
+                      .out = dout,
+                      .in = din,
+                      .w = dw,
+                      .b = db,
+                      .work = dwork,
+                      .s = s,
+                      .what = linear ? RUN_LINEAR : RUN_CONV};
     ff_gpu_set_conv_math(x3);
     // the automatic choice (tuned on this shape) is the reference for the bits
     ff_gpu_set_tuning(true);
-    if (ff_gpu_conv2d(dout, din, dw, db, &L, false, &rows, batch, s)) return fail("conv (tuning)");
+    if (run_once(&k)) return fail("tuning");
     ff_gpu_set_tuning(false);
     const int tuned = ff_gpu_debug_last_tile();
     if (ff_gpu_copy_d2h(y0, dout, nout * sizeof(float), s) || ff_gpu_stream_sync(s)) return fail("copy back");
     printf("%s.%s%s, batch %ld, %s: %.3f GFLOP a call; the tuner picks configuration %d\n", model, layer,
-           data_grad ? " data gradient" : "", batch, precision, flops * 1e-9, tuned);
-    const int ncfg = x3 ? ff_gpu_debug_x3_tile_count() : ff_gpu_debug_tile_count();
+           data_grad ? " data gradient" : "", batch,
+           linear ? "fp32 chains (linear layers: every precision)" : precision, flops * 1e-9, tuned);
+    const int ncfg = x3 && !linear ? ff_gpu_debug_x3_tile_count() : ff_gpu_debug_tile_count();
     double best = 1e30;
     int best_cfg = -1, differ = 0;
     double *us = calloc((size_t)ncfg, sizeof(double));
     for (int c = 0; c < ncfg; c++) {
         ff_gpu_debug_force_tile(c);
-        if (ff_gpu_fill(dout, NAN, nout, s) || ff_gpu_conv2d(dout, din, dw, db, &L, false, &rows, batch, s)) {
+        if (ff_gpu_fill(dout, NAN, nout, s) || run_once(&k)) {
             printf("  config %2d: does not run here (%s)\n", c, ff_last_error());
             ff_clear_error();
             us[c] = -1;
@@ -445,7 +470,7 @@ int main(int argc, char **argv) {
         differ += !same;
         if (ff_gpu_event_record(e0, s)) return fail("event");
         for (long it = 0; it < iters; it++)
-            if (ff_gpu_conv2d(dout, din, dw, db, &L, false, &rows, batch, s)) return fail("conv");
+            if (run_once(&k)) return fail("launch");
         double sec = 0;
         if (ff_gpu_event_record(e1, s) || ff_gpu_event_sync(e1) || ff_gpu_event_elapsed(&sec, e0, e1))
             return fail("timing");
@@ -460,13 +485,12 @@ int main(int argc, char **argv) {
                flops / (best * 1e-6) * 1e-12, tuned, tuned >= 0 && tuned < ncfg ? us[tuned] : NAN);
     int rc = differ ? 1 : 0;
     if (stalls) {
-        const launch k = {.L = &L, .batch = batch, .out = dout, .in = din, .w = dw, .b = db, .s = s};
         printf("\nPC samples of the tuner's configuration %d:", tuned);
         const int src = sample_stalls(&k, iters);
         if (src) rc = src;
     }
     free(us), free(h), free(y0), free(y);
-    ff_gpu_free(din), ff_gpu_free(dout), ff_gpu_free(dw), ff_gpu_free(db);
+    ff_gpu_free(din), ff_gpu_free(dout), ff_gpu_free(dw), ff_gpu_free(db), ff_gpu_free(dwork);
     ff_gpu_event_destroy(e0), ff_gpu_event_destroy(e1), ff_gpu_stream_destroy(s);
     if (differ) fprintf(stderr, "ff_conv_tiles: %d configuration(s) gave other bits\n", differ);
     return rc;

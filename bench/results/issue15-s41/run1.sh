@@ -5,6 +5,7 @@
 #  a. test_gpu_layers (three linear tiles forced against the CPU emulation, every tile against tile
 #     0), test_gpu_train (every tile's data gradients byte for byte), the gpu_train_* tests (digests
 #     as sessions 39-40: tf32x3 d03b85df / 81bc1407 b64, 76f6ddbd / d2cdb73c b256)
+#  a2. ff_conv_tiles --layer fc1 (new: linear layers), forward and --data-grad, batch 64 and 256
 #  b. ms per step tf32x3 and fp32, batch 64 and 256, and traced steps (which kernel the tuner took)
 #  c. train_bench tf32x3 then fp32 against PyTorch's CUDA graph in the same call
 #  d. mutants: k_lin with terms k + 2 and k + 3 of each chain swapped must fail test_gpu_layers; the
@@ -19,13 +20,21 @@ cd "$here/../../.."
 . bench/device_run.sh
 dr_begin run1 "${1:?usage: run1.sh OUTDIR}"
 export DATA="$PWD/.data-mid/fashion-mnist"
-dr_build . fivefold test_gpu_train test_gpu_layers ff_kernel_trace || exit 1
+dr_build . fivefold test_gpu_train test_gpu_layers ff_kernel_trace ff_conv_tiles || exit 1
 el built
-timeout 240 ctest --test-dir build-gpu -R "^(test_gpu_layers|test_gpu_train|gpu_train_.*)$" -j 4 --timeout 220 -V > "$out/ctest-gpu.log" 2>&1
+timeout 240 ctest --test-dir build-gpu -R "^(test_gpu_layers|test_gpu_train|gpu_train_.*|tools_conv_tiles_usage)$" -j 4 --timeout 220 -V > "$out/ctest-gpu.log" 2>&1
 echo "a. ctest: exit $?"; grep -E "Test +#|tests passed|Total Test" "$out/ctest-gpu.log"
 grep -E "FAIL|tile 2[4-9]|tile 3[01]" "$out/ctest-gpu.log" | grep -v "negative\|must FAIL\|vs split\|vs bias\|shifted\|one element" | head -20
 gzip "$out/ctest-gpu.log"
 el a done
+for b in 64 256; do  # every linear kernel of fc1 alone: forward and data gradient
+    for dg in "" --data-grad; do
+        f="$out/lin-fc1$dg-b$b.txt"
+        timeout 60 build-gpu/ff_conv_tiles --layer fc1 $dg --batch $b --iters 100 > "$f" 2>&1
+        echo "a2. ff_conv_tiles --layer fc1 $dg b$b: exit $?"; grep -E "tuner picks|fastest|config 2[0-9]|config 3[01]|config  3|DIFFER" "$f" | head -14
+    done
+done
+el a2 done
 F=$PWD/build-gpu/fivefold
 for p in tf32x3 fp32; do
     A="--model mnist-cnn --mode cuda --data $DATA --epochs 4 --log-every 0 --precision $p"
