@@ -27,14 +27,6 @@ echo "a. ctest: exit $?"; grep -E "Test +#|tests passed|Total Test" "$out/ctest-
 grep -E "FAIL|tile 2[4-9]|tile 3[01]" "$out/ctest-gpu.log" | grep -v "negative\|must FAIL\|vs split\|vs bias\|shifted\|one element" | head -20
 gzip "$out/ctest-gpu.log"
 el a done
-for b in 64 256; do  # every linear kernel of fc1 alone: forward and data gradient
-    for dg in "" --data-grad; do
-        f="$out/lin-fc1$dg-b$b.txt"
-        timeout 60 build-gpu/ff_conv_tiles --layer fc1 $dg --batch $b --iters 100 > "$f" 2>&1
-        echo "a2. ff_conv_tiles --layer fc1 $dg b$b: exit $?"; grep -E "tuner picks|fastest|config 2[0-9]|config 3[01]|config  3|DIFFER" "$f" | head -14
-    done
-done
-el a2 done
 F=$PWD/build-gpu/fivefold
 for p in tf32x3 fp32; do
     A="--model mnist-cnn --mode cuda --data $DATA --epochs 4 --log-every 0 --precision $p"
@@ -42,14 +34,6 @@ for p in tf32x3 fp32; do
         timeout 30 $F train $A --batch $b --json "$out/step-$p-b$b.json" > "$out/step-$p-b$b.log" 2>&1
         dr_summ "$p b$b" "$out/step-$p-b$b.json"
     done
-done
-A="--model mnist-cnn --mode cuda --data $DATA --epochs 12 --log-every 0 --precision tf32x3"
-for b in 64 256; do
-    timeout 40 env FF_KERNEL_TRACE="$out/tl-b$b" FF_KERNEL_TRACE_TIMELINE=30000 FF_KERNEL_TRACE_SKIP=0.3 \
-        LD_PRELOAD=build-gpu/libff_kernel_trace.so $F train $A --batch $b > "$out/tl-b$b.log" 2>&1
-    python3 tools/trace_step.py "$out"/tl-b$b.*.timeline.tsv > "$out/step-b$b.txt" 2>&1
-    echo "b. traced step b$b: exit $?"; sed -n 1,32p "$out/step-b$b.txt"
-    rm -f "$out"/tl-b$b.*.timeline.tsv
 done
 el b done
 for p in tf32x3 fp32; do
@@ -59,7 +43,24 @@ for p in tf32x3 fp32; do
     grep -vE "^train_bench: (fivefold|pytorch|gate)" "$out/mnist-$p.txt" | tail -7
 done
 el c done
-if [ "$(dr_left 470)" -gt 100 ]; then
+A="--model mnist-cnn --mode cuda --data $DATA --epochs 12 --log-every 0 --precision tf32x3"
+for b in 64 256; do
+    timeout 40 env FF_KERNEL_TRACE="$out/tl-b$b" FF_KERNEL_TRACE_TIMELINE=30000 FF_KERNEL_TRACE_SKIP=0.3 \
+        LD_PRELOAD=build-gpu/libff_kernel_trace.so $F train $A --batch $b > "$out/tl-b$b.log" 2>&1
+    python3 tools/trace_step.py "$out"/tl-b$b.*.timeline.tsv > "$out/step-b$b.txt" 2>&1
+    echo "b. traced step b$b: exit $?"; sed -n 1,32p "$out/step-b$b.txt"
+    rm -f "$out"/tl-b$b.*.timeline.tsv
+done
+el b2 done
+for b in 64 256; do  # every linear kernel of fc1 alone: forward and data gradient
+    for dg in "" --data-grad; do
+        f="$out/lin-fc1$dg-b$b.txt"
+        timeout 60 build-gpu/ff_conv_tiles --layer fc1 $dg --batch $b --iters 100 > "$f" 2>&1
+        echo "a2. ff_conv_tiles --layer fc1 $dg b$b: exit $?"; grep -E "tuner picks|fastest|config 2[0-9]|config 3[01]|config  3|DIFFER" "$f" | head -14
+    done
+done
+el a2 done
+if [ "$(dr_left 560)" -gt 150 ]; then
     rm -rf /tmp/mut && mkdir /tmp/mut && tar -C . --exclude=./build-gpu --exclude=./.data-mid --exclude=./bench/results -cf - . | tar -C /tmp/mut -xf -
     python3 - /tmp/mut/core/device/cuda/layers_cuda.cu <<'PY'
 import sys
