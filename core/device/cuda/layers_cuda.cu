@@ -203,20 +203,10 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN), MINB > 0 ? MINB : 512 /
     }
 
     const int ntiles = (g.Kd + BK - 1) / BK;
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; s++) {
-        if (s < ntiles) load_stage(s, s * BK);
-        cp_async_commit();
-    }
-
+    const auto load_tile = [&](int buf, int tile) { load_stage(buf, tile * BK); };
+    pipe_begin<STAGES>(ntiles, load_tile);
     for (int t = 0; t < ntiles; t++) {
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();  // stage t is visible to all; stage t-1 is no longer being read
-        {
-            const int tn = t + STAGES - 1;
-            if (tn < ntiles) load_stage(tn % STAGES, tn * BK);
-            cp_async_commit();
-        }
+        pipe_next<STAGES>(t, ntiles, load_tile);  // tile t is in (stage.cuh)
         const float *as = As + (t % STAGES) * BK * AP;
         const float *bs = Bs + (t % STAGES) * BK * BP;
         const int kr = min(BK, g.Kd - t * BK);  // only the last tile can be partial
@@ -352,19 +342,10 @@ __global__ void __launch_bounds__((BM / TM) * (BN / TN))
         for (int j = 0; j < TN; j++) acc[i][j] = b0;
     }
     const int ntiles = (g.Kd + BK - 1) / BK;
-#pragma unroll
-    for (int s = 0; s < ST - 1; s++) {
-        if (s < ntiles) load_stage(s, s * BK);
-        cp_async_commit();
-    }
+    const auto load_tile = [&](int buf, int tile) { load_stage(buf, tile * BK); };
+    pipe_begin<ST>(ntiles, load_tile);
     for (int t = 0; t < ntiles; t++) {
-        cp_async_wait<ST - 2>();
-        __syncthreads();  // stage t is visible to all; stage t - 1 is no longer being read
-        {
-            const int tn = t + ST - 1;
-            if (tn < ntiles) load_stage(tn % ST, tn * BK);
-            cp_async_commit();
-        }
+        pipe_next<ST>(t, ntiles, load_tile);  // tile t is in (stage.cuh)
         const float *ws = Ws + (t % ST) * BM * KP + tr * KP;
         const float *xs = Xs + (t % ST) * BN * KP + tc * KP;
         const int kr = min(BK, g.Kd - t * BK);  // a multiple of 4; only the last tile is partial
@@ -446,20 +427,12 @@ __global__ void __launch_bounds__((BM / WM) * (BN / WN) * 32, MINB > 0 ? MINB : 
     x3_acc_init(acc, bias, m0 + wm0, g.M, gq);
 
     const int ntiles = (g.Kd + BK - 1) / BK;
-#pragma unroll
-    for (int s = 0; s < STAGES - 1; s++) {
-        if (s < ntiles) conv.template load<AP, BP>(As + s * BK * AP, Bs + s * BK * BP, w, in, tab, g, m0, s * BK, tid);
-        cp_async_commit();
-    }
+    const auto load_tile = [&](int buf, int tile) {
+        conv.template load<AP, BP>(As + buf * BK * AP, Bs + buf * BK * BP, w, in, tab, g, m0, tile * BK, tid);
+    };
+    pipe_begin<STAGES>(ntiles, load_tile);
     for (int t = 0; t < ntiles; t++) {
-        cp_async_wait<STAGES - 2>();
-        __syncthreads();  // stage t is visible to all; stage t-1 is no longer being read
-        {
-            const int tn = t + STAGES - 1, sn = tn % STAGES;
-            if (tn < ntiles)
-                conv.template load<AP, BP>(As + sn * BK * AP, Bs + sn * BK * BP, w, in, tab, g, m0, tn * BK, tid);
-            cp_async_commit();
-        }
+        pipe_next<STAGES>(t, ntiles, load_tile);  // tile t is in (stage.cuh)
         const float *as = As + (t % STAGES) * BK * AP;
         const float *bs = Bs + (t % STAGES) * BK * BP;
         // k-chunks of 8 up to the last one holding a term (a chunk past Kd is never added)
@@ -881,19 +854,10 @@ __global__ void __launch_bounds__(GV_T) k_gemv(float *__restrict__ out, const fl
     float acc = active && bias ? bias[m] : 0.0f;  // chunk 0's chain (the only one if not split) starts at the bias
     float sum = 0.0f;                             // split: the chunks closed so far, added in order
     const int ntiles = (Kd + GV_KT - 1) / GV_KT;
-#pragma unroll
-    for (int s = 0; s < ST - 1; s++) {
-        if (s < ntiles) load_stage(s, s * GV_KT);
-        cp_async_commit();
-    }
+    const auto load_tile = [&](int buf, int tile) { load_stage(buf, tile * GV_KT); };
+    pipe_begin<ST>(ntiles, load_tile);
     for (int t = 0; t < ntiles; t++) {
-        cp_async_wait<ST - 2>();
-        __syncthreads();
-        {
-            const int tn = t + ST - 1;
-            if (tn < ntiles) load_stage(tn % ST, tn * GV_KT);
-            cp_async_commit();
-        }
+        pipe_next<ST>(t, ntiles, load_tile);  // tile t is in (stage.cuh)
         const float *ws = Ws + ((t % ST) * GV_RB + r) * (GV_KT + 4);
         const float *xs = Xs + ((t % ST) * GV_MAXN + (img < GV_MAXN ? img : 0)) * GV_KT;
         const int kr = min(GV_KT, Kd - t * GV_KT);

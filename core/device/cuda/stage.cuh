@@ -34,6 +34,29 @@ __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// The ST-stage cp.async pipeline of the tiled kernels (k_gemm, k_lin, k_conv_x3, k_gemv):
+// load(buffer, tile) issues tile's copies into stage buffer `buffer`. pipe_begin puts tiles
+// 0 .. ST-2 in flight; pipe_next(t), at the top of iteration t, returns with tile t landed and
+// visible to the whole block (every thread is past the barrier, so the buffer tile t - 1 was read
+// from is free) and tile t + ST - 1 issued into it. One commit group a tile, empty ones past the
+// last, so that waiting for all but ST - 2 groups always means "tile t has landed".
+template <int ST, typename Load>
+__device__ __forceinline__ void pipe_begin(int ntiles, const Load &load) {
+#pragma unroll
+    for (int s = 0; s < ST - 1; s++) {
+        if (s < ntiles) load(s, s);
+        cp_async_commit();
+    }
+}
+template <int ST, typename Load>
+__device__ __forceinline__ void pipe_next(int t, int ntiles, const Load &load) {
+    cp_async_wait<ST - 2>();
+    __syncthreads();
+    const int tn = t + ST - 1;
+    if (tn < ntiles) load(tn % ST, tn);
+    cp_async_commit();
+}
+
 // dst[r][c] = src[(row0 + r) * ld + col0 + c] for a ROWS x COLS tile (T threads, this one tid),
 // +0 where row0 + r >= nrows or col0 + c >= ncols (none: any readable address, never read). quad:
 // 16-byte copies, for callers whose ld, col0, ncols and src keep every quad 16-byte aligned and
