@@ -13,12 +13,14 @@
 # And the pool-sparse gradient in two halves: the picks on the gradient lane at the start of the
 # backward (beside fc2's and fc1's), the stream only gating dy (k_ps_gate) where k_ps_gradient2
 # ran (14.8 / 29.4 us at batch 64 / 256 in session 40): test_gpu_train compares the halves' bytes.
-# Usage: bash bench/results/issue15-s41/run1.sh OUTDIR  (carry .deps, .ff-source-commit, .data-mid)
+# Usage: bash bench/results/issue15-s41/run1.sh OUTDIR [SECONDS]  (carry .deps, .ff-source-commit,
+# .data-mid); SECONDS (default 540): the parts after the tf32x3 bench run only while that leaves room.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../.."
 . bench/device_run.sh
-dr_begin run1 "${1:?usage: run1.sh OUTDIR}"
+dr_begin run1 "${1:?usage: run1.sh OUTDIR [SECONDS]}"
+DL=${2:-540}
 export DATA="$PWD/.data-mid/fashion-mnist"
 dr_build . fivefold test_gpu_train test_gpu_layers ff_kernel_trace ff_conv_tiles || exit 1
 el built
@@ -41,10 +43,12 @@ for p in tf32x3 fp32; do
         --peers graph --ff-args "--precision $p" --timeout 60 --out "$out/mnist-$p.json" > "$out/mnist-$p.txt" 2>&1
     echo "c. bench $p: exit $?"
     grep -vE "^train_bench: (fivefold|pytorch|gate)" "$out/mnist-$p.txt" | tail -7
+    [ "$(dr_left $DL)" -gt 150 ] || break
 done
 el c done
 A="--model mnist-cnn --mode cuda --data $DATA --epochs 12 --log-every 0 --precision tf32x3"
 for b in 64 256; do
+    [ "$(dr_left $DL)" -gt 60 ] || break
     timeout 40 env FF_KERNEL_TRACE="$out/tl-b$b" FF_KERNEL_TRACE_TIMELINE=30000 FF_KERNEL_TRACE_SKIP=0.3 \
         LD_PRELOAD=build-gpu/libff_kernel_trace.so $F train $A --batch $b > "$out/tl-b$b.log" 2>&1
     python3 tools/trace_step.py "$out"/tl-b$b.*.timeline.tsv > "$out/step-b$b.txt" 2>&1
@@ -53,6 +57,7 @@ for b in 64 256; do
 done
 el b2 done
 for b in 64 256; do  # every linear kernel of fc1 alone: forward and data gradient
+    [ "$(dr_left $DL)" -gt 40 ] || break
     for dg in "" --data-grad; do
         f="$out/lin-fc1$dg-b$b.txt"
         timeout 60 build-gpu/ff_conv_tiles --layer fc1 $dg --batch $b --iters 100 > "$f" 2>&1
@@ -60,7 +65,7 @@ for b in 64 256; do  # every linear kernel of fc1 alone: forward and data gradie
     done
 done
 el a2 done
-if [ "$(dr_left 560)" -gt 150 ]; then
+if [ "$(dr_left $DL)" -gt 170 ]; then
     rm -rf /tmp/mut && mkdir /tmp/mut && tar -C . --exclude=./build-gpu --exclude=./.data-mid --exclude=./bench/results -cf - . | tar -C /tmp/mut -xf -
     python3 - /tmp/mut/core/device/cuda/layers_cuda.cu <<'PY'
 import sys
