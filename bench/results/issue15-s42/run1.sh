@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Session 42, GPU call 1: session 41's GPU code (never run on a GPU: k_lin linear tiles, the
+# pool-sparse gradient in two halves, ff_conv_tiles --layer fc1), checks first and then speed, for a
+# session that may get one short call:
+#  a. build; the mutant tree (k_lin terms k+2 / k+3 swapped; the gate passing dy where the pooled
+#     value is 0) builds beside it
+#  b. ctest test_gpu_layers, test_gpu_train, gpu_train_* (digests as sessions 39-41), tools_conv_tiles_usage
+#  c. the mutants: test_gpu_layers must fail on tiles 24-31, test_gpu_train on the picks + gate lines
+#  d. ms per step tf32x3 b64 / b256 (digests: d03b85df / 81bc1407, 76f6ddbd / d2cdb73c)
+#  e. train_bench tf32x3 against PyTorch's CUDA graph; then, while time is left, fp32, fc1's
+#     kernels alone (ff_conv_tiles --layer fc1), traced steps
+# Usage: bash bench/results/issue15-s42/run1.sh OUTDIR [SECONDS]  (carry .deps, .ff-source-commit, .data-mid)
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../../.."
+. bench/device_run.sh
+dr_begin run1 "${1:?usage: run1.sh OUTDIR [SECONDS]}"
+DL=${2:-480}
+export DATA="$PWD/.data-mid/fashion-mnist"
+rm -rf /tmp/mut && mkdir /tmp/mut && tar -C . --exclude=./build-gpu --exclude=./.data-mid --exclude=./bench/results -cf - . | tar -C /tmp/mut -xf -
+python3 - /tmp/mut/core/device/cuda/layers_cuda.cu /tmp/mut/core/device/cuda/pool_sparse.cu <<'PY'
+import sys
+p = sys.argv[1]; s = open(p).read()
+z = "for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].z, x[j].z, acc[i][j]);"
+w = "for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].w, x[j].w, acc[i][j]);"
+assert s.count(z) == 1 and s.count(w) == 1
+s = s.replace(z, "@Z@").replace(w, z).replace("@Z@", w)
+open(p, "w").write(s)
+p = sys.argv[2]; s = open(p).read()
+g = "G[t] = !(pooled[t] > 0.0f) ? 0.0f : __fadd_rn(0.0f, dy[t]);"
+assert s.count(g) == 1
+s = s.replace(g, g.replace("> 0.0f", ">= 0.0f"))
+open(p, "w").write(s)
+PY
+(dr_build /tmp/mut test_gpu_layers test_gpu_train > "$out/mut-build.txt" 2>&1) &
+mut_pid=$!
+dr_build . fivefold test_gpu_train test_gpu_layers ff_kernel_trace ff_conv_tiles || exit 1
+el a. built
+timeout 200 ctest --test-dir build-gpu -R "^(test_gpu_layers|test_gpu_train|gpu_train_.*|tools_conv_tiles_usage)$" -j 4 --timeout 190 -V > "$out/ctest-gpu.log" 2>&1
+echo "b. ctest: exit $?"; grep -E "Test +#|tests passed|Total Test" "$out/ctest-gpu.log"
+grep -E "FAIL|tile 2[4-9]|tile 3[01]|picks" "$out/ctest-gpu.log" | grep -v "negative\|must FAIL\|vs split\|vs bias\|shifted\|one element" | head -24
+gzip "$out/ctest-gpu.log"
+el b. done
+wait $mut_pid; cat "$out/mut-build.txt"
+(cd /tmp/mut/build-gpu && timeout 100 ./verify/gpu/test_gpu_layers > "$out/mutant-layers.log" 2>&1)
+echo "c. mutants: test_gpu_layers exit $? (must be nonzero)"
+grep -E "tile 2[4-9].*FAIL|tile 3[01].*FAIL|FAILED|PASSED" "$out/mutant-layers.log" | head -8
+(cd /tmp/mut/build-gpu && timeout 100 ./verify/gpu/test_gpu_train > "$out/mutant-train.log" 2>&1)
+echo "c. mutants: test_gpu_train exit $? (must be nonzero); picks + gate lines:"
+grep -E "picks|FAILED|PASSED" "$out/mutant-train.log" | head -10
+gzip "$out"/mutant-*.log
+el c. done
+F=$PWD/build-gpu/fivefold
+for p in tf32x3 fp32; do
+    A="--model mnist-cnn --mode cuda --data $DATA --epochs 4 --log-every 0 --precision $p"
+    for b in 64 256; do
+        timeout 30 $F train $A --batch $b --json "$out/step-$p-b$b.json" > "$out/step-$p-b$b.log" 2>&1
+        dr_summ "$p b$b" "$out/step-$p-b$b.json"
+    done
+done
+el d. done
+for p in tf32x3 fp32; do
+    [ "$(dr_left $DL)" -gt 75 ] || break
+    timeout 110 python3 bench/train_bench.py --fivefold $F --data "$DATA" --batch 64,256 --epochs 4 --modes cuda \
+        --peers graph --ff-args "--precision $p" --timeout 60 --out "$out/mnist-$p.json" > "$out/mnist-$p.txt" 2>&1
+    echo "e. bench $p: exit $?"
+    grep -vE "^train_bench: (fivefold|pytorch|gate)" "$out/mnist-$p.txt" | tail -7
+done
+el e. bench done
+for b in 64 256; do  # every linear kernel of fc1 alone: forward and data gradient
+    for dg in "" --data-grad; do
+        [ "$(dr_left $DL)" -gt 25 ] || break
+        f="$out/lin-fc1$dg-b$b.txt"
+        timeout 30 build-gpu/ff_conv_tiles --layer fc1 $dg --batch $b --iters 100 > "$f" 2>&1
+        echo "e. ff_conv_tiles --layer fc1 $dg b$b: exit $?"; grep -E "tuner picks|fastest|config 2[0-9]|config 3[01]|config  3|DIFFER" "$f" | head -14
+    done
+done
+A="--model mnist-cnn --mode cuda --data $DATA --epochs 12 --log-every 0 --precision tf32x3"
+for b in 64 256; do
+    [ "$(dr_left $DL)" -gt 45 ] || break
+    timeout 40 env FF_KERNEL_TRACE="$out/tl-b$b" FF_KERNEL_TRACE_TIMELINE=30000 FF_KERNEL_TRACE_SKIP=0.3 \
+        LD_PRELOAD=build-gpu/libff_kernel_trace.so $F train $A --batch $b > "$out/tl-b$b.log" 2>&1
+    python3 tools/trace_step.py "$out"/tl-b$b.*.timeline.tsv > "$out/step-b$b.txt" 2>&1
+    echo "e. traced step b$b: exit $?"; sed -n 1,32p "$out/step-b$b.txt"
+    rm -f "$out"/tl-b$b.*.timeline.tsv
+done
+el done
