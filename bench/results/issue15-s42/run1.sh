@@ -10,6 +10,7 @@
 #  e. train_bench tf32x3 against PyTorch's CUDA graph; then, while time is left, fp32, fc1's
 #     kernels alone (ff_conv_tiles --layer fc1), traced steps
 # Usage: bash bench/results/issue15-s42/run1.sh OUTDIR [SECONDS]  (carry .deps, .ff-source-commit, .data-mid)
+# MUTANTS=0: no mutant tree (a call too short for a second build); the tests then get what time is left.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../.."
@@ -17,7 +18,8 @@ cd "$here/../../.."
 dr_begin run1 "${1:?usage: run1.sh OUTDIR [SECONDS]}"
 DL=${2:-480}
 export DATA="$PWD/.data-mid/fashion-mnist"
-rm -rf /tmp/mut && mkdir /tmp/mut && tar -C . --exclude=./build-gpu --exclude=./.data-mid --exclude=./bench/results -cf - . | tar -C /tmp/mut -xf -
+MUTANTS=${MUTANTS:-1}
+[ "$MUTANTS" = 1 ] && { rm -rf /tmp/mut && mkdir /tmp/mut && tar -C . --exclude=./build-gpu --exclude=./.data-mid --exclude=./bench/results -cf - . | tar -C /tmp/mut -xf -
 python3 - /tmp/mut/core/device/cuda/layers_cuda.cu /tmp/mut/core/device/cuda/pool_sparse.cu <<'PY'
 import sys
 p = sys.argv[1]; s = open(p).read()
@@ -34,13 +36,16 @@ open(p, "w").write(s)
 PY
 (dr_build /tmp/mut test_gpu_layers test_gpu_train > "$out/mut-build.txt" 2>&1) &
 mut_pid=$!
+}
 dr_build . fivefold test_gpu_train test_gpu_layers ff_kernel_trace ff_conv_tiles || exit 1
 el a. built
-timeout 200 ctest --test-dir build-gpu -R "^(test_gpu_layers|test_gpu_train|gpu_train_.*|tools_conv_tiles_usage)$" -j 4 --timeout 190 -V > "$out/ctest-gpu.log" 2>&1
+ct=$(dr_left $DL); [ "$ct" -gt 200 ] && ct=200; [ "$ct" -lt 40 ] && ct=40
+timeout $ct ctest --test-dir build-gpu -R "^(test_gpu_layers|test_gpu_train|gpu_train_.*|tools_conv_tiles_usage)$" -j 4 --timeout $((ct - 10)) -V > "$out/ctest-gpu.log" 2>&1
 echo "b. ctest: exit $?"; grep -E "Test +#|tests passed|Total Test" "$out/ctest-gpu.log"
 grep -E "FAIL|tile 2[4-9]|tile 3[01]|picks" "$out/ctest-gpu.log" | grep -v "negative\|must FAIL\|vs split\|vs bias\|shifted\|one element" | head -24
 gzip "$out/ctest-gpu.log"
 el b. done
+[ "$MUTANTS" = 1 ] && {
 wait $mut_pid; cat "$out/mut-build.txt"
 (cd /tmp/mut/build-gpu && timeout 100 ./verify/gpu/test_gpu_layers > "$out/mutant-layers.log" 2>&1)
 echo "c. mutants: test_gpu_layers exit $? (must be nonzero)"
@@ -50,6 +55,7 @@ echo "c. mutants: test_gpu_train exit $? (must be nonzero); picks + gate lines:"
 grep -E "picks|FAILED|PASSED" "$out/mutant-train.log" | head -10
 gzip "$out"/mutant-*.log
 el c. done
+}
 F=$PWD/build-gpu/fivefold
 for p in tf32x3 fp32; do
     A="--model mnist-cnn --mode cuda --data $DATA --epochs 4 --log-every 0 --precision $p"
