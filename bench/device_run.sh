@@ -16,6 +16,15 @@
 #   dr_mlp_bench [LIMIT]     bench/train_bench.py on the MLP as the issue's cards ask (cuda,
 #                            direct:2 and, with four GPUs, direct:4 against PyTorch's graph and
 #                            DDP in one invocation, each mode with its defaults); $out/train-mlp.*
+#   dr_mnist_steps PREC...   mnist-cnn's step in the cuda mode (4 epochs of $DATA, batch 64 and 256)
+#                            at each precision: $out/step-PREC-bBATCH.{json,log} and their dr_summ lines
+#   dr_mnist_bench PREC      bench/train_bench.py, cuda against PyTorch's CUDA graph at batch 64 and
+#                            256 at that precision; $out/mnist-PREC.{json,txt}, the table printed
+#   dr_mnist_trace BATCH     a traced tf32x3 step (build-gpu's libff_kernel_trace.so, tools/trace_step.py):
+#                            $out/step-bBATCH.txt, its first 32 lines printed
+#   dr_layer_tiles LAYER BATCH [ARG...]
+#                            build-gpu/ff_conv_tiles on one mnist-cnn layer (every kernel alone, bits
+#                            compared): $out/tiles-LAYER[ARG]-bBATCH.txt, its summary lines printed
 # The environment: .deps' libraries, mpiexec as root (Open MPI), unbuffered Python, NVLink
 # multicast off (the device notes: leave it off).
 export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -76,4 +85,38 @@ dr_mlp_bench() {
         --mpiexec "mpiexec --oversubscribe" --timeout 90 --out "$out/train-mlp.json" > "$out/train-mlp.txt" 2>&1
     echo "mlp bench: exit $?"
     grep -vE "^train_bench: (fivefold|pytorch|gate)" "$out/train-mlp.txt" | tail -14
+}
+dr_mnist_steps() {
+    local p b
+    for p in "$@"; do
+        for b in 64 256; do
+            timeout 30 "$PWD/build-gpu/fivefold" train --model mnist-cnn --mode cuda --data "$DATA" --epochs 4 \
+                --log-every 0 --precision "$p" --batch $b --json "$out/step-$p-b$b.json" > "$out/step-$p-b$b.log" 2>&1
+            dr_summ "$p b$b" "$out/step-$p-b$b.json"
+        done
+    done
+}
+dr_mnist_bench() {
+    timeout 110 python3 bench/train_bench.py --fivefold "$PWD/build-gpu/fivefold" --data "$DATA" --batch 64,256 \
+        --epochs 4 --modes cuda --peers graph --ff-args "--precision $1" --timeout 60 --out "$out/mnist-$1.json" \
+        > "$out/mnist-$1.txt" 2>&1
+    echo "bench $1: exit $?"
+    grep -vE "^train_bench: (fivefold|pytorch|gate)" "$out/mnist-$1.txt" | tail -7
+}
+dr_mnist_trace() {
+    timeout 40 env FF_KERNEL_TRACE="$out/tl-b$1" FF_KERNEL_TRACE_TIMELINE=30000 FF_KERNEL_TRACE_SKIP=0.3 \
+        LD_PRELOAD=build-gpu/libff_kernel_trace.so build-gpu/fivefold train --model mnist-cnn --mode cuda \
+        --data "$DATA" --epochs 12 --log-every 0 --precision tf32x3 --batch "$1" > "$out/tl-b$1.log" 2>&1
+    python3 tools/trace_step.py "$out"/tl-b$1.*.timeline.tsv > "$out/step-b$1.txt" 2>&1
+    echo "traced step b$1: exit $?"
+    sed -n 1,32p "$out/step-b$1.txt"
+    rm -f "$out"/tl-b$1.*.timeline.tsv  # the raw timelines are too large to bring back
+}
+dr_layer_tiles() {
+    local layer=$1 b=$2 f
+    shift 2
+    f="$out/tiles-$layer$(printf '%s' "$@" | tr -d ' ')-b$b.txt"
+    timeout 30 build-gpu/ff_conv_tiles --layer "$layer" "$@" --batch "$b" --iters 100 > "$f" 2>&1
+    echo "ff_conv_tiles --layer $layer ${*:+$* }--batch $b: exit $?"
+    grep -E "tuner picks|fastest|DIFFER" "$f" | head -6
 }

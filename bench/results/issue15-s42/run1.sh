@@ -11,14 +11,17 @@
 #     kernels alone (ff_conv_tiles --layer fc1), traced steps
 # Usage: bash bench/results/issue15-s42/run1.sh OUTDIR [SECONDS]  (carry .deps, .ff-source-commit, .data-mid)
 # MUTANTS=0: no mutant tree (a call too short for a second build); the tests then get what time is left.
+# (It ran in session 42 as committed in ba6185b, with MUTANTS=0 and SECONDS 170; since then its steps,
+# bench, kernel timings and traces call bench/device_run.sh's dr_mnist_* and dr_layer_tiles.)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../.."
 . bench/device_run.sh
+DL=${2:-480} MUTANTS=${MUTANTS:-1}
+case "$DL" in '' | *[!0-9]*) echo "run1.sh: SECONDS '$DL': expected a whole number of seconds" >&2; exit 2 ;; esac
+case "$MUTANTS" in 0 | 1) ;; *) echo "run1.sh: MUTANTS='$MUTANTS': expected 0 or 1" >&2; exit 2 ;; esac
 dr_begin run1 "${1:?usage: run1.sh OUTDIR [SECONDS]}"
-DL=${2:-480}
 export DATA="$PWD/.data-mid/fashion-mnist"
-MUTANTS=${MUTANTS:-1}
 [ "$MUTANTS" = 1 ] && { rm -rf /tmp/mut && mkdir /tmp/mut && tar -C . --exclude=./build-gpu --exclude=./.data-mid --exclude=./bench/results -cf - . | tar -C /tmp/mut -xf -
 python3 - /tmp/mut/core/device/cuda/layers_cuda.cu /tmp/mut/core/device/cuda/pool_sparse.cu <<'PY'
 import sys
@@ -56,38 +59,19 @@ grep -E "picks|FAILED|PASSED" "$out/mutant-train.log" | head -10
 gzip "$out"/mutant-*.log
 el c. done
 }
-F=$PWD/build-gpu/fivefold
-for p in tf32x3 fp32; do
-    A="--model mnist-cnn --mode cuda --data $DATA --epochs 4 --log-every 0 --precision $p"
-    for b in 64 256; do
-        timeout 30 $F train $A --batch $b --json "$out/step-$p-b$b.json" > "$out/step-$p-b$b.log" 2>&1
-        dr_summ "$p b$b" "$out/step-$p-b$b.json"
-    done
-done
+dr_mnist_steps tf32x3 fp32
 el d. done
 for p in tf32x3 fp32; do
     [ "$(dr_left $DL)" -gt 75 ] || break
-    timeout 110 python3 bench/train_bench.py --fivefold $F --data "$DATA" --batch 64,256 --epochs 4 --modes cuda \
-        --peers graph --ff-args "--precision $p" --timeout 60 --out "$out/mnist-$p.json" > "$out/mnist-$p.txt" 2>&1
-    echo "e. bench $p: exit $?"
-    grep -vE "^train_bench: (fivefold|pytorch|gate)" "$out/mnist-$p.txt" | tail -7
+    dr_mnist_bench $p
 done
 el e. bench done
 for b in 64 256; do  # every linear kernel of fc1 alone: forward and data gradient
     for dg in "" --data-grad; do
-        [ "$(dr_left $DL)" -gt 25 ] || break
-        f="$out/lin-fc1$dg-b$b.txt"
-        timeout 30 build-gpu/ff_conv_tiles --layer fc1 $dg --batch $b --iters 100 > "$f" 2>&1
-        echo "e. ff_conv_tiles --layer fc1 $dg b$b: exit $?"; grep -E "tuner picks|fastest|config 2[0-9]|config 3[01]|config  3|DIFFER" "$f" | head -14
+        [ "$(dr_left $DL)" -gt 25 ] && dr_layer_tiles fc1 $b $dg
     done
 done
-A="--model mnist-cnn --mode cuda --data $DATA --epochs 12 --log-every 0 --precision tf32x3"
 for b in 64 256; do
-    [ "$(dr_left $DL)" -gt 45 ] || break
-    timeout 40 env FF_KERNEL_TRACE="$out/tl-b$b" FF_KERNEL_TRACE_TIMELINE=30000 FF_KERNEL_TRACE_SKIP=0.3 \
-        LD_PRELOAD=build-gpu/libff_kernel_trace.so $F train $A --batch $b > "$out/tl-b$b.log" 2>&1
-    python3 tools/trace_step.py "$out"/tl-b$b.*.timeline.tsv > "$out/step-b$b.txt" 2>&1
-    echo "e. traced step b$b: exit $?"; sed -n 1,32p "$out/step-b$b.txt"
-    rm -f "$out"/tl-b$b.*.timeline.tsv
+    [ "$(dr_left $DL)" -gt 45 ] && dr_mnist_trace $b
 done
 el done
