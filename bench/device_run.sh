@@ -17,11 +17,12 @@
 #                            direct:2 and, with four GPUs, direct:4 against PyTorch's graph and
 #                            DDP in one invocation, each mode with its defaults); $out/train-mlp.*
 #   dr_mnist_steps PREC...   mnist-cnn's step in the cuda mode (4 epochs of $DATA, batch 64 and 256)
-#                            at each precision: $out/step-PREC-bBATCH.{json,log} and their dr_summ lines
+#                            at each precision: $out/step-PREC-bBATCH[-$DR_TAG].{json,log} and their
+#                            dr_summ lines (DR_TAG, optional: names an A/B side, e.g. with an FF_ switch)
 #   dr_mnist_bench PREC      bench/train_bench.py, cuda against PyTorch's CUDA graph at batch 64 and
 #                            256 at that precision; $out/mnist-PREC.{json,txt}, the table printed
 #   dr_mnist_trace BATCH     a traced tf32x3 step (build-gpu's libff_kernel_trace.so, tools/trace_step.py):
-#                            $out/step-bBATCH.txt, its first 32 lines printed
+#                            $out/step-bBATCH[-$DR_TAG].txt, its first 32 lines printed
 #   dr_layer_tiles LAYER BATCH [ARG...]
 #                            build-gpu/ff_conv_tiles on one mnist-cnn layer (every kernel alone, bits
 #                            compared): $out/tiles-LAYER[ARG]-bBATCH.txt, its summary lines printed
@@ -87,12 +88,13 @@ dr_mlp_bench() {
     grep -vE "^train_bench: (fivefold|pytorch|gate)" "$out/train-mlp.txt" | tail -14
 }
 dr_mnist_steps() {
-    local p b
+    local p b f
     for p in "$@"; do
         for b in 64 256; do
+            f="$out/step-$p-b$b${DR_TAG:+-$DR_TAG}"
             timeout 30 "$PWD/build-gpu/fivefold" train --model mnist-cnn --mode cuda --data "$DATA" --epochs 4 \
-                --log-every 0 --precision "$p" --batch $b --json "$out/step-$p-b$b.json" > "$out/step-$p-b$b.log" 2>&1
-            dr_summ "$p b$b" "$out/step-$p-b$b.json"
+                --log-every 0 --precision "$p" --batch $b --json "$f.json" > "$f.log" 2>&1
+            dr_summ "$p b$b${DR_TAG:+ $DR_TAG}" "$f.json"
         done
     done
 }
@@ -104,13 +106,14 @@ dr_mnist_bench() {
     grep -vE "^train_bench: (fivefold|pytorch|gate)" "$out/mnist-$1.txt" | tail -7
 }
 dr_mnist_trace() {
-    timeout 40 env FF_KERNEL_TRACE="$out/tl-b$1" FF_KERNEL_TRACE_TIMELINE=30000 FF_KERNEL_TRACE_SKIP=0.3 \
+    local t="b$1${DR_TAG:+-$DR_TAG}"
+    timeout 40 env FF_KERNEL_TRACE="$out/tl-$t" FF_KERNEL_TRACE_TIMELINE=30000 FF_KERNEL_TRACE_SKIP=0.3 \
         LD_PRELOAD=build-gpu/libff_kernel_trace.so build-gpu/fivefold train --model mnist-cnn --mode cuda \
-        --data "$DATA" --epochs 12 --log-every 0 --precision tf32x3 --batch "$1" > "$out/tl-b$1.log" 2>&1
-    python3 tools/trace_step.py "$out"/tl-b$1.*.timeline.tsv > "$out/step-b$1.txt" 2>&1
-    echo "traced step b$1: exit $?"
-    sed -n 1,32p "$out/step-b$1.txt"
-    rm -f "$out"/tl-b$1.*.timeline.tsv  # the raw timelines are too large to bring back
+        --data "$DATA" --epochs 12 --log-every 0 --precision tf32x3 --batch "$1" > "$out/tl-$t.log" 2>&1
+    python3 tools/trace_step.py "$out"/tl-$t.*.timeline.tsv > "$out/step-$t.txt" 2>&1
+    echo "traced step $t: exit $?"
+    sed -n 1,32p "$out/step-$t.txt"
+    rm -f "$out"/tl-$t.*.timeline.tsv  # the raw timelines are too large to bring back
 }
 dr_layer_tiles() {
     local layer=$1 b=$2 f

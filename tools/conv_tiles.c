@@ -449,9 +449,25 @@ int main(int argc, char **argv) {
     ff_gpu_set_tuning(false);
     const int tuned = ff_gpu_debug_last_tile();
     if (ff_gpu_copy_d2h(y0, dout, nout * sizeof(float), s) || ff_gpu_stream_sync(s)) return fail("copy back");
-    printf("%s.%s%s, batch %ld, %s: %.3f GFLOP a call; the tuner picks configuration %d\n", model, layer,
-           data_grad ? " data gradient" : "", batch,
-           linear ? "fp32 chains (linear layers: every precision)" : precision, flops * 1e-9, tuned);
+    const bool short_conv = tuned == FF_GPU_TILE_SHORT_CONV;  // gpu.h: fp32 chains under every precision
+    if (short_conv)
+        printf("%s.%s%s, batch %ld, fp32 chains (a short conv: every precision): %.3f GFLOP a call; the automatic "
+               "choice is the short-conv kernel, the configurations below its tiles\n",
+               model, layer, data_grad ? " data gradient" : "", batch, flops * 1e-9);
+    else
+        printf("%s.%s%s, batch %ld, %s: %.3f GFLOP a call; the tuner picks configuration %d\n", model, layer,
+               data_grad ? " data gradient" : "", batch,
+               linear ? "fp32 chains (linear layers: every precision)" : precision, flops * 1e-9, tuned);
+    {  // the automatic choice itself, timed as the configurations are
+        double sec = 0;
+        if (ff_gpu_event_record(e0, s)) return fail("event");
+        for (long it = 0; it < iters; it++)
+            if (run_once(&k)) return fail("launch");
+        if (ff_gpu_event_record(e1, s) || ff_gpu_event_sync(e1) || ff_gpu_event_elapsed(&sec, e0, e1))
+            return fail("timing");
+        const double a = sec / (double)iters * 1e6;
+        printf("  automatic: %9.2f us  %6.2f TFLOP/s\n", a, flops / (a * 1e-6) * 1e-12);
+    }
     const int ncfg = x3 && !linear ? ff_gpu_debug_x3_tile_count() : ff_gpu_debug_tile_count();
     double best = 1e30;
     int best_cfg = -1, differ = 0;

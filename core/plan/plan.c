@@ -20,6 +20,7 @@ ff_status ff_plan_options_default(ff_plan_options *o) {
     o->conv = FF_CONV_WINOGRAD;
     o->winograd_m = 4;
     o->s2d = true;
+    o->short_conv = true;
     o->backend = FF_BACKEND_OWN;
     o->precision = FF_PRECISION_FP32;
     // The environment only sets defaults; the flags (--conv, --winograd-m, --s2d) override them.
@@ -35,6 +36,13 @@ ff_status ff_plan_options_default(ff_plan_options *o) {
         if (strcmp(ms, "2") != 0 && strcmp(ms, "4") != 0)
             return FF_FAIL(FF_ERR_INPUT, "FF_WINOGRAD_M=%s: expected 2 or 4", ms);
         o->winograd_m = atoi(ms);
+    }
+    const char *sc = getenv("FF_CUDA_SHORT_CONV");
+    if (sc && *sc) {
+        if (strcmp(sc, "0") != 0 && strcmp(sc, "1") != 0)
+            return FF_FAIL(FF_ERR_INPUT,
+                           "FF_CUDA_SHORT_CONV=%s: expected 0 (every conv on the GEMM or tf32x3 tiles) or 1", sc);
+        o->short_conv = strcmp(sc, "1") == 0;
     }
     const char *s2d = getenv("FF_CUDA_S2D");
     if (s2d && *s2d) {
@@ -94,9 +102,10 @@ ff_status ff_plan_build(ff_plan *out, const ff_model *m, ff_device_kind device, 
         snprintf(lp->name, sizeof lp->name, "winograd-%d%s", wm, lp->s2d ? "-s2d" : "");
     }
     // The digest class: the CPU reference's bits, or the GPU plan's. The default GPU plan keeps the
-    // name the committed goldens record ("gpu"); another plan is its own class.
+    // name the committed goldens record ("gpu"); another plan is its own class. The short-conv
+    // kernel's chains are the fp32 tiles' (gpu.h): switched off, only tf32x3's bits change.
     if (o->backend == FF_BACKEND_OWN && o->precision == FF_PRECISION_TF32X3)
-        snprintf(out->digest_class, sizeof out->digest_class, "gpu-direct-tf32x3");
+        snprintf(out->digest_class, sizeof out->digest_class, "gpu-direct-tf32x3%s", o->short_conv ? "" : "-noshort");
     else if (o->backend != FF_BACKEND_OWN || o->precision != FF_PRECISION_FP32)
         out->digest_class[0] = 0;
     else if (device == FF_DEVICE_CPU)

@@ -85,6 +85,9 @@ unset FF_WINOGRAD_M
 export FF_CUDA_S2D=yes
 expect 2 "FF_CUDA_S2D=yes: expected 0 or 1" -- verify --model mnist-cnn
 unset FF_CUDA_S2D
+export FF_CUDA_SHORT_CONV=2
+expect 2 "FF_CUDA_SHORT_CONV=2: expected 0" -- train --model mnist-cnn
+unset FF_CUDA_SHORT_CONV
 # The flags win over the environment's defaults; info prints the plan they make (no GPU needed).
 export FF_CUDA_CONV=direct
 expect 0 "plan \(cuda device, digest class gpu\)" -- info --mode cuda --conv winograd

@@ -516,7 +516,8 @@ static void fused_relu_and_fault_rule(void **state) {
 // FF_TOL_TF32X3_PRODUCT with K * FF_TOL_TF32X3_TERMS additions) of the float64 conv, on random
 // signed data and on the low-bits data above, for mnist's two convs and AlexNet's conv1 (stride 4,
 // 11 x 11, Kd = 363: a partial last k-chunk) and conv3 (pad 1, Kd = 2304); the results differ from
-// the fp32 chains (so the tensor cores ran); every tf32x3 tile configuration gives the same bits,
+// the fp32 chains (so the tensor cores ran), except mnist's conv1 (9 terms a chain: a short conv,
+// which keeps the fp32 chains under tf32x3, gpu.h); every tf32x3 tile configuration gives the same bits,
 // an image computed alone equals the same image in a batch, and a band of output rows (the rows
 // split's input: the rows it needs) equals those rows of the whole, in every configuration.
 static void conv_tf32x3_within_bound(void **state) {
@@ -538,6 +539,7 @@ static void conv_tf32x3_within_bound(void **state) {
         const int64_t n = cases[ci].n, K = L->fan_in + 1;
         const size_t nin = numel(L->in, n), nout = numel(L->out, n);
         const ff_rows rows = ff_rows_full(L);
+        const bool short_chains = L->fan_in <= FF_GPU_SHORT_CONV_KD;  // k_conv_short's fp32 chains
         double *ref = malloc(nout * sizeof(double)), *A = malloc(nout * sizeof(double));
         for (int data = 0; data < 2; data++) {
             float *x = data ? tu_low_bits(nin, 1) : tu_rand(nin, 700 + (uint64_t)ci, 1.0f);
@@ -567,7 +569,8 @@ static void conv_tf32x3_within_bound(void **state) {
                 "%zu differ from fp32\n",
                 m.name, L->name, data ? "low-bits" : "random", (long long)n, nout, over, log2(worst), differ);
             bad += over;
-            if (differ == 0) bad++;  // the fp32 chains ran: the switch did nothing
+            // a long conv: the fp32 chains ran, the switch did nothing; a short one: they must run
+            if (short_chains ? differ != 0 : differ == 0) bad++;
             // every configuration the same bits; image n-1 alone the same as in the batch
             const int ntiles = ff_gpu_debug_x3_tile_count();
             assert_true(ntiles >= 2);
@@ -602,7 +605,8 @@ static void conv_tf32x3_within_bound(void **state) {
                 free(yt);
             }
             ff_gpu_debug_split_scratch_off(false);
-            const long long want = pre >= 0 && L->kh == 3 && L->kw == 3 && L->stride == 1 ? ntiles - pre : 0;
+            const long long want =
+                pre >= 0 && !short_chains && L->kh == 3 && L->kw == 3 && L->stride == 1 ? ntiles - pre : 0;
             const long long fell2 = ff_gpu_debug_presplit_fallbacks() - fell1;
             printf("  %s.%s: %lld of the pre-split launches fell back without a scratch (want %lld)\n", m.name, L->name,
                    fell2, want);
@@ -643,6 +647,129 @@ static void conv_tf32x3_within_bound(void **state) {
         }
         free(ref), free(A);
         ff_weights_free(&wt);
+    }
+    assert_int_equal(bad, 0);
+}
+
+// gpu.h's conv order on the host: acc = b[k], then (c, r, s) ascending acc = fmaf(w, x, acc), a
+// padding tap as x = +0; relu as the GPU's (only values below zero become +0). bias_last: the
+// negative control's other order (the chain from +0, the bias added at the end).
+static void conv_chains_host(float *y, const float *x, const float *w, const float *b, const ff_layer *L, int64_t n,
+                             bool relu, bool bias_last) {
+    const int64_t C = L->in.c, H = L->in.h, W = L->in.w, K = L->out.c, Ho = L->out.h, Wo = L->out.w;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t k = 0; k < K; k++)
+            for (int64_t oh = 0; oh < Ho; oh++)
+                for (int64_t ow = 0; ow < Wo; ow++) {
+                    float acc = bias_last ? 0.0f : b[k];
+                    for (int64_t c = 0; c < C; c++)
+                        for (int r = 0; r < L->kh; r++)
+                            for (int t = 0; t < L->kw; t++) {
+                                const int64_t ih = oh * L->stride - L->pad + r, iw = ow * L->stride - L->pad + t;
+                                const bool v = ih >= 0 && ih < H && iw >= 0 && iw < W;
+                                acc = fmaf(w[((k * C + c) * L->kh + r) * L->kw + t],
+                                           v ? x[((i * C + c) * H + ih) * W + iw] : 0.0f, acc);
+                            }
+                    if (bias_last) acc += b[k];
+                    y[((i * K + k) * Ho + oh) * Wo + ow] = relu && acc < 0.0f ? 0.0f : acc;
+                }
+}
+
+// Convs of short chains (C*R*S <= FF_GPU_SHORT_CONV_KD: k_conv_short, gpu.h) give the host
+// emulation of gpu.h's conv order bit for bit, and so every GEMM tile's bits (a forced tile runs
+// the tile), under --precision tf32x3 too; with and without relu; on mnist's conv1 (9 taps), a
+// padded stride-2 conv of 27 taps and 13 output channels (a part group), a padded 5 x 5 of 25 and
+// a 1 x 1 of 20 channels; a band of output rows from the rows it needs equals those rows of the
+// whole, and the last image alone equals it in the batch. The emulation with the bias added last
+// must differ (the comparison sees the order).
+static ff_layer short_conv_layer(int64_t K, int64_t C, int64_t H, int64_t W, int k, int stride, int pad) {
+    ff_layer L = {
+        .name = "short-conv-test", .op = FF_OP_CONV2D, .out_c = K, .kh = k, .kw = k, .stride = stride, .pad = pad};
+    L.in = (ff_shape){C, H, W};
+    L.out = (ff_shape){K, (H + 2 * pad - k) / stride + 1, (W + 2 * pad - k) / stride + 1};
+    L.n_weight = K * C * k * k, L.n_bias = K, L.fan_in = C * k * k, L.param_index = 0;
+    return L;
+}
+static void short_convs_equal_chains(void **state) {
+    (void)state;
+    ff_model m;
+    assert_int_equal(ff_model_init(&m, "mnist-cnn"), FF_OK);
+    const ff_layer cases[4] = {m.layers[ff_model_find_layer(&m, "conv1")], short_conv_layer(13, 3, 17, 15, 3, 2, 1),
+                               short_conv_layer(6, 1, 12, 12, 5, 1, 2), short_conv_layer(5, 20, 7, 9, 1, 1, 0)};
+    const int64_t ns[4] = {5, 3, 2, 4};
+    size_t bad = 0;
+    for (int ci = 0; ci < 4; ci++) {
+        const ff_layer *L = &cases[ci];
+        assert_true(L->fan_in <= FF_GPU_SHORT_CONV_KD);
+        const int64_t n = ns[ci];
+        const size_t nin = numel(L->in, n), nout = numel(L->out, n);
+        float *x = tu_rand(nin, 900 + (uint64_t)ci, 1.0f), *w = tu_rand((size_t)L->n_weight, 910 + (uint64_t)ci, 0.5f),
+              *b = tu_rand((size_t)L->n_bias, 920 + (uint64_t)ci, 0.5f);
+        float *emu = malloc(nout * sizeof(float));
+        float *dx = tu_dev_from(x, nin, S), *dy = tu_dev_from(NULL, nout, S);
+        float *dw = tu_dev_from(w, (size_t)L->n_weight, S), *db = tu_dev_from(b, (size_t)L->n_bias, S);
+        const ff_rows rows = ff_rows_full(L);
+        for (int relu = 0; relu < 2; relu++) {
+            conv_chains_host(emu, x, w, b, L, n, relu, false);
+            char what[112];
+            for (int x3 = 0; x3 < 2; x3++) {
+                ff_gpu_set_conv_math(x3);
+                assert_int_equal(ff_gpu_fill(dy, NAN, nout, S), FF_OK);
+                assert_int_equal(ff_gpu_conv2d(dy, dx, dw, db, L, relu, &rows, n, S), FF_OK);
+                const int ran = ff_gpu_debug_last_tile();
+                float *y = tu_host_from(dy, nout, S);
+                snprintf(what, sizeof what, "short conv %lldx%lldx%lld k%d s%d p%d%s%s (ran %d) vs emulation",
+                         (long long)L->in.c, (long long)L->in.h, (long long)L->in.w, L->kh, L->stride, L->pad,
+                         relu ? " relu" : "", x3 ? " tf32x3" : "", ran);
+                bad += tu_check_ulp(what, y, emu, nout, 0);
+                bad += ran != FF_GPU_TILE_SHORT_CONV;
+                free(y);
+            }
+            ff_gpu_set_conv_math(false);
+            for (int tile = 0; tile < ff_gpu_debug_tile_count(); tile++) {
+                ff_gpu_debug_force_tile(tile);
+                assert_int_equal(ff_gpu_fill(dy, NAN, nout, S), FF_OK);
+                assert_int_equal(ff_gpu_conv2d(dy, dx, dw, db, L, relu, &rows, n, S), FF_OK);
+                float *y = tu_host_from(dy, nout, S);
+                snprintf(what, sizeof what, "short conv case %d%s GEMM tile %d (ran %d) vs emulation", ci,
+                         relu ? " relu" : "", tile, ff_gpu_debug_last_tile());
+                bad += tu_check_ulp(what, y, emu, nout, 0);
+                free(y);
+            }
+            ff_gpu_debug_force_tile(-1);
+        }
+        // a band of output rows (its input rows only) and the last image alone: the whole's bits
+        const ff_range ir = ff_layer_input_rows(L, L->out.h / 3, L->out.h / 2 + 1);
+        const ff_rows band = {ir.lo, ir.hi, L->out.h / 3, L->out.h / 2 + 1};
+        const int64_t C = L->in.c, H = L->in.h, Wd = L->in.w, bi = ir.hi - ir.lo, bo = band.out_hi - band.out_lo;
+        const int64_t Ko = L->out.c, HWo = L->out.h * L->out.w, Wo = L->out.w;
+        float *xb = malloc((size_t)(n * C * bi * Wd) * sizeof(float));
+        for (int64_t im = 0; im < n * C; im++)
+            memcpy(xb + im * bi * Wd, x + (im * H + ir.lo) * Wd, (size_t)(bi * Wd) * sizeof(float));
+        float *dxb = tu_dev_from(xb, (size_t)(n * C * bi * Wd), S);
+        assert_int_equal(ff_gpu_fill(dy, NAN, nout, S), FF_OK);
+        assert_int_equal(ff_gpu_conv2d(dy, dxb, dw, db, L, true, &band, n, S), FF_OK);
+        float *yb = tu_host_from(dy, (size_t)(n * Ko * bo * Wo), S);
+        for (int64_t ik = 0; ik < n * Ko; ik++) {
+            char what[96];
+            snprintf(what, sizeof what, "short conv case %d rows %lld..%lld, image/channel %lld", ci,
+                     (long long)band.out_lo, (long long)band.out_hi, (long long)ik);
+            bad += tu_check_ulp(what, yb + ik * bo * Wo, emu + ik * HWo + band.out_lo * Wo, (size_t)(bo * Wo), 0);
+        }
+        const size_t in1 = numel(L->in, 1), out1 = numel(L->out, 1);
+        assert_int_equal(ff_gpu_conv2d(dy, dx + (n - 1) * in1, dw, db, L, true, &rows, 1, S), FF_OK);
+        float *y1 = tu_host_from(dy, out1, S);
+        bad += tu_check_ulp("short conv last image alone vs the emulation", y1, emu + (n - 1) * out1, out1, 0);
+        // negative: the other order differs
+        float *other = malloc(nout * sizeof(float));
+        conv_chains_host(other, x, w, b, L, n, true, true);
+        printf("  (negative: the next check must FAIL)\n");
+        const size_t d = tu_check_ulp("short conv emulation with the bias added last", other, emu, nout, 0);
+        printf("  short conv case %d: %zu of %zu outputs differ under the other order\n", ci, d, nout);
+        bad += d == 0;
+        free(other), free(y1), free(yb), free(xb), ff_gpu_free(dxb);
+        free(x), free(w), free(b), free(emu);
+        ff_gpu_free(dx), ff_gpu_free(dy), ff_gpu_free(dw), ff_gpu_free(db);
     }
     assert_int_equal(bad, 0);
 }
@@ -797,6 +924,7 @@ int main(void) {
         cmocka_unit_test(winograd_equals_cpu_emulation),
         cmocka_unit_test(fused_relu_and_fault_rule),
         cmocka_unit_test(conv_tf32x3_within_bound),
+        cmocka_unit_test(short_convs_equal_chains),
         cmocka_unit_test(nan_propagates_like_cpu),
         cmocka_unit_test(maxpool_pairs_like_cpu),
         cmocka_unit_test(softmax_ties_and_nan_like_cpu),

@@ -19,6 +19,7 @@ static void clear_env(void) {
     unsetenv("FF_CUDA_CONV");
     unsetenv("FF_WINOGRAD_M");
     unsetenv("FF_CUDA_S2D");
+    unsetenv("FF_CUDA_SHORT_CONV");
 }
 
 static ff_plan_options defaults(void) {
@@ -39,25 +40,30 @@ static ff_plan build(const char *model, ff_device_kind dev, const ff_plan_option
     return p;
 }
 
-// The defaults are winograd, m = 4, s2d on, own, fp32; FF_CUDA_CONV, FF_WINOGRAD_M and FF_CUDA_S2D
-// change them, and a bad value is refused naming the variable, its value and what was expected.
+// The defaults are winograd, m = 4, s2d on, short convs on, own, fp32; FF_CUDA_CONV, FF_WINOGRAD_M,
+// FF_CUDA_S2D and FF_CUDA_SHORT_CONV change them, and a bad value is refused naming the variable, its value and what
+// was expected.
 static void options_defaults_and_environment(void **state) {
     (void)state;
     ff_plan_options o = defaults();
     assert_int_equal(o.conv, FF_CONV_WINOGRAD);
     assert_int_equal(o.winograd_m, 4);
     assert_true(o.s2d);
+    assert_true(o.short_conv);
     assert_int_equal(o.backend, FF_BACKEND_OWN);
     assert_int_equal(o.precision, FF_PRECISION_FP32);
     setenv("FF_CUDA_CONV", "direct", 1);
     setenv("FF_WINOGRAD_M", "2", 1);
     setenv("FF_CUDA_S2D", "0", 1);
+    setenv("FF_CUDA_SHORT_CONV", "0", 1);
     assert_int_equal(ff_plan_options_default(&o), FF_OK);
     assert_int_equal(o.conv, FF_CONV_DIRECT);
     assert_int_equal(o.winograd_m, 2);
     assert_false(o.s2d);
-    static const char *bad[][2] = {{"FF_CUDA_CONV", "fft"}, {"FF_WINOGRAD_M", "3"}, {"FF_CUDA_S2D", "on"}};
-    for (int k = 0; k < 3; k++) {
+    assert_false(o.short_conv);
+    static const char *bad[][2] = {
+        {"FF_CUDA_CONV", "fft"}, {"FF_WINOGRAD_M", "3"}, {"FF_CUDA_S2D", "on"}, {"FF_CUDA_SHORT_CONV", "yes"}};
+    for (int k = 0; k < 4; k++) {
         clear_env();
         setenv(bad[k][0], bad[k][1], 1);
         assert_int_equal(ff_plan_options_default(&o), FF_ERR_INPUT);
@@ -212,6 +218,15 @@ static void tf32x3_has_its_own_class(void **state) {
     o.precision = FF_PRECISION_TF32X3;
     assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
     assert_string_equal(p.digest_class, "gpu-direct-tf32x3");
+    // without the short-conv kernel mnist's conv1 runs tf32x3 tiles: other bits, another class
+    o.short_conv = false;
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
+    assert_string_equal(p.digest_class, "gpu-direct-tf32x3-noshort");
+    o.precision = FF_PRECISION_FP32;  // in fp32 its chains are the tiles': the same class
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
+    assert_string_equal(p.digest_class, "gpu-direct");
+    o.precision = FF_PRECISION_TF32X3, o.short_conv = true;
+    assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
     assert_string_equal(ff_precision_name(p.opt.precision), "tf32x3");
     assert_string_equal(ff_precision_name(FF_PRECISION_FP32), "fp32");
     assert_string_equal(ff_precision_name(FF_PRECISION_TF32), "tf32");

@@ -137,7 +137,8 @@ typedef struct {
     int pool_mode;
     int64_t lane_seen[4];
     int64_t ones_n;
-    bool conv_x3;  // --precision tf32x3: the convs on tensor cores (gpu.h, ff_gpu_set_conv_math)
+    bool conv_x3;     // --precision tf32x3: the convs on tensor cores (gpu.h, ff_gpu_set_conv_math)
+    bool short_conv;  // convs of short chains on k_conv_short (gpu.h, ff_gpu_set_short_conv)
 } cuda_device;
 
 // Every op starts here, so the calling thread's conv math (a per-thread switch, like tuning) is
@@ -145,6 +146,7 @@ typedef struct {
 static cuda_device *cuda_of(ff_device *d) {
     cuda_device *c = (cuda_device *)d;
     ff_gpu_set_conv_math(c->conv_x3);
+    ff_gpu_set_short_conv(c->short_conv);
     return c;
 }
 
@@ -235,7 +237,9 @@ static ff_status cuda_setup(cuda_device *c, const ff_model *m, const ff_weights 
     FF_TRY(ff_gpu_stream_create(&c->main));
     c->stream = c->main;
     c->conv_x3 = p->opt.precision == FF_PRECISION_TF32X3;
+    c->short_conv = p->opt.short_conv;
     ff_gpu_set_conv_math(c->conv_x3);
+    ff_gpu_set_short_conv(c->short_conv);
     if (vendor) FF_TRY(ff_gpu_blas_create(&c->blas, c->stream, p->opt.precision == FF_PRECISION_TF32));
 
     // Weights: one upload of the contiguous buffer (device.c checked its size); per-layer views at

@@ -215,6 +215,9 @@ void ff_gpu_set_conv_math(bool tf32x3) {
 bool ff_gpu_conv_math_tf32x3(void) {
     return false;
 }
+void ff_gpu_set_short_conv(bool on) {
+    (void)on;
+}
 void ff_gpu_debug_force_wgrad_x3(int config) {
     (void)config;
 }

@@ -808,6 +808,54 @@ __global__ void __launch_bounds__(WG * 128)
 #define GV_SPLIT_ST 4  // stages of the split GEMV (a chunk is a few stages; 4 blocks a multiprocessor)
 #define GV_SPLIT_SMEM_FLOATS (GV_SPLIT_ST * (16 * (GV_KT + 4) + GV_MAXN * GV_KT))
 
+// ------------------------------------------------------------------ convs of short chains
+// A conv whose chains have at most FF_GPU_SHORT_CONV_KD terms (C R S: mnist's conv1, 9) spends its
+// time writing the output: a GEMM or tensor-core tile would leave most of its k-depth idle (conv1
+// took 10.5 us at batch 64 as a tf32x3 tile, bench/results/issue15-s40, for 2.8 MB read and 5.5 MB
+// written). Here a thread owns one output pixel and a group of SC_KG output channels: it gathers
+// the pixel's Kd taps into registers once (a padding tap as +0, as the GEMM's zero-filled copy),
+// then runs each channel's chain in gpu.h's conv order, acc = b[k], (c, r, s) ascending,
+// acc = fma(w, x, acc), with the group's weights broadcast from shared memory; a warp's stores of
+// one channel are 32 consecutive pixels. The same chains as k_gemm, so the same bits; the band
+// (rows) and image decoding are ConvTileLoads'.
+#define SC_KG 8   // output channels a thread (a block's group)
+#define SC_T 256  // threads (output pixels) a block
+template <int KD>
+__global__ void __launch_bounds__(SC_T)
+    k_conv_short(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ w,
+                 const float *__restrict__ bias, GemmGeom g, int relu) {
+    __shared__ float ws[SC_KG * KD];  // [kg][Kd]: weight rows m0 .. m0 + kg - 1
+    __shared__ float bs[SC_KG];
+    const int m0 = blockIdx.y * SC_KG, kg = min(SC_KG, g.M - m0);
+    for (int i = threadIdx.x; i < kg * g.Kd; i += SC_T) ws[i] = w[(long long)m0 * g.Kd + i];
+    if ((int)threadIdx.x < kg) bs[threadIdx.x] = bias ? bias[m0 + threadIdx.x] : 0.0f;
+    __syncthreads();
+    const long long p = blockIdx.x * (long long)SC_T + threadIdx.x;
+    if (p >= g.P) return;
+    const long long img = p / g.HWo;
+    const int pix = (int)(p - img * g.HWo), RS = g.R * g.S;
+    const int ih0 = (g.out_lo + pix / g.Wo) * g.stride - g.pad, iw0 = pix % g.Wo * g.stride - g.pad;
+    const float *xi = in + img * g.in_img + (long long)(ih0 - g.in_lo) * g.W + iw0;
+    float x[KD];  // the pixel's taps, (c, r, s) ascending
+#pragma unroll
+    for (int kk = 0; kk < KD; kk++) {
+        x[kk] = 0.0f;
+        if (kk < g.Kd) {
+            const int c = kk / RS, rs = kk - c * RS, r = rs / g.S, s = rs - r * g.S;
+            if ((unsigned)(ih0 + r) < (unsigned)g.H && (unsigned)(iw0 + s) < (unsigned)g.W)
+                x[kk] = __ldg(xi + (c * g.in_rows + r) * g.W + s);
+        }
+    }
+    float *o = out + img * g.out_img + (long long)m0 * g.HWo + pix;
+    for (int k = 0; k < kg; k++) {
+        float acc = bs[k];
+#pragma unroll
+        for (int kk = 0; kk < KD; kk++)
+            if (kk < g.Kd) acc = __fmaf_rn(ws[k * g.Kd + kk], x[kk], acc);
+        o[(long long)k * g.HWo] = relu ? relu_f(acc) : acc;
+    }
+}
+
 // RB weight rows per block: 16, or 8 for layers with few rows (more blocks in flight); ST stages.
 // kc: stages per split-K chunk (chunk / GV_KT; linear_split.h makes chunks multiples of GV_KT), 0
 // when the layer is not split. A thread runs its output's chunks one after the other: at each chunk
@@ -1034,6 +1082,10 @@ extern "C" void ff_gpu_set_conv_math(bool tf32x3) {
 }
 extern "C" bool ff_gpu_conv_math_tf32x3(void) {
     return g_conv_x3;
+}
+static thread_local bool g_short_conv = true;  // ff_gpu_set_short_conv: k_conv_short where it applies
+extern "C" void ff_gpu_set_short_conv(bool on) {
+    g_short_conv = on;
 }
 extern "C" void ff_gpu_debug_force_tile(int tile) {
     g_force_tile = tile;
@@ -1561,6 +1613,19 @@ extern "C" ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, 
     g.in_img = (long long)(L->in.c * in_rows * L->in.w);
     g.out_img = (long long)g.M * g.HWo;
     FF_TRY(check_int(L->out.c * out_rows * L->out.w, "conv output per image"));
+    // Short chains (k_conv_short): the same bits as the GEMM tiles, which a forced tile still runs;
+    // under --precision tf32x3 too (fp32 chains, more exact than tf32x3's: gpu.h).
+    if (g.Kd <= FF_GPU_SHORT_CONV_KD && g_short_conv) {
+        if (g_force_tile >= 0) return run_gemm<false>(out, in, w, b, g, relu, ff_cu_stream(s));
+        const dim3 grid((unsigned)((g.P + SC_T - 1) / SC_T), (unsigned)((g.M + SC_KG - 1) / SC_KG));
+        if (g.Kd <= 9)
+            k_conv_short<9><<<grid, SC_T, 0, ff_cu_stream(s)>>>(out, in, w, b, g, relu ? 1 : 0);
+        else
+            k_conv_short<FF_GPU_SHORT_CONV_KD><<<grid, SC_T, 0, ff_cu_stream(s)>>>(out, in, w, b, g, relu ? 1 : 0);
+        FF_LAUNCH_CHECK("k_conv_short");
+        g_last_tile = FF_GPU_TILE_SHORT_CONV;
+        return FF_OK;
+    }
     if (g_conv_x3) return run_x3(out, in, w, b, g, relu, ff_cu_stream(s));
     return run_gemm<false>(out, in, w, b, g, relu, ff_cu_stream(s));
 }

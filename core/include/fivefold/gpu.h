@@ -138,6 +138,14 @@ void ff_gpu_blas_destroy(ff_gpu_blas h);
 // ---- layers (device pointers; shapes as in layers_cpu.h) ----
 // out: (n, K, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W); w: (K, C, R, S); b: (K).
 // relu: apply relu to the result (the executor fuses conv+relu; a per-layer run passes false).
+// A conv of at most FF_GPU_SHORT_CONV_KD terms a chain (C*R*S; mnist's conv1) runs its own kernel
+// (k_conv_short: a thread a pixel, its taps in registers), the conv order above, under every
+// --precision (tf32x3 would buy nothing on chains this short; fp32 chains are the more exact);
+// ff_gpu_debug_last_tile() then says FF_GPU_TILE_SHORT_CONV, and a forced tile runs the GEMM tile.
+// ff_gpu_set_short_conv(false) (the plan's FF_CUDA_SHORT_CONV=0, an A/B switch) sends them to the
+// tiles like any conv: the same bits in fp32, tf32x3's own under --precision tf32x3.
+#define FF_GPU_SHORT_CONV_KD 32
+#define FF_GPU_TILE_SHORT_CONV 100
 ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L, bool relu,
                         const ff_rows *rows, int64_t n, ff_gpu_stream s);
 // Winograd F(m x m, r x r) (winograd.h states the order of operations and the tile anchoring):
@@ -198,12 +206,16 @@ ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, cons
 void ff_gpu_set_tuning(bool on);
 // --precision tf32x3 for the calling thread's convolutions (ff_gpu_conv2d, and the data gradients
 // that run through it): tensor cores with each factor split into two TF32 halves (layers_cuda.cu
-// states the products and the order), their own bits; false: the fp32 FMA chains. Per thread like
+// states the products and the order), their own bits; false: the fp32 FMA chains. Convs of at most
+// FF_GPU_SHORT_CONV_KD terms a chain keep the fp32 chains either way (ff_gpu_conv2d). Per thread like
 // the tuning switch: the cuda device sets its plan's choice at the start of each op.
 void ff_gpu_set_conv_math(bool tf32x3);
 // The calling thread's setting (true: tf32x3). The conv weight gradient reads it too: under
 // tf32x3 a stride-1 conv's per-image partials run on tensor cores (train_cuda.cu k_conv_wgrad_x3).
 bool ff_gpu_conv_math_tf32x3(void);
+// The calling thread's short-conv kernel (ff_gpu_conv2d; true unless set): per thread, set by the
+// cuda device at the start of each op from its plan (FF_CUDA_SHORT_CONV).
+void ff_gpu_set_short_conv(bool on);
 // Test hook: force configuration `tile` (0 .. ff_gpu_debug_tile_count()-1; 3 is the linear GEMV
 // path, used where it applies: up to 8 images a thread an output, its chunks in turn; more, the
 // split GEMV, a block per chunk and group of 8 images; ff_gpu_debug_lin_tile_first() and up are

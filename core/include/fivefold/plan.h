@@ -33,12 +33,14 @@ typedef struct {
     ff_conv_alg conv;    // --conv direct|winograd (GPU; the CPU device always runs direct)
     int winograd_m;      // --winograd-m 2|4: F(m x m, r x r)
     bool s2d;            // --s2d on|off: strided convs (AlexNet's conv1) through space-to-depth
+    bool short_conv;     // GPU: convs of short chains on their own kernel (gpu.h; FF_CUDA_SHORT_CONV)
     ff_backend backend;  // --backend own|vendor
     ff_precision precision;
 } ff_plan_options;
 
-// The defaults: winograd, m = 4, s2d on, own, fp32; FF_CUDA_CONV (direct|winograd), FF_WINOGRAD_M
-// (2|4) and FF_CUDA_S2D (0|1) change them. FF_ERR_INPUT naming the variable for a bad value.
+// The defaults: winograd, m = 4, s2d on, short convs on, own, fp32; FF_CUDA_CONV (direct|winograd),
+// FF_WINOGRAD_M (2|4), FF_CUDA_S2D (0|1) and FF_CUDA_SHORT_CONV (0|1: the A/B switch of gpu.h's
+// short-conv kernel) change them. FF_ERR_INPUT naming the variable for a bad value.
 ff_status ff_plan_options_default(ff_plan_options *o);
 
 typedef enum {

@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Session 43, GPU call 1: the short-conv kernel (k_conv_short: mnist's conv1, 9 taps a chain, a
+# thread a pixel instead of a tf32x3 or GEMM tile) against the tiles in the same call, and what
+# session 42 could not run (session 41's mutants, the bench, fc1's kernels, traced steps):
+#  a. build; the mutant tree (k_lin terms k+2 / k+3 swapped; the gate passing dy where the pooled
+#     value is 0; k_conv_short's bias added after the chain) builds beside it
+#  b. ctest test_gpu_layers, test_gpu_train, gpu_train_*, tools_conv_tiles_usage
+#  c. the mutants: test_gpu_layers must fail on tiles 24-31 and on the short convs, test_gpu_train
+#     on the picks + gate lines
+#  d. ms a step, FF_CUDA_SHORT_CONV=0 (conv1 on the tiles) and 1 (the default) in turn, twice, at
+#     tf32x3 and fp32: fp32's digests must be the same on both sides (the same chains), tf32x3's not
+#  e. conv1 alone (ff_conv_tiles: the automatic choice timed beside every tile), train_bench tf32x3
+#     against PyTorch's CUDA graph, traced steps, fc1's kernels alone, train_bench fp32
+# Usage: bash bench/results/issue15-s43/run1.sh OUTDIR [SECONDS]  (carry .deps, .ff-source-commit, .data-mid)
+# MUTANTS=0: no mutant tree (a call too short for a second build).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+cd "$here/../../.."
+. bench/device_run.sh
+DL=${2:-560} MUTANTS=${MUTANTS:-1}
+case "$DL" in '' | *[!0-9]*) echo "run1.sh: SECONDS '$DL': expected a whole number of seconds" >&2; exit 2 ;; esac
+case "$MUTANTS" in 0 | 1) ;; *) echo "run1.sh: MUTANTS='$MUTANTS': expected 0 or 1" >&2; exit 2 ;; esac
+dr_begin run1 "${1:?usage: run1.sh OUTDIR [SECONDS]}"
+export DATA="$PWD/.data-mid/fashion-mnist"
+[ "$MUTANTS" = 1 ] && { rm -rf /tmp/mut && mkdir /tmp/mut && tar -C . --exclude=./build-gpu --exclude=./.data-mid --exclude=./bench/results -cf - . | tar -C /tmp/mut -xf -
+python3 - /tmp/mut/core/device/cuda/layers_cuda.cu /tmp/mut/core/device/cuda/pool_sparse.cu <<'PY'
+import sys
+p = sys.argv[1]; s = open(p).read()
+z = "for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].z, x[j].z, acc[i][j]);"
+w = "for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].w, x[j].w, acc[i][j]);"
+assert s.count(z) == 1 and s.count(w) == 1
+s = s.replace(z, "@Z@").replace(w, z).replace("@Z@", w)
+a, b = "        float acc = bs[k];\n", "        o[(long long)k * g.HWo] = relu ? relu_f(acc) : acc;\n"
+assert s.count(a) == 1 and s.count(b) == 1
+s = s.replace(a, "        float acc = 0.0f;\n").replace(b, "        acc = __fadd_rn(acc, bs[k]);\n" + b)
+open(p, "w").write(s)
+p = sys.argv[2]; s = open(p).read()
+g = "G[t] = !(pooled[t] > 0.0f) ? 0.0f : __fadd_rn(0.0f, dy[t]);"
+assert s.count(g) == 1
+s = s.replace(g, g.replace("> 0.0f", ">= 0.0f"))
+open(p, "w").write(s)
+PY
+(dr_build /tmp/mut test_gpu_layers test_gpu_train > "$out/mut-build.txt" 2>&1) &
+mut_pid=$!
+}
+dr_build . fivefold test_gpu_train test_gpu_layers ff_kernel_trace ff_conv_tiles || exit 1
+el a. built
+ct=$(dr_left $DL); [ "$ct" -gt 170 ] && ct=170; [ "$ct" -lt 40 ] && ct=40
+timeout $ct ctest --test-dir build-gpu -R "^(test_gpu_layers|test_gpu_train|gpu_train_.*|tools_conv_tiles_usage)$" -j 4 --timeout $((ct - 10)) -V > "$out/ctest-gpu.log" 2>&1
+echo "b. ctest: exit $?"; grep -E "Test +#|tests passed|Total Test" "$out/ctest-gpu.log"
+grep -E "FAIL|short conv|tile 2[4-9]|tile 3[01]|picks|tf32x3 mnist-cnn.conv1" "$out/ctest-gpu.log" | grep -v "negative\|must FAIL\|vs split\|vs bias\|shifted\|one element\|GEMM tile\|image/channel" | head -40
+gzip "$out/ctest-gpu.log"
+el b. done
+[ "$MUTANTS" = 1 ] && {
+wait $mut_pid; cat "$out/mut-build.txt"
+(cd /tmp/mut/build-gpu && timeout 100 ./verify/gpu/test_gpu_layers > "$out/mutant-layers.log" 2>&1)
+echo "c. mutants: test_gpu_layers exit $? (must be nonzero)"
+grep -E "tile 2[4-9].*FAIL|tile 3[01].*FAIL|short conv.*FAIL|FAILED|PASSED" "$out/mutant-layers.log" | head -12
+(cd /tmp/mut/build-gpu && timeout 100 ./verify/gpu/test_gpu_train > "$out/mutant-train.log" 2>&1)
+echo "c. mutants: test_gpu_train exit $? (must be nonzero); picks + gate lines:"
+grep -E "picks|FAILED|PASSED" "$out/mutant-train.log" | head -10
+gzip "$out"/mutant-*.log
+el c. done
+}
+for r in 1 2; do
+    for sc in 0 1; do
+        [ "$(dr_left $DL)" -gt 150 ] || break
+        FF_CUDA_SHORT_CONV=$sc DR_TAG=short$sc-r$r dr_mnist_steps tf32x3 fp32
+    done
+done
+el d. done
+for b in 64 256; do
+    for p in fp32 tf32x3; do
+        [ "$(dr_left $DL)" -gt 130 ] && dr_layer_tiles conv1 $b --precision $p
+    done
+done
+[ "$(dr_left $DL)" -gt 120 ] && dr_mnist_bench tf32x3
+el e. bench done
+for b in 64 256; do
+    [ "$(dr_left $DL)" -gt 45 ] && dr_mnist_trace $b
+done
+for b in 64 256; do  # every linear kernel of fc1 alone: forward and data gradient
+    for dg in "" --data-grad; do
+        [ "$(dr_left $DL)" -gt 25 ] && dr_layer_tiles fc1 $b $dg
+    done
+done
+[ "$(dr_left $DL)" -gt 120 ] && dr_mnist_bench fp32
+el done
