@@ -11,13 +11,19 @@ comments say which were dropped and why.
 MUTANTS = []
 
 
-def M(name, file, subs, kill, survives=None):
+def M(name, file, subs, kill, survives=None, gpu=False):
     """survives: a known survivor, with the test change (in a file this folder does not own) that
     would kill it. The run reports it and does not fail on it; it fails once the mutant is killed,
-    so that the mark is removed."""
+    so that the mark is removed. gpu: a mutant of the CUDA code, whose tests need a GPU (G below)."""
     if isinstance(subs, tuple):
         subs = [subs]
-    MUTANTS.append({'name': name, 'file': file, 'subs': subs, 'kill': kill, 'survives': survives})
+    MUTANTS.append({'name': name, 'file': file, 'subs': subs, 'kill': kill, 'survives': survives, 'gpu': gpu})
+
+
+def G(name, file, subs, kill, survives=None):
+    """A GPU mutant: run_mutants.py --gpu builds and runs it (on a GPU machine: ci/gpu's gpu-mutants
+    step); the CPU run only checks that its pattern applies."""
+    M(name, file, subs, kill, survives, gpu=True)
 
 
 LAYERS = '^test_layers_cpu$'
@@ -535,3 +541,31 @@ M('lost_peer_any_program', 'core/base/lost_peers.c',
 # the chained whole-buffer digest must go over every byte of each piece
 M('digest_piece_chain_skips_bytes', 'core/base/digest.c',
   ('        c = (c ^ p[i]) * FF_FNV_PRIME;\n', '        c = c * FF_FNV_PRIME;\n'), '^(test_digest|test_golden_verify)$')
+
+# ---------------------------------------------------------------- GPU kernels (run_mutants.py --gpu; ci/gpu)
+# Until session 43 these lived in the run scripts of bench/results/issue15-s4*/ (each a tree of its own).
+GPU_LAYERS = '^test_gpu_layers$'
+GPU_TRAIN = '^test_gpu_train$'
+CU = 'core/device/cuda/layers_cuda.cu'
+# k_lin (the linear tiles) with terms k + 2 and k + 3 of each quad swapped: another order, other bits
+# (linear_split_equals_cpu_emulation forces tiles 24, 26, 31 against the CPU emulation)
+G('gpu_lin_terms_swapped', CU,
+  [('for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].z, x[j].z, acc[i][j]);',
+    'for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].w, x[j].w, acc[i][j]); /*@*/'),
+   ('for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].w, x[j].w, acc[i][j]);\n',
+    'for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].z, x[j].z, acc[i][j]);\n')], GPU_LAYERS)
+# k_conv_short (convs of short chains) with the bias added after the chain instead of starting it
+G('gpu_short_conv_bias_last', CU,
+  [('        float acc = bs[k];\n', '        float acc = 0.0f;\n'),
+   ('        o[(long long)k * g.HWo] = relu ? relu_f(acc) : acc;\n',
+    '        acc = __fadd_rn(acc, bs[k]);\n        o[(long long)k * g.HWo] = relu ? relu_f(acc) : acc;\n')],
+  GPU_LAYERS)
+# ... and reading one column past the row where the padding should give +0
+G('gpu_short_conv_pad_right', CU,
+  ('if ((unsigned)(ih0 + r) < (unsigned)g.H && (unsigned)(iw0 + s) < (unsigned)g.W)\n                x[kk] = __ldg(',
+   'if ((unsigned)(ih0 + r) < (unsigned)g.H && (unsigned)(iw0 + s) <= (unsigned)g.W)\n                x[kk] = __ldg('),
+  GPU_LAYERS)
+# the pool-sparse gate passing dy where the pooled value is 0 (relu's zero: no gradient)
+G('gpu_ps_gate_at_zero', 'core/device/cuda/pool_sparse.cu',
+  ('G[t] = !(pooled[t] > 0.0f) ? 0.0f : __fadd_rn(0.0f, dy[t]);',
+   'G[t] = !(pooled[t] >= 0.0f) ? 0.0f : __fadd_rn(0.0f, dy[t]);'), GPU_TRAIN)

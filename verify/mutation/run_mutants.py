@@ -5,6 +5,9 @@
   run_mutants.py --check [--build-dir B]   every pattern occurs exactly once in the sources (and, with
                                            B, every kill regex selects at least one test of B)
   run_mutants.py [--only a,b] [--keep]     the full run (CTest test mutation_run)
+  run_mutants.py --gpu [-j N] [-w W]       the GPU mutants (mutants.py's G): the same run on a CUDA
+                                           build (sm_90a or $FF_CUDA_ARCH; cmocka from .deps/usr if
+                                           there), on a machine with a GPU (ci/gpu's gpu-mutants step)
 
 The full run copies the source tree (git ls-files, tracked and untracked-not-ignored; golden *.h5
 symlinked, not copied) to a temporary directory, configures it once (Release, no CUDA, Ninja),
@@ -86,14 +89,17 @@ def check(root, build):
     bad = stale_patterns(root)
     if build:
         tests = ctest_tests(build)
+        gpu_build = any(n.startswith('test_gpu') for n in tests)  # a build without CUDA has no GPU tests
         for m in MUTANTS:
+            if m['gpu'] and not gpu_build:
+                continue
             if not selected(tests, m['kill']):
                 bad.append((m['name'], m['file'], f'kill regex {m["kill"]!r} selects no test of {build}'))
     for name, f, msg in bad:
         print(f'STALE {name} ({f}): {msg}')
     files = sorted({m['file'] for m in MUTANTS})
-    print(f'{len(MUTANTS)} mutants in {len(files)} files: {len(MUTANTS) - len({b[0] for b in bad})} apply, '
-          f'{len({b[0] for b in bad})} stale')
+    print(f'{len(MUTANTS)} mutants ({sum(m["gpu"] for m in MUTANTS)} of them GPU) in {len(files)} files: '
+          f'{len(MUTANTS) - len({b[0] for b in bad})} apply, {len({b[0] for b in bad})} stale')
     return 1 if bad else 0
 
 
@@ -153,13 +159,21 @@ def failed_tests(output):
     return [re.sub(r'^\s*\d+ - (\S+).*$', r'\1', l) for l in m.group(1).splitlines() if l.strip()]
 
 
-def configure(root, src, build):
+def configure(root, src, build, gpu=False):
     """Copies the sources to src and configures build (Release at -O2, no CUDA, Ninja): None, or what
     failed. -O2, not -O3: what a mutant changes and which tests see it does not depend on the level
     (no FMA contraction, no fast-math at either), and the CPU kernels' unrolled copies compile 3x
-    faster (core/device/cpu/layers_cpu.c: 2.4 against 7.4 s), which most of the mutants rebuild."""
+    faster (core/device/cpu/layers_cpu.c: 2.4 against 7.4 s), which most of the mutants rebuild.
+    gpu: with CUDA instead (the GPU mutants), for $FF_CUDA_ARCH (default 90a, the GPU machines'),
+    cmocka found under the checkout's .deps/usr where it is (ci/gpu's set-up)."""
     copy_tree(root, src)
-    r = run(['cmake', '-S', src, '-B', build, '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release', '-DFF_WITH_CUDA=OFF',
+    if gpu:
+        deps = os.path.join(root, '.deps', 'usr')
+        cuda = ['-DFF_WITH_CUDA=ON', '-DCMAKE_CUDA_ARCHITECTURES=' + os.environ.get('FF_CUDA_ARCH', '90a')]
+        cuda += ['-DCMAKE_PREFIX_PATH=' + deps] if os.path.isdir(deps) else []
+    else:
+        cuda = ['-DFF_WITH_CUDA=OFF']
+    r = run(['cmake', '-S', src, '-B', build, '-G', 'Ninja', '-DCMAKE_BUILD_TYPE=Release', *cuda,
              '-DCMAKE_C_FLAGS_RELEASE=-O2 -DNDEBUG'])
     return None if r.returncode == 0 else r.stdout[-3000:] + r.stderr[-3000:] + '\nconfigure of the copied tree failed'
 
@@ -195,11 +209,16 @@ def try_mutant(m, names, targets, src, build, jobs):
         open(path, 'w', encoding='utf-8').write(orig)
 
 
-def full_run(root, only, keep, jobs, workers):
+def full_run(root, only, keep, jobs, workers, gpu=False):
     bad = stale_patterns(root)
-    muts = [m for m in MUTANTS if not only or m['name'] in only]
+    muts = [m for m in MUTANTS if m['gpu'] == gpu and (not only or m['name'] in only)]
     if only and len(muts) != len(only):
-        print(f'unknown mutant(s): {sorted(set(only) - {m["name"] for m in MUTANTS})}')
+        unknown = sorted(set(only) - {m['name'] for m in MUTANTS})
+        other = sorted(set(only) - set(unknown) - {m['name'] for m in muts})
+        if unknown:
+            print(f'unknown mutant(s): {unknown}')
+        if other:
+            print(f'{other}: ' + ('CPU mutant(s): run without --gpu' if gpu else 'GPU mutant(s): run with --gpu'))
         return 1
     for name, f, msg in bad:
         print(f'STALE {name} ({f}): {msg}')
@@ -217,7 +236,7 @@ def full_run(root, only, keep, jobs, workers):
     trees = [(os.path.join(tmp, f'w{k}', 'src'), os.path.join(tmp, f'w{k}', 'build')) for k in range(workers)]
     try:
         with concurrent.futures.ThreadPoolExecutor(workers) as pool:
-            for err in pool.map(lambda t: configure(root, *t), trees):
+            for err in pool.map(lambda t: configure(root, *t, gpu=gpu), trees):
                 if err:
                     print(err)
                     return 1
@@ -292,6 +311,7 @@ def main():
     ap.add_argument('--only', help='comma-separated mutant names')
     ap.add_argument('--keep', action='store_true', help='keep the temporary tree')
     ap.add_argument('--list', action='store_true', help='list the mutants')
+    ap.add_argument('--gpu', action='store_true', help='run the GPU mutants on a CUDA build (needs a GPU)')
     ap.add_argument('-j', '--jobs', type=int, default=2, help='cores to use (default 2)')
     ap.add_argument('-w', '--workers', type=int, default=None,
                     help='mutants tried at once, each in its own copy of the tree (default: --jobs)')
@@ -299,7 +319,7 @@ def main():
     a = ap.parse_args()
     if a.list:
         for m in MUTANTS:
-            print(f'{m["name"]:34s} {m["file"]:24s} {m["kill"]}')
+            print(f'{m["name"]:34s} {m["file"]:24s} {m["kill"]}{"  (GPU)" if m["gpu"] else ""}')
         return 0
     if a.check:
         return check(os.path.abspath(a.source), a.build_dir)
@@ -308,7 +328,7 @@ def main():
     if a.workers is not None and a.workers < 1:
         ap.error(f'--workers {a.workers}: expected 1 or more')
     return full_run(os.path.abspath(a.source), set(a.only.split(',')) if a.only else None, a.keep, a.jobs,
-                    a.workers if a.workers is not None else a.jobs)
+                    a.workers if a.workers is not None else a.jobs, a.gpu)
 
 
 if __name__ == '__main__':

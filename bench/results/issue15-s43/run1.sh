@@ -2,7 +2,8 @@
 # Session 43, GPU call 1: the short-conv kernel (k_conv_short: mnist's conv1, 9 taps a chain, a
 # thread a pixel instead of a tf32x3 or GEMM tile) against the tiles in the same call, and what
 # session 42 could not run (session 41's mutants, the bench, fc1's kernels, traced steps):
-#  a. build; the mutant tree (k_lin terms k+2 / k+3 swapped; the gate passing dy where the pooled
+#  a. build; the mutant tree (verify/mutation/mutants.py's gpu_lin_terms_swapped, gpu_ps_gate_at_zero,
+#     gpu_short_conv_bias_last: k_lin terms k+2 / k+3 swapped; the gate passing dy where the pooled
 #     value is 0; k_conv_short's bias added after the chain) builds beside it
 #  b. ctest test_gpu_layers, test_gpu_train, gpu_train_*, tools_conv_tiles_usage
 #  c. the mutants: test_gpu_layers must fail on tiles 24-31 and on the short convs, test_gpu_train
@@ -23,22 +24,17 @@ case "$MUTANTS" in 0 | 1) ;; *) echo "run1.sh: MUTANTS='$MUTANTS': expected 0 or
 dr_begin run1 "${1:?usage: run1.sh OUTDIR [SECONDS]}"
 export DATA="$PWD/.data-mid/fashion-mnist"
 [ "$MUTANTS" = 1 ] && { rm -rf /tmp/mut && mkdir /tmp/mut && tar -C . --exclude=./build-gpu --exclude=./.data-mid --exclude=./bench/results -cf - . | tar -C /tmp/mut -xf -
-python3 - /tmp/mut/core/device/cuda/layers_cuda.cu /tmp/mut/core/device/cuda/pool_sparse.cu <<'PY'
-import sys
-p = sys.argv[1]; s = open(p).read()
-z = "for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].z, x[j].z, acc[i][j]);"
-w = "for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].w, x[j].w, acc[i][j]);"
-assert s.count(z) == 1 and s.count(w) == 1
-s = s.replace(z, "@Z@").replace(w, z).replace("@Z@", w)
-a, b = "        float acc = bs[k];\n", "        o[(long long)k * g.HWo] = relu ? relu_f(acc) : acc;\n"
-assert s.count(a) == 1 and s.count(b) == 1
-s = s.replace(a, "        float acc = 0.0f;\n").replace(b, "        acc = __fadd_rn(acc, bs[k]);\n" + b)
-open(p, "w").write(s)
-p = sys.argv[2]; s = open(p).read()
-g = "G[t] = !(pooled[t] > 0.0f) ? 0.0f : __fadd_rn(0.0f, dy[t]);"
-assert s.count(g) == 1
-s = s.replace(g, g.replace("> 0.0f", ">= 0.0f"))
-open(p, "w").write(s)
+python3 - /tmp/mut gpu_lin_terms_swapped gpu_short_conv_bias_last gpu_ps_gate_at_zero <<'PY'
+import os, sys  # verify/mutation/mutants.py's GPU mutants, all in one tree (each fails its own lines)
+sys.path.insert(0, "verify/mutation")
+from mutants import MUTANTS
+for m in (m for m in MUTANTS if m["name"] in sys.argv[2:]):
+    p = os.path.join(sys.argv[1], m["file"])
+    s = open(p).read()
+    for find, repl in m["subs"]:
+        assert s.count(find) == 1, (m["name"], find)
+        s = s.replace(find, repl, 1)
+    open(p, "w").write(s)
 PY
 (dr_build /tmp/mut test_gpu_layers test_gpu_train > "$out/mut-build.txt" 2>&1) &
 mut_pid=$!
