@@ -512,6 +512,16 @@ static void fused_relu_and_fault_rule(void **state) {
     ff_weights_free(&wt);
 }
 
+// Input rows ir of every image and channel of x (n, C, H, W), as a rows split hands them to a band:
+// (n, C, ir.hi - ir.lo, W), malloc'ed.
+static float *band_rows(const float *x, const ff_layer *L, int64_t n, ff_range ir) {
+    const int64_t C = L->in.c, H = L->in.h, W = L->in.w, bi = ir.hi - ir.lo;
+    float *xb = malloc((size_t)(n * C * bi * W) * sizeof(float));
+    for (int64_t im = 0; im < n * C; im++)
+        memcpy(xb + im * bi * W, x + (im * H + ir.lo) * W, (size_t)(bi * W) * sizeof(float));
+    return xb;
+}
+
 // --precision tf32x3 (k_conv_x3): every output within the derived bound (tolerance.h,
 // FF_TOL_TF32X3_PRODUCT with K * FF_TOL_TF32X3_TERMS additions) of the float64 conv, on random
 // signed data and on the low-bits data above, for mnist's two convs and AlexNet's conv1 (stride 4,
@@ -619,12 +629,9 @@ static void conv_tf32x3_within_bound(void **state) {
             // a band of output rows from the input rows it needs (the rows split): the whole's rows
             const ff_range ir = ff_layer_input_rows(L, L->out.h / 4, L->out.h / 2 + 1);
             const ff_rows band = {ir.lo, ir.hi, L->out.h / 4, L->out.h / 2 + 1};
-            const int64_t C = L->in.c, H = L->in.h, Wd = L->in.w, bi = ir.hi - ir.lo, bo = band.out_hi - band.out_lo;
-            const int64_t Ko = L->out.c, HWo = L->out.h * L->out.w, Wo = L->out.w;
-            float *xb = malloc((size_t)(n * C * bi * Wd) * sizeof(float));
-            for (int64_t im = 0; im < n * C; im++)
-                memcpy(xb + im * bi * Wd, x + (im * H + ir.lo) * Wd, (size_t)(bi * Wd) * sizeof(float));
-            float *dxb = tu_dev_from(xb, (size_t)(n * C * bi * Wd), S);
+            const int64_t bo = band.out_hi - band.out_lo, Ko = L->out.c, HWo = L->out.h * L->out.w, Wo = L->out.w;
+            float *xb = band_rows(x, L, n, ir);
+            float *dxb = tu_dev_from(xb, (size_t)(n * L->in.c * (ir.hi - ir.lo) * L->in.w), S);
             for (int tile = -1; tile < ntiles; tile++) {
                 ff_gpu_debug_force_tile(tile);
                 assert_int_equal(ff_gpu_fill(dy, NAN, nout, S), FF_OK);
@@ -741,12 +748,9 @@ static void short_convs_equal_chains(void **state) {
         // a band of output rows (its input rows only) and the last image alone: the whole's bits
         const ff_range ir = ff_layer_input_rows(L, L->out.h / 3, L->out.h / 2 + 1);
         const ff_rows band = {ir.lo, ir.hi, L->out.h / 3, L->out.h / 2 + 1};
-        const int64_t C = L->in.c, H = L->in.h, Wd = L->in.w, bi = ir.hi - ir.lo, bo = band.out_hi - band.out_lo;
-        const int64_t Ko = L->out.c, HWo = L->out.h * L->out.w, Wo = L->out.w;
-        float *xb = malloc((size_t)(n * C * bi * Wd) * sizeof(float));
-        for (int64_t im = 0; im < n * C; im++)
-            memcpy(xb + im * bi * Wd, x + (im * H + ir.lo) * Wd, (size_t)(bi * Wd) * sizeof(float));
-        float *dxb = tu_dev_from(xb, (size_t)(n * C * bi * Wd), S);
+        const int64_t bo = band.out_hi - band.out_lo, Ko = L->out.c, HWo = L->out.h * L->out.w, Wo = L->out.w;
+        float *xb = band_rows(x, L, n, ir);
+        float *dxb = tu_dev_from(xb, (size_t)(n * L->in.c * (ir.hi - ir.lo) * L->in.w), S);
         assert_int_equal(ff_gpu_fill(dy, NAN, nout, S), FF_OK);
         assert_int_equal(ff_gpu_conv2d(dy, dxb, dw, db, L, true, &band, n, S), FF_OK);
         float *yb = tu_host_from(dy, (size_t)(n * Ko * bo * Wo), S);
