@@ -15,6 +15,7 @@
 #include "fivefold/digest.h"
 #include "fivefold/gpu.h"
 #include "fivefold/model.h"
+#include "fivefold/plan.h"
 #include "fivefold/rng.h"
 #include "fivefold/weights.h"
 #ifdef FF_HAVE_CUPTI
@@ -47,6 +48,8 @@ static void usage(FILE *f) {
             "--stalls samples the program counters of the tuner's choice (or the weight gradient's kernels)\n"
             "over min(--iters, 20) launches through CUPTI and prints, per kernel, the share of samples in each\n"
             "stall reason and the hottest SASS offsets (match them with cuobjdump -sass on libfivefold.so).\n"
+            "FF_CUDA_SHORT_CONV=1 (as for fivefold) lets a conv of at most 32 terms a chain take its own\n"
+            "kernel (gpu.h): the automatic choice is then that kernel, timed beside the tiles.\n"
             "Defaults: --model mnist-cnn --layer conv2 --batch 64 --iters 50 --precision fp32.\n"
             "Exit status: 0 all configurations agree, 1 a GPU or CUPTI error or a configuration differs,\n"
             "2 usage.\n");
@@ -327,6 +330,12 @@ int main(int argc, char **argv) {
         fprintf(stderr, "ff_conv_tiles: --precision %s: expected fp32 or tf32x3\n", precision);
         return 2;
     }
+    ff_plan_options po;  // FF_CUDA_SHORT_CONV (and the other FF_CUDA_ defaults), as fivefold reads them
+    if (ff_plan_options_default(&po) != FF_OK) {
+        fprintf(stderr, "ff_conv_tiles: %s\n", ff_last_error());
+        return 2;
+    }
+    ff_gpu_set_short_conv(po.short_conv);  // (the calling thread's: every launch below is on it)
     ff_model m;
     if (ff_model_init(&m, model) != FF_OK) {
         fprintf(stderr, "ff_conv_tiles: --model: %s\n", ff_last_error());
@@ -451,9 +460,10 @@ int main(int argc, char **argv) {
     if (ff_gpu_copy_d2h(y0, dout, nout * sizeof(float), s) || ff_gpu_stream_sync(s)) return fail("copy back");
     const bool short_conv = tuned == FF_GPU_TILE_SHORT_CONV;  // gpu.h: fp32 chains under every precision
     if (short_conv)
-        printf("%s.%s%s, batch %ld, fp32 chains (a short conv: every precision): %.3f GFLOP a call; the automatic "
-               "choice is the short-conv kernel, the configurations below its tiles\n",
-               model, layer, data_grad ? " data gradient" : "", batch, flops * 1e-9);
+        printf(
+            "%s.%s%s, batch %ld, fp32 chains (a short conv: every precision): %.3f GFLOP a call; the automatic "
+            "choice is the short-conv kernel, the configurations below its tiles\n",
+            model, layer, data_grad ? " data gradient" : "", batch, flops * 1e-9);
     else
         printf("%s.%s%s, batch %ld, %s: %.3f GFLOP a call; the tuner picks configuration %d\n", model, layer,
                data_grad ? " data gradient" : "", batch,

@@ -34,6 +34,9 @@ expect 2 "--data-grad, --weight-grad and --pool-sparse: expected one of them" --
 expect 2 "--data-grad, --weight-grad and --pool-sparse: expected one of them" --pool-sparse --weight-grad
 expect 2 "--pool-sparse: mnist-cnn.conv1 is not a conv under a relu and a 2x2 max-pool" --pool-sparse --layer conv1
 expect 2 "--pool-sparse: alexnet.conv2 is not a conv under a relu and a 2x2 max-pool" --pool-sparse --model alexnet
+export FF_CUDA_SHORT_CONV=yes
+expect 2 "FF_CUDA_SHORT_CONV=yes: expected 0" --layer conv1
+unset FF_CUDA_SHORT_CONV
 # linear layers and their data gradients are timed too (since session 41): not usage errors
 for a in "--layer fc1" "--layer fc1 --data-grad" "--model mlp --layer fc2"; do
     "$tool" $a --iters 1 >/dev/null 2>&1

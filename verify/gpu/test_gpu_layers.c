@@ -526,12 +526,13 @@ static float *band_rows(const float *x, const ff_layer *L, int64_t n, ff_range i
 // FF_TOL_TF32X3_PRODUCT with K * FF_TOL_TF32X3_TERMS additions) of the float64 conv, on random
 // signed data and on the low-bits data above, for mnist's two convs and AlexNet's conv1 (stride 4,
 // 11 x 11, Kd = 363: a partial last k-chunk) and conv3 (pad 1, Kd = 2304); the results differ from
-// the fp32 chains (so the tensor cores ran), except mnist's conv1 (9 terms a chain: a short conv,
-// which keeps the fp32 chains under tf32x3, gpu.h); every tf32x3 tile configuration gives the same bits,
+// the fp32 chains (so the tensor cores ran; the short-conv kernel is off, as by default: mnist's conv1
+// has 9 terms a chain, short_convs_equal_chains below); every tf32x3 tile configuration gives the same bits,
 // an image computed alone equals the same image in a batch, and a band of output rows (the rows
 // split's input: the rows it needs) equals those rows of the whole, in every configuration.
 static void conv_tf32x3_within_bound(void **state) {
     (void)state;
+    ff_gpu_set_short_conv(false);
     struct {
         const char *model, *layer;
         int64_t n;
@@ -549,7 +550,6 @@ static void conv_tf32x3_within_bound(void **state) {
         const int64_t n = cases[ci].n, K = L->fan_in + 1;
         const size_t nin = numel(L->in, n), nout = numel(L->out, n);
         const ff_rows rows = ff_rows_full(L);
-        const bool short_chains = L->fan_in <= FF_GPU_SHORT_CONV_KD;  // k_conv_short's fp32 chains
         double *ref = malloc(nout * sizeof(double)), *A = malloc(nout * sizeof(double));
         for (int data = 0; data < 2; data++) {
             float *x = data ? tu_low_bits(nin, 1) : tu_rand(nin, 700 + (uint64_t)ci, 1.0f);
@@ -579,8 +579,7 @@ static void conv_tf32x3_within_bound(void **state) {
                 "%zu differ from fp32\n",
                 m.name, L->name, data ? "low-bits" : "random", (long long)n, nout, over, log2(worst), differ);
             bad += over;
-            // a long conv: the fp32 chains ran, the switch did nothing; a short one: they must run
-            if (short_chains ? differ != 0 : differ == 0) bad++;
+            if (differ == 0) bad++;  // the fp32 chains ran: the switch did nothing
             // every configuration the same bits; image n-1 alone the same as in the batch
             const int ntiles = ff_gpu_debug_x3_tile_count();
             assert_true(ntiles >= 2);
@@ -615,8 +614,7 @@ static void conv_tf32x3_within_bound(void **state) {
                 free(yt);
             }
             ff_gpu_debug_split_scratch_off(false);
-            const long long want =
-                pre >= 0 && !short_chains && L->kh == 3 && L->kw == 3 && L->stride == 1 ? ntiles - pre : 0;
+            const long long want = pre >= 0 && L->kh == 3 && L->kw == 3 && L->stride == 1 ? ntiles - pre : 0;
             const long long fell2 = ff_gpu_debug_presplit_fallbacks() - fell1;
             printf("  %s.%s: %lld of the pre-split launches fell back without a scratch (want %lld)\n", m.name, L->name,
                    fell2, want);
@@ -699,6 +697,7 @@ static ff_layer short_conv_layer(int64_t K, int64_t C, int64_t H, int64_t W, int
 }
 static void short_convs_equal_chains(void **state) {
     (void)state;
+    ff_gpu_set_short_conv(true);  // (off by default: gpu.h)
     ff_model m;
     assert_int_equal(ff_model_init(&m, "mnist-cnn"), FF_OK);
     const ff_layer cases[4] = {m.layers[ff_model_find_layer(&m, "conv1")], short_conv_layer(13, 3, 17, 15, 3, 2, 1),
@@ -775,6 +774,7 @@ static void short_convs_equal_chains(void **state) {
         free(x), free(w), free(b), free(emu);
         ff_gpu_free(dx), ff_gpu_free(dy), ff_gpu_free(dw), ff_gpu_free(db);
     }
+    ff_gpu_set_short_conv(false);
     assert_int_equal(bad, 0);
 }
 

@@ -40,7 +40,7 @@ static ff_plan build(const char *model, ff_device_kind dev, const ff_plan_option
     return p;
 }
 
-// The defaults are winograd, m = 4, s2d on, short convs on, own, fp32; FF_CUDA_CONV, FF_WINOGRAD_M,
+// The defaults are winograd, m = 4, s2d on, short convs off, own, fp32; FF_CUDA_CONV, FF_WINOGRAD_M,
 // FF_CUDA_S2D and FF_CUDA_SHORT_CONV change them, and a bad value is refused naming the variable, its value and what
 // was expected.
 static void options_defaults_and_environment(void **state) {
@@ -49,18 +49,18 @@ static void options_defaults_and_environment(void **state) {
     assert_int_equal(o.conv, FF_CONV_WINOGRAD);
     assert_int_equal(o.winograd_m, 4);
     assert_true(o.s2d);
-    assert_true(o.short_conv);
+    assert_false(o.short_conv);
     assert_int_equal(o.backend, FF_BACKEND_OWN);
     assert_int_equal(o.precision, FF_PRECISION_FP32);
     setenv("FF_CUDA_CONV", "direct", 1);
     setenv("FF_WINOGRAD_M", "2", 1);
     setenv("FF_CUDA_S2D", "0", 1);
-    setenv("FF_CUDA_SHORT_CONV", "0", 1);
+    setenv("FF_CUDA_SHORT_CONV", "1", 1);
     assert_int_equal(ff_plan_options_default(&o), FF_OK);
     assert_int_equal(o.conv, FF_CONV_DIRECT);
     assert_int_equal(o.winograd_m, 2);
     assert_false(o.s2d);
-    assert_false(o.short_conv);
+    assert_true(o.short_conv);
     static const char *bad[][2] = {
         {"FF_CUDA_CONV", "fft"}, {"FF_WINOGRAD_M", "3"}, {"FF_CUDA_S2D", "on"}, {"FF_CUDA_SHORT_CONV", "yes"}};
     for (int k = 0; k < 4; k++) {
@@ -218,14 +218,14 @@ static void tf32x3_has_its_own_class(void **state) {
     o.precision = FF_PRECISION_TF32X3;
     assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
     assert_string_equal(p.digest_class, "gpu-direct-tf32x3");
-    // without the short-conv kernel mnist's conv1 runs tf32x3 tiles: other bits, another class
-    o.short_conv = false;
+    // with the short-conv kernel mnist's conv1 runs fp32 chains: other bits, another class
+    o.short_conv = true;
     assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
-    assert_string_equal(p.digest_class, "gpu-direct-tf32x3-noshort");
+    assert_string_equal(p.digest_class, "gpu-direct-tf32x3-short");
     o.precision = FF_PRECISION_FP32;  // in fp32 its chains are the tiles': the same class
     assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
     assert_string_equal(p.digest_class, "gpu-direct");
-    o.precision = FF_PRECISION_TF32X3, o.short_conv = true;
+    o.precision = FF_PRECISION_TF32X3, o.short_conv = false;
     assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
     assert_string_equal(ff_precision_name(p.opt.precision), "tf32x3");
     assert_string_equal(ff_precision_name(FF_PRECISION_FP32), "fp32");

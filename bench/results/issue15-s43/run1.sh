@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Session 43, GPU call 1: the short-conv kernel (k_conv_short: mnist's conv1, 9 taps a chain, a
-# thread a pixel instead of a tf32x3 or GEMM tile) against the tiles in the same call, and what
-# session 42 could not run (session 41's mutants, the bench, fc1's kernels, traced steps):
+# Session 43's GPU call (written then; no device was lent for the rest of session 43: for the next
+# session): the short-conv kernel (k_conv_short: mnist's conv1, 9 taps a chain, a thread a pixel
+# instead of a tf32x3 or GEMM tile; opt-in, FF_CUDA_SHORT_CONV=1) against the tiles in the same
+# call, and what session 42 could not run (session 41's mutants, the bench, fc1's kernels, traced
+# steps):
 #  a. build; the mutant tree (verify/mutation/mutants.py's gpu_lin_terms_swapped, gpu_ps_gate_at_zero,
 #     gpu_short_conv_bias_last: k_lin terms k+2 / k+3 swapped; the gate passing dy where the pooled
 #     value is 0; k_conv_short's bias added after the chain) builds beside it
-#  b. ctest test_gpu_layers, test_gpu_train, gpu_train_*, tools_conv_tiles_usage
+#  b. ctest test_gpu_layers (short_convs_equal_chains: the kernel = the host emulation of gpu.h's
+#     conv order = every GEMM tile, bit for bit), test_gpu_train, gpu_train_* (the default, switch
+#     off: session 39-42's digests), tools_conv_tiles_usage
 #  c. the mutants: test_gpu_layers must fail on tiles 24-31 and on the short convs, test_gpu_train
 #     on the picks + gate lines
 #  d. ms a step, FF_CUDA_SHORT_CONV=0 (conv1 on the tiles) and 1 (the default) in turn, twice, at
 #     tf32x3 and fp32: fp32's digests must be the same on both sides (the same chains), tf32x3's not
-#  e. conv1 alone (ff_conv_tiles: the automatic choice timed beside every tile), train_bench tf32x3
-#     against PyTorch's CUDA graph, traced steps, fc1's kernels alone, train_bench fp32
+#  e. with FF_CUDA_SHORT_CONV=1: conv1 alone (ff_conv_tiles: the short kernel timed beside every
+#     tile), train_bench tf32x3 against PyTorch's CUDA graph, traced steps, fc1's kernels alone,
+#     train_bench fp32
 # Usage: bash bench/results/issue15-s43/run1.sh OUTDIR [SECONDS]  (carry .deps, .ff-source-commit, .data-mid)
 # MUTANTS=0: no mutant tree (a call too short for a second build).
 set -uo pipefail
@@ -64,7 +69,24 @@ for r in 1 2; do
         FF_CUDA_SHORT_CONV=$sc DR_TAG=short$sc-r$r dr_mnist_steps tf32x3 fp32
     done
 done
+python3 - "$out" <<'PY'  # fp32: the same digests on both sides (the same chains); tf32x3: not
+import json, os, sys
+for p in ("fp32", "tf32x3"):
+    for b in (64, 256):
+        d = []
+        for side in ("short0-r1", "short1-r1"):
+            try:
+                j = json.load(open(os.path.join(sys.argv[1], f"step-{p}-b{b}-{side}.json")))
+                d.append((j["loss_digest"], j["weights_digest"]))
+            except Exception as e:
+                d.append(str(e))
+        same = d[0] == d[1]
+        want = p == "fp32"
+        print(f"d. {p} b{b}: digests {'the same' if same else 'differ'} on the two sides "
+              f"({'as they must' if same == want else 'WRONG'})")
+PY
 el d. done
+export FF_CUDA_SHORT_CONV=1
 for b in 64 256; do
     for p in fp32 tf32x3; do
         [ "$(dr_left $DL)" -gt 130 ] && dr_layer_tiles conv1 $b --precision $p

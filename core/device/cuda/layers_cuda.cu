@@ -1083,7 +1083,7 @@ extern "C" void ff_gpu_set_conv_math(bool tf32x3) {
 extern "C" bool ff_gpu_conv_math_tf32x3(void) {
     return g_conv_x3;
 }
-static thread_local bool g_short_conv = true;  // ff_gpu_set_short_conv: k_conv_short where it applies
+static thread_local bool g_short_conv = false;  // ff_gpu_set_short_conv: k_conv_short where it applies
 extern "C" void ff_gpu_set_short_conv(bool on) {
     g_short_conv = on;
 }

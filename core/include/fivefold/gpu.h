@@ -138,12 +138,13 @@ void ff_gpu_blas_destroy(ff_gpu_blas h);
 // ---- layers (device pointers; shapes as in layers_cpu.h) ----
 // out: (n, K, out_hi-out_lo, Wo); in: (n, C, in_hi-in_lo, W); w: (K, C, R, S); b: (K).
 // relu: apply relu to the result (the executor fuses conv+relu; a per-layer run passes false).
-// A conv of at most FF_GPU_SHORT_CONV_KD terms a chain (C*R*S; mnist's conv1) runs its own kernel
-// (k_conv_short: a thread a pixel, its taps in registers), the conv order above, under every
-// --precision (tf32x3 would buy nothing on chains this short; fp32 chains are the more exact);
-// ff_gpu_debug_last_tile() then says FF_GPU_TILE_SHORT_CONV, and a forced tile runs the GEMM tile.
-// ff_gpu_set_short_conv(false) (the plan's FF_CUDA_SHORT_CONV=0, an A/B switch) sends them to the
-// tiles like any conv: the same bits in fp32, tf32x3's own under --precision tf32x3.
+// With ff_gpu_set_short_conv(true), a conv of at most FF_GPU_SHORT_CONV_KD terms a chain (C*R*S;
+// mnist's conv1) runs its own kernel (k_conv_short: a thread a pixel, its taps in registers), the
+// conv order above, under every --precision (tf32x3 would buy nothing on chains this short; fp32
+// chains are the more exact); ff_gpu_debug_last_tile() then says FF_GPU_TILE_SHORT_CONV, and a
+// forced tile runs the GEMM tile.
+// Off (the default until a GPU run has timed it against the tiles: bench/results/issue15-s43), they
+// go to the tiles like any conv: the same bits in fp32, tf32x3's own under --precision tf32x3.
 #define FF_GPU_SHORT_CONV_KD 32
 #define FF_GPU_TILE_SHORT_CONV 100
 ff_status ff_gpu_conv2d(float *out, const float *in, const float *w, const float *b, const ff_layer *L, bool relu,
@@ -213,8 +214,8 @@ void ff_gpu_set_conv_math(bool tf32x3);
 // The calling thread's setting (true: tf32x3). The conv weight gradient reads it too: under
 // tf32x3 a stride-1 conv's per-image partials run on tensor cores (train_cuda.cu k_conv_wgrad_x3).
 bool ff_gpu_conv_math_tf32x3(void);
-// The calling thread's short-conv kernel (ff_gpu_conv2d; true unless set): per thread, set by the
-// cuda device at the start of each op from its plan (FF_CUDA_SHORT_CONV).
+// The calling thread's short-conv kernel (ff_gpu_conv2d; off unless set): per thread, set by the
+// cuda device at the start of each op from its plan (FF_CUDA_SHORT_CONV=1).
 void ff_gpu_set_short_conv(bool on);
 // Test hook: force configuration `tile` (0 .. ff_gpu_debug_tile_count()-1; 3 is the linear GEMV
 // path, used where it applies: up to 8 images a thread an output, its chunks in turn; more, the

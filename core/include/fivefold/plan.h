@@ -38,7 +38,7 @@ typedef struct {
     ff_precision precision;
 } ff_plan_options;
 
-// The defaults: winograd, m = 4, s2d on, short convs on, own, fp32; FF_CUDA_CONV (direct|winograd),
+// The defaults: winograd, m = 4, s2d on, short convs off, own, fp32; FF_CUDA_CONV (direct|winograd),
 // FF_WINOGRAD_M (2|4), FF_CUDA_S2D (0|1) and FF_CUDA_SHORT_CONV (0|1: the A/B switch of gpu.h's
 // short-conv kernel) change them. FF_ERR_INPUT naming the variable for a bad value.
 ff_status ff_plan_options_default(ff_plan_options *o);
