@@ -569,3 +569,24 @@ G('gpu_short_conv_pad_right', CU,
 G('gpu_ps_gate_at_zero', 'core/device/cuda/pool_sparse.cu',
   ('G[t] = !(pooled[t] > 0.0f) ? 0.0f : __fadd_rn(0.0f, dy[t]);',
    'G[t] = !(pooled[t] >= 0.0f) ? 0.0f : __fadd_rn(0.0f, dy[t]);'), GPU_TRAIN)
+# the split-K linear GEMM (k_gemm) starting every chunk's chains at the bias, not chunk 0's only
+G('gpu_gemm_bias_every_chunk', CU,
+  ('    const int tid = threadIdx.x;\n    const int m0 = blockIdx.y * BM;\n    const long long p0 = (long long)blockIdx.x * BN;\n'
+   '    if (blockIdx.z > 0) bias = nullptr;',
+   '    const int tid = threadIdx.x;\n    const int m0 = blockIdx.y * BM;\n    const long long p0 = (long long)blockIdx.x * BN;\n'
+   '    if (blockIdx.z > 0 && 0) bias = nullptr;'), GPU_LAYERS)
+# ... and the GEMV's
+G('gpu_gemv_bias_every_chunk', CU,
+  ('    if (z > 0) bias = nullptr;  // the chains of chunks after the first start at +0',
+   '    if (z > 0 && 0) bias = nullptr;  // the chains of chunks after the first start at +0'), GPU_LAYERS)
+# the split-K partial sums added last chunk first (linear_split.h: chunk order)
+G('gpu_linear_sum_reversed', CU,
+  ('        float v = part[i];\n        for (int s = 1; s < S; s++) v = __fadd_rn(v, part[s * count + i]);',
+   '        float v = part[(S - 1) * count + i];\n        for (int s = S - 2; s >= 0; s--) v = __fadd_rn(v, part[s * count + i]);'),
+  GPU_LAYERS)
+# SGD's last step as one fma (train.h's rule rounds the product first)
+G('gpu_sgd_fused', 'core/device/cuda/train_rules.cuh',
+  ('    return __fsub_rn(w, __fmul_rn(lr, b));', '    return __fmaf_rn(-lr, b, w);'), GPU_TRAIN)
+# a 2x2 window's pick taking the later of two equal values (the CPU's rule keeps the first)
+G('gpu_pool_pick_later_tie', 'core/device/cuda/train_rules.cuh',
+  ('    if (a1 > v || isnan(a1)) best = 1, v = a1;', '    if (a1 >= v || isnan(a1)) best = 1, v = a1;'), GPU_TRAIN)
