@@ -153,7 +153,9 @@ static void usage(FILE *f) {
         "backward on one stream (by default the weight gradients run on a second one beside the data\n"
         "gradients); FF_TRAIN_POOL_SPARSE=0 a GPU's conv under a relu and a 2x2 max-pool (mnist's conv2)\n"
         "on the dense kernels, 1 only its weight gradient pool-sparse (by default both its gradients do\n"
-        "only the windows' picks' work: docs/ARCHITECTURE.md section 9).\n",
+        "only the windows' picks' work: docs/ARCHITECTURE.md section 9); FF_TRAIN_WGRAD_LANES=1 a GPU's\n"
+        "few-column conv weight gradient (mnist's conv1) a warp a strip with no shared memory (the same\n"
+        "bits; opt-in until timed on a GPU).\n",
         DEFAULT_DATA, (long long)SYNTH_TRAIN_SMALL, (long long)SYNTH_TRAIN_FULL, (long long)SYNTH_TEST, FF_CKPT_FILE,
         FF_CKPT_FILE);
 }

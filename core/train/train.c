@@ -470,6 +470,9 @@ ff_status ff_trainer_create(ff_trainer **out, const ff_model *m, ff_weights *w, 
     FF_TRY(check_env_switch("FF_TRAIN_CONCURRENT_BACKWARD", false,
                             "1 (a GPU's weight gradients on a second stream beside the data gradients, the "
                             "default) or 0 (the whole backward on one stream)"));
+    FF_TRY(check_env_switch("FF_TRAIN_WGRAD_LANES", false,
+                            "0 (a few-column conv weight gradient, mnist's conv1, a block a strip in shared memory, "
+                            "the default) or 1 (a warp a strip, no shared memory: the same bits)"));
     const char *pool_env = getenv("FF_TRAIN_POOL_SPARSE");
     if (pool_env && strcmp(pool_env, "0") && strcmp(pool_env, "1") && strcmp(pool_env, "2"))
         return FF_FAIL(FF_ERR_INPUT,

@@ -1097,6 +1097,8 @@ static void conv_wgrad_strip_host(float *rows_out, const float *x, const float *
 // and a 2 x 3 output (one strip); dy with zeros and -0 (a padding tap is fma(dy, +0, acc): -0 + +0
 // is +0, so a kernel that skipped those taps would keep a -0), x with -0; 13 images in groups of
 // 4, NaN-poisoned workspaces. The two host orders differ on conv1 (the check can tell them apart).
+// The strip kernel's warp-a-strip form (ff_gpu_set_wgrad_lanes: k_conv_wgrad_lanes, no shared
+// memory) equals the same strip model bit for bit (40 channels: two warps of lanes, one part-full).
 static void conv_wgrad_image_kernel_bits(void **state) {
     (void)state;
     ff_layer Ls[4] = {
@@ -1120,31 +1122,37 @@ static void conv_wgrad_image_kernel_bits(void **state) {
         for (int64_t i = 0; i < ny; i += 5) dy[i] = (i / 5) % 2 ? -0.0f : 0.0f;
         for (int64_t i = 0; i < ny / n; i++) dy[i] = -0.0f;  // image 0: every term -0
         for (int64_t i = 3; i < nx; i += 11) x[i] = -0.0f;
-        float *gx = tu_dev_from(x, (size_t)nx, F.s), *gdy = tu_dev_from(dy, (size_t)ny, F.s), *rows[2], *host[2];
-        for (int v = 0; v < 2; v++) {
+        // v: 0 the strip kernel, 1 the tiled one, 2 the strips a warp each (ff_gpu_set_wgrad_lanes)
+        float *gx = tu_dev_from(x, (size_t)nx, F.s), *gdy = tu_dev_from(dy, (size_t)ny, F.s), *rows[3], *host[3];
+        for (int v = 0; v < 3; v++) {
             float *grad = tu_dev_from(NULL, (size_t)(ng * stride), F.s);
             float *work = tu_dev_from(NULL, (size_t)ff_gpu_conv2d_backward_weights_workspace_floats(L, n), F.s);
             CHECK_OK(ff_gpu_fill(grad, NAN, (size_t)(ng * stride), F.s));
             CHECK_OK(ff_gpu_fill(work, NAN, (size_t)ff_gpu_conv2d_backward_weights_workspace_floats(L, n), F.s));
             ff_gpu_debug_force_wgrad_tiled(v == 1);
+            ff_gpu_set_wgrad_lanes(v == 2);
             const ff_status st =
                 ff_gpu_conv2d_backward_weights(grad, grad + nw, stride, gdy, gx, L, n, group, work, F.s);
             ff_gpu_debug_force_wgrad_tiled(false);
+            ff_gpu_set_wgrad_lanes(false);
             CHECK_OK(st);
             rows[v] = tu_host_from(grad, (size_t)(ng * stride), F.s);
             host[v] = malloc((size_t)(ng * stride) * sizeof(float));
             for (int64_t i = 0; i < ng * stride; i++) host[v][i] = rows[v][i];  // the gaps as the GPU left them
-            conv_wgrad_strip_host(host[v], x, dy, L, n, group, stride, v == 0 ? FF_GPU_WGRAD_STRIP_ROWS : L->out.h);
+            conv_wgrad_strip_host(host[v], x, dy, L, n, group, stride, v != 1 ? FF_GPU_WGRAD_STRIP_ROWS : L->out.h);
             ff_gpu_free(grad), ff_gpu_free(work);
         }
         size_t unwritten = 0;
         for (int64_t gi = 0; gi < ng; gi++)
-            for (int64_t e = 0; e < nw + L->out_c; e++) unwritten += isnan(rows[0][gi * stride + e]);
+            for (int64_t e = 0; e < nw + L->out_c; e++)
+                unwritten += isnan(rows[0][gi * stride + e]) + isnan(rows[2][gi * stride + e]);
         char what[96];
         snprintf(what, sizeof what, "conv dw, db %s: strips = host model", L->name);
         bad += check_bits(what, rows[0], host[0], (size_t)(ng * stride)) + unwritten;
         snprintf(what, sizeof what, "conv dw, db %s: tiled = host model", L->name);
         bad += check_bits(what, rows[1], host[1], (size_t)(ng * stride));
+        snprintf(what, sizeof what, "conv dw, db %s: strips a warp each = host model", L->name);
+        bad += check_bits(what, rows[2], host[2], (size_t)(ng * stride));
         if (L->out.h <= FF_GPU_WGRAD_STRIP_ROWS) {
             snprintf(what, sizeof what, "conv dw, db %s (one strip): strips = tiled", L->name);
             bad += check_bits(what, rows[0], rows[1], (size_t)(ng * stride));
@@ -1157,7 +1165,7 @@ static void conv_wgrad_image_kernel_bits(void **state) {
             assert_true(differ > (size_t)(ng * (nw + L->out_c)) / 4);
         }
         ff_gpu_free(gx), ff_gpu_free(gdy);
-        free(x), free(dy), free(rows[0]), free(rows[1]), free(host[0]), free(host[1]);
+        free(x), free(dy), free(rows[0]), free(rows[1]), free(rows[2]), free(host[0]), free(host[1]), free(host[2]);
     }
     assert_int_equal(bad, 0);
 }

@@ -590,3 +590,12 @@ G('gpu_sgd_fused', 'core/device/cuda/train_rules.cuh',
 # a 2x2 window's pick taking the later of two equal values (the CPU's rule keeps the first)
 G('gpu_pool_pick_later_tie', 'core/device/cuda/train_rules.cuh',
   ('    if (a1 > v || isnan(a1)) best = 1, v = a1;', '    if (a1 >= v || isnan(a1)) best = 1, v = a1;'), GPU_TRAIN)
+# the few-column weight gradient's warp-a-strip kernel (k_conv_wgrad_lanes): a term rounded before
+# it is added (the strip model's chains are fmas) ...
+G('gpu_wgrad_lanes_unfused', 'core/device/cuda/train_cuda.cu',
+  ('            acc[e] = __fmaf_rn(d, xv, acc[e]);', '            acc[e] = __fadd_rn(__fmul_rn(d, xv), acc[e]);'),
+  GPU_TRAIN)
+# ... and a tap one column past the row read instead of the padding's +0
+G('gpu_wgrad_lanes_pad_right', 'core/device/cuda/train_cuda.cu',
+  ('            const float xv = (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W\n',
+   '            const float xv = (unsigned)ih < (unsigned)g.H && (unsigned)iw <= (unsigned)g.W\n'), GPU_TRAIN)

@@ -5,16 +5,19 @@
 # call, and what session 42 could not run (session 41's mutants, the bench, fc1's kernels, traced
 # steps):
 #  a. build; the mutant tree (verify/mutation/mutants.py's gpu_lin_terms_swapped, gpu_ps_gate_at_zero,
-#     gpu_short_conv_bias_last: k_lin terms k+2 / k+3 swapped; the gate passing dy where the pooled
-#     value is 0; k_conv_short's bias added after the chain) builds beside it
+#     gpu_short_conv_bias_last, gpu_wgrad_lanes_unfused: k_lin terms k+2 / k+3 swapped; the gate
+#     passing dy where the pooled value is 0; k_conv_short's bias added after the chain; the
+#     warp-a-strip weight gradient's terms rounded before the add) builds beside it
 #  b. ctest test_gpu_layers (short_convs_equal_chains: the kernel = the host emulation of gpu.h's
 #     conv order = every GEMM tile, bit for bit), test_gpu_train, gpu_train_* (the default, switch
 #     off: session 39-42's digests), tools_conv_tiles_usage
 #  c. the mutants: test_gpu_layers must fail on tiles 24-31 and on the short convs, test_gpu_train
-#     on the picks + gate lines
+#     on the picks + gate lines and the "strips a warp each" lines
 #  d. ms a step, FF_CUDA_SHORT_CONV=0 (conv1 on the tiles) and 1 (the default) in turn, twice, at
 #     tf32x3 and fp32: fp32's digests must be the same on both sides (the same chains), tf32x3's not
-#  e. with FF_CUDA_SHORT_CONV=1: conv1 alone (ff_conv_tiles: the short kernel timed beside every
+#  d'. ms a step with FF_TRAIN_WGRAD_LANES=0 and =1 (conv1's weight gradient a warp a strip, no
+#     shared memory) in turn, twice, tf32x3: the digests must be the same on both sides
+#  e. with FF_CUDA_SHORT_CONV=1 and FF_TRAIN_WGRAD_LANES=1: conv1 alone (ff_conv_tiles: the short kernel timed beside every
 #     tile), train_bench tf32x3 against PyTorch's CUDA graph, traced steps, fc1's kernels alone,
 #     train_bench fp32
 # Usage: bash bench/results/issue15-s43/run1.sh OUTDIR [SECONDS]  (carry .deps, .ff-source-commit, .data-mid)
@@ -29,7 +32,7 @@ case "$MUTANTS" in 0 | 1) ;; *) echo "run1.sh: MUTANTS='$MUTANTS': expected 0 or
 dr_begin run1 "${1:?usage: run1.sh OUTDIR [SECONDS]}"
 export DATA="$PWD/.data-mid/fashion-mnist"
 [ "$MUTANTS" = 1 ] && { rm -rf /tmp/mut && mkdir /tmp/mut && tar -C . --exclude=./build-gpu --exclude=./.data-mid --exclude=./bench/results -cf - . | tar -C /tmp/mut -xf -
-python3 - /tmp/mut gpu_lin_terms_swapped gpu_short_conv_bias_last gpu_ps_gate_at_zero <<'PY'
+python3 - /tmp/mut gpu_lin_terms_swapped gpu_short_conv_bias_last gpu_ps_gate_at_zero gpu_wgrad_lanes_unfused <<'PY'
 import os, sys  # verify/mutation/mutants.py's GPU mutants, all in one tree (each fails its own lines)
 sys.path.insert(0, "verify/mutation")
 from mutants import MUTANTS
@@ -49,7 +52,7 @@ el a. built
 ct=$(dr_left $DL); [ "$ct" -gt 170 ] && ct=170; [ "$ct" -lt 40 ] && ct=40
 timeout $ct ctest --test-dir build-gpu -R "^(test_gpu_layers|test_gpu_train|gpu_train_.*|tools_conv_tiles_usage)$" -j 4 --timeout $((ct - 10)) -V > "$out/ctest-gpu.log" 2>&1
 echo "b. ctest: exit $?"; grep -E "Test +#|tests passed|Total Test" "$out/ctest-gpu.log"
-grep -E "FAIL|short conv|tile 2[4-9]|tile 3[01]|picks|tf32x3 mnist-cnn.conv1" "$out/ctest-gpu.log" | grep -v "negative\|must FAIL\|vs split\|vs bias\|shifted\|one element\|GEMM tile\|image/channel" | head -40
+grep -E "FAIL|short conv|tile 2[4-9]|tile 3[01]|picks|a warp each|tf32x3 mnist-cnn.conv1" "$out/ctest-gpu.log" | grep -v "negative\|must FAIL\|vs split\|vs bias\|shifted\|one element\|GEMM tile\|image/channel" | head -40
 gzip "$out/ctest-gpu.log"
 el b. done
 [ "$MUTANTS" = 1 ] && {
@@ -59,7 +62,7 @@ echo "c. mutants: test_gpu_layers exit $? (must be nonzero)"
 grep -E "tile 2[4-9].*FAIL|tile 3[01].*FAIL|short conv.*FAIL|FAILED|PASSED" "$out/mutant-layers.log" | head -12
 (cd /tmp/mut/build-gpu && timeout 100 ./verify/gpu/test_gpu_train > "$out/mutant-train.log" 2>&1)
 echo "c. mutants: test_gpu_train exit $? (must be nonzero); picks + gate lines:"
-grep -E "picks|FAILED|PASSED" "$out/mutant-train.log" | head -10
+grep -E "picks|a warp each|FAILED|PASSED" "$out/mutant-train.log" | head -14
 gzip "$out"/mutant-*.log
 el c. done
 }
@@ -85,8 +88,26 @@ for p in ("fp32", "tf32x3"):
         print(f"d. {p} b{b}: digests {'the same' if same else 'differ'} on the two sides "
               f"({'as they must' if same == want else 'WRONG'})")
 PY
+for r in 1 2; do  # conv1's weight gradient a warp a strip (FF_TRAIN_WGRAD_LANES): the same bits
+    for wl in 0 1; do
+        [ "$(dr_left $DL)" -gt 150 ] || break
+        FF_TRAIN_WGRAD_LANES=$wl DR_TAG=lanes$wl-r$r dr_mnist_steps tf32x3
+    done
+done
+python3 - "$out" <<'PY'
+import json, os, sys
+for b in (64, 256):
+    d = []
+    for side in ("lanes0-r1", "lanes1-r1"):
+        try:
+            j = json.load(open(os.path.join(sys.argv[1], f"step-tf32x3-b{b}-{side}.json")))
+            d.append((j["loss_digest"], j["weights_digest"]))
+        except Exception as e:
+            d.append(str(e))
+    print(f"d. wgrad lanes tf32x3 b{b}: digests {'the same (as they must)' if d[0] == d[1] else 'DIFFER: WRONG'}")
+PY
 el d. done
-export FF_CUDA_SHORT_CONV=1
+export FF_CUDA_SHORT_CONV=1 FF_TRAIN_WGRAD_LANES=1
 for b in 64 256; do
     for p in fp32 tf32x3; do
         [ "$(dr_left $DL)" -gt 130 ] && dr_layer_tiles conv1 $b --precision $p

@@ -137,8 +137,9 @@ typedef struct {
     int pool_mode;
     int64_t lane_seen[4];
     int64_t ones_n;
-    bool conv_x3;     // --precision tf32x3: the convs on tensor cores (gpu.h, ff_gpu_set_conv_math)
-    bool short_conv;  // convs of short chains on k_conv_short (gpu.h, ff_gpu_set_short_conv)
+    bool conv_x3;      // --precision tf32x3: the convs on tensor cores (gpu.h, ff_gpu_set_conv_math)
+    bool short_conv;   // convs of short chains on k_conv_short (gpu.h, ff_gpu_set_short_conv)
+    bool wgrad_lanes;  // FF_TRAIN_WGRAD_LANES: few-column weight gradients a warp a strip (gpu.h)
 } cuda_device;
 
 // Every op starts here, so the calling thread's conv math (a per-thread switch, like tuning) is
@@ -147,6 +148,7 @@ static cuda_device *cuda_of(ff_device *d) {
     cuda_device *c = (cuda_device *)d;
     ff_gpu_set_conv_math(c->conv_x3);
     ff_gpu_set_short_conv(c->short_conv);
+    ff_gpu_set_wgrad_lanes(c->wgrad_lanes);
     return c;
 }
 
@@ -288,16 +290,22 @@ ff_status ff_device_cuda_create(ff_device **out, const ff_model *m, const ff_wei
     // makes one itself is refused here rather than given the default silently.
     const char *lane_env = getenv("FF_TRAIN_CONCURRENT_BACKWARD");
     const char *sparse_env = getenv("FF_TRAIN_POOL_SPARSE");
+    const char *wl_env = getenv("FF_TRAIN_WGRAD_LANES");
     const bool lane_ok = !lane_env || !strcmp(lane_env, "0") || !strcmp(lane_env, "1");
     const bool sparse_ok =
         !sparse_env || !strcmp(sparse_env, "0") || !strcmp(sparse_env, "1") || !strcmp(sparse_env, "2");
-    if (!lane_ok || !sparse_ok) {
+    const bool wl_ok = !wl_env || !strcmp(wl_env, "0") || !strcmp(wl_env, "1");
+    if (!lane_ok || !sparse_ok || !wl_ok) {
         free(c);
         return !lane_ok
                    ? FF_FAIL(FF_ERR_INPUT, "cuda device: FF_TRAIN_CONCURRENT_BACKWARD='%s': expected 0 or 1", lane_env)
-                   : FF_FAIL(FF_ERR_INPUT, "cuda device: FF_TRAIN_POOL_SPARSE='%s': expected 0, 1 or 2 (the default)",
-                             sparse_env);
+               : !sparse_ok
+                   ? FF_FAIL(FF_ERR_INPUT, "cuda device: FF_TRAIN_POOL_SPARSE='%s': expected 0, 1 or 2 (the default)",
+                             sparse_env)
+                   : FF_FAIL(FF_ERR_INPUT, "cuda device: FF_TRAIN_WGRAD_LANES='%s': expected 0 (the default) or 1",
+                             wl_env);
     }
+    c->wgrad_lanes = wl_env && !strcmp(wl_env, "1");
     c->lane_off = lane_env && !strcmp(lane_env, "0");
     c->pool_mode = sparse_env ? sparse_env[0] - '0' : 2;
     ff_status st = cuda_setup(c, m, w, p, o);

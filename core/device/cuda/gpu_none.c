@@ -218,6 +218,9 @@ bool ff_gpu_conv_math_tf32x3(void) {
 void ff_gpu_set_short_conv(bool on) {
     (void)on;
 }
+void ff_gpu_set_wgrad_lanes(bool on) {
+    (void)on;
+}
 void ff_gpu_debug_force_wgrad_x3(int config) {
     (void)config;
 }

@@ -440,6 +440,65 @@ __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restri
     pi[(long long)(k0 + k) * g.CRS + e] = acc;
 }
 
+// k_conv_wgrad_img's partials (the same chains: over the strip's positions ascending from +0,
+// fma(dy, x, acc) with a padding tap as x = +0; the bias chain +0 + dy + dy ...), with no shared
+// memory and no barrier: a warp owns one image, one strip and 32 output channels, lane l channel
+// k0 + l, and runs that channel's CRS + 1 chains together, position by position: its own dy (its
+// row, read as it goes) against the position's CRS taps, which every lane reads at the same address
+// (one broadcast load each). Why: k_conv_wgrad_img's blocks stage dy, the image and the taps in
+// 12 KB of shared memory between two barriers, and beside conv2's pool-sparse weight gradient
+// (105 KB blocks on the lane) they wait for shared memory to free: 22.9-35.8 us at batch 64 in the
+// step against about 10 alone (bench/results/issue15-s38, -s40). Opt-in (ff_gpu_set_wgrad_lanes,
+// FF_TRAIN_WGRAD_LANES=1) until a GPU run has timed it.
+template <int CE>  // CE >= CRS: the chains a lane holds (the few-column rule: CRS < 32)
+__global__ void __launch_bounds__(128)
+    k_conv_wgrad_lanes(float *__restrict__ part, const float *__restrict__ dy, const float *__restrict__ x, WgradGeom g,
+                       int strips, long long warps) {
+    const long long wid = (blockIdx.x * (long long)blockDim.x + threadIdx.x) >> 5;
+    if (wid >= warps) return;
+    const int lane = threadIdx.x & 31, kgroups = (g.K + 31) / 32;
+    const int k = (int)(wid % kgroups) * 32 + lane;
+    const long long rest = wid / kgroups, img = rest / strips;
+    const int strip = (int)(rest - img * strips), oh0 = strip * g.SR, qs = min(g.SR, g.Ho - oh0) * g.Wo;
+    const int RS = g.R * g.S;
+    const float *dk = dy + (img * g.K + (k < g.K ? k : 0)) * (long long)g.Q + (long long)oh0 * g.Wo;
+    const float *xi = x + img * (long long)g.C * g.H * g.W;
+    int off[CE], rs[CE];  // column e = (c, r, s): its offset in the image, r and s
+#pragma unroll
+    for (int e = 0; e < CE; e++) {
+        const int c = e < g.CRS ? e / RS : 0, t = e - c * RS, r = t / g.S, s = t - r * g.S;
+        off[e] = (c * g.H + r) * g.W + s, rs[e] = r << 8 | s;
+    }
+    float acc[CE], bacc = 0.0f;
+#pragma unroll
+    for (int e = 0; e < CE; e++) acc[e] = 0.0f;
+#pragma unroll 2
+    for (int q = 0; q < qs; q++) {
+        const int oh = oh0 + q / g.Wo, ow = q % g.Wo, ih0 = oh * g.stride - g.pad, iw0 = ow * g.stride - g.pad;
+        const float d = __ldg(dk + q);
+        bacc = __fadd_rn(bacc, d);
+#pragma unroll
+        for (int e = 0; e < CE; e++) {
+            if (e >= g.CRS) break;
+            const int ih = ih0 + (rs[e] >> 8), iw = iw0 + (rs[e] & 255);
+            const float xv = (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W
+                                 ? __ldg(xi + off[e] + (ih0 * g.W + iw0))
+                                 : 0.0f;
+            acc[e] = __fmaf_rn(d, xv, acc[e]);
+        }
+    }
+    if (k >= g.K) return;
+    float *pi = part + (img * strips + strip) * g.PW;
+#pragma unroll
+    for (int e = 0; e < CE; e++)
+        if (e < g.CRS) pi[(long long)k * g.CRS + e] = acc[e];
+    pi[(long long)g.K * g.CRS + k] = bacc;
+}
+static thread_local bool g_wgrad_lanes = false;  // gpu.h ff_gpu_set_wgrad_lanes
+extern "C" void ff_gpu_set_wgrad_lanes(bool on) {
+    g_wgrad_lanes = on;
+}
+
 // ------------------------------------------------------------------ conv2d weight gradient, tf32x3
 // --precision tf32x3 (tf32x3.cuh): k_conv_wgrad_part's per-image partials on tensor cores, for
 // stride-1 convs. Per image the GEMM part[k][e] = sum over q of dy[k, q] X[q][e] runs as mma
@@ -1305,10 +1364,22 @@ static ff_status conv_wgrad_gemm(float *dw, float *db, int64_t grad_stride, cons
         if (n > 0x7fffffffLL || strips > 65535)
             return FF_FAIL(FF_ERR_INPUT, "%s weight gradient: %lld images of %d strips, too many", L->name,
                            (long long)n, strips);
-        const dim3 grid((unsigned)n, (unsigned)((g.K + g.KG - 1) / g.KG), (unsigned)strips);
-        k_conv_wgrad_img<<<grid, (unsigned)ff_gpu_conv2d_wgrad_image_threads(L),
-                           (size_t)ff_gpu_conv2d_wgrad_image_smem(L), st>>>(part, dy, x, g);
-        FF_LAUNCH_CHECK("k_conv_wgrad_img");
+        if (g_wgrad_lanes) {  // a warp an (image, strip, 32 channels), no shared memory: the same bits
+            const long long warps = n * strips * (long long)((g.K + 31) / 32), blocks = (warps + 3) / 4;
+            if (blocks > 0x7fffffffLL)
+                return FF_FAIL(FF_ERR_INPUT, "%s weight gradient: %lld images of %d strips, too many", L->name,
+                               (long long)n, strips);
+            if (g.CRS <= 9)
+                k_conv_wgrad_lanes<9><<<(unsigned)blocks, 128, 0, st>>>(part, dy, x, g, strips, warps);
+            else
+                k_conv_wgrad_lanes<31><<<(unsigned)blocks, 128, 0, st>>>(part, dy, x, g, strips, warps);
+            FF_LAUNCH_CHECK("k_conv_wgrad_lanes");
+        } else {
+            const dim3 grid((unsigned)n, (unsigned)((g.K + g.KG - 1) / g.KG), (unsigned)strips);
+            k_conv_wgrad_img<<<grid, (unsigned)ff_gpu_conv2d_wgrad_image_threads(L),
+                               (size_t)ff_gpu_conv2d_wgrad_image_smem(L), st>>>(part, dy, x, g);
+            FF_LAUNCH_CHECK("k_conv_wgrad_img");
+        }
         return ff_gpu_conv_wgrad_group_sums(dw, db, grad_stride, part, KCRS, g.PW, n, group, strips, (ff_gpu_stream)st);
     } else {
         FF_TRY(conv_wgrad_tiled(part, dy, x, g, L, n, st));
@@ -1360,6 +1431,7 @@ extern "C" int ff_gpu_debug_last_wgrad_x3(void) {
     return g_last_wgrad_x3;
 }
 static thread_local bool g_wgrad_beside = false;  // gpu.h ff_gpu_set_wgrad_beside
+
 extern "C" void ff_gpu_set_wgrad_beside(bool beside) {
     g_wgrad_beside = beside;
 }

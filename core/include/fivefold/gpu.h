@@ -266,6 +266,12 @@ int ff_gpu_debug_last_wgrad_x3(void);
 // (bench/results/issue15-s31 run 1: a tf32x3 step at batch 64 0.298 ms against 0.316 with the
 // one chosen alone). Per thread like the tuning switch; false until set.
 void ff_gpu_set_wgrad_beside(bool beside);
+// Whether the calling thread's few-column conv weight gradients (mnist's conv1: the strip kernel,
+// FF_GPU_WGRAD_STRIP_ROWS) run as a warp an (image, strip, 32 output channels) with no shared
+// memory (k_conv_wgrad_lanes) instead of a block staging them in shared memory: the same chains,
+// the same bits. Off unless set (the cuda device sets it from FF_TRAIN_WGRAD_LANES=1): opt-in until
+// a GPU run has timed it (bench/results/issue15-s43).
+void ff_gpu_set_wgrad_lanes(bool on);
 
 // ---- training (device.h "training", layers_cpu_backward.h, train.h) ----
 // The backward layers, the loss, the tree reduction and the SGD update, for the cuda device's
