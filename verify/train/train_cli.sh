@@ -24,9 +24,9 @@
 #   conv      --conv winograd, --precision tf32 are refused once (exit 2), and --backend vendor on the
 #             cpu (it has no vendor library; the GPU modes train their linear layers with it); --conv
 #             direct and FF_CUDA_CONV=winograd without --conv train the default's digests;
-#             FF_TRAIN_GRAPHS=yes, FF_TRAIN_HOST_COPIES=on, FF_TRAIN_CONCURRENT_BACKWARD=2 and
-#             FF_TRAIN_POOL_SPARSE=yes are refused naming the variable, 0 and 1 train the default's
-#             digests (FF_TRAIN_POOL_SPARSE=2 too: the CPU has one backward)
+#             FF_TRAIN_GRAPHS=yes, FF_TRAIN_HOST_COPIES=on, FF_TRAIN_CONCURRENT_BACKWARD=2,
+#             FF_TRAIN_POOL_SPARSE=yes and FF_TRAIN_WGRAD_LANES=2 are refused naming the variable, 0
+#             and 1 train the default's digests (FF_TRAIN_POOL_SPARSE=2 too: the CPU has one backward)
 #   split     --split rows/replicate and --inject-crash/--inject-hang are refused (exit 2); --mode mpi
 #             --split batch (one rank) gives serial's digests
 #   gpu       --mode cuda / hybrid exit as `fivefold infer` does in that mode: 77 (with its message)
@@ -338,7 +338,10 @@ conv)
     refused lane $? "FF_TRAIN_CONCURRENT_BACKWARD='2': expected 1 (" "or 0 ("
     FF_TRAIN_POOL_SPARSE=yes "$F" train $A > "$T/pool.txt" 2>&1
     refused pool $? "FF_TRAIN_POOL_SPARSE='yes': expected 0 (" "or 2 ("
-    ! grep -q '^trained' "$T/queued.txt" "$T/capture.txt" "$T/copies.txt" "$T/lane.txt" "$T/pool.txt" || fail "a bad switch trained anyway"
+    FF_TRAIN_WGRAD_LANES=2 "$F" train $A > "$T/wlanes.txt" 2>&1
+    refused wlanes $? "FF_TRAIN_WGRAD_LANES='2': expected 0 (" "or 1 ("
+    ! grep -q '^trained' "$T/queued.txt" "$T/capture.txt" "$T/copies.txt" "$T/lane.txt" "$T/pool.txt" "$T/wlanes.txt" ||
+        fail "a bad switch trained anyway"
     FF_TRAIN_POOL_SPARSE=2 "$F" train $A > "$T/pool2.txt" 2>&1 || { cat "$T/pool2.txt"; fail "FF_TRAIN_POOL_SPARSE=2"; }
     [ "$(digests "$T/pool2.txt")" = "$REF" ] || fail "FF_TRAIN_POOL_SPARSE=2 changed the CPU's digests"
     for g in 0 1; do
@@ -348,6 +351,8 @@ conv)
         [ "$(digests "$T/graphs$g.txt")" = "$REF" ] || fail "FF_TRAIN_GRAPHS=$g changed the digests"
         FF_TRAIN_HOST_COPIES=$g "$F" train $A > "$T/copies$g.txt" 2>&1 || { cat "$T/copies$g.txt"; fail "FF_TRAIN_HOST_COPIES=$g"; }
         [ "$(digests "$T/copies$g.txt")" = "$REF" ] || fail "FF_TRAIN_HOST_COPIES=$g changed the digests"
+        FF_TRAIN_WGRAD_LANES=$g "$F" train $A > "$T/wlanes$g.txt" 2>&1 || { cat "$T/wlanes$g.txt"; fail "FF_TRAIN_WGRAD_LANES=$g"; }
+        [ "$(digests "$T/wlanes$g.txt")" = "$REF" ] || fail "FF_TRAIN_WGRAD_LANES=$g changed the digests"
     done
     ;;
 split)
