@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Session 43's GPU call (written then; no device was lent for the rest of session 43: for the next
-# session): the short-conv kernel (k_conv_short: mnist's conv1, 9 taps a chain, a thread a pixel
-# instead of a tf32x3 or GEMM tile; opt-in, FF_CUDA_SHORT_CONV=1) against the tiles in the same
+# session): conv1's two new kernels, both opt-in (k_conv_short: its forward a thread a pixel
+# instead of a tf32x3 or GEMM tile, FF_CUDA_SHORT_CONV=1; k_conv_wgrad_lanes: its weight gradient a
+# warp a strip with no shared memory, FF_TRAIN_WGRAD_LANES=1) against the defaults in the same
 # call, and what session 42 could not run (session 41's mutants, the bench, fc1's kernels, traced
 # steps):
 #  a. build; the mutant tree (verify/mutation/mutants.py's gpu_lin_terms_swapped, gpu_ps_gate_at_zero,
@@ -13,13 +14,13 @@
 #     off: session 39-42's digests), tools_conv_tiles_usage
 #  c. the mutants: test_gpu_layers must fail on tiles 24-31 and on the short convs, test_gpu_train
 #     on the picks + gate lines and the "strips a warp each" lines
-#  d. ms a step, FF_CUDA_SHORT_CONV=0 (conv1 on the tiles) and 1 (the default) in turn, twice, at
+#  d. ms a step, FF_CUDA_SHORT_CONV=0 (conv1 on the tiles, the default) and 1 in turn, twice, at
 #     tf32x3 and fp32: fp32's digests must be the same on both sides (the same chains), tf32x3's not
 #  d'. ms a step with FF_TRAIN_WGRAD_LANES=0 and =1 (conv1's weight gradient a warp a strip, no
 #     shared memory) in turn, twice, tf32x3: the digests must be the same on both sides
-#  e. with FF_CUDA_SHORT_CONV=1 and FF_TRAIN_WGRAD_LANES=1: conv1 alone (ff_conv_tiles: the short kernel timed beside every
-#     tile), train_bench tf32x3 against PyTorch's CUDA graph, traced steps, fc1's kernels alone,
-#     train_bench fp32
+#  e. with FF_CUDA_SHORT_CONV=1 and FF_TRAIN_WGRAD_LANES=1: train_bench tf32x3 against PyTorch's
+#     CUDA graph, traced steps, conv1 alone (ff_conv_tiles: the short kernel timed beside every
+#     tile), fc1's kernels alone, train_bench fp32 (what SECONDS leaves time for, in that order)
 # Usage: bash bench/results/issue15-s43/run1.sh OUTDIR [SECONDS]  (carry .deps, .ff-source-commit, .data-mid)
 # MUTANTS=0: no mutant tree (a call too short for a second build).
 set -uo pipefail
@@ -108,15 +109,15 @@ for b in (64, 256):
 PY
 el d. done
 export FF_CUDA_SHORT_CONV=1 FF_TRAIN_WGRAD_LANES=1
-for b in 64 256; do
-    for p in fp32 tf32x3; do
-        [ "$(dr_left $DL)" -gt 130 ] && dr_layer_tiles conv1 $b --precision $p
-    done
-done
 [ "$(dr_left $DL)" -gt 120 ] && dr_mnist_bench tf32x3
 el e. bench done
 for b in 64 256; do
     [ "$(dr_left $DL)" -gt 45 ] && dr_mnist_trace $b
+done
+for b in 64 256; do
+    for p in fp32 tf32x3; do
+        [ "$(dr_left $DL)" -gt 25 ] && dr_layer_tiles conv1 $b --precision $p
+    done
 done
 for b in 64 256; do  # every linear kernel of fc1 alone: forward and data gradient
     for dg in "" --data-grad; do
