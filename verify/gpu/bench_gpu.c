@@ -189,7 +189,11 @@ int main(int argc, char **argv) {
                 if (v == 0 || t < best) best = t;
                 const double tf = L->flops ? (double)L->flops * n / t * 1e-12 : 0;
                 char tile[16] = "";
-                if (L->n_weight) snprintf(tile, sizeof tile, "tile %d", ff_gpu_debug_last_tile());
+                const int ran = ff_gpu_debug_last_tile();
+                if (L->n_weight && ran == FF_GPU_TILE_SHORT_CONV)
+                    snprintf(tile, sizeof tile, "short");
+                else if (L->n_weight)
+                    snprintf(tile, sizeof tile, "tile %d", ran);
                 char alg[16];
                 snprintf(alg, sizeof alg, wm ? "winograd-%d" : "direct", wm);
                 printf("  %-8s%-6s %10.4f %9.2f  %-11s %s\n", L->name, fuse ? "+relu" : "", t * 1e3, tf, alg, tile);
