@@ -1907,11 +1907,10 @@ static void device_refuses_bad_switches(void **state) {
     const struct {
         const char *var, *value;
         bool ok;
-    } cases[] = {{"FF_TRAIN_POOL_SPARSE", "3", false},
-                 {"FF_TRAIN_POOL_SPARSE", "", false},
-                 {"FF_TRAIN_CONCURRENT_BACKWARD", "2", false},
-                 {"FF_TRAIN_POOL_SPARSE", "1", true},
-                 {"FF_TRAIN_CONCURRENT_BACKWARD", "0", true}};
+    } cases[] = {{"FF_TRAIN_POOL_SPARSE", "3", false},         {"FF_TRAIN_POOL_SPARSE", "", false},
+                 {"FF_TRAIN_CONCURRENT_BACKWARD", "2", false}, {"FF_TRAIN_WGRAD_LANES", "yes", false},
+                 {"FF_TRAIN_POOL_SPARSE", "1", true},          {"FF_TRAIN_CONCURRENT_BACKWARD", "0", true},
+                 {"FF_TRAIN_WGRAD_LANES", "1", true}};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         setenv(cases[i].var, cases[i].value, 1);
         ff_device *d = make_device(FF_DEVICE_CUDA);
