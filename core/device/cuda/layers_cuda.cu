@@ -811,7 +811,7 @@ __global__ void __launch_bounds__(WG * 128)
 // ------------------------------------------------------------------ convs of short chains
 // A conv whose chains have at most FF_GPU_SHORT_CONV_KD terms (C R S: mnist's conv1, 9) spends its
 // time writing the output: a GEMM or tensor-core tile would leave most of its k-depth idle (conv1
-// took 10.5 us at batch 64 as a tf32x3 tile, bench/results/issue15-s40, for 2.8 MB read and 5.5 MB
+// took 10.5 us at batch 64 as a tf32x3 tile, bench/results/issue15-s40, for 0.2 MB read and 5.5 MB
 // written). Here a thread owns one output pixel and a group of SC_KG output channels: it gathers
 // the pixel's Kd taps into registers once (a padding tap as +0, as the GEMM's zero-filled copy),
 // then runs each channel's chain in gpu.h's conv order, acc = b[k], (c, r, s) ascending,
