@@ -448,7 +448,7 @@ __global__ void k_conv_wgrad_img(float *__restrict__ part, const float *__restri
 // (one broadcast load each). Why: k_conv_wgrad_img's blocks stage dy, the image and the taps in
 // 12 KB of shared memory between two barriers, and beside conv2's pool-sparse weight gradient
 // (105 KB blocks on the lane) they wait for shared memory to free: 22.9-35.8 us at batch 64 in the
-// step against about 10 alone (bench/results/issue15-s38, -s40). Opt-in (ff_gpu_set_wgrad_lanes,
+// step against 13.2 alone under ncu (bench/results/issue15-s39, -s40). Opt-in (ff_gpu_set_wgrad_lanes,
 // FF_TRAIN_WGRAD_LANES=1) until a GPU run has timed it.
 template <int CE>  // CE >= CRS: the chains a lane holds (the few-column rule: CRS < 32)
 __global__ void __launch_bounds__(128)
