@@ -67,46 +67,39 @@ grep -E "picks|a warp each|FAILED|PASSED" "$out/mutant-train.log" | head -14
 gzip "$out"/mutant-*.log
 el c. done
 }
-for r in 1 2; do
-    for sc in 0 1; do
-        [ "$(dr_left $DL)" -gt 150 ] || break
-        FF_CUDA_SHORT_CONV=$sc DR_TAG=short$sc-r$r dr_mnist_steps tf32x3 fp32
+# ab_digests SWITCH NAME SAME PREC...: ms a step with SWITCH=0 and =1 in turn, twice (DR_TAG NAME0-rR,
+# NAME1-rR), then whether the two sides' first runs gave the same digests at each precision and batch,
+# against SAME ("fp32" / "tf32x3" / "fp32 tf32x3": the precisions that must give the same bits)
+ab_digests() {
+    local sw=$1 name=$2 same=$3 r v
+    shift 3
+    for r in 1 2; do
+        for v in 0 1; do
+            [ "$(dr_left $DL)" -gt 150 ] || break
+            (export "$sw=$v" DR_TAG=$name$v-r$r && dr_mnist_steps "$@")
+        done
     done
-done
-python3 - "$out" <<'PY'  # fp32: the same digests on both sides (the same chains); tf32x3: not
+    python3 - "$out" "$name" "$same" "$@" <<'PY'
 import json, os, sys
-for p in ("fp32", "tf32x3"):
+out, name, same, precs = sys.argv[1], sys.argv[2], sys.argv[3].split(), sys.argv[4:]
+for p in precs:
     for b in (64, 256):
         d = []
-        for side in ("short0-r1", "short1-r1"):
+        for v in (0, 1):
             try:
-                j = json.load(open(os.path.join(sys.argv[1], f"step-{p}-b{b}-{side}.json")))
+                j = json.load(open(os.path.join(out, f"step-{p}-b{b}-{name}{v}-r1.json")))
                 d.append((j["loss_digest"], j["weights_digest"]))
             except Exception as e:
                 d.append(str(e))
-        same = d[0] == d[1]
-        want = p == "fp32"
-        print(f"d. {p} b{b}: digests {'the same' if same else 'differ'} on the two sides "
-              f"({'as they must' if same == want else 'WRONG'})")
+        ok = (d[0] == d[1]) == (p in same)
+        print(f"d. {name} {p} b{b}: digests {'the same' if d[0] == d[1] else 'differ'} on the two sides "
+              f"({'as they must' if ok else 'WRONG'})")
 PY
-for r in 1 2; do  # conv1's weight gradient a warp a strip (FF_TRAIN_WGRAD_LANES): the same bits
-    for wl in 0 1; do
-        [ "$(dr_left $DL)" -gt 150 ] || break
-        FF_TRAIN_WGRAD_LANES=$wl DR_TAG=lanes$wl-r$r dr_mnist_steps tf32x3
-    done
-done
-python3 - "$out" <<'PY'
-import json, os, sys
-for b in (64, 256):
-    d = []
-    for side in ("lanes0-r1", "lanes1-r1"):
-        try:
-            j = json.load(open(os.path.join(sys.argv[1], f"step-tf32x3-b{b}-{side}.json")))
-            d.append((j["loss_digest"], j["weights_digest"]))
-        except Exception as e:
-            d.append(str(e))
-    print(f"d. wgrad lanes tf32x3 b{b}: digests {'the same (as they must)' if d[0] == d[1] else 'DIFFER: WRONG'}")
-PY
+}
+# conv1's forward on k_conv_short: fp32 the same chains (the same digests), tf32x3 not
+ab_digests FF_CUDA_SHORT_CONV short fp32 tf32x3 fp32
+# conv1's weight gradient a warp a strip: the same bits
+ab_digests FF_TRAIN_WGRAD_LANES lanes tf32x3 tf32x3
 el d. done
 export FF_CUDA_SHORT_CONV=1 FF_TRAIN_WGRAD_LANES=1
 [ "$(dr_left $DL)" -gt 120 ] && dr_mnist_bench tf32x3
