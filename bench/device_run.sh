@@ -26,6 +26,17 @@
 #   dr_layer_tiles LAYER BATCH [ARG...]
 #                            build-gpu/ff_conv_tiles on one mnist-cnn layer (every kernel alone, bits
 #                            compared): $out/tiles-LAYER[ARG]-bBATCH.txt, its summary lines printed
+#   dr_gpu_ctest SECONDS SHOW [HIDE]
+#                            the GPU tests (test_gpu_layers, test_gpu_train, gpu_train_*,
+#                            tools_conv_tiles_usage) for at most SECONDS (at least 40), verbose into
+#                            $out/ctest-gpu.log.gz; their summary and the lines matching SHOW printed
+#                            (but those matching HIDE, e.g. the negative controls that must fail)
+#   dr_mutant_tree NAME...   a copy of the tree in /tmp/mut with verify/mutation/mutants.py's mutants
+#                            NAME... applied together (pick ones that fail different test lines), its
+#                            test_gpu_layers and test_gpu_train building in the background
+#   dr_mutant_tests LAYERS TRAIN
+#                            after dr_mutant_tree: both tests on the mutants (each must exit nonzero),
+#                            the lines matching LAYERS and TRAIN printed; logs in $out/mutant-*.log.gz
 # The environment: .deps' libraries, mpiexec as root (Open MPI), unbuffered Python, NVLink
 # multicast off (the device notes: leave it off).
 export LD_LIBRARY_PATH="$PWD/.deps/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -122,4 +133,46 @@ dr_layer_tiles() {
     timeout 30 build-gpu/ff_conv_tiles --layer "$layer" "$@" --batch "$b" --iters 100 > "$f" 2>&1
     echo "ff_conv_tiles --layer $layer ${*:+$* }--batch $b: exit $?"
     grep -E "tuner picks|fastest|DIFFER" "$f" | head -6
+}
+dr_gpu_ctest() {
+    local ct=$1 show=$2 hide=${3:-^$}
+    [ "$ct" -lt 40 ] && ct=40
+    timeout "$ct" ctest --test-dir build-gpu -R "^(test_gpu_layers|test_gpu_train|gpu_train_.*|tools_conv_tiles_usage)$" \
+        -j 4 --timeout $((ct - 10)) -V > "$out/ctest-gpu.log" 2>&1
+    echo "ctest: exit $?"
+    grep -E "Test +#|tests passed|Total Test" "$out/ctest-gpu.log"
+    grep -E "$show" "$out/ctest-gpu.log" | grep -vE "$hide" | head -40
+    gzip -f "$out/ctest-gpu.log"
+}
+dr_mutant_tree() {
+    rm -rf /tmp/mut && mkdir /tmp/mut &&
+        tar -C . --exclude=./build-gpu --exclude=./.data-mid --exclude=./bench/results -cf - . | tar -C /tmp/mut -xf - &&
+        python3 - /tmp/mut "$@" <<'PY' || { echo "dr_mutant_tree: the mutants did not apply"; return 1; }
+import os, sys
+sys.path.insert(0, "verify/mutation")
+from mutants import MUTANTS
+names = sys.argv[2:]
+found = [m for m in MUTANTS if m["name"] in names]
+assert len(found) == len(names), f"unknown mutant(s): {sorted(set(names) - {m['name'] for m in found})}"
+for m in found:
+    p = os.path.join(sys.argv[1], m["file"])
+    s = open(p).read()
+    for find, repl in m["subs"]:
+        assert s.count(find) == 1, (m["name"], find)
+        s = s.replace(find, repl, 1)
+    open(p, "w").write(s)
+PY
+    (dr_build /tmp/mut test_gpu_layers test_gpu_train > "$out/mut-build.txt" 2>&1) &
+    dr_mut_pid=$!
+}
+dr_mutant_tests() {
+    wait "$dr_mut_pid"
+    cat "$out/mut-build.txt"
+    (cd /tmp/mut/build-gpu && timeout 100 ./verify/gpu/test_gpu_layers > "$out/mutant-layers.log" 2>&1)
+    echo "mutants: test_gpu_layers exit $? (must be nonzero)"
+    grep -E "$1|FAILED|PASSED" "$out/mutant-layers.log" | head -12
+    (cd /tmp/mut/build-gpu && timeout 100 ./verify/gpu/test_gpu_train > "$out/mutant-train.log" 2>&1)
+    echo "mutants: test_gpu_train exit $? (must be nonzero)"
+    grep -E "$2|FAILED|PASSED" "$out/mutant-train.log" | head -14
+    gzip -f "$out"/mutant-*.log
 }

@@ -12,7 +12,9 @@
 # Usage: bash bench/results/issue15-s42/run1.sh OUTDIR [SECONDS]  (carry .deps, .ff-source-commit, .data-mid)
 # MUTANTS=0: no mutant tree (a call too short for a second build); the tests then get what time is left.
 # (It ran in session 42 as committed in ba6185b, with MUTANTS=0 and SECONDS 170; since then its steps,
-# bench, kernel timings and traces call bench/device_run.sh's dr_mnist_* and dr_layer_tiles.)
+# bench, kernel timings and traces call bench/device_run.sh's dr_mnist_* and dr_layer_tiles, and its
+# tests and mutants dr_gpu_ctest, dr_mutant_tree and dr_mutant_tests: the same two mutants, by their
+# names in verify/mutation/mutants.py since session 43.)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../.."
@@ -22,43 +24,14 @@ case "$DL" in '' | *[!0-9]*) echo "run1.sh: SECONDS '$DL': expected a whole numb
 case "$MUTANTS" in 0 | 1) ;; *) echo "run1.sh: MUTANTS='$MUTANTS': expected 0 or 1" >&2; exit 2 ;; esac
 dr_begin run1 "${1:?usage: run1.sh OUTDIR [SECONDS]}"
 export DATA="$PWD/.data-mid/fashion-mnist"
-[ "$MUTANTS" = 1 ] && { rm -rf /tmp/mut && mkdir /tmp/mut && tar -C . --exclude=./build-gpu --exclude=./.data-mid --exclude=./bench/results -cf - . | tar -C /tmp/mut -xf -
-python3 - /tmp/mut/core/device/cuda/layers_cuda.cu /tmp/mut/core/device/cuda/pool_sparse.cu <<'PY'
-import sys
-p = sys.argv[1]; s = open(p).read()
-z = "for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].z, x[j].z, acc[i][j]);"
-w = "for (int j = 0; j < TN; j++) acc[i][j] = __fmaf_rn(a[i].w, x[j].w, acc[i][j]);"
-assert s.count(z) == 1 and s.count(w) == 1
-s = s.replace(z, "@Z@").replace(w, z).replace("@Z@", w)
-open(p, "w").write(s)
-p = sys.argv[2]; s = open(p).read()
-g = "G[t] = !(pooled[t] > 0.0f) ? 0.0f : __fadd_rn(0.0f, dy[t]);"
-assert s.count(g) == 1
-s = s.replace(g, g.replace("> 0.0f", ">= 0.0f"))
-open(p, "w").write(s)
-PY
-(dr_build /tmp/mut test_gpu_layers test_gpu_train > "$out/mut-build.txt" 2>&1) &
-mut_pid=$!
-}
+[ "$MUTANTS" = 1 ] && dr_mutant_tree gpu_lin_terms_swapped gpu_ps_gate_at_zero
 dr_build . fivefold test_gpu_train test_gpu_layers ff_kernel_trace ff_conv_tiles || exit 1
 el a. built
-ct=$(dr_left $DL); [ "$ct" -gt 200 ] && ct=200; [ "$ct" -lt 40 ] && ct=40
-timeout $ct ctest --test-dir build-gpu -R "^(test_gpu_layers|test_gpu_train|gpu_train_.*|tools_conv_tiles_usage)$" -j 4 --timeout $((ct - 10)) -V > "$out/ctest-gpu.log" 2>&1
-echo "b. ctest: exit $?"; grep -E "Test +#|tests passed|Total Test" "$out/ctest-gpu.log"
-grep -E "FAIL|tile 2[4-9]|tile 3[01]|picks" "$out/ctest-gpu.log" | grep -v "negative\|must FAIL\|vs split\|vs bias\|shifted\|one element" | head -24
-gzip "$out/ctest-gpu.log"
+ct=$(dr_left $DL); [ "$ct" -gt 200 ] && ct=200
+dr_gpu_ctest "$ct" "FAIL|tile 2[4-9]|tile 3[01]|picks" "negative|must FAIL|vs split|vs bias|shifted|one element"
 el b. done
-[ "$MUTANTS" = 1 ] && {
-wait $mut_pid; cat "$out/mut-build.txt"
-(cd /tmp/mut/build-gpu && timeout 100 ./verify/gpu/test_gpu_layers > "$out/mutant-layers.log" 2>&1)
-echo "c. mutants: test_gpu_layers exit $? (must be nonzero)"
-grep -E "tile 2[4-9].*FAIL|tile 3[01].*FAIL|FAILED|PASSED" "$out/mutant-layers.log" | head -8
-(cd /tmp/mut/build-gpu && timeout 100 ./verify/gpu/test_gpu_train > "$out/mutant-train.log" 2>&1)
-echo "c. mutants: test_gpu_train exit $? (must be nonzero); picks + gate lines:"
-grep -E "picks|FAILED|PASSED" "$out/mutant-train.log" | head -10
-gzip "$out"/mutant-*.log
+[ "$MUTANTS" = 1 ] && dr_mutant_tests "tile 2[4-9].*FAIL|tile 3[01].*FAIL" "picks"
 el c. done
-}
 dr_mnist_steps tf32x3 fp32
 el d. done
 for p in tf32x3 fp32; do

@@ -32,41 +32,15 @@ case "$DL" in '' | *[!0-9]*) echo "run1.sh: SECONDS '$DL': expected a whole numb
 case "$MUTANTS" in 0 | 1) ;; *) echo "run1.sh: MUTANTS='$MUTANTS': expected 0 or 1" >&2; exit 2 ;; esac
 dr_begin run1 "${1:?usage: run1.sh OUTDIR [SECONDS]}"
 export DATA="$PWD/.data-mid/fashion-mnist"
-[ "$MUTANTS" = 1 ] && { rm -rf /tmp/mut && mkdir /tmp/mut && tar -C . --exclude=./build-gpu --exclude=./.data-mid --exclude=./bench/results -cf - . | tar -C /tmp/mut -xf -
-python3 - /tmp/mut gpu_lin_terms_swapped gpu_short_conv_bias_last gpu_ps_gate_at_zero gpu_wgrad_lanes_unfused <<'PY'
-import os, sys  # verify/mutation/mutants.py's GPU mutants, all in one tree (each fails its own lines)
-sys.path.insert(0, "verify/mutation")
-from mutants import MUTANTS
-for m in (m for m in MUTANTS if m["name"] in sys.argv[2:]):
-    p = os.path.join(sys.argv[1], m["file"])
-    s = open(p).read()
-    for find, repl in m["subs"]:
-        assert s.count(find) == 1, (m["name"], find)
-        s = s.replace(find, repl, 1)
-    open(p, "w").write(s)
-PY
-(dr_build /tmp/mut test_gpu_layers test_gpu_train > "$out/mut-build.txt" 2>&1) &
-mut_pid=$!
-}
+[ "$MUTANTS" = 1 ] && dr_mutant_tree gpu_lin_terms_swapped gpu_short_conv_bias_last gpu_ps_gate_at_zero gpu_wgrad_lanes_unfused
 dr_build . fivefold test_gpu_train test_gpu_layers ff_kernel_trace ff_conv_tiles || exit 1
 el a. built
-ct=$(dr_left $DL); [ "$ct" -gt 170 ] && ct=170; [ "$ct" -lt 40 ] && ct=40
-timeout $ct ctest --test-dir build-gpu -R "^(test_gpu_layers|test_gpu_train|gpu_train_.*|tools_conv_tiles_usage)$" -j 4 --timeout $((ct - 10)) -V > "$out/ctest-gpu.log" 2>&1
-echo "b. ctest: exit $?"; grep -E "Test +#|tests passed|Total Test" "$out/ctest-gpu.log"
-grep -E "FAIL|short conv|tile 2[4-9]|tile 3[01]|picks|a warp each|tf32x3 mnist-cnn.conv1" "$out/ctest-gpu.log" | grep -v "negative\|must FAIL\|vs split\|vs bias\|shifted\|one element\|GEMM tile\|image/channel" | head -40
-gzip "$out/ctest-gpu.log"
+ct=$(dr_left $DL); [ "$ct" -gt 170 ] && ct=170
+dr_gpu_ctest "$ct" "FAIL|short conv|tile 2[4-9]|tile 3[01]|picks|a warp each|tf32x3 mnist-cnn.conv1" \
+    "negative|must FAIL|vs split|vs bias|shifted|one element|GEMM tile|image/channel"
 el b. done
-[ "$MUTANTS" = 1 ] && {
-wait $mut_pid; cat "$out/mut-build.txt"
-(cd /tmp/mut/build-gpu && timeout 100 ./verify/gpu/test_gpu_layers > "$out/mutant-layers.log" 2>&1)
-echo "c. mutants: test_gpu_layers exit $? (must be nonzero)"
-grep -E "tile 2[4-9].*FAIL|tile 3[01].*FAIL|short conv.*FAIL|FAILED|PASSED" "$out/mutant-layers.log" | head -12
-(cd /tmp/mut/build-gpu && timeout 100 ./verify/gpu/test_gpu_train > "$out/mutant-train.log" 2>&1)
-echo "c. mutants: test_gpu_train exit $? (must be nonzero); picks + gate lines:"
-grep -E "picks|a warp each|FAILED|PASSED" "$out/mutant-train.log" | head -14
-gzip "$out"/mutant-*.log
+[ "$MUTANTS" = 1 ] && dr_mutant_tests "tile 2[4-9].*FAIL|tile 3[01].*FAIL|short conv.*FAIL" "picks|a warp each"
 el c. done
-}
 # ab_digests SWITCH NAME SAME PREC...: ms a step with SWITCH=0 and =1 in turn, twice (DR_TAG NAME0-rR,
 # NAME1-rR), then whether the two sides' first runs gave the same digests at each precision and batch,
 # against SAME ("fp32" / "tf32x3" / "fp32 tf32x3": the precisions that must give the same bits)
