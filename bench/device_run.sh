@@ -3,6 +3,10 @@
 #   dr_begin NAME OUTDIR     the folder for logs ($out), the clock, the GPUs ($ngpu) and the commit
 #                            carried in .ff-source-commit printed; at exit $out is packed into
 #                            OUTDIR/../NAME.tgz (the run tool brings back only a few files)
+#   dr_mnist_begin NAME DEFAULT_SECONDS OUTDIR [SECONDS]
+#                            an mnist run script's start: SECONDS (its time budget, default
+#                            DEFAULT_SECONDS) into $DL and MUTANTS (0 or 1, default 1) checked (exit 2
+#                            naming a bad one), then dr_begin NAME OUTDIR and DATA=.data-mid's images
 #   dr_build SRC TARGET...   configure SRC into SRC/build-gpu (sm_90, cmocka from .deps) and build
 #                            the targets; the logs go to $out/build-<SRC's base name>.log
 #   el TEXT                  a line with the seconds since dr_begin
@@ -175,4 +179,13 @@ dr_mutant_tests() {
     echo "mutants: test_gpu_train exit $? (must be nonzero)"
     grep -E "$2|FAILED|PASSED" "$out/mutant-train.log" | head -14
     gzip -f "$out"/mutant-*.log
+}
+dr_mnist_begin() {
+    local name=$1
+    DL=${4:-$2} MUTANTS=${MUTANTS:-1}
+    case "$DL" in '' | *[!0-9]*) echo "$name.sh: SECONDS '$DL': expected a whole number of seconds" >&2; exit 2 ;; esac
+    case "$MUTANTS" in 0 | 1) ;; *) echo "$name.sh: MUTANTS='$MUTANTS': expected 0 or 1" >&2; exit 2 ;; esac
+    [ -n "${3:-}" ] || { echo "usage: $name.sh OUTDIR [SECONDS]: the folder for the logs is missing" >&2; exit 2; }
+    dr_begin "$name" "$3"
+    export DATA="$PWD/.data-mid/fashion-mnist"
 }

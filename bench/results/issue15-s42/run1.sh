@@ -19,11 +19,7 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here/../../.."
 . bench/device_run.sh
-DL=${2:-480} MUTANTS=${MUTANTS:-1}
-case "$DL" in '' | *[!0-9]*) echo "run1.sh: SECONDS '$DL': expected a whole number of seconds" >&2; exit 2 ;; esac
-case "$MUTANTS" in 0 | 1) ;; *) echo "run1.sh: MUTANTS='$MUTANTS': expected 0 or 1" >&2; exit 2 ;; esac
-dr_begin run1 "${1:?usage: run1.sh OUTDIR [SECONDS]}"
-export DATA="$PWD/.data-mid/fashion-mnist"
+dr_mnist_begin run1 480 "$@"
 [ "$MUTANTS" = 1 ] && dr_mutant_tree gpu_lin_terms_swapped gpu_ps_gate_at_zero
 dr_build . fivefold test_gpu_train test_gpu_layers ff_kernel_trace ff_conv_tiles || exit 1
 el a. built
