@@ -73,7 +73,7 @@ static int fail(const char *what) {
 }
 
 // What a launch runs.
-typedef enum { RUN_CONV, RUN_LINEAR, RUN_WEIGHT_GRAD, RUN_PS_DATA, RUN_PS_WEIGHTS } run_kind;
+typedef enum { RUN_CONV, RUN_LINEAR, RUN_WEIGHT_GRAD, RUN_PS_GRAD, RUN_PS_DATA, RUN_PS_WEIGHTS } run_kind;
 
 // One launch of what is being timed or sampled.
 typedef struct {
@@ -82,7 +82,7 @@ typedef struct {
     // the conv: out = conv(in); the linear layer: out = in w^T + b, split-K sums in work; the
     // weight gradient: rows out, dy in, x w; the pool-sparse data
     // gradient: dx out, the sparse gradient in, weights w, relu gate b; its weight gradient: rows
-    // out, the sparse gradient in, x w
+    // out, the sparse gradient in, x w; the sparse gradient itself: (g, q) out, dy in, the relu's y w
     float *out, *in, *w, *b, *work;
     ff_gpu_stream s;
     run_kind what;
@@ -90,6 +90,7 @@ typedef struct {
 
 static ff_status run_once(const launch *k) {
     const int64_t nw = k->L->out_c * k->L->in.c * k->L->kh * k->L->kw;
+    if (k->what == RUN_PS_GRAD) return ff_gpu_pool_sparse_gradient(k->out, k->in, k->w, k->L, k->pool, k->batch, k->s);
     if (k->what == RUN_PS_DATA)
         return ff_gpu_pool_sparse_backward_data(k->out, k->in, k->w, k->b, k->L, k->pool, k->batch, k->s);
     if (k->what == RUN_PS_WEIGHTS)
@@ -132,6 +133,19 @@ static int sample_stalls(const launch *k, long iters) {
 #endif
 }
 
+// us: microseconds a launch of k over iters launches between two events on its stream; 0, or
+// fail()'s 1 naming what did not run.
+static int time_launches(const launch *k, long iters, ff_gpu_event e0, ff_gpu_event e1, const char *what, double *us) {
+    if (ff_gpu_event_record(e0, k->s)) return fail("event");
+    for (long it = 0; it < iters; it++)
+        if (run_once(k)) return fail(what);
+    double sec = 0;
+    if (ff_gpu_event_record(e1, k->s) || ff_gpu_event_sync(e1) || ff_gpu_event_elapsed(&sec, e0, e1))
+        return fail("timing");
+    *us = sec / (double)iters * 1e6;
+    return 0;
+}
+
 // --weight-grad: the training fast path timed; a second run must give the first's bits.
 // ref: the automatic choice's rows to compare with (NULL: none); label: what runs.
 static int time_weight_grad(const launch *k, long iters, ff_gpu_event e0, ff_gpu_event e1, size_t nrows, float *keep,
@@ -143,16 +157,11 @@ static int time_weight_grad(const launch *k, long iters, ff_gpu_event e0, ff_gpu
     if (!r0 || !r1) return fail("host memory");
     if (run_once(k) || ff_gpu_copy_d2h(r0, k->out, nrows * sizeof(float), k->s) || ff_gpu_stream_sync(k->s))
         return fail("weight gradient");
-    if (ff_gpu_event_record(e0, k->s)) return fail("event");
-    for (long it = 0; it < iters; it++)
-        if (run_once(k)) return fail("weight gradient");
-    double sec = 0;
-    if (ff_gpu_event_record(e1, k->s) || ff_gpu_event_sync(e1) || ff_gpu_event_elapsed(&sec, e0, e1))
-        return fail("timing");
+    double us = 0;
+    if (time_launches(k, iters, e0, e1, "weight gradient", &us)) return 1;
     if (ff_gpu_copy_d2h(r1, k->out, nrows * sizeof(float), k->s) || ff_gpu_stream_sync(k->s)) return fail("copy back");
     const int same = memcmp(r0, r1, nrows * sizeof(float)) == 0;
     const int as_auto = !ref || memcmp(r1, ref, nrows * sizeof(float)) == 0;
-    const double us = sec / (double)iters * 1e6;
     printf("%s weight gradient, batch %ld (%s, micro-batches of %d): %.3f GFLOP a call\n", L->name, k->batch, label,
            WGRAD_GROUP, flops * 1e-9);
     char hex[32];
@@ -175,14 +184,9 @@ static int time_ps_variant(const launch *k, long iters, ff_gpu_event e0, ff_gpu_
     if (ff_gpu_fill(k->out, NAN, count, k->s) || run_once(k) ||
         ff_gpu_copy_d2h(got, k->out, count * sizeof(float), k->s) || ff_gpu_stream_sync(k->s))
         return fail(label);
-    if (ff_gpu_event_record(e0, k->s)) return fail("event");
-    for (long it = 0; it < iters; it++)
-        if (run_once(k)) return fail(label);
-    double sec = 0;
-    if (ff_gpu_event_record(e1, k->s) || ff_gpu_event_sync(e1) || ff_gpu_event_elapsed(&sec, e0, e1))
-        return fail("timing");
+    double us = 0;
+    if (time_launches(k, iters, e0, e1, label, &us)) return 1;
     const int same = !ref || memcmp(got, ref, count * sizeof(float)) == 0;
-    const double us = sec / (double)iters * 1e6;
     printf("  %-44s %9.2f us  %6.2f TFLOP/s (the picks' fmas)  %s\n", label, us, flops / (us * 1e-6) * 1e-12,
            !ref   ? "(the reference)"
            : same ? "bits = automatic"
@@ -231,15 +235,11 @@ static int pool_sparse_times(const ff_model *m, int li, long batch, long iters, 
            P->name, batch, flops * 1e-9);
     int rc = 0;
     {  // the sparse gradient
-        if (ff_gpu_pool_sparse_gradient(gq, dy, y, L, P, batch, s) || ff_gpu_stream_sync(s))
-            return fail("sparse gradient");
-        if (ff_gpu_event_record(e0, s)) return fail("event");
-        for (long it = 0; it < iters; it++)
-            if (ff_gpu_pool_sparse_gradient(gq, dy, y, L, P, batch, s)) return fail("sparse gradient");
-        double sec = 0;
-        if (ff_gpu_event_record(e1, s) || ff_gpu_event_sync(e1) || ff_gpu_event_elapsed(&sec, e0, e1))
-            return fail("timing");
-        printf("  %-44s %9.2f us\n", "sparse gradient (g and picks)", sec / (double)iters * 1e6);
+        const launch kg = {.L = L, .pool = P, .batch = batch, .out = gq, .in = dy, .w = y, .s = s, .what = RUN_PS_GRAD};
+        double us = 0;
+        if (run_once(&kg) || ff_gpu_stream_sync(s)) return fail("sparse gradient");
+        if (time_launches(&kg, iters, e0, e1, "sparse gradient", &us)) return 1;
+        printf("  %-44s %9.2f us\n", "sparse gradient (g and picks)", us);
     }
     launch kd = {.L = L, .pool = P, .batch = batch, .out = dx, .in = gq, .w = w, .b = x, .s = s, .what = RUN_PS_DATA};
     rc |= time_ps_variant(&kd, iters, e0, e1, nx, NULL, ref, "data gradient: automatic", flops);
@@ -468,16 +468,9 @@ int main(int argc, char **argv) {
         printf("%s.%s%s, batch %ld, %s: %.3f GFLOP a call; the tuner picks configuration %d\n", model, layer,
                data_grad ? " data gradient" : "", batch,
                linear ? "fp32 chains (linear layers: every precision)" : precision, flops * 1e-9, tuned);
-    {  // the automatic choice itself, timed as the configurations are
-        double sec = 0;
-        if (ff_gpu_event_record(e0, s)) return fail("event");
-        for (long it = 0; it < iters; it++)
-            if (run_once(&k)) return fail("launch");
-        if (ff_gpu_event_record(e1, s) || ff_gpu_event_sync(e1) || ff_gpu_event_elapsed(&sec, e0, e1))
-            return fail("timing");
-        const double a = sec / (double)iters * 1e6;
-        printf("  automatic: %9.2f us  %6.2f TFLOP/s\n", a, flops / (a * 1e-6) * 1e-12);
-    }
+    double auto_us = 0;  // the automatic choice itself, timed as the configurations are
+    if (time_launches(&k, iters, e0, e1, "launch", &auto_us)) return 1;
+    printf("  automatic: %9.2f us  %6.2f TFLOP/s\n", auto_us, flops / (auto_us * 1e-6) * 1e-12);
     const int ncfg = x3 && !linear ? ff_gpu_debug_x3_tile_count() : ff_gpu_debug_tile_count();
     double best = 1e30;
     int best_cfg = -1, differ = 0;
@@ -494,13 +487,7 @@ int main(int argc, char **argv) {
         if (ff_gpu_copy_d2h(y, dout, nout * sizeof(float), s) || ff_gpu_stream_sync(s)) return fail("copy back");
         const int same = memcmp(y, y0, nout * sizeof(float)) == 0;
         differ += !same;
-        if (ff_gpu_event_record(e0, s)) return fail("event");
-        for (long it = 0; it < iters; it++)
-            if (run_once(&k)) return fail("launch");
-        double sec = 0;
-        if (ff_gpu_event_record(e1, s) || ff_gpu_event_sync(e1) || ff_gpu_event_elapsed(&sec, e0, e1))
-            return fail("timing");
-        us[c] = sec / (double)iters * 1e6;
+        if (time_launches(&k, iters, e0, e1, "launch", &us[c])) return 1;
         if (ran == c && us[c] < best) best = us[c], best_cfg = c;
         printf("  config %2d%s: %9.2f us  %6.2f TFLOP/s  %s\n", c, ran == c ? "" : " (ran the fallback)", us[c],
                flops / (us[c] * 1e-6) * 1e-12, same ? "bits = automatic" : "BITS DIFFER from the automatic choice");
