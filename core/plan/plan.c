@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fivefold/gpu.h"
 #include "fivefold/winograd.h"
 
 const char *ff_precision_name(ff_precision p) {
@@ -105,9 +106,18 @@ ff_status ff_plan_build(ff_plan *out, const ff_model *m, ff_device_kind device, 
     }
     // The digest class: the CPU reference's bits, or the GPU plan's. The default GPU plan keeps the
     // name the committed goldens record ("gpu"); another plan is its own class. The short-conv
-    // kernel's chains are the fp32 tiles' (gpu.h): switched on, only tf32x3's bits change.
+    // kernel's chains are the fp32 tiles' (gpu.h): switched on, only tf32x3's bits change, and only
+    // for a model with such a conv (mnist's conv1; AlexNet has none), forward or as the data
+    // gradient that training runs through the forward conv (out_c R S terms a chain).
+    bool short_convs = false;
+    for (int i = 0; i < m->n_layers; i++) {
+        const ff_layer *L = &m->layers[i];
+        short_convs |= L->op == FF_OP_CONV2D && (L->in.c * L->kh * L->kw <= FF_GPU_SHORT_CONV_KD ||
+                                                 (i > 0 && L->out_c * L->kh * L->kw <= FF_GPU_SHORT_CONV_KD));
+    }
     if (o->backend == FF_BACKEND_OWN && o->precision == FF_PRECISION_TF32X3)
-        snprintf(out->digest_class, sizeof out->digest_class, "gpu-direct-tf32x3%s", o->short_conv ? "-short" : "");
+        snprintf(out->digest_class, sizeof out->digest_class, "gpu-direct-tf32x3%s",
+                 o->short_conv && short_convs ? "-short" : "");
     else if (o->backend != FF_BACKEND_OWN || o->precision != FF_PRECISION_FP32)
         out->digest_class[0] = 0;
     else if (device == FF_DEVICE_CPU)

@@ -225,7 +225,12 @@ static void tf32x3_has_its_own_class(void **state) {
     o.precision = FF_PRECISION_FP32;  // in fp32 its chains are the tiles': the same class
     assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
     assert_string_equal(p.digest_class, "gpu-direct");
-    o.precision = FF_PRECISION_TF32X3, o.short_conv = false;
+    ff_model a;  // AlexNet has no short conv: its bits, and so its class, do not change
+    assert_int_equal(ff_model_init(&a, "alexnet"), FF_OK);
+    o.precision = FF_PRECISION_TF32X3;
+    assert_int_equal(ff_plan_build(&p, &a, FF_DEVICE_CUDA, &o), FF_OK);
+    assert_string_equal(p.digest_class, "gpu-direct-tf32x3");
+    o.short_conv = false;
     assert_int_equal(ff_plan_build(&p, &m, FF_DEVICE_CUDA, &o), FF_OK);
     assert_string_equal(ff_precision_name(p.opt.precision), "tf32x3");
     assert_string_equal(ff_precision_name(FF_PRECISION_FP32), "fp32");

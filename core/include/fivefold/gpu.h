@@ -207,8 +207,9 @@ ff_status ff_gpu_layer_forward(float *out, const float *in, const float *w, cons
 void ff_gpu_set_tuning(bool on);
 // --precision tf32x3 for the calling thread's convolutions (ff_gpu_conv2d, and the data gradients
 // that run through it): tensor cores with each factor split into two TF32 halves (layers_cuda.cu
-// states the products and the order), their own bits; false: the fp32 FMA chains. Convs of at most
-// FF_GPU_SHORT_CONV_KD terms a chain keep the fp32 chains either way (ff_gpu_conv2d). Per thread like
+// states the products and the order), their own bits; false: the fp32 FMA chains. With
+// ff_gpu_set_short_conv(true), convs of at most FF_GPU_SHORT_CONV_KD terms a chain keep the fp32
+// chains either way (ff_gpu_conv2d). Per thread like
 // the tuning switch: the cuda device sets its plan's choice at the start of each op.
 void ff_gpu_set_conv_math(bool tf32x3);
 // The calling thread's setting (true: tf32x3). The conv weight gradient reads it too: under
