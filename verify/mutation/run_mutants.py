@@ -159,6 +159,14 @@ def failed_tests(output):
     return [re.sub(r'^\s*\d+ - (\S+).*$', r'\1', l) for l in m.group(1).splitlines() if l.strip()]
 
 
+def skipped_tests(output):
+    """The tests CTest lists as not run (a GPU test without a GPU, an MPI test without MPI)."""
+    m = re.search(r'The following tests did not run:\n((?:\s+\d+ - .*\n?)*)', output)
+    if not m:
+        return []
+    return [re.sub(r'^\s*\d+ - (\S+).*$', r'\1', l) for l in m.group(1).splitlines() if l.strip()]
+
+
 def configure(root, src, build, gpu=False):
     """Copies the sources to src and configures build (Release at -O2, no CUDA, Ninja): None, or what
     failed. -O2, not -O3: what a mutant changes and which tests see it does not depend on the level
@@ -247,7 +255,8 @@ def full_run(root, only, keep, jobs, workers, gpu=False):
         for m in muts:
             names = selected(tests, m['kill'])
             if not names:
-                print(f'ERROR {m["name"]}: kill regex {m["kill"]!r} selects no test')
+                print(f'ERROR {m["name"]}: kill regex {m["kill"]!r} selects no test' +
+                      (' (--gpu: this build has no GPU tests; is a CUDA toolkit on the PATH?)' if gpu else ''))
                 return 1
             plan.append((m, names, targets_for(tests, names, build0, known)))  # relative: every tree's
         all_targets = sorted({t for _, _, ts in plan for t in ts})
@@ -263,6 +272,11 @@ def full_run(root, only, keep, jobs, workers, gpu=False):
         r = run(['ctest', '--test-dir', build0, '-R', regex, f'-j{jobs}', '--timeout', str(TEST_TIMEOUT_S)])
         if r.returncode:
             print(r.stdout[-5000:] + f'\nunmutated: tests failed {failed_tests(r.stdout)}: fix them first')
+            return 1
+        skipped = skipped_tests(r.stdout)
+        if skipped:  # a skipped test passes whatever the mutant: every mutant would "survive"
+            print(f'unmutated: tests skipped {skipped}: a test that does not run cannot kill a mutant' +
+                  (' (--gpu needs a machine with a GPU)' if gpu else ''))
             return 1
         print(f'unmutated copy built ({workers} worker{"s" if workers > 1 else ""}) and its {len(all_names)} kill '
               f'tests pass ({time.time() - t0:.0f} s)')
